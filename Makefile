@@ -14,7 +14,12 @@ export MPLBACKEND := Agg
 # node on import, and the machine's Node 20 is end-of-life.
 export PATH := $(CURDIR)/$(VENV)/node-bin:$(PATH)
 
-.PHONY: setup demo test lint synth bench clean
+.PHONY: setup demo test lint synth diff bench clean
+
+# The demo's defaults: the embedded digits-mlp workload and a deadline that gives several workers.
+DEADLINE ?= 10m
+INVOCATION_LIMIT ?= 60s
+CDK := node_modules/.bin/cdk
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PY_SYS) -m venv $(VENV)
@@ -29,8 +34,15 @@ $(NODE_STAMP): package.json package-lock.json $(STAMP)
 
 setup: $(STAMP) $(NODE_STAMP)
 
-demo: setup
-	$(PY) -m tools.demo
+demo: synth
+	$(PY) -m emulator cdk.out/plan.json --invocation-limit $(INVOCATION_LIMIT)
+
+synth: setup
+	$(CDK) synth --quiet -c deadline=$(DEADLINE) > /dev/null
+
+bench: setup
+	$(PY) -m bench.planner
+	$(PY) -m bench.sync
 
 test: setup
 	$(PY) -m pytest

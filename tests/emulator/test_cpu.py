@@ -1,0 +1,78 @@
+"""CPU share arithmetic, the cgroup v1 limiter and its clearly reported fallback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emulator import cpu
+
+
+def test_vcpu_share_is_memory_over_1769_capped_at_lambda_max() -> None:
+    assert cpu.lambda_vcpu_share(1769) == pytest.approx(1.0)
+    assert cpu.lambda_vcpu_share(884.5) == pytest.approx(0.5)
+    assert cpu.lambda_vcpu_share(10240) == pytest.approx(10240 / 1769)
+    assert cpu.lambda_vcpu_share(20000) == pytest.approx(10240 / 1769)
+
+
+def test_vcpu_share_rejects_non_positive_memory() -> None:
+    with pytest.raises(ValueError, match="memory_mb must be positive, got 0"):
+        cpu.lambda_vcpu_share(0)
+
+
+def test_default_scale_fits_the_plan_in_the_worker_fraction_of_the_machine() -> None:
+    scale = cpu.default_cpu_scale(n_workers=4, memory_mb=1769, cores=2.0)
+    assert 4 * cpu.local_cores(1769, scale) == pytest.approx(cpu.WORKER_CORE_FRACTION * 2.0)
+
+
+def test_default_scale_never_gives_more_than_one_core_per_vcpu() -> None:
+    assert cpu.default_cpu_scale(n_workers=1, memory_mb=512, cores=64.0) == 1.0
+
+
+def test_quota_is_cores_times_period_with_kernel_minimum() -> None:
+    assert cpu.cfs_quota_us(0.5) == 50_000
+    assert cpu.cfs_quota_us(2.0) == 200_000
+    assert cpu.cfs_quota_us(0.0001) == cpu.MIN_QUOTA_US
+
+
+@pytest.mark.parametrize("bad", ["zero", "-1", "0", "nan"])
+def test_parse_cpu_scale_names_the_bad_value(bad: str) -> None:
+    with pytest.raises(ValueError, match=f"bad --cpu-scale '{bad}'"):
+        cpu.parse_cpu_scale(bad)
+
+
+def test_fallback_without_cgroup_is_reported_and_placement_is_a_no_op(tmp_path: Path) -> None:
+    limiter = cpu.CpuLimiter("emu-test", root=tmp_path / "nothing-here")
+    assert not limiter.enforced
+    assert limiter.status().startswith("CPU share not enforced: no cgroup v1 cpu controller")
+    placement = limiter.place("w0", 0.5)
+    placement.enter()  # must not fail
+    assert placement.procs_file is None
+    limiter.close()
+
+
+def _cgroup_v1_writable() -> bool:
+    return (cpu.CGROUP_V1_CPU_ROOT / "cpu.cfs_quota_us").is_file() and os.access(
+        cpu.CGROUP_V1_CPU_ROOT, os.W_OK
+    )
+
+
+@pytest.mark.skipif(not _cgroup_v1_writable(), reason="needs a writable cgroup v1 cpu hierarchy")
+def test_cgroup_limiter_sets_quota_places_child_and_removes_groups() -> None:
+    with cpu.CpuLimiter(f"emu-test-{os.getpid()}") as limiter:
+        assert limiter.enforced, limiter.status()
+        placement = limiter.place("w0", 0.25)
+        group = limiter.group / "w0"
+        assert (group / "cpu.cfs_quota_us").read_text().strip() == "25000"
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "import os; print(open('/proc/self/cgroup').read())"],
+            stdout=subprocess.PIPE,
+            preexec_fn=placement.enter,
+        )
+        out, _ = proc.communicate(timeout=30)
+        assert f"{limiter.group.name}/w0" in out.decode()
+    assert not limiter.group.exists()

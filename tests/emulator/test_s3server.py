@@ -1,0 +1,44 @@
+"""The local S3 server: starts on 127.0.0.1, serves boto3, and is gone after the block."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import boto3
+import pytest
+
+from emulator.procs import group_alive
+from emulator.s3server import S3Endpoint, s3_server, weed_command
+
+
+def test_weed_round_trips_an_object_through_boto3(s3_env: dict[str, str]) -> None:
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="emu-test-roundtrip")
+    s3.put_object(Bucket="emu-test-roundtrip", Key="a/b.bin", Body=b"\x00\x01payload")
+    body = s3.get_object(Bucket="emu-test-roundtrip", Key="a/b.bin")["Body"].read()
+    assert body == b"\x00\x01payload"
+    assert s3_env["AWS_ENDPOINT_URL_S3"].startswith("http://127.0.0.1:")
+
+
+def test_weed_command_binds_loopback_and_disables_telemetry(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ports = {n: i for i, n in enumerate(
+        [f"{c}{s}" for c in ("master", "volume", "filer", "s3", "admin") for s in ("", ".grpc")]
+    )}
+    argv = weed_command("weed", tmp_path, ports)
+    assert "-ip.bind=127.0.0.1" in argv
+    assert "-master.telemetry=false" in argv
+    assert "-s3.port=6" in argv
+
+
+def test_server_process_group_is_gone_after_the_block(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with s3_server("weed", data_dir=tmp_path) as endpoint:
+        assert isinstance(endpoint, S3Endpoint) and endpoint.pid is not None
+        pid = endpoint.pid
+        with urllib.request.urlopen(endpoint.url + "/", timeout=5) as response:
+            assert response.status < 500
+    assert not group_alive(pid)
+
+
+def test_unknown_server_kind_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown S3 server 'minio': expected 'weed' or 'moto'"):
+        s3_server("minio")

@@ -1,0 +1,347 @@
+"""Datasets as equal shards in S3: `manifest.json`, `shard-NNNNN.npz` (one per worker), `test.npz`.
+
+Sources (`load_source`):
+- `builtin:digits` — scikit-learn's bundled 8×8 digits (1,797 samples, no download), as 1×8×8;
+- `synthetic-cifar:<samples>` — SYNTHETIC CIFAR-shaped data (3×32×32, 10 classes: a fixed random
+  template per class plus noise), for benchmarks only; the manifest says `"synthetic": true`;
+- a local `.npz` file or a folder of them, with arrays `x` (samples first) and `y` (int labels);
+- `s3://bucket/prefix` — every `.npz` object under the prefix, same arrays.
+
+`write_shards` shuffles with the seed, holds out a test split, and cuts the rest into n shards of
+exactly equal size (the remainder is dropped, as BSP needs equal local batches). Workers read
+only their shard through `load_shard`, cached in TMPDIR (/tmp in Lambda) after a size check.
+
+CLI: `python -m functions.datasets shard --source builtin:digits --shards 4 --bucket B --prefix P`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+SYNTHETIC_CIFAR_CLASSES = 10
+
+
+class DatasetError(ValueError):
+    """A bad dataset source or a shard that cannot be used; one-line message."""
+
+
+# -- sources ---------------------------------------------------------------------------------
+def load_source(source: str, seed: int = 0, s3: Any = None) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(x float32 with samples first, y int64, synthetic?) for a source string."""
+    if source == "builtin:digits":
+        from sklearn.datasets import load_digits  # ships its data; no download
+
+        digits = load_digits()
+        x = (digits.data.astype(np.float32) / 16.0).reshape(-1, 1, 8, 8)
+        return x, digits.target.astype(np.int64), False
+    if source.startswith("synthetic-cifar:"):
+        count = source.split(":", 1)[1]
+        if not count.isdigit() or int(count) < 1:
+            raise DatasetError(
+                f"bad source {source!r}: expected synthetic-cifar:<samples> with samples >= 1"
+            )
+        return (*synthetic_cifar(int(count), seed), True)
+    if source.startswith("s3://"):
+        return (*_concat(_s3_npz_blobs(source, s3)), False)
+    path = Path(source)
+    if path.is_dir():
+        files = sorted(path.glob("*.npz"))
+        if not files:
+            raise DatasetError(f"bad source {source!r}: the folder holds no .npz files")
+        return (*_concat(f.read_bytes() for f in files), False)
+    if path.is_file() and path.suffix == ".npz":
+        return (*_concat([path.read_bytes()]), False)
+    raise DatasetError(
+        f"bad source {source!r}: expected builtin:digits, synthetic-cifar:<samples>, "
+        "a .npz file or folder of them, or s3://bucket/prefix"
+    )
+
+
+def synthetic_cifar(samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """SYNTHETIC 3×32×32 images: class template + Gaussian noise (learnable, not CIFAR)."""
+    rng = np.random.default_rng([seed, 0xC1FA])
+    templates = rng.standard_normal((SYNTHETIC_CIFAR_CLASSES, 3, 32, 32), dtype=np.float32)
+    y = rng.integers(0, SYNTHETIC_CIFAR_CLASSES, samples, dtype=np.int64)
+    x = rng.standard_normal((samples, 3, 32, 32), dtype=np.float32)
+    x += 0.5 * templates[y]
+    return x, y
+
+
+def _concat(blobs: Any) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = [], []
+    for blob in blobs:
+        with np.load(io.BytesIO(blob)) as data:
+            if "x" not in data.files or "y" not in data.files:
+                raise DatasetError(f"npz holds arrays {data.files}, expected 'x' and 'y'")
+            xs.append(data["x"])
+            ys.append(data["y"])
+    if not xs:
+        raise DatasetError("no .npz data found")
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    if len(x) != len(y):
+        raise DatasetError(f"x has {len(x)} samples but y has {len(y)}")
+    if np.issubdtype(x.dtype, np.integer):
+        x = x.astype(np.float32) / 255.0  # integer images: scale to [0, 1]
+    return x.astype(np.float32, copy=False), y.astype(np.int64)
+
+
+def _s3_npz_blobs(uri: str, s3: Any) -> list[bytes]:
+    bucket, _, prefix = uri[len("s3://") :].partition("/")
+    if s3 is None:
+        from functions.aws import s3_client
+
+        s3 = s3_client()
+    keys = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys += [o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(".npz")]
+    return [s3.get_object(Bucket=bucket, Key=k)["Body"].read() for k in sorted(keys)]
+
+
+# -- writing shards --------------------------------------------------------------------------
+def _npz_bytes(**arrays: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _key(prefix: str, name: str) -> str:
+    prefix = prefix.strip("/")
+    return f"{prefix}/{name}" if prefix else name
+
+
+def write_shards(
+    s3: Any,
+    source: str,
+    n_shards: int,
+    bucket: str,
+    prefix: str,
+    seed: int = 0,
+    test_fraction: float = 0.2,
+) -> dict[str, Any]:
+    """Shuffle, split off a test set, upload n equal shards and the manifest; returns it."""
+    if n_shards < 1:
+        raise DatasetError(f"n_shards {n_shards}: expected an integer >= 1")
+    if not 0 <= test_fraction < 1:
+        raise DatasetError(f"test_fraction {test_fraction}: expected 0 <= fraction < 1")
+    x, y, synthetic = load_source(source, seed, s3)
+    order = np.random.default_rng(seed).permutation(len(x))
+    n_test = int(round(len(x) * test_fraction))
+    test_idx, train_idx = order[:n_test], order[n_test:]
+    per_shard = len(train_idx) // n_shards
+    if per_shard < 1:
+        raise DatasetError(
+            f"{len(train_idx)} training samples cannot fill {n_shards} shards: use fewer shards"
+        )
+    shards = []
+    for k in range(n_shards):
+        idx = np.sort(train_idx[k * per_shard : (k + 1) * per_shard])
+        body = _npz_bytes(x=x[idx], y=y[idx])
+        name = f"shard-{k:05d}.npz"
+        s3.put_object(Bucket=bucket, Key=_key(prefix, name), Body=body)
+        shards.append({"key": name, "bytes": len(body), "samples": per_shard})
+    test_body = _npz_bytes(x=x[test_idx], y=y[test_idx])
+    s3.put_object(Bucket=bucket, Key=_key(prefix, "test.npz"), Body=test_body)
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "source": source,
+        "synthetic": synthetic,
+        "seed": seed,
+        "n_shards": n_shards,
+        "samples_per_shard": per_shard,
+        "train_samples": per_shard * n_shards,
+        "dropped_samples": len(train_idx) - per_shard * n_shards,
+        "test_samples": int(n_test),
+        "input_shape": [int(d) for d in x.shape[1:]],
+        "classes": int(y.max()) + 1 if len(y) else 0,
+        "x_dtype": "float32",
+        "shards": shards,
+        "test": {"key": "test.npz", "bytes": len(test_body), "samples": int(n_test)},
+        "dataset_bytes": sum(s["bytes"] for s in shards),
+    }
+    s3.put_object(
+        Bucket=bucket,
+        Key=_key(prefix, MANIFEST),
+        Body=json.dumps(manifest, indent=2, sort_keys=True).encode(),
+        ContentType="application/json",
+    )
+    return manifest
+
+
+# -- reading shards --------------------------------------------------------------------------
+def read_manifest(s3: Any, bucket: str, prefix: str) -> dict[str, Any]:
+    body = s3.get_object(Bucket=bucket, Key=_key(prefix, MANIFEST))["Body"].read()
+    manifest: dict[str, Any] = json.loads(body)
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise DatasetError(
+            f"manifest format {manifest.get('format_version')!r}, expected {FORMAT_VERSION}"
+        )
+    return manifest
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("TMPDIR") or "/tmp") / "ldnn-shards"
+
+
+def check_fits(shard_bytes: int, ephemeral_storage_mb: int, cache_dir: Path) -> None:
+    """A shard must fit the function's /tmp and the disk actually free; else a clear error."""
+    limit_bytes = ephemeral_storage_mb * 1024 * 1024
+    if shard_bytes > limit_bytes:
+        raise DatasetError(
+            f"shard of {shard_bytes / 1e6:.1f} MB does not fit ephemeral storage of "
+            f"{ephemeral_storage_mb} MB: raise ephemeral_storage_mb or use more shards"
+        )
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    free_bytes = shutil.disk_usage(cache_dir).free
+    if shard_bytes > free_bytes:
+        raise DatasetError(
+            f"shard of {shard_bytes / 1e6:.1f} MB exceeds the {free_bytes / 1e6:.1f} MB free "
+            f"in {cache_dir}"
+        )
+
+
+def _cached_object(s3: Any, bucket: str, key: str, size: int, path: Path) -> Path:
+    """Download `key` to `path` unless a file of the expected size is already there."""
+    if path.exists() and path.stat().st_size == size:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_suffix(f".part{os.getpid()}")
+    s3.download_file(bucket, key, str(part))
+    if part.stat().st_size != size:
+        part.unlink()
+        raise DatasetError(f"s3://{bucket}/{key} has a different size than the manifest says")
+    part.replace(path)
+    return path
+
+
+def load_shard(
+    s3: Any,
+    bucket: str,
+    prefix: str,
+    rank: int,
+    manifest: Mapping[str, Any],
+    ephemeral_storage_mb: int = 512,
+    cache_dir: Path | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Worker `rank`'s shard (x, y), through the /tmp cache."""
+    shards = manifest["shards"]
+    if not 0 <= rank < len(shards):
+        raise DatasetError(f"rank {rank} has no shard: the dataset has {len(shards)} shards")
+    entry = shards[rank]
+    cache_dir = cache_dir or default_cache_dir()
+    check_fits(int(entry["bytes"]), ephemeral_storage_mb, cache_dir)
+    path = cache_dir / bucket / prefix.strip("/") / entry["key"]
+    _cached_object(s3, bucket, _key(prefix, entry["key"]), int(entry["bytes"]), path)
+    with np.load(path) as data:
+        return data["x"], data["y"]
+
+
+def load_test(
+    s3: Any, bucket: str, prefix: str, manifest: Mapping[str, Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    body = s3.get_object(Bucket=bucket, Key=_key(prefix, manifest["test"]["key"]))["Body"].read()
+    with np.load(io.BytesIO(body)) as data:
+        return data["x"], data["y"]
+
+
+def batch_indices(
+    seed: int, rank: int, iteration: int, local_batch: int, shard_samples: int
+) -> np.ndarray:
+    """Sample indices of `rank`'s batch at `iteration`: a pure function of its arguments.
+
+    Each worker walks its shard in a fresh permutation per epoch (seeded by seed, rank, epoch),
+    so a resumed worker draws exactly the batches the uninterrupted one would have.
+    """
+    positions = iteration * local_batch + np.arange(local_batch, dtype=np.int64)
+    epochs, offsets = np.divmod(positions, shard_samples)
+    out = np.empty(local_batch, dtype=np.int64)
+    for epoch in np.unique(epochs):
+        perm = np.random.default_rng([seed, rank, int(epoch)]).permutation(shard_samples)
+        mask = epochs == epoch
+        out[mask] = perm[offsets[mask]]
+    return out
+
+
+# -- entry points ----------------------------------------------------------------------------
+def prepare_handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
+    """Lambda/emulator step: {source, n_shards, dataset_bucket, dataset_prefix, seed?,
+    test_fraction?} → the manifest (also written to S3)."""
+    from functions.aws import s3_client
+
+    try:
+        source = str(event["source"])
+        n_shards = int(event["n_shards"])
+        bucket = str(event["dataset_bucket"])
+        prefix = str(event["dataset_prefix"])
+    except KeyError as exc:
+        raise DatasetError(f"prepare event is missing key {exc.args[0]!r}") from None
+    return write_shards(
+        s3_client(),
+        source,
+        n_shards,
+        bucket,
+        prefix,
+        seed=int(event.get("seed", 0)),
+        test_fraction=float(event.get("test_fraction", 0.2)),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m functions.datasets")
+    sub = parser.add_subparsers(dest="command", required=True)
+    shard = sub.add_parser("shard", help="split a dataset into equal shards in S3")
+    shard.add_argument(
+        "--source",
+        required=True,
+        help="builtin:digits | synthetic-cifar:<samples> | file.npz | dir | s3://",
+    )
+    shard.add_argument("--shards", type=int, required=True)
+    shard.add_argument("--bucket", required=True)
+    shard.add_argument("--prefix", default="")
+    shard.add_argument("--seed", type=int, default=0)
+    shard.add_argument("--test-fraction", type=float, default=0.2)
+    args = parser.parse_args(argv)
+    from functions.aws import s3_client
+
+    try:
+        manifest = write_shards(
+            s3_client(),
+            args.source,
+            args.shards,
+            args.bucket,
+            args.prefix,
+            args.seed,
+            args.test_fraction,
+        )
+    except DatasetError as exc:
+        print(f"functions.datasets: error: {exc}", file=sys.stderr)
+        return 2
+    summary = {
+        k: manifest[k]
+        for k in (
+            "n_shards",
+            "samples_per_shard",
+            "test_samples",
+            "input_shape",
+            "classes",
+            "dataset_bytes",
+            "synthetic",
+        )
+    }
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Finalize a job: checkpoint the PS shards, assemble the model, write model.pt and report.json.
+
+`handler(event, context)` takes the worker event of the job (any rank; `results` may carry the
+workers' last return values). It asks each PS shard for a checkpoint (if the PS is already gone,
+the checkpoints in S3 are used), loads the newest iteration every shard has, concatenates the
+shards into the full parameter vector, evaluates on the held-out test split and writes
+`s3://<artifacts_bucket>/<job_id>/model.pt` (a state_dict) and `report.json`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from functions import datasets, wire, zoo
+from functions.aws import resolve_secret, s3_client
+from functions.ps import CheckpointStore
+from functions.ps_client import PSClient
+from functions.task import WorkerTask
+
+LOG = logging.getLogger("functions.finalize")
+
+
+def request_checkpoints(task: WorkerTask, timeout_s: float = 30.0) -> list[int] | None:
+    """Ask every shard to checkpoint now; None if the PS cannot be reached."""
+    client = PSClient(
+        task.ps_endpoints,
+        task.job_id,
+        -1,
+        resolve_secret(task.secret_ref),
+        0,
+        timeout_s=timeout_s,
+        connect_timeout_s=min(timeout_s, 5.0),
+    )
+    try:
+        client.connect()
+        return client.checkpoint()
+    except (wire.PSTimeout, wire.PSDisconnected, wire.WireError, wire.RemoteError, OSError) as exc:
+        LOG.warning("PS not reachable for a final checkpoint (%s); using checkpoints in S3", exc)
+        return None
+    finally:
+        client.close()
+
+
+def assemble_parameters(s3: Any, task: WorkerTask) -> tuple[int, np.ndarray]:
+    """(iteration, full parameter vector) from the newest checkpoint every shard holds."""
+    store = CheckpointStore(
+        s3, task.artifacts_bucket, task.checkpoint_prefix, len(task.ps_endpoints)
+    )
+    iteration = store.latest_common_iteration()
+    if iteration is None:
+        raise RuntimeError(
+            f"no PS checkpoint in s3://{task.artifacts_bucket}/{task.checkpoint_prefix} "
+            f"common to all {len(task.ps_endpoints)} shards"
+        )
+    parts = [store.load(k, iteration)["params"] for k in range(len(task.ps_endpoints))]
+    return iteration, np.concatenate(parts).astype(np.float32, copy=False)
+
+
+def evaluate(model: torch.nn.Module, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    if len(x) == 0:
+        return {"test_samples": 0}
+    with torch.no_grad():
+        logits = model(torch.from_numpy(x))
+        loss = float(F.cross_entropy(logits, torch.from_numpy(y)))
+        accuracy = float((logits.argmax(1).numpy() == y).mean())
+    return {"test_samples": len(x), "test_loss": loss, "test_accuracy": accuracy}
+
+
+def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
+    task = WorkerTask.from_event(event)
+    s3 = s3_client()
+    acked = request_checkpoints(task)
+    iteration, vector = assemble_parameters(s3, task)
+    manifest = datasets.read_manifest(s3, task.dataset_bucket, task.dataset_prefix)
+    model = zoo.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
+    flat = zoo.flat_parameters(model)
+    if vector.size != flat.params.numel():
+        raise RuntimeError(
+            f"checkpoint holds {vector.size} parameters, model {task.model!r} has "
+            f"{flat.params.numel()}"
+        )
+    with torch.no_grad():
+        flat.params.copy_(torch.from_numpy(vector))
+    model.eval()
+    x_test, y_test = datasets.load_test(s3, task.dataset_bucket, task.dataset_prefix, manifest)
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    base = f"{task.job_id}/"
+    s3.put_object(Bucket=task.artifacts_bucket, Key=base + "model.pt", Body=buf.getvalue())
+    results = list(event.get("results", []) or [])
+    report = {
+        "job_id": task.job_id,
+        "model": task.model,
+        "parameters": int(vector.size),
+        "iteration": iteration,
+        "iterations_planned": task.iterations,
+        "complete": iteration >= task.iterations,
+        "ps_checkpoint_acks": acked,
+        "dataset": {k: manifest[k] for k in ("source", "synthetic", "train_samples")},
+        **evaluate(model, x_test, y_test),
+        "model_uri": f"s3://{task.artifacts_bucket}/{base}model.pt",
+        "workers": results,
+    }
+    s3.put_object(
+        Bucket=task.artifacts_bucket,
+        Key=base + "report.json",
+        Body=json.dumps(report, indent=2, sort_keys=True, default=str).encode(),
+        ContentType="application/json",
+    )
+    return report

@@ -1,0 +1,574 @@
+"""One parameter-server shard: BSP aggregation and SGD-with-momentum over a slice of the model.
+
+Run as `python -m functions.ps --job-id J --shard 0 --shards 2 --workers 4 --port 0 ...`; it prints
+`READY host:port` on stdout once it listens.
+
+State: the shard's parameters for the current iteration t, the parameters of t-1 (kept so a
+worker that resumes one iteration behind can still compute its gradient for t-1), the momentum
+buffer, and the gradients received for iteration t (summed in place into one accumulator, with
+the set of ranks that contributed). Rules that make restarts safe:
+
+- a gradient for an iteration already applied (i < t), or a second gradient from the same rank
+  for the current iteration, is ignored: a worker that died after pushing and recomputes the same
+  deterministic batch changes nothing;
+- when all n ranks have pushed for t, the average is applied exactly as torch.optim.SGD does
+  (buf = momentum·buf + g; p = p − lr·buf, dampening 0, no Nesterov, no weight decay) and t += 1;
+- PULL(i) waits until t ≥ i and serves the parameters of i (t or t-1);
+- checkpoints (params, momentum, t) go to S3 every N iterations and on request; at start the
+  shard restores the newest iteration that *every* shard of the job has checkpointed, so shards
+  restarted together agree.
+
+The PS never sees the model: the first authenticated worker sends its shard of the (seeded,
+deterministic) initial parameters (INIT). Threads, one per connection: recv_into and numpy
+releases the GIL, so the shard keeps up with loopback speeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import logging
+import os
+import re
+import secrets as pysecrets
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from functions import wire
+from functions.wire import MsgType
+
+LOG = logging.getLogger("functions.ps")
+HANDSHAKE_TIMEOUT_S = 10.0  # an unauthenticated peer gets this long to prove itself
+
+
+@dataclass(frozen=True)
+class PSConfig:
+    """Everything a shard needs; mirrors the CLI flags."""
+
+    job_id: str
+    shard: int
+    shards: int
+    workers: int
+    secret: bytes
+    host: str = "127.0.0.1"
+    port: int = 0
+    model: str = ""
+    seed: int = 0
+    learning_rate: float = 0.01
+    momentum: float = 0.9
+    artifacts_bucket: str = ""
+    checkpoint_prefix: str = ""
+    checkpoint_every: int = 0  # iterations between periodic checkpoints; 0 = only on request
+    idle_timeout_s: float = 900.0  # an authenticated worker may compute this long between frames
+    wait_timeout_s: float = 900.0  # longest a PULL waits for the other workers
+    max_shard_mb: float = 4096.0  # bound on a shard's size before INIT fixes it exactly
+
+
+class ShardState:
+    """Parameters, momentum and the BSP accumulator of one shard, guarded by one condition."""
+
+    def __init__(self, config: PSConfig) -> None:
+        self.config = config
+        self.cond = threading.Condition()
+        self.total_params = 0
+        self.iteration = -1  # -1 until INIT or a restored checkpoint
+        self.params = np.empty(0, np.float32)
+        self.prev_params = np.empty(0, np.float32)
+        self.momentum_buf = np.empty(0, np.float32)
+        self.accumulator = np.empty(0, np.float32)
+        self.received: set[int] = set()
+        self.checkpointed_iteration = -1
+        self.updates_applied = 0
+        self.duplicates_ignored = 0
+
+    @property
+    def initialized(self) -> bool:
+        return self.iteration >= 0
+
+    @property
+    def shard_size(self) -> int:
+        return int(self.params.size)
+
+    def adopt(self, total_params: int, params: np.ndarray, momentum: np.ndarray, it: int) -> None:
+        """Install parameters (from INIT or a checkpoint). Caller holds the condition."""
+        self.total_params = total_params
+        self.params = np.ascontiguousarray(params, np.float32).copy()
+        self.prev_params = self.params.copy()
+        self.momentum_buf = np.ascontiguousarray(momentum, np.float32).copy()
+        self.accumulator = np.zeros_like(self.params)
+        self.received = set()
+        self.iteration = it
+        self.cond.notify_all()
+
+    def add_gradient(self, rank: int, it: int, grad: np.ndarray) -> bool:
+        """Fold one rank's gradient for `it` in; apply the update when all n are in.
+
+        Returns True if the gradient was used, False if ignored as a duplicate. Caller holds the
+        condition.
+        """
+        if it < self.iteration or rank in self.received:
+            self.duplicates_ignored += 1
+            return False
+        if it > self.iteration:
+            raise wire.WireError(
+                f"gradient for iteration {it} but the shard is at {self.iteration}"
+            )
+        if not self.received:
+            np.copyto(self.accumulator, grad)
+        else:
+            self.accumulator += grad
+        self.received.add(rank)
+        if len(self.received) == self.config.workers:
+            self._apply_update()
+        return True
+
+    def _apply_update(self) -> None:
+        """torch.optim.SGD(momentum) on the averaged gradient; swaps the parameter buffers."""
+        grad = self.accumulator
+        grad /= np.float32(self.config.workers)
+        self.momentum_buf *= np.float32(self.config.momentum)
+        self.momentum_buf += grad
+        new = self.prev_params  # t-1 is no longer needed once t+1 exists
+        np.multiply(self.momentum_buf, np.float32(-self.config.learning_rate), out=new)
+        new += self.params
+        self.prev_params, self.params = self.params, new
+        self.iteration += 1
+        self.received = set()
+        self.updates_applied += 1
+        self.cond.notify_all()
+
+    def params_for(self, it: int) -> np.ndarray:
+        """Parameters of iteration `it` (t or t-1). Caller holds the condition."""
+        if it == self.iteration:
+            return self.params
+        if it == self.iteration - 1:
+            return self.prev_params
+        raise wire.WireError(
+            f"parameters of iteration {it} are not held (shard at {self.iteration})"
+        )
+
+
+class CheckpointStore:
+    """PS checkpoints in S3: `<prefix>/ps-shard-KKK-of-NNN/iter-TTTTTTTTTT.npz`."""
+
+    KEY_RE = re.compile(r"ps-shard-(\d{3})-of-(\d{3})/iter-(\d{10})\.npz$")
+
+    def __init__(self, s3: Any, bucket: str, prefix: str, shards: int) -> None:
+        self.s3, self.bucket, self.shards = s3, bucket, shards
+        self.prefix = prefix.strip("/")
+
+    def key(self, shard: int, iteration: int) -> str:
+        base = f"{self.prefix}/" if self.prefix else ""
+        return f"{base}ps-shard-{shard:03d}-of-{self.shards:03d}/iter-{iteration:010d}.npz"
+
+    def save(
+        self,
+        shard: int,
+        iteration: int,
+        total_params: int,
+        params: np.ndarray,
+        momentum: np.ndarray,
+    ) -> str:
+        buf = io.BytesIO()
+        np.savez(
+            buf,
+            params=params,
+            momentum=momentum,
+            iteration=np.int64(iteration),
+            total_params=np.int64(total_params),
+        )
+        key = self.key(shard, iteration)
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=buf.getvalue())
+        return key
+
+    def iterations_by_shard(self) -> dict[int, set[int]]:
+        found: dict[int, set[int]] = {k: set() for k in range(self.shards)}
+        paginator = self.s3.get_paginator("list_objects_v2")
+        base = f"{self.prefix}/" if self.prefix else ""
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=f"{base}ps-shard-"):
+            for obj in page.get("Contents", []):
+                match = self.KEY_RE.search(obj["Key"])
+                if match and int(match.group(2)) == self.shards:
+                    found.setdefault(int(match.group(1)), set()).add(int(match.group(3)))
+        return found
+
+    def latest_common_iteration(self) -> int | None:
+        """Newest iteration checkpointed by every shard, or None."""
+        sets = list(self.iterations_by_shard().values())
+        common = set.intersection(*sets) if sets else set()
+        return max(common) if common else None
+
+    def load(self, shard: int, iteration: int) -> dict[str, np.ndarray]:
+        body = self.s3.get_object(Bucket=self.bucket, Key=self.key(shard, iteration))["Body"]
+        with np.load(io.BytesIO(body.read())) as data:
+            return {name: data[name] for name in data.files}
+
+
+class ParameterServer:
+    """A TCP server for one shard; `start()` binds and serves in background threads."""
+
+    def __init__(self, config: PSConfig, s3: Any = None) -> None:
+        self.config = config
+        self.state = ShardState(config)
+        self.store: CheckpointStore | None = None
+        if config.artifacts_bucket:
+            if s3 is None:
+                from functions.aws import s3_client
+
+                s3 = s3_client()
+            self.store = CheckpointStore(
+                s3, config.artifacts_bucket, config.checkpoint_prefix, config.shards
+            )
+        self._listener: socket.socket | None = None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()
+        self._ckpt_lock = threading.Lock()
+        self.rejected_connections = 0
+        self.address: tuple[str, int] = (config.host, config.port)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def restore(self) -> int | None:
+        """Load the newest checkpoint every shard has; returns its iteration or None."""
+        if self.store is None:
+            return None
+        it = self.store.latest_common_iteration()
+        if it is None:
+            return None
+        data = self.store.load(self.config.shard, it)
+        with self.state.cond:
+            self.state.adopt(int(data["total_params"]), data["params"], data["momentum"], it)
+            self.state.checkpointed_iteration = it
+        LOG.info("shard %d restored iteration %d from checkpoint", self.config.shard, it)
+        return it
+
+    def start(self) -> tuple[str, int]:
+        self.restore()
+        listener = socket.create_server((self.config.host, self.config.port), reuse_port=False)
+        listener.settimeout(0.2)
+        self._listener = listener
+        self.address = listener.getsockname()[:2]
+        thread = threading.Thread(target=self._accept_loop, name="ps-accept", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return self.address
+
+    def stop(self) -> None:
+        """Stop accepting, close every connection, join the accept thread (no checkpoint)."""
+        self._stop.set()
+        if self._listener is not None:
+            self._listener.close()
+        with self._conns_lock:
+            for conn in list(self._conns):
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
+        with self.state.cond:
+            self.state.cond.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self._stop.is_set():
+            try:
+                conn, peer = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            thread = threading.Thread(
+                target=self._serve_conn, args=(conn, peer), daemon=True, name=f"ps-conn-{peer[1]}"
+            )
+            thread.start()
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def checkpoint(self) -> int:
+        """Write the current state to S3 unless this iteration is already there."""
+        if self.store is None:
+            return self.state.iteration
+        with self._ckpt_lock:
+            with self.state.cond:
+                st = self.state
+                if not st.initialized or st.checkpointed_iteration == st.iteration:
+                    return st.iteration
+                # Copies taken under the lock: the next update may start while we upload.
+                it, total = st.iteration, st.total_params
+                params, momentum = st.params.copy(), st.momentum_buf.copy()
+            key = self.store.save(self.config.shard, it, total, params, momentum)
+            with self.state.cond:
+                self.state.checkpointed_iteration = max(self.state.checkpointed_iteration, it)
+            LOG.info(
+                "shard %d checkpointed iteration %d to s3://%s/%s",
+                self.config.shard,
+                it,
+                self.config.artifacts_bucket,
+                key,
+            )
+            return it
+
+    def _maybe_periodic_checkpoint(self, it_before: int) -> None:
+        every = self.config.checkpoint_every
+        it_after = self.state.iteration
+        if every > 0 and it_after != it_before and it_after % every == 0:
+            self.checkpoint()
+
+    # -- one connection --------------------------------------------------------------------
+    def _serve_conn(self, conn: socket.socket, peer: tuple[str, int]) -> None:
+        with self._conns_lock:
+            self._conns.add(conn)
+        rank = None
+        try:
+            wire.tune_socket(conn)
+            rank, total, buf = self._handshake(conn)
+            while not self._stop.is_set():
+                self._serve_request(conn, rank, total, buf)
+        except wire.PSDisconnected:
+            LOG.info("rank %s from %s:%s disconnected", rank, *peer)
+        except (wire.WireError, wire.PSTimeout, wire.RemoteError, ValueError) as exc:
+            self.rejected_connections += 1
+            LOG.warning("closing connection from %s:%s (rank %s): %s", *peer, rank, exc)
+            self._try_send_error(conn, str(exc))
+        except OSError as exc:
+            LOG.info("connection from %s:%s ended: %s", *peer, exc)
+        finally:
+            with self._conns_lock:
+                self._conns.discard(conn)
+            conn.close()
+
+    def _try_send_error(self, conn: socket.socket, message: str) -> None:
+        with contextlib.suppress(OSError, wire.PSTimeout, wire.PSDisconnected):
+            wire.send_frame(conn, MsgType.ERROR, 0, message.encode()[:1024], time.monotonic() + 1.0)
+
+    def _handshake(self, conn: socket.socket) -> tuple[int, int, np.ndarray]:
+        cfg, st = self.config, self.state
+        deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
+        nonce = pysecrets.token_bytes(wire.NONCE_BYTES)
+        wire.send_frame(conn, MsgType.CHALLENGE, 0, nonce, deadline)
+        header = wire.recv_header(conn, deadline)
+        wire.expect(header, conn, deadline, MsgType.HELLO)
+        raw = wire.recv_control(conn, header, deadline)
+        if len(raw) <= wire.MAC_BYTES:
+            raise wire.AuthError("HELLO too short to carry an HMAC")
+        mac, hello_bytes = raw[: wire.MAC_BYTES], raw[wire.MAC_BYTES :]
+        if not wire.check_mac(cfg.secret, nonce, hello_bytes, mac):
+            raise wire.AuthError("HMAC mismatch: wrong shared secret")
+        hello = json.loads(hello_bytes)
+        if hello.get("job_id") != cfg.job_id:
+            raise wire.AuthError(f"job id {hello.get('job_id')!r} is not this PS's job")
+        rank, total = int(hello.get("rank", -2)), int(hello.get("total_params", 0))
+        if not -1 <= rank < cfg.workers:
+            raise wire.WireError(f"rank {rank} out of range -1..{cfg.workers - 1}")
+        if hello.get("shard") != cfg.shard or hello.get("shards") != cfg.shards:
+            raise wire.WireError(
+                f"client expects shard {hello.get('shard')}/{hello.get('shards')}, "
+                f"this is shard {cfg.shard}/{cfg.shards}"
+            )
+        with st.cond:
+            if st.initialized and total and total != st.total_params:
+                raise wire.WireError(f"model of {total} parameters, this job has {st.total_params}")
+            start, stop = wire.shard_bounds(total or st.total_params, cfg.shards, cfg.shard)
+            if (stop - start) * 4 > cfg.max_shard_mb * 1e6:
+                raise wire.WireError(f"shard of {stop - start} floats exceeds --max-shard-mb")
+            welcome = {
+                "iteration": st.iteration,
+                "initialized": st.initialized,
+                "shard_size": stop - start,
+                "total_params": st.total_params or total,
+            }
+        wire.send_json(conn, MsgType.WELCOME, welcome["iteration"], welcome, deadline)
+        # The receive buffer is allocated once per connection; control clients need none.
+        buf = np.empty(stop - start if rank >= 0 and total else 0, np.float32)
+        LOG.info("rank %d authenticated (shard at iteration %d)", rank, st.iteration)
+        return rank, total, buf
+
+    def _serve_request(self, conn: socket.socket, rank: int, total: int, buf: np.ndarray) -> None:
+        cfg, st = self.config, self.state
+        header = wire.recv_header(conn, time.monotonic() + cfg.idle_timeout_s)
+        deadline = time.monotonic() + cfg.idle_timeout_s
+        kind, it = header.msg_type, header.iteration
+        if kind in (MsgType.INIT, MsgType.PUSH):
+            if rank < 0 or buf.size == 0:
+                raise wire.WireError(f"{kind.name} from a control connection")
+            wire.recv_payload_into(conn, header, buf, deadline)
+            if not np.isfinite(buf).all():
+                raise wire.WireError(f"{kind.name} for iteration {it} holds NaN or inf")
+            with st.cond:
+                before = st.iteration
+                if kind == MsgType.INIT:
+                    if not st.initialized:
+                        st.adopt(total, buf, np.zeros_like(buf), 0)
+                        LOG.info(
+                            "shard %d initialised by rank %d (%d floats)", cfg.shard, rank, buf.size
+                        )
+                else:
+                    if not st.initialized:
+                        raise wire.WireError("PUSH before the shard was initialised")
+                    st.add_gradient(rank, it, buf)
+            self._maybe_periodic_checkpoint(before)
+            if kind == MsgType.INIT:
+                wire.send_frame(conn, MsgType.ACK, st.iteration, b"", deadline)
+        elif kind == MsgType.PULL:
+            self._serve_pull(conn, it)
+        elif kind == MsgType.CHECKPOINT:
+            wire.recv_control(conn, header, deadline)
+            done_it = self.checkpoint()
+            wire.send_json(
+                conn,
+                MsgType.ACK,
+                done_it,
+                {**self.status(), "checkpoint_iteration": done_it},
+                deadline,
+            )
+        elif kind == MsgType.STATUS:
+            wire.recv_control(conn, header, deadline)
+            wire.send_json(conn, MsgType.ACK, st.iteration, self.status(), deadline)
+        else:
+            raise wire.WireError(f"unexpected {kind.name} frame from a worker")
+
+    def _serve_pull(self, conn: socket.socket, it: int) -> None:
+        st = self.state
+        deadline = time.monotonic() + self.config.wait_timeout_s
+        with st.cond:
+            while st.iteration < it and not self._stop.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise wire.PSTimeout(
+                        f"PULL({it}) waited {self.config.wait_timeout_s:.0f} s; "
+                        f"shard still at {st.iteration}"
+                    )
+                st.cond.wait(min(remaining, 1.0))
+            if self._stop.is_set():
+                raise wire.PSDisconnected("server stopping")
+            params = st.params_for(it)
+        # Sent outside the lock: under BSP nobody can overwrite this buffer until this very
+        # worker pushes its next gradient (see module docstring).
+        wire.send_frame(
+            conn, MsgType.PARAMS, it, params, time.monotonic() + self.config.idle_timeout_s
+        )
+
+    def status(self) -> dict[str, Any]:
+        st = self.state
+        return {
+            "shard": self.config.shard,
+            "iteration": st.iteration,
+            "total_params": st.total_params,
+            "shard_size": st.shard_size,
+            "received": sorted(st.received),
+            "updates_applied": st.updates_applied,
+            "duplicates_ignored": st.duplicates_ignored,
+            "checkpointed_iteration": st.checkpointed_iteration,
+            "rejected_connections": self.rejected_connections,
+        }
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag gives one line on stderr and exit code 2 (no usage dump)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]  # argparse returns NoReturn
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _OneLineParser(prog="python -m functions.ps", description=__doc__.splitlines()[0])
+    p.add_argument("--job-id", required=True)
+    p.add_argument("--shard", type=int, default=0, help="this shard's index (0-based)")
+    p.add_argument("--shards", type=int, default=1, help="number of PS shards of the job")
+    p.add_argument("--workers", type=int, required=True, help="n: gradients per BSP iteration")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 on EC2)")
+    p.add_argument("--port", type=int, default=0, help="0 lets the OS choose (see READY line)")
+    p.add_argument("--secret-ref", required=True, help="env:NAME or a Secrets Manager id/ARN")
+    p.add_argument("--model", default="", help="model zoo key (recorded, for logs)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--learning-rate", type=float, default=0.01)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--artifacts-bucket", default="", help="empty: no checkpoints")
+    p.add_argument("--checkpoint-prefix", default="")
+    p.add_argument("--checkpoint-every", type=int, default=0, help="iterations; 0 = on request")
+    p.add_argument("--idle-timeout-s", type=float, default=900.0)
+    p.add_argument("--wait-timeout-s", type=float, default=900.0)
+    p.add_argument("--max-shard-mb", type=float, default=4096.0)
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> PSConfig:
+    """Validate flags; raises ValueError with one line naming the bad value."""
+    if args.workers < 1:
+        raise ValueError(f"--workers {args.workers}: expected an integer >= 1")
+    if args.shards < 1:
+        raise ValueError(f"--shards {args.shards}: expected an integer >= 1")
+    if not 0 <= args.shard < args.shards:
+        raise ValueError(f"--shard {args.shard}: expected 0..{args.shards - 1}")
+    if not 0 <= args.port < 65536:
+        raise ValueError(f"--port {args.port}: expected 0..65535")
+    if args.learning_rate <= 0 or not 0 <= args.momentum < 1:
+        raise ValueError(
+            f"--learning-rate {args.learning_rate} / --momentum {args.momentum}: "
+            "expected learning rate > 0 and 0 <= momentum < 1"
+        )
+    if args.checkpoint_every < 0:
+        raise ValueError(f"--checkpoint-every {args.checkpoint_every}: expected >= 0")
+    from functions.aws import resolve_secret
+
+    return PSConfig(
+        job_id=args.job_id,
+        shard=args.shard,
+        shards=args.shards,
+        workers=args.workers,
+        secret=resolve_secret(args.secret_ref),
+        host=args.host,
+        port=args.port,
+        model=args.model,
+        seed=args.seed,
+        learning_rate=args.learning_rate,
+        momentum=args.momentum,
+        artifacts_bucket=args.artifacts_bucket,
+        checkpoint_prefix=args.checkpoint_prefix,
+        checkpoint_every=args.checkpoint_every,
+        idle_timeout_s=args.idle_timeout_s,
+        wait_timeout_s=args.wait_timeout_s,
+        max_shard_mb=args.max_shard_mb,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s ps %(message)s"
+    )
+    try:
+        config = config_from_args(args)
+        server = ParameterServer(config)
+        host, port = server.start()
+    except (ValueError, OSError) as exc:
+        print(f"functions.ps: error: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    # SIGTERM (EC2 stop, emulator teardown) checkpoints before leaving.
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    print(f"READY {host}:{port}", flush=True)
+    while not stop.wait(0.5):
+        pass
+    try:
+        server.checkpoint()
+    except Exception as exc:  # noqa: BLE001  # the exit path must not hide the shutdown
+        LOG.error("final checkpoint failed: %s", exc)
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""The worker event (docs/CONTRACTS.md) parsed once, at the boundary, into a frozen WorkerTask.
+
+The next invocation's event is derived with `dataclasses.replace`, never re-spelled. Keys this
+module does not know are kept in `extra` and passed on unchanged, so an orchestrator may add its
+own bookkeeping keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from functions import wire
+
+
+class TaskError(ValueError):
+    """A worker event with a missing or badly typed key; the message is one line."""
+
+
+@dataclass(frozen=True)
+class WorkerTask:
+    """One worker invocation's instructions."""
+
+    job_id: str
+    rank: int
+    n_workers: int
+    model: str
+    dataset_bucket: str
+    dataset_prefix: str
+    artifacts_bucket: str
+    checkpoint_prefix: str
+    ps_endpoints: tuple[str, ...]
+    secret_ref: str
+    local_batch: int
+    iterations: int
+    learning_rate: float
+    momentum: float
+    memory_mb: int
+    seed: int
+    start_iteration: int = 0
+    invocation: int = 0
+    safety_margin_s: float = 30.0
+    # Optional additions (not in the original contract; defaults keep old events valid).
+    ephemeral_storage_mb: int = 512  # the function's /tmp size, to check a shard fits
+    ps_timeout_s: float = 300.0  # deadline on any single PS wait (a PULL waits for all workers)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_event(cls, event: Mapping[str, Any]) -> WorkerTask:
+        """Validate and convert; raises TaskError naming the key and what is accepted."""
+        if not isinstance(event, Mapping):
+            raise TaskError(f"worker event must be a JSON object, got {type(event).__name__}")
+        known = {f.name: f for f in dataclasses.fields(cls) if f.name != "extra"}
+        values: dict[str, Any] = {}
+        for name, f in known.items():
+            if name not in event:
+                if f.default is dataclasses.MISSING:
+                    raise TaskError(f"worker event is missing required key {name!r}")
+                continue
+            values[name] = _convert(name, event[name], f.type)
+        values["extra"] = {k: v for k, v in event.items() if k not in known}
+        task = cls(**values)
+        task.validate()
+        return task
+
+    def validate(self) -> None:
+        checks = [
+            (self.n_workers >= 1, "n_workers", self.n_workers, "an integer >= 1"),
+            (0 <= self.rank < self.n_workers, "rank", self.rank, f"0..{self.n_workers - 1}"),
+            (self.local_batch >= 1, "local_batch", self.local_batch, "an integer >= 1"),
+            (self.iterations >= 0, "iterations", self.iterations, "an integer >= 0"),
+            (self.learning_rate > 0, "learning_rate", self.learning_rate, "a number > 0"),
+            (0 <= self.momentum < 1, "momentum", self.momentum, "0 <= momentum < 1"),
+            (self.memory_mb >= 128, "memory_mb", self.memory_mb, "an integer >= 128"),
+            (self.start_iteration >= 0, "start_iteration", self.start_iteration, ">= 0"),
+            (self.safety_margin_s >= 0, "safety_margin_s", self.safety_margin_s, ">= 0"),
+            (
+                len(self.ps_endpoints) >= 1,
+                "ps_endpoints",
+                list(self.ps_endpoints),
+                "a non-empty list of 'host:port'",
+            ),
+            (bool(self.job_id), "job_id", self.job_id, "a non-empty string"),
+        ]
+        for ok, name, value, accepted in checks:
+            if not ok:
+                raise TaskError(f"worker event key {name!r} = {value!r}: expected {accepted}")
+        for endpoint in self.ps_endpoints:
+            try:
+                wire.parse_endpoint(endpoint)
+            except ValueError as exc:
+                raise TaskError(f"worker event key 'ps_endpoints': {exc}") from None
+
+    def to_event(self) -> dict[str, Any]:
+        """The JSON event for this task (the inverse of from_event)."""
+        event = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"
+        }
+        event["ps_endpoints"] = list(self.ps_endpoints)
+        return {**dict(self.extra), **event}
+
+    def next_task(self, iteration: int) -> WorkerTask:
+        """The task for the next chain link, starting where this one stopped."""
+        return dataclasses.replace(self, start_iteration=iteration, invocation=self.invocation + 1)
+
+
+def _convert(name: str, value: Any, type_name: Any) -> Any:
+    """Coerce one event value to its field type (bools are never accepted as numbers)."""
+    type_name = str(type_name)
+    if type_name == "tuple[str, ...]":
+        if isinstance(value, str) or not isinstance(value, list | tuple):
+            raise TaskError(f"worker event key {name!r} = {value!r}: expected a list of strings")
+        if not all(isinstance(v, str) for v in value):
+            raise TaskError(f"worker event key {name!r} = {value!r}: expected a list of strings")
+        return tuple(value)
+    if type_name == "str":
+        if not isinstance(value, str):
+            raise TaskError(f"worker event key {name!r} = {value!r}: expected a string")
+        return value
+    if type_name == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise TaskError(f"worker event key {name!r} = {value!r}: expected an integer")
+        return value
+    if type_name == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TaskError(f"worker event key {name!r} = {value!r}: expected a number")
+        return float(value)
+    raise TaskError(f"worker event key {name!r}: unsupported field type {type_name}")

@@ -1,0 +1,223 @@
+"""The worker Lambda handler: compute gradients on the local batch, push, pull, repeat.
+
+`handler(event, context)` parses the event once into a WorkerTask, loads this rank's shard,
+builds the model, syncs with the PS shards (adopting *their* iteration: the PS is the source of
+truth, so a re-invoked or killed-and-restarted worker never skips or repeats an update) and runs
+BSP iterations until the job is done or the invocation's remaining time drops below the safety
+margin plus one iteration. It returns how far it got and the event for the next chain link.
+"""
+
+from __future__ import annotations
+
+import time
+
+_MODULE_START = time.perf_counter()
+
+import logging  # noqa: E402  # the import time of torch is part of the cold start we report
+import os  # noqa: E402
+from collections.abc import Mapping  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+
+from functions import datasets, wire, zoo  # noqa: E402
+from functions.aws import resolve_secret, s3_client  # noqa: E402
+from functions.ps_client import PSClient  # noqa: E402
+from functions.task import WorkerTask  # noqa: E402
+
+IMPORT_S = time.perf_counter() - _MODULE_START
+LOG = logging.getLogger("functions.worker")
+VCPU_MEMORY_MB = 1769  # Lambda: 1,769 MB buys one vCPU of CPU time
+_cold = True
+
+
+class PSInconsistent(RuntimeError):
+    """PS shards are more than one iteration apart: some shards restarted from an older
+    checkpoint than others; restart all shards of the job so they restore the same iteration."""
+
+
+def torch_threads(memory_mb: int) -> int:
+    """Threads for the CPU share memory buys (not the visible cores), at least 1."""
+    return max(1, min(int(memory_mb // VCPU_MEMORY_MB), os.cpu_count() or 1))
+
+
+@dataclass
+class Timings:
+    """Seconds spent per phase in this invocation (the terms of the performance model)."""
+
+    import_s: float = 0.0  # `import torch` etc., only on a cold start
+    load_s: float = 0.0  # manifest + shard from S3 (or the /tmp cache)
+    build_s: float = 0.0  # model construction
+    sync_s: float = 0.0  # connect, handshake, initial pull
+    compute_s: float = 0.0  # forward + backward
+    push_s: float = 0.0
+    pull_transfer_s: float = 0.0
+    wait_s: float = 0.0  # pull time before the first byte: waiting for the slowest worker
+    checkpoint_s: float = 0.0
+    total_s: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        out = {k: round(v, 6) for k, v in self.__dict__.items()}
+        out["startup_s"] = round(self.import_s + self.build_s + self.sync_s, 6)
+        out["communication_s"] = round(self.push_s + self.pull_transfer_s + self.wait_s, 6)
+        return out
+
+
+@dataclass
+class _Run:
+    task: WorkerTask
+    flat: zoo.FlatModel
+    client: PSClient
+    x: np.ndarray
+    y: np.ndarray
+    timings: Timings = field(default_factory=Timings)
+    losses: list[list[float]] = field(default_factory=list)
+    iteration_s: list[float] = field(default_factory=list)
+
+
+def _sync(run: _Run) -> int:
+    """(Re)connect, initialise empty shards, adopt the PS iteration, pull its parameters."""
+    t0 = time.perf_counter()
+    client = run.client
+    iterations = client.connect()
+    if not all(it >= 0 for it in iterations):
+        client.init_params(run.flat.params.numpy())
+        iterations = client.shard_iterations
+    lo, hi = min(iterations), max(iterations)
+    if hi - lo > 1:
+        raise PSInconsistent(f"PS shards are at iterations {iterations}; restart all shards")
+    # A shard one ahead means this worker died after pushing to it; it keeps t-1's parameters
+    # and ignores the duplicate gradient, so resuming at the lowest iteration is exact.
+    timing = client.pull(lo, run.flat.params.numpy())
+    run.timings.wait_s += timing.wait_s
+    run.timings.sync_s += time.perf_counter() - t0
+    return lo
+
+
+def _compute(run: _Run, iteration: int) -> float:
+    task = run.task
+    idx = datasets.batch_indices(task.seed, task.rank, iteration, task.local_batch, len(run.x))
+    xb, yb = torch.from_numpy(run.x[idx]), torch.from_numpy(run.y[idx])
+    run.flat.zero_grad()
+    loss = F.cross_entropy(run.flat.model(xb), yb)
+    loss.backward()
+    run.flat.sync_grads()
+    return float(loss.detach())
+
+
+def _step(run: _Run, iteration: int) -> None:
+    t0 = time.perf_counter()
+    loss = _compute(run, iteration)
+    t1 = time.perf_counter()
+    run.client.push(iteration, run.flat.grads.numpy())
+    t2 = time.perf_counter()
+    timing = run.client.pull(iteration + 1, run.flat.params.numpy())
+    t3 = time.perf_counter()
+    run.timings.compute_s += t1 - t0
+    run.timings.push_s += t2 - t1
+    run.timings.wait_s += timing.wait_s
+    run.timings.pull_transfer_s += timing.transfer_s
+    run.losses.append([iteration, loss])
+    run.iteration_s.append(t3 - t0)
+
+
+def _out_of_time(run: _Run, context: Any) -> bool:
+    if context is None or not hasattr(context, "get_remaining_time_in_millis"):
+        return False
+    remaining_s = context.get_remaining_time_in_millis() / 1000.0
+    # The slowest recent iteration, not the mean: stopping late loses the whole invocation.
+    estimate_s = max(run.iteration_s[-5:], default=0.0)
+    return remaining_s < run.task.safety_margin_s + estimate_s
+
+
+def _train(run: _Run, context: Any) -> tuple[int, str]:
+    """The BSP loop; returns (iteration reached, why it stopped)."""
+    iteration = _sync(run)
+    reconnects = 0
+    while iteration < run.task.iterations:
+        if _out_of_time(run, context):
+            return iteration, "time_limit"
+        try:
+            _step(run, iteration)
+            iteration += 1
+        except wire.PSTimeout as exc:
+            LOG.warning(
+                "rank %d: PS wait timed out at iteration %d: %s", run.task.rank, iteration, exc
+            )
+            return iteration, "ps_timeout"
+        except wire.PSDisconnected as exc:
+            reconnects += 1
+            if reconnects > 5:
+                raise
+            LOG.warning(
+                "rank %d: PS connection lost at iteration %d (%s); reconnecting",
+                run.task.rank,
+                iteration,
+                exc,
+            )
+            iteration = _sync(run)
+    return iteration, "done"
+
+
+def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
+    """One invocation of one worker; the body of `handler`."""
+    global _cold
+    t_start = time.perf_counter()
+    timings = Timings(import_s=IMPORT_S if _cold else 0.0)
+    _cold = False
+    torch.set_num_threads(torch_threads(task.memory_mb))
+
+    s3 = s3_client()
+    manifest = datasets.read_manifest(s3, task.dataset_bucket, task.dataset_prefix)
+    x, y = datasets.load_shard(
+        s3, task.dataset_bucket, task.dataset_prefix, task.rank, manifest, task.ephemeral_storage_mb
+    )
+    t_loaded = time.perf_counter()
+    timings.load_s = t_loaded - t_start
+    model = zoo.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
+    flat = zoo.flat_parameters(model)
+    timings.build_s = time.perf_counter() - t_loaded
+
+    client = PSClient(
+        task.ps_endpoints,
+        task.job_id,
+        task.rank,
+        resolve_secret(task.secret_ref),
+        int(flat.params.numel()),
+        timeout_s=task.ps_timeout_s,
+    )
+    run = _Run(task, flat, client, x, y, timings)
+    try:
+        iteration, reason = _train(run, context)
+        if task.rank == 0 and reason != "ps_timeout":
+            # Rank 0 has not pushed `iteration` yet, so every shard is exactly there: the
+            # checkpoint is consistent across shards.
+            t0 = time.perf_counter()
+            client.checkpoint()
+            timings.checkpoint_s = time.perf_counter() - t0
+    finally:
+        client.close()
+    timings.total_s = time.perf_counter() - t_start
+    done = iteration >= task.iterations
+    return {
+        "done": done,
+        "iteration": iteration,
+        "next_event": task.next_task(iteration).to_event(),
+        "losses": run.losses,
+        "timings": timings.as_dict(),
+        "rank": task.rank,
+        "invocation": task.invocation,
+        "stopped": reason,
+        "iterations_run": len(run.losses),
+        "torch_threads": torch.get_num_threads(),
+        "parameters": int(flat.params.numel()),
+    }
+
+
+def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
+    """Lambda entry point (CMD functions.worker.handler)."""
+    task = WorkerTask.from_event(event)
+    return run_task(task, context)

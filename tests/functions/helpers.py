@@ -1,0 +1,104 @@
+"""Shared helpers: worker events, running workers in threads, the single-process reference."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from functions import datasets, zoo
+from functions.ps import ParameterServer
+
+from .conftest import SECRET_ENV
+
+
+def worker_event(
+    rank: int, n_workers: int, endpoints: list[str], bucket: str, **overrides: Any
+) -> dict[str, Any]:
+    event = {
+        "job_id": "job-test",
+        "rank": rank,
+        "n_workers": n_workers,
+        "model": "mlp",
+        "dataset_bucket": bucket,
+        "dataset_prefix": "data",
+        "artifacts_bucket": bucket,
+        "checkpoint_prefix": "ckpt",
+        "ps_endpoints": endpoints,
+        "secret_ref": f"env:{SECRET_ENV}",
+        "local_batch": 8,
+        "iterations": 6,
+        "learning_rate": 0.1,
+        "momentum": 0.9,
+        "memory_mb": 1769,
+        "seed": 3,
+        "ps_timeout_s": 60.0,
+        "safety_margin_s": 0.0,
+    }
+    event.update(overrides)
+    return event
+
+
+class CountdownContext:
+    """A Lambda context whose remaining time runs out after `calls` checks (deterministic)."""
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+        self.memory_limit_in_mb = 1769
+
+    def get_remaining_time_in_millis(self) -> int:
+        self.calls -= 1
+        return 900_000 if self.calls >= 0 else 0
+
+
+def run_threads(fn: Any, args_list: list[tuple[Any, ...]], timeout_s: float = 120) -> list[Any]:
+    """Run fn(*args) for each args in threads; re-raise the first failure."""
+    results: list[Any] = [None] * len(args_list)
+    errors: list[BaseException] = []
+
+    def target(i: int, args: tuple[Any, ...]) -> None:
+        try:
+            results[i] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001  # reported to the test below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=target, args=(i, a)) for i, a in enumerate(args_list)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+    assert not any(t.is_alive() for t in threads), "a worker thread hung"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def ps_vector(servers: list[ParameterServer]) -> np.ndarray:
+    return np.concatenate([s.state.params for s in servers])
+
+
+def reference_params(s3: Any, bucket: str, event: dict[str, Any], iterations: int) -> np.ndarray:
+    """One process, torch.optim.SGD(momentum), global batch = every rank's batch concatenated."""
+    manifest = datasets.read_manifest(s3, bucket, event["dataset_prefix"])
+    n = event["n_workers"]
+    shards = [
+        datasets.load_shard(s3, bucket, event["dataset_prefix"], r, manifest) for r in range(n)
+    ]
+    model = zoo.build(event["model"], manifest["input_shape"], manifest["classes"], event["seed"])
+    opt = torch.optim.SGD(model.parameters(), lr=event["learning_rate"], momentum=event["momentum"])
+    for it in range(iterations):
+        xs, ys = [], []
+        for r, (x, y) in enumerate(shards):
+            idx = datasets.batch_indices(event["seed"], r, it, event["local_batch"], len(x))
+            xs.append(x[idx])
+            ys.append(y[idx])
+        opt.zero_grad()
+        loss = F.cross_entropy(
+            model(torch.from_numpy(np.concatenate(xs))), torch.from_numpy(np.concatenate(ys))
+        )
+        loss.backward()
+        opt.step()
+    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy()

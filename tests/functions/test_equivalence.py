@@ -1,0 +1,57 @@
+"""THE correctness test: n BSP workers + sharded PS == one process with the global batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from functions import worker
+
+from .conftest import endpoints
+from .helpers import ps_vector, reference_params, run_threads, worker_event
+
+
+@pytest.mark.parametrize(
+    ("n_workers", "n_shards", "model"), [(2, 2, "mlp"), (3, 2, "cnn"), (3, 3, "mlp")]
+)
+def test_bsp_workers_match_single_process_sgd(
+    s3: Any,
+    bucket: str,
+    digits: Any,
+    ps_cluster: Any,
+    n_workers: int,
+    n_shards: int,
+    model: str,
+) -> None:
+    digits(n_workers)
+    iterations = 6
+    servers = ps_cluster(n_shards, n_workers, learning_rate=0.1, momentum=0.9)
+    events = [
+        worker_event(r, n_workers, endpoints(servers), bucket, model=model, iterations=iterations)
+        for r in range(n_workers)
+    ]
+    results = run_threads(worker.handler, [(e, None) for e in events])
+
+    assert all(r["done"] and r["iteration"] == iterations for r in results)
+    assert all(s.state.iteration == iterations for s in servers)
+    got = ps_vector(servers)
+    want = reference_params(s3, bucket, events[0], iterations)
+    initial = reference_params(s3, bucket, events[0], 0)
+    assert got.shape == want.shape
+    # Training moved the parameters, and to the same place as the single process.
+    assert np.abs(want - initial).max() > 1e-3
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_different_global_batch_would_not_match(
+    s3: Any, bucket: str, digits: Any, ps_cluster: Any
+) -> None:
+    """The comparison above can fail: one iteration fewer is far outside the tolerance."""
+    digits(2)
+    servers = ps_cluster(2, 2, learning_rate=0.1, momentum=0.9)
+    events = [worker_event(r, 2, endpoints(servers), bucket, iterations=4) for r in range(2)]
+    run_threads(worker.handler, [(e, None) for e in events])
+    fewer = reference_params(s3, bucket, events[0], 3)
+    assert not np.allclose(ps_vector(servers), fewer, rtol=1e-4, atol=1e-5)

@@ -118,4 +118,4 @@ class Plan:
     def from_json(cls, text: str) -> Plan:
         """Read a Plan, or the `plan` member of a cdk.out/plan.json document."""
         data = json.loads(text)
-        return cls.from_dict(data["plan"] if "plan" in data else data)
+        return cls.from_dict(data.get("plan", data))

@@ -1,0 +1,262 @@
+"""Platform catalog: Lambda limits and prices, bandwidths and EC2 PS candidates, loaded from JSON.
+
+The figures live in `catalog/<name>.json`; each carries its unit, source, date and tag
+([AWS], [3rd] or [est]). This module only reads and validates them: nothing is fetched from the
+network (the refresh path is documented in each catalog file's `refresh` field).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CATALOG_DIR = REPO_ROOT / "catalog"
+ARCHITECTURES = ("x86_64", "arm64")
+
+
+@dataclass(frozen=True)
+class PriceTier:
+    """One monthly GB-second price tier; `up_to_gb_s` None means unbounded."""
+
+    up_to_gb_s: float | None
+    usd_per_gb_s: float
+
+
+@dataclass(frozen=True)
+class LambdaArch:
+    """Price of one Lambda CPU architecture."""
+
+    arch: str
+    tiers: tuple[PriceTier, ...]
+
+    @property
+    def usd_per_gb_s(self) -> float:
+        """Tier-1 price: one training job stays far below the first monthly tier (6 B GB-s)."""
+        return self.tiers[0].usd_per_gb_s
+
+
+@dataclass(frozen=True)
+class PsType:
+    """An EC2 instance type that can host one parameter-server shard."""
+
+    name: str
+    arch: str
+    vcpu: int
+    memory_gib: float
+    baseline_gbps: float  # sustained bandwidth; the run is sized on this, not the burst peak
+    peak_gbps: float
+    usd_per_hour: float
+
+    @property
+    def baseline_mb_s(self) -> float:
+        return gbps_to_mb_s(self.baseline_gbps)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Everything the model needs to know about the platform, with units in the names."""
+
+    name: str
+    memory_min_mb: int
+    memory_max_mb: int
+    memory_step_mb: int
+    mb_per_vcpu: float
+    max_vcpu: float
+    invocation_timeout_s: int
+    ephemeral_min_mb: int
+    ephemeral_max_mb: int
+    ephemeral_free_mb: int
+    ephemeral_usd_per_gb_s: float
+    usd_per_request: float
+    concurrency_limit: int
+    unreserved_concurrency_min: int
+    restart_s: float
+    safety_margin_s: float
+    architectures: tuple[LambdaArch, ...]
+    function_ps_mb_s: float
+    function_ps_rtt_s: float
+    s3_mb_s_per_memory_mb: float
+    s3_mb_s_intercept: float
+    s3_max_mb_s: float
+    per_flow_cap_gbps: float
+    ps_s3_mb_s: float
+    ps_max_shards: int
+    ps_min_billed_s: float
+    ps_default_type: str
+    ps_types: tuple[PsType, ...]
+    sfn_usd_per_transition: float
+    sfn_fixed_transitions: int
+    sfn_transitions_per_invocation: int
+    s3_usd_per_put: float
+    s3_usd_per_get: float
+
+    def arch(self, name: str) -> LambdaArch:
+        for a in self.architectures:
+            if a.arch == name:
+                return a
+        raise KeyError(name)
+
+    def ps_type(self, name: str) -> PsType:
+        for p in self.ps_types:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def memory_grid_mb(self) -> tuple[int, ...]:
+        return tuple(range(self.memory_min_mb, self.memory_max_mb + 1, self.memory_step_mb))
+
+
+def gbps_to_mb_s(gbps: float) -> float:
+    """Gbit/s to MB/s (decimal megabytes, as bandwidth figures are quoted)."""
+    return gbps * 1000.0 / 8.0
+
+
+def resolve_data_path(name_or_path: str | Path, directory: Path, kind: str) -> Path:
+    """A bare name means `<directory>/<name>.json`; anything with a suffix or slash is a path."""
+    text = str(name_or_path)
+    if text.endswith(".json") or "/" in text or "\\" in text:
+        path = Path(text)
+    else:
+        path = directory / f"{text}.json"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in directory.glob("*.json")))
+        raise ValueError(
+            f"{kind} {text!r} not found: give a name ({known}) or a path to a .json file"
+        )
+    return path
+
+
+def _figure(section: dict[str, Any], key: str, where: str) -> Any:
+    """The value of a figure `{"value", "unit", "source", "date", "tag"}`; all five are required."""
+    if key not in section:
+        raise ValueError(f"catalog {where}: missing figure {key!r}")
+    fig = section[key]
+    if not isinstance(fig, dict) or "value" not in fig:
+        raise ValueError(f"catalog {where}.{key}: expected an object with a 'value'")
+    for meta in ("unit", "source", "date", "tag"):
+        if meta not in fig:
+            raise ValueError(f"catalog {where}.{key}: missing {meta!r} (every figure needs it)")
+    value = fig["value"]
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"catalog {where}.{key}: value {value!r} is not a non-negative number")
+    return value
+
+
+def _arch(name: str, data: dict[str, Any]) -> LambdaArch:
+    if name not in ARCHITECTURES:
+        raise ValueError(
+            f"catalog architecture {name!r}: expected one of {', '.join(ARCHITECTURES)}"
+        )
+    tiers = tuple(
+        PriceTier(up_to_gb_s=t["up_to_gb_s"], usd_per_gb_s=float(t["usd_per_gb_s"]))
+        for t in data["gb_s_price_tiers"]
+    )
+    if not tiers or tiers[-1].up_to_gb_s is not None:
+        raise ValueError(f"catalog architecture {name!r}: the last price tier must be unbounded")
+    return LambdaArch(arch=name, tiers=tiers)
+
+
+def _ps(data: dict[str, Any]) -> PsType:
+    where = f"parameter_servers.{data.get('name', '?')}"
+    arch = data.get("arch")
+    if arch not in ARCHITECTURES:
+        raise ValueError(
+            f"catalog {where}: arch {arch!r}, expected one of {', '.join(ARCHITECTURES)}"
+        )
+    return PsType(
+        name=str(data["name"]),
+        arch=str(arch),
+        vcpu=int(_figure(data, "vcpu", where)),
+        memory_gib=float(_figure(data, "memory_gib", where)),
+        baseline_gbps=float(_figure(data, "baseline_gbps", where)),
+        peak_gbps=float(_figure(data, "peak_gbps", where)),
+        usd_per_hour=float(_figure(data, "usd_per_hour", where)),
+    )
+
+
+def catalog_from_dict(data: dict[str, Any]) -> Catalog:
+    """Build and validate a Catalog from the parsed JSON document."""
+    lam, net = data["lambda"], data["network"]
+    ps, orch = data["parameter_servers"], data["orchestration"]
+
+    def lf(key: str) -> Any:
+        return _figure(lam, key, "lambda")
+
+    def nf(key: str) -> Any:
+        return _figure(net, key, "network")
+
+    def of(key: str) -> Any:
+        return _figure(orch, key, "orchestration")
+
+    cat = Catalog(
+        name=str(data["name"]),
+        memory_min_mb=int(lf("memory_min_mb")),
+        memory_max_mb=int(lf("memory_max_mb")),
+        memory_step_mb=int(lf("memory_step_mb")),
+        mb_per_vcpu=float(lf("mb_per_vcpu")),
+        max_vcpu=float(lf("max_vcpu")),
+        invocation_timeout_s=int(lf("invocation_timeout_s")),
+        ephemeral_min_mb=int(lf("ephemeral_min_mb")),
+        ephemeral_max_mb=int(lf("ephemeral_max_mb")),
+        ephemeral_free_mb=int(lf("ephemeral_free_mb")),
+        ephemeral_usd_per_gb_s=float(lf("ephemeral_usd_per_gb_s")),
+        usd_per_request=float(lf("usd_per_request")),
+        concurrency_limit=int(lf("concurrency_limit")),
+        unreserved_concurrency_min=int(lf("unreserved_concurrency_min")),
+        restart_s=float(lf("restart_s")),
+        safety_margin_s=float(lf("safety_margin_s")),
+        architectures=tuple(_arch(k, v) for k, v in sorted(lam["architectures"].items())),
+        function_ps_mb_s=float(nf("function_ps_mb_s")),
+        function_ps_rtt_s=float(nf("function_ps_rtt_s")),
+        s3_mb_s_per_memory_mb=float(nf("s3_mb_s_per_memory_mb")),
+        s3_mb_s_intercept=float(nf("s3_mb_s_intercept")),
+        s3_max_mb_s=float(nf("s3_max_mb_s")),
+        per_flow_cap_gbps=float(nf("per_flow_cap_gbps")),
+        ps_s3_mb_s=float(nf("ps_s3_mb_s")),
+        ps_max_shards=int(_figure(ps, "max_shards", "parameter_servers")),
+        ps_min_billed_s=float(_figure(ps, "min_billed_s", "parameter_servers")),
+        ps_default_type=str(ps["default_type"]),
+        ps_types=tuple(_ps(p) for p in ps["candidates"]),
+        sfn_usd_per_transition=float(of("step_functions_usd_per_transition")),
+        sfn_fixed_transitions=int(of("step_functions_fixed_transitions")),
+        sfn_transitions_per_invocation=int(of("step_functions_transitions_per_invocation")),
+        s3_usd_per_put=float(of("s3_usd_per_put")),
+        s3_usd_per_get=float(of("s3_usd_per_get")),
+    )
+    _validate(cat)
+    return cat
+
+
+def _validate(cat: Catalog) -> None:
+    if not 0 < cat.memory_min_mb <= cat.memory_max_mb or cat.memory_step_mb <= 0:
+        raise ValueError(
+            f"catalog {cat.name}: memory range {cat.memory_min_mb}..{cat.memory_max_mb} "
+            f"step {cat.memory_step_mb} MB is not a valid range"
+        )
+    if (cat.memory_max_mb - cat.memory_min_mb) % cat.memory_step_mb:
+        raise ValueError(f"catalog {cat.name}: memory_max_mb is not on the memory step grid")
+    if cat.invocation_timeout_s <= cat.safety_margin_s:
+        raise ValueError(f"catalog {cat.name}: invocation timeout must exceed the safety margin")
+    if not cat.ps_types or cat.ps_default_type not in {p.name for p in cat.ps_types}:
+        raise ValueError(f"catalog {cat.name}: default PS type must be one of the candidates")
+    if cat.ps_max_shards < 1 or not cat.architectures:
+        raise ValueError(f"catalog {cat.name}: needs at least one architecture and one PS shard")
+
+
+def load_catalog(name_or_path: str | Path) -> Catalog:
+    """Load `catalog/<name>.json` (or a path) into a validated Catalog."""
+    path = resolve_data_path(name_or_path, CATALOG_DIR, "catalog")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"catalog {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}"
+        ) from None
+    try:
+        return catalog_from_dict(data)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"catalog {str(path)!r}: missing or malformed entry {exc}") from None

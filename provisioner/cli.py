@@ -1,0 +1,177 @@
+"""`python -m provisioner plan|frontier`: plan a job from a profile and print or chart it.
+
+Exit codes: 0 plan found, 2 bad input (one line on stderr), 3 infeasible (one line on stderr).
+matplotlib is imported inside the frontier command only, so the library stays pure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from provisioner.catalog import load_catalog
+from provisioner.parse import format_duration_s, format_usd, parse_duration_s, parse_usd
+from provisioner.plan import Goal, Plan
+from provisioner.planner import ARCH_CHOICES, Infeasible, Limits, PlanResult, plan_job
+from provisioner.profile import load_profile
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad input as one line and exit code 2 (no usage dump)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]  # never returns
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m provisioner", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, text in (("plan", "print the cheapest plan for a goal"),
+                       ("frontier", "write the time-cost Pareto frontier chart")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--workload", required=True, help="profile name or path to a .json")
+        p.add_argument("--deadline", help="e.g. 2h, 90m, 1h30m, 5400s, 5400")
+        p.add_argument("--budget", help="e.g. 5, $5, 5.00")
+        p.add_argument("--catalog", default="lambda-2025", help="catalog name or path")
+        p.add_argument("--max-memory-mb", type=_positive_int)
+        p.add_argument("--max-concurrency", type=_positive_int)
+        p.add_argument("--arch", default="any", choices=ARCH_CHOICES)
+        p.add_argument("--ps-types", help="comma-separated EC2 types, e.g. c5.large,c5n.xlarge")
+        p.add_argument("--reserve-concurrency", action="store_true")
+        p.add_argument("--job", default="job", help="job name written into the plan")
+        p.add_argument("--json", action="store_true", help="print the plan.json document")
+        if name == "frontier":
+            p.add_argument("--png", required=True, help="output PNG path")
+    return parser
+
+
+def _row(label: str, value: str) -> str:
+    return f"  {label:<28}{value}"
+
+
+def render_plan(plan: Plan) -> str:
+    """The readable table of one plan: configuration, time per term, cost per item."""
+    p, c = plan.prediction, plan.cost
+    lines = [
+        f"plan for {plan.workload} on {plan.catalog} (job {plan.job})",
+        _row("workers × memory", f"{plan.n_workers} × {plan.memory_mb} MB {plan.arch} "
+             f"({plan.vcpu_share:.2f} vCPU)"),
+        _row("parameter servers", f"{plan.ps_type} × {plan.ps_count} ({plan.ps_arch})"),
+        _row("batch", f"local {plan.training.local_batch}, global {plan.training.global_batch}, "
+             f"{plan.training.iterations} iterations"),
+        _row("invocations per worker", f"{plan.invocations_per_worker} "
+             f"({plan.iterations_per_invocation} iterations each, "
+             f"timeout {plan.invocation_timeout_s} s, /tmp {plan.ephemeral_storage_mb} MB)"),
+        "predicted time",
+        _row("start-up", format_duration_s(p.startup_s)),
+        _row("load (S3 → function)", format_duration_s(p.load_s)),
+        _row("compute", format_duration_s(p.compute_s)),
+        _row("communication", format_duration_s(p.communication_s)),
+        _row("PS aggregation", format_duration_s(p.ps_aggregation_s)),
+        _row("chaining", format_duration_s(p.chaining_s)),
+        _row("total", format_duration_s(p.total_s)),
+        "predicted cost",
+        _row("Lambda compute", format_usd(c.lambda_compute_usd)),
+        _row("Lambda requests", format_usd(c.lambda_requests_usd)),
+        _row("ephemeral storage", format_usd(c.ephemeral_storage_usd)),
+        _row("PS instances", format_usd(c.ps_instances_usd)),
+        _row("Step Functions", format_usd(c.step_functions_usd)),
+        _row("S3 requests", format_usd(c.s3_requests_usd)),
+        _row("total", format_usd(c.total_usd)),
+    ]
+    lines += [f"  note: {n}" for n in plan.notes]
+    return "\n".join(lines)
+
+
+def render_alternatives(result: PlanResult) -> str:
+    if not result.alternatives:
+        return "no alternatives"
+    lines = ["next-best alternatives"]
+    for a in result.alternatives:
+        lines.append(
+            f"  {a.n_workers:>4} × {a.memory_mb:>5} MB {a.arch:<7} {a.ps_type} × {a.ps_count}"
+            f"  {format_duration_s(a.prediction.total_s):>9}  {format_usd(a.cost.total_usd)}"
+        )
+    return "\n".join(lines)
+
+
+def write_frontier_png(result: PlanResult, path: str) -> None:
+    """Frontier chart with the chosen plan marked (matplotlib imported here only, Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    xs = [p.total_s / 60 for p in result.frontier]
+    ys = [p.total_usd for p in result.frontier]
+    ax.step(xs, ys, where="post", color="tab:blue", alpha=0.5)
+    ax.scatter(xs, ys, color="tab:blue", label="Pareto frontier (exact optimum per deadline)")
+    plan = result.plan
+    ax.scatter([plan.prediction.total_s / 60], [plan.cost.total_usd], color="tab:red", s=90,
+               marker="*", zorder=3, label=f"chosen: {plan.n_workers}×{plan.memory_mb} MB "
+               f"{plan.arch}, {plan.ps_type}×{plan.ps_count}")
+    if plan.goal.deadline_s is not None:
+        ax.axvline(plan.goal.deadline_s / 60, color="grey", linestyle="--", label="deadline")
+    ax.set_xlabel("predicted training time (min)")
+    ax.set_ylabel("predicted cost (USD)")
+    ax.set_title(f"{plan.workload} on {plan.catalog}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.deadline is None and args.budget is None:
+            raise ValueError("give --deadline (e.g. 2h) or --budget (e.g. 5) or both")
+        goal = Goal(
+            deadline_s=None if args.deadline is None else parse_duration_s(args.deadline),
+            budget_usd=None if args.budget is None else parse_usd(args.budget),
+        )
+        ps_types = None
+        if args.ps_types:
+            ps_types = tuple(t.strip() for t in args.ps_types.split(",") if t.strip())
+        limits = Limits(max_memory_mb=args.max_memory_mb, max_concurrency=args.max_concurrency,
+                        arch=args.arch, ps_types=ps_types,
+                        reserve_concurrency=args.reserve_concurrency)
+        profile = load_profile(args.workload)
+        catalog = load_catalog(args.catalog)
+        result = plan_job(profile, catalog, goal, limits, args.job,
+                          frontier_points=12 if args.command == "frontier" or args.json else 0)
+    except Infeasible as exc:
+        print(f"infeasible: {exc}", file=sys.stderr)
+        return EXIT_INFEASIBLE
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        sys.stdout.write(result.to_json())
+    else:
+        print(render_plan(result.plan))
+        print(render_alternatives(result))
+    if args.command == "frontier":
+        write_frontier_png(result, args.png)
+        if not args.json:
+            print(f"frontier: {len(result.frontier)} points written to {args.png}")
+    return EXIT_OK
+
+
+def main() -> None:
+    raise SystemExit(run())

@@ -1,0 +1,292 @@
+"""The performance and cost model: λDNN's equations plus this project's extensions.
+
+Every term is a small pure function over numpy arrays (scalars broadcast), so the planner can
+evaluate millions of (n, m, arch, PS) cells at once and a single plan is the same computation on
+one cell. Symbols follow λDNN (Xu et al., IEEE TC 71(2), 2022, §3): n functions of m MB, local
+batch b_l, global batch b_g = n·b_l, n_t samples of d_t bytes, model of d_m bytes, e epochs.
+Bandwidths are in decimal MB/s, sizes in MB = 10^6 bytes, /tmp in MiB as Lambda configures it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from provisioner.catalog import Catalog, gbps_to_mb_s
+from provisioner.profile import RateCurve, WorkloadProfile
+
+Arr = npt.NDArray[Any]
+MIB = 1024 * 1024
+EPHEMERAL_HEADROOM_MB = 64  # room for the runtime's own scratch files next to shard + checkpoint
+
+
+# --- λDNN's training-time terms ---------------------------------------------------------------
+
+
+def local_batch(n: Arr, profiled_local_batch: int, max_global_batch: int) -> Arr:
+    """λDNN local-batch rule: b_l = b_l^f while n·b_l^f ≤ b_g^max, else ⌊b_g^max / n⌋."""
+    n = np.asarray(n, dtype=np.int64)
+    capped = max_global_batch // np.maximum(n, 1)
+    return np.where(n * profiled_local_batch <= max_global_batch, profiled_local_batch, capped)
+
+
+def iterations(dataset_samples: int, epochs: int, global_batch: Arr) -> Arr:
+    """λDNN iteration count k = ⌈n_t·e / b_g⌉ (integer arithmetic, no float rounding)."""
+    gb = np.maximum(np.asarray(global_batch, dtype=np.int64), 1)
+    return -(-(dataset_samples * epochs) // gb)
+
+
+def s3_bandwidth_mb_s(memory_mb: Arr, per_memory_mb: float, intercept: float, cap: float) -> Arr:
+    """λDNN B_s(m) = min(α2·m + β2, B_s^max): S3 → function bandwidth grows with memory."""
+    return np.minimum(per_memory_mb * np.asarray(memory_mb, dtype=np.float64) + intercept, cap)
+
+
+def load_time_s(dataset_mb: float, n: Arr, s3_mb_s: Arr) -> Arr:
+    """λDNN t_load = d_t / (n·B_s(m)): each function reads its 1/n shard of the dataset."""
+    return dataset_mb / (np.asarray(n, dtype=np.float64) * s3_mb_s)
+
+
+def vcpu_share(memory_mb: Arr, mb_per_vcpu: float, max_vcpu: float) -> Arr:
+    """Lambda's CPU credit: proportional to memory (1,769 MB = 1 vCPU), capped at max vCPUs."""
+    return np.minimum(np.asarray(memory_mb, dtype=np.float64) / mb_per_vcpu, max_vcpu)
+
+
+def training_rate_samples_s(curve: RateCurve, share: Arr, memory_mb: Arr) -> Arr:
+    """R(m), extending λDNN's linear fit R = α1·m + β1 to measured points.
+
+    Points are made non-decreasing (running maximum: more CPU never trains slower), interpolated
+    linearly, proportional to the share below the first point and flat beyond the last.
+    """
+    if curve.is_linear:
+        alpha = float(curve.alpha1_samples_s_per_mb or 0.0)
+        beta = float(curve.beta1_samples_s or 0.0)
+        return np.maximum(alpha * np.asarray(memory_mb, dtype=np.float64) + beta, 0.0)
+    xs = np.asarray(curve.vcpu_shares, dtype=np.float64)
+    ys = np.maximum.accumulate(np.asarray(curve.samples_per_s, dtype=np.float64))
+    share = np.asarray(share, dtype=np.float64)
+    below = ys[0] * share / xs[0]
+    return np.where(share < xs[0], below, np.interp(share, xs, ys))
+
+
+def compute_time_s(local_batch_: Arr, rate_samples_s: Arr) -> Arr:
+    """λDNN t_comp = b_l / R(m): one forward + backward pass over the local batch."""
+    with np.errstate(divide="ignore"):
+        return np.asarray(local_batch_, dtype=np.float64) / rate_samples_s
+
+
+def ps_bandwidth_mb_s(
+    n: Arr, function_mb_s: float, shard_mb_s: Arr, ps_count: Arr, flow_cap_mb_s: float
+) -> Arr:
+    """λDNN B_p(n) = min(B_f^max, B_ps / n), extended to sharded PS with a per-flow cap.
+
+    Each of the ps_count shards serves d_m/ps_count to n workers over its *baseline* bandwidth;
+    a worker's flow to one shard is capped (5 Gbps outside a placement group), so the effective
+    per-worker bandwidth is min(B_f^max, ps_count · min(flow cap, shard baseline / n)).
+    """
+    n = np.asarray(n, dtype=np.float64)
+    per_shard = np.minimum(flow_cap_mb_s, np.asarray(shard_mb_s, dtype=np.float64) / n)
+    return np.minimum(function_mb_s, np.asarray(ps_count, dtype=np.float64) * per_shard)
+
+
+def communication_time_s(model_mb: float, ps_mb_s: Arr, rtt_s: float) -> Arr:
+    """λDNN t_comm = 2·d_m / B_p(n) (push gradients, pull parameters), plus one round trip each."""
+    return 2.0 * model_mb / ps_mb_s + 2.0 * rtt_s
+
+
+def aggregation_time_s(n: Arr, model_mb: float, ps_count: Arr, mb_s_per_core: float) -> Arr:
+    """Extension: each PS shard averages n gradients of d_m/ps_count and applies the update.
+
+    One core per shard: the shard process's numpy element-wise work is single-threaded.
+    """
+    shard_mb = model_mb / np.asarray(ps_count, dtype=np.float64)
+    return np.asarray(n, dtype=np.float64) * shard_mb / mb_s_per_core
+
+
+def checkpoint_time_s(model_mb: float, ps_count: Arr, ps_s3_mb_s: float) -> Arr:
+    """Extension: shards write their slice (parameters + momentum, 2·d_m/ps_count) to S3 at once."""
+    return 2.0 * model_mb / np.asarray(ps_count, dtype=np.float64) / ps_s3_mb_s
+
+
+def iterations_per_invocation(usable_s: float, overhead_s: Arr, iteration_s: Arr, k: Arr) -> Arr:
+    """Extension (15-minute limit): iterations one invocation completes after its fixed overhead.
+
+    0 means the configuration cannot make progress within one invocation (infeasible).
+    """
+    room = usable_s - overhead_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fit = np.floor(np.where(room > 0, room, 0.0) / iteration_s)
+    fit = np.where(np.isfinite(fit), fit, 0.0)
+    return np.minimum(fit, np.asarray(k, dtype=np.float64)).astype(np.int64)
+
+
+def invocations(k: Arr, per_invocation: Arr) -> Arr:
+    """Extension: chain links per worker, ⌈k / iterations per invocation⌉ (1 if infeasible)."""
+    per = np.maximum(per_invocation, 1)
+    return -(-np.asarray(k, dtype=np.int64) // per)
+
+
+def ephemeral_storage_mb(
+    dataset_bytes: int, n: Arr, model_bytes: int, minimum_mb: int
+) -> Arr:
+    """/tmp the worker needs: its dataset shard, a model checkpoint pair and fixed headroom."""
+    shard = dataset_bytes / np.asarray(n, dtype=np.float64) + 2.0 * model_bytes
+    need = np.ceil(shard / MIB) + EPHEMERAL_HEADROOM_MB
+    return np.asarray(np.maximum(need, minimum_mb), dtype=np.int64)
+
+
+# --- cost terms ----------------------------------------------------------------------------------
+
+
+def lambda_compute_usd(usd_per_gb_s: Arr, memory_mb: Arr, n: Arr, billed_s: Arr) -> Arr:
+    """λDNN Eq. 10, C = p·(m/1024)·n·T, over the billed time of every worker."""
+    return usd_per_gb_s * (np.asarray(memory_mb, dtype=np.float64) / 1024.0) * n * billed_s
+
+
+def requests_usd(usd_per_request: float, n: Arr, links: Arr) -> Arr:
+    """Extension: one request per worker per chain link."""
+    return usd_per_request * (np.asarray(n, dtype=np.float64) * links)
+
+
+def ephemeral_usd(usd_per_gb_s: float, storage_mb: Arr, free_mb: int, n: Arr, billed_s: Arr) -> Arr:
+    """Extension: /tmp above the free 512 MB, per GB-second of every worker."""
+    extra_gb = np.maximum(np.asarray(storage_mb, dtype=np.float64) - free_mb, 0.0) / 1024.0
+    return usd_per_gb_s * extra_gb * n * billed_s
+
+
+def ps_usd(usd_per_hour: Arr, ps_count: Arr, total_s: Arr, min_billed_s: float) -> Arr:
+    """Extension: the EC2 PS shards run for the whole job, billed per second with a minimum."""
+    return usd_per_hour / 3600.0 * ps_count * np.maximum(total_s, min_billed_s)
+
+
+def step_functions_usd(
+    usd_per_transition: float, fixed: int, per_link: int, n: Arr, links: Arr
+) -> Arr:
+    """Extension: state transitions of the orchestrating workflow (fixed + per worker link)."""
+    return usd_per_transition * (fixed + per_link * (np.asarray(n, dtype=np.float64) * links))
+
+
+def s3_requests_usd(get_usd: float, put_usd: float, n: Arr, links: Arr, ps_count: Arr) -> Arr:
+    """Extension: shard GETs per link; dataset upload, a checkpoint per shard per link, results."""
+    n = np.asarray(n, dtype=np.float64)
+    gets = n * links
+    puts = ps_count * links + n + 4.0  # shards + manifest + test split + model + report
+    return get_usd * gets + put_usd * puts
+
+
+# --- one evaluation over a grid of cells ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Every term for a set of (n, m, arch, PS) cells; arrays share one broadcast shape."""
+
+    feasible: Arr
+    local_batch: Arr
+    iterations: Arr
+    s3_mb_s: Arr
+    ps_mb_s: Arr
+    load_s: Arr
+    compute_per_iteration_s: Arr
+    communication_per_iteration_s: Arr
+    aggregation_per_iteration_s: Arr
+    iteration_s: Arr
+    checkpoint_s: Arr
+    iterations_per_invocation: Arr
+    invocations: Arr
+    ephemeral_mb: Arr
+    chaining_s: Arr
+    total_s: Arr
+    billed_s: Arr
+    lambda_usd: Arr
+    requests_usd: Arr
+    ephemeral_usd: Arr
+    ps_usd: Arr
+    sfn_usd: Arr
+    s3_usd: Arr
+    total_usd: Arr
+
+
+@dataclass(frozen=True)
+class Axis:
+    """Broadcastable inputs of one evaluation: memory-side, n-side and PS-side arrays."""
+
+    memory_mb: Arr
+    rate_samples_s: Arr  # R(m) for this cell's architecture
+    usd_per_gb_s: Arr  # this cell's architecture's tier-1 price
+    n: Arr
+    shard_mb_s: Arr  # baseline bandwidth of one PS shard
+    ps_count: Arr
+    ps_usd_per_hour: Arr
+
+
+def evaluate(profile: WorkloadProfile, catalog: Catalog, x: Axis) -> Cells:
+    """T = t_load + k·(t_comp + t_comm) (λDNN) + aggregation, start-up and chaining; and C.
+
+    The worker's timeline: start-up and shard load, then iterations until the invocation's usable
+    time (timeout − safety margin) is spent, a PS checkpoint, and a new link (restart, start-up
+    and shard reload, assuming a cold environment) until k iterations are done.
+    """
+    model_mb = profile.model_bytes / 1e6
+    dataset_mb = profile.dataset_bytes / 1e6
+    b_l = local_batch(x.n, profile.profiled_local_batch, profile.max_global_batch)
+    k = iterations(profile.dataset_samples, profile.epochs, x.n * b_l)
+    s3 = s3_bandwidth_mb_s(
+        x.memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
+    )
+    load = load_time_s(dataset_mb, x.n, s3)
+    comp = compute_time_s(b_l, x.rate_samples_s)
+    bw = ps_bandwidth_mb_s(
+        x.n, catalog.function_ps_mb_s, x.shard_mb_s, x.ps_count,
+        gbps_to_mb_s(catalog.per_flow_cap_gbps),
+    )
+    comm = communication_time_s(model_mb, bw, catalog.function_ps_rtt_s)
+    agg = aggregation_time_s(x.n, model_mb, x.ps_count, profile.ps_aggregation_mb_s_per_core)
+    it = comp + comm + agg
+    ckpt = checkpoint_time_s(model_mb, x.ps_count, catalog.ps_s3_mb_s)
+    usable = catalog.invocation_timeout_s - catalog.safety_margin_s
+    link_overhead = profile.startup_s + load
+    per_inv = iterations_per_invocation(usable, link_overhead + ckpt, it, k)
+    links = invocations(k, per_inv)
+    eph = ephemeral_storage_mb(
+        profile.dataset_bytes, x.n, profile.model_bytes, catalog.ephemeral_min_mb
+    )
+    feasible = (per_inv >= 1) & (b_l >= 1) & (eph <= catalog.ephemeral_max_mb)
+    chaining = (links - 1) * (ckpt + catalog.restart_s + link_overhead)
+    # Infeasible cells carry inf times; their costs are masked to inf below (inf·0 is nan).
+    with np.errstate(invalid="ignore"):
+        total = np.where(feasible, link_overhead + k * it + chaining, np.inf)
+        billed = total - (links - 1) * catalog.restart_s  # Lambda does not bill the gap
+        return _with_costs(catalog, x, feasible, b_l, k, s3, bw, load, comp, comm, agg, it, ckpt,
+                           per_inv, links, eph, chaining, total, billed)
+
+
+def _with_costs(
+    catalog: Catalog, x: Axis, feasible: Arr, b_l: Arr, k: Arr, s3: Arr, bw: Arr, load: Arr,
+    comp: Arr, comm: Arr, agg: Arr, it: Arr, ckpt: Arr, per_inv: Arr, links: Arr, eph: Arr,
+    chaining: Arr, total: Arr, billed: Arr,
+) -> Cells:
+    """The cost items of evaluated cells (λDNN Eq. 10 and this project's extensions)."""
+    lam = lambda_compute_usd(x.usd_per_gb_s, x.memory_mb, x.n, billed)
+    req = requests_usd(catalog.usd_per_request, x.n, links)
+    ephc = ephemeral_usd(
+        catalog.ephemeral_usd_per_gb_s, eph, catalog.ephemeral_free_mb, x.n, billed
+    )
+    psc = ps_usd(x.ps_usd_per_hour, x.ps_count, total, catalog.ps_min_billed_s)
+    sfn = step_functions_usd(
+        catalog.sfn_usd_per_transition, catalog.sfn_fixed_transitions,
+        catalog.sfn_transitions_per_invocation, x.n, links,
+    )
+    s3c = s3_requests_usd(catalog.s3_usd_per_get, catalog.s3_usd_per_put, x.n, links, x.ps_count)
+    cost = lam + req + ephc + psc + sfn + s3c
+    return Cells(
+        feasible=feasible, local_batch=b_l, iterations=k, s3_mb_s=s3, ps_mb_s=bw, load_s=load,
+        compute_per_iteration_s=comp, communication_per_iteration_s=comm,
+        aggregation_per_iteration_s=agg, iteration_s=it, checkpoint_s=ckpt,
+        iterations_per_invocation=per_inv, invocations=links, ephemeral_mb=eph,
+        chaining_s=chaining, total_s=total, billed_s=billed, lambda_usd=lam, requests_usd=req,
+        ephemeral_usd=ephc, ps_usd=psc, sfn_usd=sfn, s3_usd=s3c,
+        total_usd=np.where(feasible, cost, np.inf),
+    )

@@ -1,0 +1,75 @@
+"""Parsing and formatting of user-facing durations and money amounts.
+
+Context values arrive as strings from `cdk -c` and as JSON numbers from cdk.json; both parse
+here, and every rejection is one line naming the value and the accepted forms.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+DURATION_FORMS = "accepted: 2h, 90m, 1h30m, 45s, 5400s or 5400 (seconds), a positive amount"
+USD_FORMS = "accepted: 5, $5, 5.00 or $0.50 (US dollars), a positive amount"
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
+_USD = re.compile(r"\$?(\d+(?:\.\d+)?)")
+
+
+def _positive_number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and number > 0 else None
+
+
+def parse_duration_s(value: object) -> float:
+    """`2h`, `90m`, `1h30m`, `5400s`, `5400` or a positive number → seconds."""
+    number = _positive_number(value)
+    if number is not None:
+        return number
+    text = value.strip().lower() if isinstance(value, str) else ""
+    if text and re.fullmatch(r"\d+(?:\.\d+)?", text):
+        seconds = float(text)
+    else:
+        match = _DURATION.fullmatch(text)
+        if text == "" or match is None or not any(match.groups()):
+            raise ValueError(f"duration {value!r} is not understood ({DURATION_FORMS})")
+        hours, minutes, secs = (float(g) if g else 0.0 for g in match.groups())
+        seconds = hours * 3600.0 + minutes * 60.0 + secs
+    if seconds <= 0:
+        raise ValueError(f"duration {value!r} is not positive ({DURATION_FORMS})")
+    return seconds
+
+
+def parse_usd(value: object) -> float:
+    """`5`, `$5`, `5.00` or a positive number → US dollars."""
+    number = _positive_number(value)
+    if number is not None:
+        return number
+    text = value.strip() if isinstance(value, str) else ""
+    match = _USD.fullmatch(text)
+    if match is None:
+        raise ValueError(f"amount {value!r} is not understood ({USD_FORMS})")
+    usd = float(match.group(1))
+    if usd <= 0:
+        raise ValueError(f"amount {value!r} is not positive ({USD_FORMS})")
+    return usd
+
+
+def format_duration_s(seconds: float) -> str:
+    """Seconds as `1h02m03s` / `4m05s` / `12.3s` for tables and messages."""
+    if not math.isfinite(seconds):
+        return "inf"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = int(round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def format_usd(usd: float) -> str:
+    """Dollars with enough digits to see sub-cent items."""
+    if not math.isfinite(usd):
+        return "inf"
+    return f"${usd:.2f}" if usd >= 10 else f"${usd:.4f}"

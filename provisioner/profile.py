@@ -1,0 +1,180 @@
+"""Workload profiles: the measured facts about one model + dataset, loaded from JSON.
+
+A profile is written by hand or by a profiler and committed under `profiles/`; the schema is
+documented in `profiles/README.md`. `load_profile` validates every field and reports the first
+bad one in a single line naming the field, the value and what is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from provisioner.catalog import ARCHITECTURES, REPO_ROOT, resolve_data_path
+
+PROFILE_DIR = REPO_ROOT / "profiles"
+MODELS = ("mlp", "cnn", "resnet18", "mobilenetv2")
+DATASETS = ("digits", "synthetic-cifar", "cifar10")
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RateCurve:
+    """Training rate R of one function for one architecture.
+
+    Either measured points (vCPU share -> samples/s; interpolated monotonically, proportional to
+    the share below the first point, flat beyond the last) or λDNN's linear fit R = α1·m + β1 in
+    the memory size m (MB).
+    """
+
+    arch: str
+    vcpu_shares: tuple[float, ...] = ()
+    samples_per_s: tuple[float, ...] = ()
+    alpha1_samples_s_per_mb: float | None = None
+    beta1_samples_s: float | None = None
+
+    @property
+    def is_linear(self) -> bool:
+        return self.alpha1_samples_s_per_mb is not None
+
+
+@dataclass(frozen=True)
+class WorkloadProfile:
+    """The workload facts the performance model consumes (units in the names)."""
+
+    name: str
+    model: str
+    dataset: str
+    model_bytes: int
+    dataset_samples: int
+    dataset_bytes: int
+    epochs: int
+    profiled_local_batch: int  # b_l^f
+    max_global_batch: int  # b_g^max
+    min_memory_mb: int
+    learning_rate: float
+    momentum: float
+    rates: tuple[RateCurve, ...]
+    startup_s: float  # cold start: image, import torch, model build
+    ps_aggregation_mb_s_per_core: float
+    checkpoint_every_iterations: int | None = None
+    provisional: bool = False
+    sources: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    def rate(self, arch: str) -> RateCurve | None:
+        for r in self.rates:
+            if r.arch == arch:
+                return r
+        return None
+
+    @property
+    def architectures(self) -> tuple[str, ...]:
+        return tuple(r.arch for r in self.rates)
+
+
+def _num(data: dict[str, Any], key: str, *, integer: bool = False, positive: bool = True) -> Any:
+    if key not in data:
+        raise ValueError(f"profile: missing field {key!r}")
+    value = data[key]
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and integer:
+        ok = float(value).is_integer()
+    if ok:
+        ok = value > 0 if positive else value >= 0
+    if not ok:
+        kind = "integer" if integer else "number"
+        sign = "positive" if positive else "non-negative"
+        raise ValueError(f"profile field {key!r}: {value!r} is not a {sign} {kind}")
+    return int(value) if integer else float(value)
+
+
+def _choice(data: dict[str, Any], key: str, accepted: tuple[str, ...]) -> str:
+    value = data.get(key)
+    if value not in accepted:
+        raise ValueError(f"profile field {key!r}: {value!r} is not one of {', '.join(accepted)}")
+    return str(value)
+
+
+def _rate(arch: str, data: Any) -> RateCurve:
+    where = f"training_rate.{arch}"
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"profile {where}: architecture {arch!r} is not one of x86_64, arm64")
+    if isinstance(data, dict) and "linear" in data:
+        lin = data["linear"]
+        alpha = _num(lin, "alpha1_samples_s_per_mb", positive=False)
+        beta = lin.get("beta1_samples_s")
+        if not isinstance(beta, int | float) or isinstance(beta, bool) or not math.isfinite(beta):
+            raise ValueError(f"profile {where}.linear.beta1_samples_s: {beta!r} is not a number")
+        return RateCurve(arch=arch, alpha1_samples_s_per_mb=alpha, beta1_samples_s=float(beta))
+    if not isinstance(data, dict) or not isinstance(data.get("points"), list) or not data["points"]:
+        raise ValueError(
+            f"profile {where}: expected {{'points': [{{'vcpu_share', 'samples_per_s'}}, ...]}} "
+            f"or {{'linear': {{'alpha1_samples_s_per_mb', 'beta1_samples_s'}}}}"
+        )
+    points = sorted((_num(p, "vcpu_share"), _num(p, "samples_per_s")) for p in data["points"])
+    shares = tuple(p[0] for p in points)
+    if len(set(shares)) != len(shares):
+        raise ValueError(f"profile {where}: duplicate vcpu_share in points {list(shares)}")
+    return RateCurve(arch=arch, vcpu_shares=shares, samples_per_s=tuple(p[1] for p in points))
+
+
+def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
+    """Validate a parsed profile document and build the WorkloadProfile."""
+    if not isinstance(data, dict):
+        raise ValueError("profile: expected a JSON object at the top level")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"profile field 'schema_version': {version!r} is not {SCHEMA_VERSION}")
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"profile field 'name': {name!r} is not a non-empty string")
+    rates_data = data.get("training_rate")
+    if not isinstance(rates_data, dict) or not rates_data:
+        raise ValueError("profile field 'training_rate': expected an object keyed by x86_64/arm64")
+    every = data.get("checkpoint_every_iterations")
+    sources = data.get("sources", {})
+    if not isinstance(sources, dict):
+        raise ValueError("profile field 'sources': expected an object of field -> description")
+    profile = WorkloadProfile(
+        name=name,
+        model=_choice(data, "model", MODELS),
+        dataset=_choice(data, "dataset", DATASETS),
+        model_bytes=_num(data, "model_bytes", integer=True),
+        dataset_samples=_num(data, "dataset_samples", integer=True),
+        dataset_bytes=_num(data, "dataset_bytes", integer=True),
+        epochs=_num(data, "epochs", integer=True),
+        profiled_local_batch=_num(data, "profiled_local_batch", integer=True),
+        max_global_batch=_num(data, "max_global_batch", integer=True),
+        min_memory_mb=_num(data, "min_memory_mb", integer=True),
+        learning_rate=_num(data, "learning_rate"),
+        momentum=_num(data, "momentum", positive=False),
+        rates=tuple(_rate(a, r) for a, r in sorted(rates_data.items())),
+        startup_s=_num(data, "startup_s", positive=False),
+        ps_aggregation_mb_s_per_core=_num(data, "ps_aggregation_mb_s_per_core"),
+        checkpoint_every_iterations=(
+            None if every is None else _num(data, "checkpoint_every_iterations", integer=True)
+        ),
+        provisional=bool(data.get("provisional", False)),
+        sources=tuple(sorted((str(k), json.dumps(v, sort_keys=True)) for k, v in sources.items())),
+    )
+    if profile.profiled_local_batch > profile.max_global_batch:
+        raise ValueError(
+            f"profile field 'profiled_local_batch': {profile.profiled_local_batch} exceeds "
+            f"max_global_batch {profile.max_global_batch}"
+        )
+    return profile
+
+
+def load_profile(name_or_path: str | Path) -> WorkloadProfile:
+    """Load `profiles/<name>.json` (or a path) into a validated WorkloadProfile."""
+    path = resolve_data_path(name_or_path, PROFILE_DIR, "profile")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"profile {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}"
+        ) from None
+    return profile_from_dict(data)

@@ -222,71 +222,138 @@ class Axis:
     ps_usd_per_hour: Arr
 
 
-def evaluate(profile: WorkloadProfile, catalog: Catalog, x: Axis) -> Cells:
-    """T = t_load + k·(t_comp + t_comm) (λDNN) + aggregation, start-up and chaining; and C.
+@dataclass(frozen=True)
+class NTerms:
+    """The terms that depend on n and the PS option only (not on memory or architecture)."""
+
+    n: Arr
+    ps_count: Arr
+    local_batch: Arr
+    iterations: Arr
+    ps_mb_s: Arr
+    communication_s: Arr  # per iteration
+    aggregation_s: Arr  # per iteration
+    exchange_s: Arr  # communication + aggregation, per iteration
+    checkpoint_s: Arr
+    ephemeral_mb: Arr
+    ok: Arr  # b_l ≥ 1 and the shard fits in /tmp
+
+    def flat(self) -> NTerms:
+        """Every field broadcast to one shape and flattened, so cells can be taken by index."""
+        arrays = np.broadcast_arrays(*(np.asarray(getattr(self, f)) for f in _NTERM_FIELDS))
+        return NTerms(*(a.ravel() for a in arrays))
+
+    def take(self, index: Arr) -> NTerms:
+        return NTerms(*(getattr(self, f)[index] for f in _NTERM_FIELDS))
+
+
+_NTERM_FIELDS = tuple(NTerms.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The memory-dependent time terms of cells (T and everything it is made of)."""
+
+    s3_mb_s: Arr
+    load_s: Arr
+    compute_s: Arr  # per iteration
+    iteration_s: Arr
+    iterations_per_invocation: Arr
+    invocations: Arr
+    chaining_s: Arr
+    total_s: Arr
+    billed_s: Arr
+    feasible: Arr
+
+
+def n_terms(
+    profile: WorkloadProfile, catalog: Catalog, n: Arr, shard_mb_s: Arr, ps_count: Arr
+) -> NTerms:
+    """λDNN's batch rule, k and t_comm, plus PS aggregation, checkpoint and /tmp size, per n."""
+    model_mb = profile.model_bytes / 1e6
+    b_l = local_batch(n, profile.profiled_local_batch, profile.max_global_batch)
+    k = iterations(profile.dataset_samples, profile.epochs, n * b_l)
+    bw = ps_bandwidth_mb_s(
+        n, catalog.function_ps_mb_s, shard_mb_s, ps_count, gbps_to_mb_s(catalog.per_flow_cap_gbps)
+    )
+    comm = communication_time_s(model_mb, bw, catalog.function_ps_rtt_s)
+    agg = aggregation_time_s(n, model_mb, ps_count, profile.ps_aggregation_mb_s_per_core)
+    eph = ephemeral_storage_mb(profile.dataset_bytes, n, profile.model_bytes,
+                               catalog.ephemeral_min_mb)
+    return NTerms(
+        n=np.asarray(n), ps_count=np.asarray(ps_count), local_batch=b_l, iterations=k,
+        ps_mb_s=bw, communication_s=comm, aggregation_s=agg, exchange_s=comm + agg,
+        checkpoint_s=checkpoint_time_s(model_mb, ps_count, catalog.ps_s3_mb_s),
+        ephemeral_mb=eph, ok=(b_l >= 1) & (eph <= catalog.ephemeral_max_mb),
+    )
+
+
+def timeline(
+    profile: WorkloadProfile, catalog: Catalog, nt: NTerms, memory_mb: Arr, rate_samples_s: Arr
+) -> Timeline:
+    """T = t_load + k·(t_comp + t_comm) (λDNN) + aggregation, start-up and chaining.
 
     The worker's timeline: start-up and shard load, then iterations until the invocation's usable
     time (timeout − safety margin) is spent, a PS checkpoint, and a new link (restart, start-up
     and shard reload, assuming a cold environment) until k iterations are done.
     """
-    model_mb = profile.model_bytes / 1e6
-    dataset_mb = profile.dataset_bytes / 1e6
-    b_l = local_batch(x.n, profile.profiled_local_batch, profile.max_global_batch)
-    k = iterations(profile.dataset_samples, profile.epochs, x.n * b_l)
     s3 = s3_bandwidth_mb_s(
-        x.memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
+        memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
     )
-    load = load_time_s(dataset_mb, x.n, s3)
-    comp = compute_time_s(b_l, x.rate_samples_s)
-    bw = ps_bandwidth_mb_s(
-        x.n, catalog.function_ps_mb_s, x.shard_mb_s, x.ps_count,
-        gbps_to_mb_s(catalog.per_flow_cap_gbps),
-    )
-    comm = communication_time_s(model_mb, bw, catalog.function_ps_rtt_s)
-    agg = aggregation_time_s(x.n, model_mb, x.ps_count, profile.ps_aggregation_mb_s_per_core)
-    it = comp + comm + agg
-    ckpt = checkpoint_time_s(model_mb, x.ps_count, catalog.ps_s3_mb_s)
+    load = load_time_s(profile.dataset_bytes / 1e6, nt.n, s3)
+    comp = compute_time_s(nt.local_batch, rate_samples_s)
+    it = comp + nt.exchange_s
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
     link_overhead = profile.startup_s + load
-    per_inv = iterations_per_invocation(usable, link_overhead + ckpt, it, k)
-    links = invocations(k, per_inv)
-    eph = ephemeral_storage_mb(
-        profile.dataset_bytes, x.n, profile.model_bytes, catalog.ephemeral_min_mb
-    )
-    feasible = (per_inv >= 1) & (b_l >= 1) & (eph <= catalog.ephemeral_max_mb)
-    chaining = (links - 1) * (ckpt + catalog.restart_s + link_overhead)
-    # Infeasible cells carry inf times; their costs are masked to inf below (inf·0 is nan).
+    per_inv = iterations_per_invocation(usable, link_overhead + nt.checkpoint_s, it,
+                                        nt.iterations)
+    links = invocations(nt.iterations, per_inv)
+    feasible = (per_inv >= 1) & nt.ok
+    chaining = (links - 1) * (nt.checkpoint_s + catalog.restart_s + link_overhead)
     with np.errstate(invalid="ignore"):
-        total = np.where(feasible, link_overhead + k * it + chaining, np.inf)
+        total = np.where(feasible, link_overhead + nt.iterations * it + chaining, np.inf)
         billed = total - (links - 1) * catalog.restart_s  # Lambda does not bill the gap
-        return _with_costs(catalog, x, feasible, b_l, k, s3, bw, load, comp, comm, agg, it, ckpt,
-                           per_inv, links, eph, chaining, total, billed)
+    return Timeline(s3_mb_s=s3, load_s=load, compute_s=comp, iteration_s=it,
+                    iterations_per_invocation=per_inv, invocations=links, chaining_s=chaining,
+                    total_s=total, billed_s=billed, feasible=feasible)
 
 
-def _with_costs(
-    catalog: Catalog, x: Axis, feasible: Arr, b_l: Arr, k: Arr, s3: Arr, bw: Arr, load: Arr,
-    comp: Arr, comm: Arr, agg: Arr, it: Arr, ckpt: Arr, per_inv: Arr, links: Arr, eph: Arr,
-    chaining: Arr, total: Arr, billed: Arr,
+def costs(
+    catalog: Catalog, nt: NTerms, tl: Timeline, memory_mb: Arr, usd_per_gb_s: Arr,
+    ps_usd_per_hour: Arr,
 ) -> Cells:
     """The cost items of evaluated cells (λDNN Eq. 10 and this project's extensions)."""
-    lam = lambda_compute_usd(x.usd_per_gb_s, x.memory_mb, x.n, billed)
-    req = requests_usd(catalog.usd_per_request, x.n, links)
-    ephc = ephemeral_usd(
-        catalog.ephemeral_usd_per_gb_s, eph, catalog.ephemeral_free_mb, x.n, billed
-    )
-    psc = ps_usd(x.ps_usd_per_hour, x.ps_count, total, catalog.ps_min_billed_s)
-    sfn = step_functions_usd(
-        catalog.sfn_usd_per_transition, catalog.sfn_fixed_transitions,
-        catalog.sfn_transitions_per_invocation, x.n, links,
-    )
-    s3c = s3_requests_usd(catalog.s3_usd_per_get, catalog.s3_usd_per_put, x.n, links, x.ps_count)
-    cost = lam + req + ephc + psc + sfn + s3c
+    n, links, billed = nt.n, tl.invocations, tl.billed_s
+    # Infeasible cells carry inf times; their costs are masked to inf below (inf·0 is nan).
+    with np.errstate(invalid="ignore"):
+        lam = lambda_compute_usd(usd_per_gb_s, memory_mb, n, billed)
+        req = requests_usd(catalog.usd_per_request, n, links)
+        ephc = ephemeral_usd(
+            catalog.ephemeral_usd_per_gb_s, nt.ephemeral_mb, catalog.ephemeral_free_mb, n, billed
+        )
+        psc = ps_usd(ps_usd_per_hour, nt.ps_count, tl.total_s, catalog.ps_min_billed_s)
+        sfn = step_functions_usd(
+            catalog.sfn_usd_per_transition, catalog.sfn_fixed_transitions,
+            catalog.sfn_transitions_per_invocation, n, links,
+        )
+        s3c = s3_requests_usd(catalog.s3_usd_per_get, catalog.s3_usd_per_put, n, links,
+                              nt.ps_count)
+        cost = lam + req + ephc + psc + sfn + s3c
     return Cells(
-        feasible=feasible, local_batch=b_l, iterations=k, s3_mb_s=s3, ps_mb_s=bw, load_s=load,
-        compute_per_iteration_s=comp, communication_per_iteration_s=comm,
-        aggregation_per_iteration_s=agg, iteration_s=it, checkpoint_s=ckpt,
-        iterations_per_invocation=per_inv, invocations=links, ephemeral_mb=eph,
-        chaining_s=chaining, total_s=total, billed_s=billed, lambda_usd=lam, requests_usd=req,
+        feasible=tl.feasible, local_batch=nt.local_batch, iterations=nt.iterations,
+        s3_mb_s=tl.s3_mb_s, ps_mb_s=nt.ps_mb_s, load_s=tl.load_s,
+        compute_per_iteration_s=tl.compute_s, communication_per_iteration_s=nt.communication_s,
+        aggregation_per_iteration_s=nt.aggregation_s, iteration_s=tl.iteration_s,
+        checkpoint_s=nt.checkpoint_s, iterations_per_invocation=tl.iterations_per_invocation,
+        invocations=links, ephemeral_mb=nt.ephemeral_mb, chaining_s=tl.chaining_s,
+        total_s=tl.total_s, billed_s=billed, lambda_usd=lam, requests_usd=req,
         ephemeral_usd=ephc, ps_usd=psc, sfn_usd=sfn, s3_usd=s3c,
-        total_usd=np.where(feasible, cost, np.inf),
+        total_usd=np.where(tl.feasible, cost, np.inf),
     )
+
+
+def evaluate(profile: WorkloadProfile, catalog: Catalog, x: Axis) -> Cells:
+    """Every term and cost item at the cells `x` spans (n-terms, then timeline, then costs)."""
+    nt = n_terms(profile, catalog, x.n, x.shard_mb_s, x.ps_count)
+    tl = timeline(profile, catalog, nt, x.memory_mb, x.rate_samples_s)
+    return costs(catalog, nt, tl, x.memory_mb, x.usd_per_gb_s, x.ps_usd_per_hour)

@@ -26,13 +26,28 @@ from typing import Any
 import numpy as np
 
 from provisioner.catalog import Catalog, PsType
-from provisioner.model import Arr, Axis, Cells, evaluate, training_rate_samples_s, vcpu_share
+from provisioner.model import (
+    Arr,
+    Axis,
+    Cells,
+    NTerms,
+    costs,
+    evaluate,
+    n_terms,
+    timeline,
+    training_rate_samples_s,
+    vcpu_share,
+)
 from provisioner.parse import format_duration_s, format_usd
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
 
 ARCH_CHOICES = ("x86_64", "arm64", "any")
 SLACK = 1e-9  # relative widening of bound windows so float rounding never drops the optimum
+BLOCK = 32  # memory steps per bounded block in the cost windows
+
+
+_CELL_FIELDS = tuple(Cells.__dataclass_fields__)
 
 
 class Infeasible(ValueError):  # noqa: N818 - the contract names it Infeasible
@@ -279,23 +294,6 @@ def _grid(space: Space) -> tuple[Arr, Arr]:
     return r, ni
 
 
-def _first_meeting(
-    profile: WorkloadProfile, catalog: Catalog, space: Space, deadline_s: float
-) -> Arr:
-    """Per (route, n): the smallest memory index with T ≤ deadline (J if none), by bisection."""
-    r, ni = _grid(space)
-    size = space.memory_mb.size
-    lo = np.zeros((r.shape[0], ni.shape[1]), dtype=np.int64)
-    hi = np.full_like(lo, size)
-    while np.any(lo < hi):
-        mid = (lo + hi) // 2
-        ok = cells_at(profile, catalog, space, r, ni, np.minimum(mid, size - 1)).total_s
-        ok = np.isfinite(ok) & (ok <= deadline_s) & (mid < size)
-        hi = np.where(ok, mid, hi)
-        lo = np.where(ok, lo, np.minimum(mid + 1, hi))
-    return lo
-
-
 def _ragged(starts: Arr, stops: Arr) -> tuple[Arr, Arr]:
     """Flat (owner, index) pairs for the inclusive windows [start, stop] of every owner."""
     counts = np.maximum(stops - starts + 1, 0)
@@ -315,31 +313,118 @@ def _cost_bound_slope(
     at_top = cells_at(profile, catalog, space, r, ni, j_top)
     m_top = space.memory_mb[j_top]
     slope = at_top.lambda_usd / m_top
-    return at_top.total_usd - at_top.lambda_usd, slope
+    with np.errstate(invalid="ignore"):  # infeasible pairs: inf - inf
+        return at_top.total_usd - at_top.lambda_usd, slope
+
+
+@dataclass(frozen=True)
+class Flat:
+    """Every (route, n) pair of a space, flattened (id = route·N + n-index), n-terms included."""
+
+    r: Arr
+    ni: Arr
+    nt: NTerms
+
+
+def flatten(profile: WorkloadProfile, catalog: Catalog, space: Space) -> Flat:
+    r, ni = _grid(space)
+    nt = n_terms(profile, catalog, space.n[ni], space.route_shard_mb_s[r], space.route_count[r])
+    shape = (r.shape[0], ni.shape[1])
+    return Flat(r=np.broadcast_to(r, shape).ravel(), ni=np.broadcast_to(ni, shape).ravel(),
+                nt=nt.flat())
+
+
+def _cells(
+    profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr, nt: NTerms, j: Arr
+) -> Cells:
+    """Timeline and costs of flat cells whose n-terms are already taken (same math as evaluate)."""
+    a = space.route_arch[r]
+    mem = space.memory_mb[j]
+    tl = timeline(profile, catalog, nt, mem, space.rate[a, j])
+    return costs(catalog, nt, tl, mem, space.usd_per_gb_s[a], space.route_usd_per_hour[r])
+
+
+def _bisect_deadline(
+    profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr, nt: NTerms,
+    deadline_s: float,
+) -> Arr:
+    """Smallest memory index with T ≤ deadline per flat cell; the top index must satisfy it."""
+    lo = np.zeros(r.size, dtype=np.int64)
+    hi = np.full(r.size, space.memory_mb.size - 1, dtype=np.int64)
+    while np.any(lo < hi):
+        mid = (lo + hi) // 2
+        a = space.route_arch[r]
+        t = timeline(profile, catalog, nt, space.memory_mb[mid], space.rate[a, mid]).total_s
+        ok = np.isfinite(t) & (t <= deadline_s)
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, np.minimum(mid + 1, hi))
+    return lo
 
 
 def solve_deadline(
-    profile: WorkloadProfile, catalog: Catalog, space: Space, deadline_s: float
+    profile: WorkloadProfile, catalog: Catalog, space: Space, deadline_s: float,
+    flat: Flat | None = None,
 ) -> tuple[int, Pool] | None:
-    """The cheapest cell with T ≤ deadline (ties: faster); None if no cell meets it."""
-    size = space.memory_mb.size
-    start = _first_meeting(profile, catalog, space, deadline_s)
-    r, ni = np.nonzero(start < size)
-    if r.size == 0:
+    """The cheapest cell with T ≤ deadline (ties: faster); None if no cell meets it.
+
+    Bounds prune (route, n) pairs before any bisection: T at the top memory is the fastest the
+    pair can be, and cost ≥ base + slope·m with base and slope taken at the top memory.
+    """
+    f = flat if flat is not None else flatten(profile, catalog, space)
+    top = space.memory_mb.size - 1
+    ids = np.nonzero(f.nt.ok)[0]
+    nt, r, ni = f.nt.take(ids), f.r[ids], f.ni[ids]
+    at_top = _cells(profile, catalog, space, r, nt, np.full(ids.size, top))
+    alive = np.isfinite(at_top.total_s) & (at_top.total_s <= deadline_s)
+    if not np.any(alive):
         return None
-    j0 = start[r, ni]
-    first = Pool.of(r, ni, j0, cells_at(profile, catalog, space, r, ni, j0))
-    best_usd = float(first.total_usd.min())
-    base, slope = _cost_bound_slope(profile, catalog, space, r, ni, np.full_like(r, size - 1))
+    ids, nt, r, ni = ids[alive], nt.take(np.nonzero(alive)[0]), r[alive], ni[alive]
+    at_top = Cells(*(np.asarray(getattr(at_top, k))[alive] for k in _CELL_FIELDS))
+    pools = [Pool.of(r, ni, np.full(r.size, top), at_top)]
+    slope = at_top.lambda_usd / space.memory_mb[top]
+    base = at_top.total_usd - at_top.lambda_usd
+    best_usd = float(at_top.total_usd.min())
+
+    def survivors(lower_bound: Arr) -> Arr:
+        return np.nonzero(lower_bound <= best_usd * (1 + SLACK))[0]
+
+    # A cheap first pass: bisect the pairs with the lowest bound to tighten best_usd.
+    lb0 = base + slope * space.memory_mb[0]
+    probe = np.argsort(lb0, kind="stable")[:64]
+    j_probe = _bisect_deadline(profile, catalog, space, r[probe], nt.take(probe), deadline_s)
+    probe_cells = _cells(profile, catalog, space, r[probe], nt.take(probe), j_probe)
+    best_usd = min(best_usd, float(probe_cells.total_usd.min()))
+    keep = survivors(lb0)
+    r, ni, nt, base, slope = r[keep], ni[keep], nt.take(keep), base[keep], slope[keep]
+    j0 = _bisect_deadline(profile, catalog, space, r, nt, deadline_s)
+    first = _cells(profile, catalog, space, r, nt, j0)
+    pools.append(Pool.of(r, ni, j0, first))
+    best_usd = min(best_usd, float(first.total_usd.min()))
+    keep = survivors(base + slope * space.memory_mb[j0])
     with np.errstate(divide="ignore", invalid="ignore"):
-        m_hi = np.where(slope > 0, (best_usd * (1 + SLACK) - base) / slope, np.inf)
-    j_hi = np.searchsorted(space.memory_mb, m_hi, side="right") - 1
-    stop = np.minimum(j_hi, size - 1)
-    owner, j = _ragged(j0 + 1, stop)
-    pools = [first]
+        m_hi = np.where(slope[keep] > 0, (best_usd * (1 + SLACK) - base[keep]) / slope[keep],
+                        np.inf)
+    stop = np.minimum(np.searchsorted(space.memory_mb, m_hi, side="right") - 1, top - 1)
+    # Windows (j0, stop] split into blocks; a block [a, b] is bounded by the cost formula with
+    # memory a and the (lower) times of memory b, so only blocks that could win are expanded.
+    start = j0[keep] + 1
+    n_blocks = np.maximum(-(-(stop - start + 1) // BLOCK), 0)
+    owner, t = _ragged(np.zeros_like(n_blocks), n_blocks - 1)
     if owner.size:
-        wr, wn = r[owner], ni[owner]
-        pools.append(Pool.of(wr, wn, j, cells_at(profile, catalog, space, wr, wn, j)))
+        sel = keep[owner]
+        a = start[owner] + t * BLOCK
+        b = np.minimum(a + BLOCK - 1, stop[owner])
+        ends = _cells(profile, catalog, space, r[sel], nt.take(sel), b)
+        pools.append(Pool.of(r[sel], ni[sel], b, ends))
+        best_usd = min(best_usd, float(ends.total_usd.min()))
+        bound = ends.total_usd - ends.lambda_usd + ends.lambda_usd / space.memory_mb[b] * (
+            space.memory_mb[a])
+        open_ = survivors(bound)
+        inner, j = _ragged(a[open_], b[open_] - 1)
+        if inner.size:
+            cell = sel[open_][inner]
+            pools.append(Pool.of(r[cell], ni[cell], j,
+                                 _cells(profile, catalog, space, r[cell], nt.take(cell), j)))
     pool = Pool.concat(pools)
     best = int(_order(pool, cost_first=True)[0])
     return best, pool

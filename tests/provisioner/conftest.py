@@ -1,0 +1,69 @@
+"""Shared builders: small catalogs and synthetic workload profiles for exactness tests."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from provisioner.catalog import Catalog, load_catalog
+from provisioner.profile import WorkloadProfile, profile_from_dict
+
+
+def profile_dict(**overrides: Any) -> dict[str, Any]:
+    """A valid profile document; keyword arguments replace top-level fields."""
+    base: dict[str, Any] = {
+        "schema_version": 1,
+        "name": "test-workload",
+        "model": "cnn",
+        "dataset": "synthetic-cifar",
+        "model_bytes": 4_000_000,
+        "dataset_samples": 20_000,
+        "dataset_bytes": 60_000_000,
+        "epochs": 5,
+        "profiled_local_batch": 32,
+        "max_global_batch": 512,
+        "min_memory_mb": 256,
+        "learning_rate": 0.05,
+        "momentum": 0.9,
+        "training_rate": {
+            "x86_64": {"points": [{"vcpu_share": 0.5, "samples_per_s": 100},
+                                  {"vcpu_share": 1.0, "samples_per_s": 180}]},
+            "arm64": {"points": [{"vcpu_share": 0.5, "samples_per_s": 90},
+                                 {"vcpu_share": 1.0, "samples_per_s": 170}]},
+        },
+        "startup_s": 5.0,
+        "ps_aggregation_mb_s_per_core": 400.0,
+        "sources": {"all": "test fixture"},
+    }
+    base.update(overrides)
+    return base
+
+
+def make_profile(**overrides: Any) -> WorkloadProfile:
+    return profile_from_dict(profile_dict(**overrides))
+
+
+def small_catalog(
+    *, memory_max_mb: int = 1280, step_mb: int = 64, shards: int = 3, ps: tuple[str, ...] = ()
+) -> Catalog:
+    """Today's catalog cut down to a grid an exhaustive enumeration handles in milliseconds."""
+    cat = load_catalog("lambda-2025")
+    types = tuple(p for p in cat.ps_types if not ps or p.name in ps)
+    return dataclasses.replace(
+        cat, memory_min_mb=128, memory_max_mb=memory_max_mb, memory_step_mb=step_mb,
+        ps_max_shards=shards, ps_types=types,
+        ps_default_type=types[0].name if cat.ps_default_type not in {p.name for p in types}
+        else cat.ps_default_type,
+    )
+
+
+@pytest.fixture(scope="session")
+def catalog_2025() -> Catalog:
+    return load_catalog("lambda-2025")
+
+
+@pytest.fixture(scope="session")
+def catalog_2020() -> Catalog:
+    return load_catalog("lambda-2020")

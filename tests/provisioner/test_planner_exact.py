@@ -1,0 +1,126 @@
+"""The planner's answer equals exhaustive enumeration on many random workloads (hypothesis)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from provisioner.plan import Goal
+from provisioner.planner import Infeasible, Limits, build_space, exhaustive, fastest_cell, plan_job
+from tests.provisioner.conftest import make_profile, small_catalog
+
+SETTINGS = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def rate_curve(draw: st.DrawFn) -> dict[str, object]:
+    if draw(st.booleans()):
+        return {"linear": {"alpha1_samples_s_per_mb": draw(st.floats(0.001, 2.0)),
+                           "beta1_samples_s": draw(st.floats(-50.0, 200.0))}}
+    count = draw(st.integers(1, 5))
+    shares = sorted(draw(st.lists(st.floats(0.05, 6.0), min_size=count, max_size=count,
+                                  unique=True)))
+    # Rates may be noisy (non-monotone): the model takes their running maximum.
+    rates = draw(st.lists(st.floats(5.0, 20_000.0), min_size=count, max_size=count))
+    return {"points": [{"vcpu_share": s, "samples_per_s": r} for s, r in zip(shares, rates,
+                                                                              strict=True)]}
+
+
+@st.composite
+def workload(draw: st.DrawFn) -> dict[str, object]:
+    b_l = draw(st.integers(1, 128))
+    archs = draw(st.sampled_from([("x86_64",), ("arm64",), ("x86_64", "arm64")]))
+    return {
+        "model_bytes": draw(st.integers(10_000, 50_000_000)),
+        "dataset_samples": draw(st.integers(100, 100_000)),
+        "dataset_bytes": draw(st.integers(100_000, 1_000_000_000)),
+        "epochs": draw(st.integers(1, 40)),
+        "profiled_local_batch": b_l,
+        "max_global_batch": draw(st.integers(b_l, 4096)),
+        "min_memory_mb": draw(st.sampled_from([128, 256, 700, 1024])),
+        "startup_s": draw(st.floats(0.0, 30.0)),
+        "ps_aggregation_mb_s_per_core": draw(st.floats(50.0, 5000.0)),
+        "training_rate": {a: draw(rate_curve()) for a in archs},
+    }
+
+
+LIMITS = st.builds(
+    Limits,
+    max_memory_mb=st.sampled_from([None, 512, 1000]),
+    max_concurrency=st.integers(1, 24),
+    arch=st.sampled_from(["any", "x86_64", "arm64"]),
+)
+
+
+GRIDS = st.sampled_from([
+    # (memory max MB, step MB, max PS shards, max workers): a coarse grid with many workers and
+    # a fine grid whose cost windows span several bounded blocks.
+    (1280, 64, 3, 24),
+    (1536, 2, 2, 6),
+])
+
+
+def _check(profile_fields: dict[str, object], limits: Limits, goal_of: object,
+           grid: tuple[int, int, int, int]) -> None:
+    profile = make_profile(**profile_fields)
+    top, step, shards, workers = grid
+    catalog = small_catalog(memory_max_mb=top, step_mb=step, shards=shards)
+    limits = dataclasses.replace(limits, max_concurrency=min(workers, limits.max_concurrency or 1))
+    try:
+        space = build_space(profile, catalog, limits)
+    except Infeasible:
+        return
+    fast_s, _ = fastest_cell(profile, catalog, space)
+    if not math.isfinite(fast_s):  # no cell can run at all
+        assert exhaustive(profile, catalog, limits, Goal(deadline_s=math.inf)) is None
+        return
+    goal = goal_of(fast_s, profile, catalog, limits)  # type: ignore[operator]
+    want = exhaustive(profile, catalog, limits, goal)
+    try:
+        got = plan_job(profile, catalog, goal, limits, "t", frontier_points=0, alternatives=0)
+    except Infeasible:
+        assert want is None
+        event("both infeasible")
+        return
+    assert want is not None, "planner found a plan that exhaustive enumeration says is infeasible"
+    _, want_s, want_usd = want
+    assert got.plan.cost.total_usd == want_usd
+    assert got.plan.prediction.total_s == want_s
+    event("plan compared")
+
+
+@SETTINGS
+@given(workload(), LIMITS, st.floats(0.8, 20.0), GRIDS)
+def test_deadline_goal_equals_exhaustive(fields: dict[str, object], limits: Limits,
+                                         factor: float, grid: tuple[int, int, int, int]) -> None:
+    _check(fields, limits, lambda fast_s, *_: Goal(deadline_s=fast_s * factor), grid)
+
+
+@SETTINGS
+@given(workload(), LIMITS, st.floats(0.5, 30.0), GRIDS)
+def test_budget_goal_equals_exhaustive(fields: dict[str, object], limits: Limits,
+                                       factor: float, grid: tuple[int, int, int, int]) -> None:
+    def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
+        cheapest = exhaustive(profile, catalog, lim, Goal(deadline_s=math.inf))  # type: ignore[arg-type]
+        usd = cheapest[2] if cheapest else 1.0
+        return Goal(budget_usd=usd * factor)
+
+    _check(fields, limits, goal, grid)
+
+
+@SETTINGS
+@given(workload(), LIMITS, st.floats(0.8, 10.0), st.floats(0.5, 3.0), GRIDS)
+def test_both_goals_equal_exhaustive(fields: dict[str, object], limits: Limits,
+                                     d_factor: float, b_factor: float,
+                                     grid: tuple[int, int, int, int]) -> None:
+    def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
+        d = fast_s * d_factor
+        best = exhaustive(profile, catalog, lim, Goal(deadline_s=d))  # type: ignore[arg-type]
+        usd = best[2] if best else 1.0
+        return Goal(deadline_s=d, budget_usd=usd * b_factor)
+
+    _check(fields, limits, goal, grid)

@@ -60,7 +60,7 @@ class Supervisor:
         cwd: Path | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start `argv` in its own process group, stdout and stderr appended to `log_path`."""
-        log = open(log_path, "ab") if log_path is not None else None  # noqa: SIM115 - kept open
+        log = open(log_path, "wb") if log_path is not None else None  # noqa: SIM115 - kept open
         proc = subprocess.Popen(
             list(argv),
             env=dict(env),

@@ -13,6 +13,7 @@ import importlib
 import json
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -38,10 +39,23 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def invoke(spec: str, event: dict[str, Any], context: CountdownContext) -> tuple[int, Any]:
-    """Call the handler; (0, result) on success, (1, Lambda error object) on an exception."""
+    """Call the handler; (0, result) on success, (1, Lambda error object) on an exception.
+
+    A dict result gets an `emulator_timings` member: the handler module's import time (a
+    cold start's `import torch`) and the handler call's own duration.
+    """
     try:
+        import_start_s = time.monotonic()
         handler = load_handler(spec)
-        return 0, handler(event, context)
+        call_start_s = time.monotonic()
+        result = handler(event, context)
+        call_end_s = time.monotonic()
+        if isinstance(result, dict):
+            result["emulator_timings"] = {
+                "handler_import_s": call_start_s - import_start_s,
+                "handler_call_s": call_end_s - call_start_s,
+            }
+        return 0, result
     except Exception as err:  # noqa: BLE001 - reported like Lambda reports an unhandled error
         return 1, {
             "errorType": type(err).__name__,

@@ -1,0 +1,446 @@
+"""Play the state machine's role on one machine: prepare, fan out, re-invoke, finalize.
+
+The order is the AWS one: buckets exist, the prepare step shards the dataset into the dataset
+bucket, the PS shards start (same entry point as on EC2), n workers are invoked with the events
+the stacks build (`stacks.events`), each is re-invoked with its `next_event` until it is done (a
+failed invocation is retried a bounded number of times, like a Step Functions Retry), then the
+finalize step writes the model and report, and the PS stop. Every wait has a deadline, and every
+child is killed on the way out, whatever the way out is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from emulator import cpu
+from emulator.invocation import Invocation, Outcome, poll, start_invocation
+from emulator.naming import SECRET_ENV, bucket_name
+from emulator.procs import Supervisor, wait_for_log_line
+from emulator.progress import ProgressBar
+from emulator.ps_status import current_iteration
+from emulator.s3server import S3Endpoint, s3_server
+from provisioner.plan import Plan
+from stacks import events
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WORKER_HANDLER = "functions.worker:handler"
+PREPARE_HANDLER = "functions.datasets:prepare_handler"
+FINALIZE_HANDLER = "functions.finalize:handler"
+STEP_LIMIT_S = 900.0  # prepare and finalize run as ordinary Lambda invocations
+PS_READY_TIMEOUT_S = 60.0
+POLL_INTERVAL_S = 0.2
+
+
+class EmulatorError(RuntimeError):
+    """The run could not complete; the message is one line naming what failed."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to emulate (the plan says what to run)."""
+
+    invocation_limit_s: float = 60.0
+    cpu_scale: float | None = None  # local cores per Lambda vCPU; None = fit the machine
+    out_dir: Path | None = None  # default runs/<job>
+    s3: str = "weed"
+    max_attempts: int = 3  # per invocation: the first try and two retries (Step Functions)
+    safety_margin_s: float | None = None  # default: a quarter of the limit, at most 30 s
+    run_timeout_s: float | None = None  # whole-run deadline; default from the plan
+    worker_handler: str = WORKER_HANDLER
+    status_poll_s: float = 2.0
+    quiet: bool = False
+
+
+@dataclass
+class WorkerState:
+    """One worker's chain of invocations (mutable while the run goes on)."""
+
+    rank: int
+    event: dict[str, Any]
+    attempt: int = 1
+    done: bool = False
+    current: Invocation | None = None
+    links: list[dict[str, Any]] = field(default_factory=list)  # one per successful invocation
+    failures: list[str] = field(default_factory=list)
+    iteration: int = 0
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What happened, in the raw: the report module turns it into predicted vs measured."""
+
+    plan: Plan
+    options: Options
+    cpu_scale: float
+    cpu_status: str
+    worker_cores: float
+    s3_kind: str
+    s3_url: str
+    buckets: dict[str, str]
+    prepare_s: float
+    ps_start_s: float
+    train_wall_s: float
+    finalize_s: float
+    workers: list[WorkerState]
+    finalize_result: dict[str, Any]
+    out_dir: Path
+    throttled_s: dict[str, float]
+
+
+def default_safety_margin_s(limit_s: float) -> float:
+    """Stop a quarter of the limit early (at most the AWS default of 30 s): room to checkpoint."""
+    return min(events.SAFETY_MARGIN_S, 0.25 * limit_s)
+
+
+def default_run_timeout_s(plan: Plan, options: Options) -> float:
+    """A generous whole-run deadline: 20 × the prediction plus one limit per planned link."""
+    links = max(1, plan.invocations_per_worker)
+    return 600.0 + 20.0 * plan.prediction.total_s + 4 * links * options.invocation_limit_s
+
+
+def child_env(endpoint: S3Endpoint, secret: str) -> dict[str, str]:
+    """Environment of every child: the S3 endpoint, dummy credentials, the PS secret."""
+    env = dict(os.environ)
+    env.update(endpoint.client_env())
+    env[SECRET_ENV] = secret
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("MPLBACKEND", "Agg")
+    return env
+
+
+def run_step(
+    supervisor: Supervisor,
+    *,
+    name: str,
+    handler: str,
+    event: dict[str, Any],
+    env: dict[str, str],
+    logs: Path,
+    limit_s: float = STEP_LIMIT_S,
+    memory_mb: int = 1769,
+) -> tuple[dict[str, Any], float]:
+    """Run one non-worker Lambda step (prepare, finalize) to completion; (result, seconds)."""
+    inv = start_invocation(
+        supervisor,
+        name=name,
+        handler=handler,
+        event=event,
+        limit_s=limit_s,
+        memory_mb=memory_mb,
+        work_dir=logs,
+        env=env,
+    )
+    while (outcome := poll(supervisor, inv)) is None:
+        time.sleep(POLL_INTERVAL_S)
+    if not outcome.ok:
+        raise EmulatorError(f"{name} step failed: {outcome.error}")
+    return outcome.result, outcome.wall_s
+
+
+def start_ps_shards(
+    supervisor: Supervisor, plan: Plan, *, env: dict[str, str], artifacts_bucket: str, logs: Path
+) -> list[str]:
+    """Start every PS shard (the EC2 entry point, bound to 127.0.0.1); their endpoints in order."""
+    procs = []
+    for shard in range(plan.ps_count):
+        argv = events.ps_command(
+            plan,
+            shard=shard,
+            secret_ref=f"env:{SECRET_ENV}",
+            artifacts_bucket=artifacts_bucket,
+            host="127.0.0.1",
+            port=0,  # the shard picks a free port and prints it on its READY line
+        )
+        argv[0] = sys.executable
+        log_path = logs / f"ps-{shard}.log"
+        procs.append((supervisor.spawn(argv, env=env, log_path=log_path), log_path))
+    endpoints = []
+    for shard, (proc, log_path) in enumerate(procs):
+        try:
+            endpoints.append(wait_for_log_line(proc, log_path, "READY", PS_READY_TIMEOUT_S))
+        except (TimeoutError, RuntimeError) as err:
+            raise EmulatorError(f"PS shard {shard} did not start: {err}; see {log_path}") from None
+    return endpoints
+
+
+def _last_loss(workers: list[WorkerState]) -> float | None:
+    """The newest loss any worker has reported (rank 0 first)."""
+    for worker in workers:
+        for link in reversed(worker.links):
+            losses = link.get("losses") or []
+            if losses:
+                return float(losses[-1][1])
+    return None
+
+
+def fan_out(
+    supervisor: Supervisor,
+    plan: Plan,
+    options: Options,
+    *,
+    first_events: list[dict[str, Any]],
+    env: dict[str, str],
+    logs: Path,
+    placements: list[cpu.Placement],
+    status: Callable[[], int | None],
+    progress: ProgressBar | None,
+    deadline_monotonic_s: float,
+) -> list[WorkerState]:
+    """Invoke every worker and re-invoke each until it returns done; retry failed invocations."""
+    workers = [WorkerState(rank=r, event=e) for r, e in enumerate(first_events)]
+
+    def launch(worker: WorkerState) -> None:
+        link = int(worker.event.get("invocation", 0))
+        worker.current = start_invocation(
+            supervisor,
+            name=f"worker-{worker.rank}-link-{link}-try-{worker.attempt}",
+            handler=options.worker_handler,
+            event=worker.event,
+            limit_s=options.invocation_limit_s,
+            memory_mb=plan.memory_mb,
+            work_dir=logs,
+            env=env,
+            placement=placements[worker.rank],
+        )
+
+    def note(message: str) -> None:
+        if progress is not None:
+            progress.note(message)
+
+    def settle(worker: WorkerState, outcome: Outcome) -> None:
+        worker.current = None
+        if outcome.ok:
+            result = outcome.result
+            worker.links.append({**result, "wall_s": outcome.wall_s, "attempt": worker.attempt})
+            worker.iteration = int(result.get("iteration", worker.iteration))
+            worker.attempt = 1
+            if result.get("done"):
+                worker.done = True
+                return
+            worker.event = dict(result["next_event"])
+            note(
+                f"worker {worker.rank}: invocation ended at iteration {worker.iteration}, "
+                f"re-invoking (link {worker.event.get('invocation')})"
+            )
+            launch(worker)
+            return
+        worker.failures.append(outcome.error)
+        if worker.attempt >= options.max_attempts:
+            raise EmulatorError(
+                f"worker {worker.rank} failed {worker.attempt} times; last: {outcome.error}"
+            )
+        worker.attempt += 1
+        note(
+            f"worker {worker.rank}: {outcome.error}; retry {worker.attempt}/{options.max_attempts}"
+        )
+        launch(worker)
+
+    started_s = time.monotonic()
+    for worker in workers:
+        launch(worker)
+    last_status_s = -1e9
+    live_iteration = 0
+    while not all(w.done for w in workers):
+        if time.monotonic() > deadline_monotonic_s:
+            raise EmulatorError(
+                f"run timeout: training not done after {time.monotonic() - started_s:.0f} s "
+                f"(workers at iterations {[w.iteration for w in workers]})"
+            )
+        for worker in workers:
+            if worker.current is not None and (outcome := poll(supervisor, worker.current)):
+                settle(worker, outcome)
+        now = time.monotonic()
+        if progress is not None and now - last_status_s >= options.status_poll_s:
+            last_status_s = now
+            live = status()
+            reported = min(w.iteration for w in workers)
+            live_iteration = max(live_iteration, reported, live if live is not None else 0)
+            progress.update(live_iteration, _last_loss(workers), now - started_s)
+        time.sleep(POLL_INTERVAL_S)
+    if progress is not None:
+        progress.update(
+            plan.training.iterations, _last_loss(workers), time.monotonic() - started_s, force=True
+        )
+        progress.close()
+    return workers
+
+
+def last_result(worker: WorkerState) -> dict[str, Any]:
+    """A worker's final return value without its bulky members (what Step Functions passes)."""
+    last = worker.links[-1] if worker.links else {}
+    return {k: v for k, v in last.items() if k not in ("losses", "next_event")}
+
+
+def create_buckets(endpoint: S3Endpoint, names: list[str]) -> None:
+    """Create the job's buckets (idempotent: an existing bucket of ours is fine)."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint.url,
+        aws_access_key_id=endpoint.client_env()["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=endpoint.client_env()["AWS_SECRET_ACCESS_KEY"],
+        region_name=endpoint.client_env()["AWS_DEFAULT_REGION"],
+    )
+    for name in names:
+        try:
+            client.create_bucket(Bucket=name)
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") not in (
+                "BucketAlreadyOwnedByYou",
+                "BucketAlreadyExists",
+            ):
+                raise
+
+
+def dataset_source(plan: Plan) -> str:
+    """The `functions.datasets` source string for the plan's dataset (builtin or synthetic)."""
+    name = plan.training.dataset
+    if name == "digits":
+        return "builtin:digits"
+    if name.startswith("synthetic-cifar"):
+        return f"synthetic-cifar:{plan.training.dataset_samples}"
+    raise EmulatorError(f"dataset {name!r} cannot be emulated: expected digits or synthetic-cifar")
+
+
+def resolve_cpu_scale(plan: Plan, options: Options) -> float:
+    if options.cpu_scale is not None:
+        return options.cpu_scale
+    return cpu.default_cpu_scale(plan.n_workers, plan.memory_mb, cpu.machine_cores())
+
+
+def run(plan: Plan, options: Options) -> RunRecord:
+    """Emulate the whole job; returns the raw record (raises EmulatorError on failure)."""
+    out_dir = options.out_dir or (REPO_ROOT / "runs" / plan.job)
+    logs = out_dir / "logs"
+    # A fresh run: stale logs or artifacts of an earlier run must not be mistaken for this one's.
+    for stale in (logs, out_dir / "artifacts"):
+        shutil.rmtree(stale, ignore_errors=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    scale = resolve_cpu_scale(plan, options)
+    worker_cores = cpu.local_cores(plan.memory_mb, scale)
+    margin_s = options.safety_margin_s
+    if margin_s is None:
+        margin_s = default_safety_margin_s(options.invocation_limit_s)
+    dataset_bucket = bucket_name(plan.job, "dataset")
+    artifacts_bucket = bucket_name(plan.job, "artifacts")
+    secret = secrets.token_hex(32)  # a fresh PS secret per run
+    supervisor = Supervisor()
+    limiter = cpu.CpuLimiter(f"lambda-dnn-emu-{os.getpid()}")
+    say = (lambda msg: None) if options.quiet else (lambda msg: print(msg, file=sys.stderr))
+    say(limiter.status())
+    say(
+        f"CPU scale: {scale:.3f} local cores per Lambda vCPU -> {worker_cores:.3f} cores per "
+        f"worker of {plan.memory_mb} MB ({plan.n_workers} workers on {cpu.machine_cores():.0f})"
+    )
+    throttled: dict[str, float] = {}
+    with supervisor.guard(), limiter, s3_server(options.s3) as endpoint:
+        say(f"S3 ({endpoint.kind}) at {endpoint.url}")
+        env = child_env(endpoint, secret)
+        create_buckets(endpoint, [dataset_bucket, artifacts_bucket])
+        prepare = events.prepare_event(
+            plan, source=dataset_source(plan), dataset_bucket=dataset_bucket
+        )
+        say(
+            f"prepare: sharding {plan.training.dataset} into s3://{dataset_bucket}/"
+            f"{prepare['dataset_prefix']}"
+        )
+        _, prepare_s = run_step(
+            supervisor, name="prepare", handler=PREPARE_HANDLER, event=prepare, env=env, logs=logs
+        )
+        ps_started = time.monotonic()
+        endpoints = start_ps_shards(
+            supervisor, plan, env=env, artifacts_bucket=artifacts_bucket, logs=logs
+        )
+        ps_start_s = time.monotonic() - ps_started
+        say(f"PS: {plan.ps_count} shard(s) at {', '.join(endpoints)}")
+        first_events = [
+            {
+                **events.worker_event(
+                    plan,
+                    rank=rank,
+                    dataset_bucket=dataset_bucket,
+                    artifacts_bucket=artifacts_bucket,
+                    ps_endpoints=endpoints,
+                    secret_ref=f"env:{SECRET_ENV}",
+                ),
+                "safety_margin_s": margin_s,
+            }
+            for rank in range(plan.n_workers)
+        ]
+        placements = [limiter.place(f"worker-{r}", worker_cores) for r in range(plan.n_workers)]
+        progress = (
+            None if options.quiet else ProgressBar(plan.training.iterations, plan.goal.deadline_s)
+        )
+
+        def status() -> int | None:
+            return current_iteration(
+                endpoints[0], job_id=plan.job, shards=plan.ps_count, secret=secret.encode()
+            )
+
+        run_timeout_s = options.run_timeout_s or default_run_timeout_s(plan, options)
+        train_started = time.monotonic()
+        workers = fan_out(
+            supervisor,
+            plan,
+            options,
+            first_events=first_events,
+            env=env,
+            logs=logs,
+            placements=placements,
+            status=status,
+            progress=progress,
+            deadline_monotonic_s=train_started + run_timeout_s,
+        )
+        train_wall_s = time.monotonic() - train_started
+        throttled = {
+            f"worker-{r}": limiter.throttled_s(f"worker-{r}") for r in range(plan.n_workers)
+        }
+        say("finalize: assembling the model from the PS shards")
+        finalize_result, finalize_s = run_step(
+            supervisor,
+            name="finalize",
+            handler=FINALIZE_HANDLER,
+            event={**first_events[0], "results": [last_result(w) for w in workers]},
+            env=env,
+            logs=logs,
+        )
+        record = RunRecord(
+            plan=plan,
+            options=options,
+            cpu_scale=scale,
+            cpu_status=limiter.status(),
+            worker_cores=worker_cores,
+            s3_kind=endpoint.kind,
+            s3_url=endpoint.url,
+            buckets={"dataset": dataset_bucket, "artifacts": artifacts_bucket},
+            prepare_s=prepare_s,
+            ps_start_s=ps_start_s,
+            train_wall_s=train_wall_s,
+            finalize_s=finalize_s,
+            workers=workers,
+            finalize_result=finalize_result,
+            out_dir=out_dir,
+            throttled_s=throttled,
+        )
+        from emulator.report import finish_report
+
+        finish_report(record, endpoint)
+    return record
+
+
+def dump_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

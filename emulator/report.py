@@ -1,0 +1,286 @@
+"""The run report: predicted vs measured per term, cost, loss curve, accuracy, artifacts.
+
+Measured terms come from the workers' own `timings` (summed over each worker's invocations; the
+slowest worker sets the pace under BSP, so each term is the maximum over workers) and from the
+orchestrator's clocks. The prediction is the Plan's, made for AWS; the CPU share and network of
+this machine differ, which is why the emulation settings (cpu_scale, cores per worker, whether
+the share was enforced) are part of the report.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from emulator.orchestrator import RunRecord, WorkerState
+    from emulator.s3server import S3Endpoint
+
+# Candidate timing keys per term, first match wins: the runtime names its timings, we map them.
+TERM_KEYS: dict[str, tuple[str, ...]] = {
+    "load": ("load_s", "data_load_s", "shard_load_s", "download_s"),
+    "compute": ("compute_s",),
+    "communication": ("communication_s", "comm_s"),
+    "startup": ("startup_s", "init_s", "setup_s"),
+    "checkpoint": ("checkpoint_s",),
+}
+PREDICTED_FIELDS = {
+    "load": "load_s",
+    "compute": "compute_s",
+    "communication": "communication_s",
+    "ps_aggregation": "ps_aggregation_s",
+    "startup": "startup_s",
+    "chaining": "chaining_s",
+    "total": "total_s",
+}
+
+
+def link_timing(link: dict[str, Any], term: str) -> float:
+    """Seconds one invocation spent on `term` per its timings (0 when not reported)."""
+    timings = link.get("timings") or {}
+    for key in TERM_KEYS.get(term, ()):
+        value = timings.get(key)
+        if isinstance(value, int | float) and math.isfinite(value):
+            return float(value)
+    if term == "communication":
+        push, pull = timings.get("push_s"), timings.get("pull_s")
+        if isinstance(push, int | float) and isinstance(pull, int | float):
+            return float(push) + float(pull)
+    return 0.0
+
+
+def startup_of(link: dict[str, Any]) -> float:
+    """A link's start-up: the handler's own (import, model build, PS sync) when it reports one,
+    else the handler module's import time as the runner measured it."""
+    own = link_timing(link, "startup")
+    if own > 0:
+        return own
+    return float((link.get("emulator_timings") or {}).get("handler_import_s", 0.0))
+
+
+def worker_terms(worker: WorkerState) -> dict[str, float]:
+    """One worker's measured seconds per term over its whole chain of invocations."""
+    links = worker.links
+    terms = {
+        t: sum(link_timing(link, t) for link in links) for t in ("load", "compute", "communication")
+    }
+    terms["startup"] = startup_of(links[0]) if links else 0.0
+    # Chaining: what each extra link costs beyond training, i.e. its start-up and reload, plus
+    # the checkpoints every link writes before it returns (λDNN has no such term).
+    terms["chaining"] = sum(startup_of(link) + link_timing(link, "load") for link in links[1:])
+    terms["chaining"] += sum(link_timing(link, "checkpoint") for link in links)
+    terms["load"] = link_timing(links[0], "load") if links else 0.0
+    terms["wall"] = sum(float(link.get("wall_s", 0.0)) for link in links)
+    return terms
+
+
+def loss_curve(workers: list[WorkerState]) -> list[tuple[int, float]]:
+    """Mean loss per iteration over the workers that reported it, in iteration order."""
+    by_iteration: dict[int, list[float]] = {}
+    for worker in workers:
+        for link in worker.links:
+            for it, loss in link.get("losses") or []:
+                by_iteration.setdefault(int(it), []).append(float(loss))
+    return [(it, sum(v) / len(v)) for it, v in sorted(by_iteration.items())]
+
+
+def smoothed_first_last(curve: list[tuple[int, float]], window: int = 10) -> tuple[float, float]:
+    """Mean of the first and of the last `window` losses (single batches are noisy)."""
+    if not curve:
+        return math.nan, math.nan
+    head = [loss for _, loss in curve[:window]]
+    tail = [loss for _, loss in curve[-window:]]
+    return sum(head) / len(head), sum(tail) / len(tail)
+
+
+def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str, Any]:
+    """The JSON report (also printed as a table)."""
+    plan = record.plan
+    per_worker = [worker_terms(w) for w in record.workers]
+    measured = {t: max((w[t] for w in per_worker), default=0.0) for t in per_worker[0]}
+    measured["ps_aggregation"] = math.nan  # inside the PS; part of the workers' communication
+    measured["total"] = record.train_wall_s
+    predicted = {t: float(getattr(plan.prediction, f)) for t, f in PREDICTED_FIELDS.items()}
+    curve = loss_curve(record.workers)
+    first, last = smoothed_first_last(curve)
+    links = [len(w.links) for w in record.workers]
+    completed = min((w.iteration for w in record.workers), default=0)
+    return {
+        "job": plan.job,
+        "status": "done",
+        "plan": {
+            "n_workers": plan.n_workers,
+            "memory_mb": plan.memory_mb,
+            "arch": plan.arch,
+            "vcpu_share": plan.vcpu_share,
+            "ps_type": plan.ps_type,
+            "ps_count": plan.ps_count,
+            "iterations": plan.training.iterations,
+            "local_batch": plan.training.local_batch,
+            "model": plan.training.model,
+            "dataset": plan.training.dataset,
+            "deadline_s": plan.goal.deadline_s,
+            "invocations_per_worker": plan.invocations_per_worker,
+        },
+        "emulation": {
+            "invocation_limit_s": record.options.invocation_limit_s,
+            "cpu_scale_cores_per_vcpu": record.cpu_scale,
+            "worker_cores": record.worker_cores,
+            "cpu_share": record.cpu_status,
+            "throttled_s": record.throttled_s,
+            "s3": f"{record.s3_kind} at {record.s3_url}",
+        },
+        "terms": [
+            {"term": t, "predicted_s": predicted[t], "measured_s": measured.get(t, math.nan)}
+            for t in PREDICTED_FIELDS
+        ],
+        "measured_per_worker": per_worker,
+        "wall": {
+            "prepare_s": record.prepare_s,
+            "ps_start_s": record.ps_start_s,
+            "train_s": record.train_wall_s,
+            "finalize_s": record.finalize_s,
+        },
+        "iterations": {"planned": plan.training.iterations, "completed": completed},
+        "invocations": {
+            "per_worker": links,
+            "reinvocations": sum(n - 1 for n in links),
+            "failed_attempts": sum(len(w.failures) for w in record.workers),
+            "failures": [f for w in record.workers for f in w.failures],
+        },
+        "loss": {"first": first, "last": last, "decreased": last < first, "curve": curve},
+        "accuracy": accuracy,
+        "cost_usd": dict(plan.cost.__dict__),
+        "artifacts": {},
+    }
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """Human summary: predicted vs measured per term, then the headline facts."""
+
+    def cell(value: float) -> str:
+        return (
+            "n/a"
+            if value is None or (isinstance(value, float) and math.isnan(value))
+            else (f"{value:10.2f}")
+        )
+
+    lines = [
+        f"run report for job {report['job']}",
+        "",
+        f"{'term':<16}{'predicted s':>12}{'measured s':>12}",
+    ]
+    for row in report["terms"]:
+        lines.append(
+            f"{row['term']:<16}{cell(row['predicted_s']):>12}{cell(row['measured_s']):>12}"
+        )
+    em, plan = report["emulation"], report["plan"]
+    inv, loss = report["invocations"], report["loss"]
+    lines += [
+        "",
+        f"plan: {plan['n_workers']} x {plan['memory_mb']} MB {plan['arch']}, PS {plan['ps_count']}"
+        f" x {plan['ps_type']}, {plan['iterations']} iterations of local batch "
+        f"{plan['local_batch']}",
+        f"emulation: {em['invocation_limit_s']:.0f} s invocations, {em['worker_cores']:.3f} cores"
+        f" per worker (cpu_scale {em['cpu_scale_cores_per_vcpu']:.3f}); {em['cpu_share']}",
+        f"iterations: {report['iterations']['completed']}/{report['iterations']['planned']}; "
+        f"invocations per worker {inv['per_worker']} ({inv['reinvocations']} re-invocations, "
+        f"{inv['failed_attempts']} failed attempts)",
+        f"loss: {loss['first']:.4f} -> {loss['last']:.4f} (mean of first/last 10 iterations)",
+    ]
+    acc = report.get("accuracy")
+    if acc and acc.get("accuracy") is not None:
+        lines.append(f"held-out accuracy: {acc['accuracy']:.4f} on {acc['samples']} samples")
+    cost = report["cost_usd"]
+    lines.append(
+        f"AWS cost of this plan (predicted): ${cost['total_usd']:.4f} (Lambda "
+        f"${cost['lambda_compute_usd']:.4f}, PS ${cost['ps_instances_usd']:.4f})"
+    )
+    for name, where in report.get("artifacts", {}).items():
+        lines.append(f"{name}: {where}")
+    return "\n".join(lines)
+
+
+def plot_loss(curve: list[tuple[int, float]], path: Path, title: str) -> None:
+    """Loss per iteration (mean over workers) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    if curve:
+        ax.plot([it for it, _ in curve], [loss for _, loss in curve], lw=1)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("training loss (mean over workers)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def evaluate(record: RunRecord, s3: Any) -> dict[str, Any] | None:
+    """Accuracy of the final model on the held-out split named by the dataset manifest."""
+    from emulator.evaluate import held_out_accuracy
+
+    return held_out_accuracy(record, s3)
+
+
+def s3_client_for(endpoint: S3Endpoint) -> Any:
+    import boto3
+
+    env = endpoint.client_env()
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint.url,
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name=env["AWS_DEFAULT_REGION"],
+    )
+
+
+def mirror_prefix(s3: Any, bucket: str, prefix: str, local_dir: Path) -> list[str]:
+    """Copy every object under `prefix` to `local_dir` (the S3 server dies with the run)."""
+    copied = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            target = local_dir / obj["Key"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, obj["Key"], str(target))
+            copied.append(obj["Key"])
+    return copied
+
+
+def finish_report(record: RunRecord, endpoint: S3Endpoint) -> dict[str, Any]:
+    """Evaluate, write report.json + loss.png locally and to the artifacts bucket, print."""
+
+    s3 = s3_client_for(endpoint)
+    try:
+        accuracy = evaluate(record, s3)
+    except Exception as err:  # noqa: BLE001 - a failed evaluation is reported, not fatal
+        accuracy = {"accuracy": None, "error": f"{type(err).__name__}: {err}"}
+    report = build_report(record, accuracy)
+    out = record.out_dir
+    bucket = record.buckets["artifacts"]
+    prefix = f"{record.plan.job}/emulator"
+    plot_loss(report["loss"]["curve"], out / "loss.png", f"{record.plan.job}: training loss")
+    s3.upload_file(str(out / "loss.png"), bucket, f"{prefix}/loss.png")
+    model_key = record.finalize_result.get("model_key") or f"{record.plan.job}/model.pt"
+    report["artifacts"] = {
+        "model (s3)": f"s3://{bucket}/{model_key}",
+        "report (s3)": f"s3://{bucket}/{prefix}/report.json",
+        "local copy of the artifacts bucket": str(out / "artifacts"),
+        "report.json": str(out / "report.json"),
+        "loss curve": str(out / "loss.png"),
+        "logs": str(out / "logs"),
+    }
+    body = json.dumps(report, indent=2, sort_keys=True, default=str) + "\n"
+    (out / "report.json").write_text(body)
+    s3.upload_fileobj(io.BytesIO(body.encode()), bucket, f"{prefix}/report.json")
+    mirror_prefix(s3, bucket, f"{record.plan.job}/", out / "artifacts")
+    print("\n" + format_table(report), flush=True)
+    return report

@@ -15,16 +15,19 @@ _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\
 _USD = re.compile(r"\$?(\d+(?:\.\d+)?)")
 
 
-def _positive_number(value: object) -> float | None:
+def _number(value: object, what: str, forms: str) -> float | None:
+    """A JSON/Python number as float (rejected unless positive and finite); None for strings."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     number = float(value)
-    return number if math.isfinite(number) and number > 0 else None
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{what} {value!r} is not positive ({forms})")
+    return number
 
 
 def parse_duration_s(value: object) -> float:
     """`2h`, `90m`, `1h30m`, `5400s`, `5400` or a positive number → seconds."""
-    number = _positive_number(value)
+    number = _number(value, "duration", DURATION_FORMS)
     if number is not None:
         return number
     text = value.strip().lower() if isinstance(value, str) else ""
@@ -43,7 +46,7 @@ def parse_duration_s(value: object) -> float:
 
 def parse_usd(value: object) -> float:
     """`5`, `$5`, `5.00` or a positive number → US dollars."""
-    number = _positive_number(value)
+    number = _number(value, "amount", USD_FORMS)
     if number is not None:
         return number
     text = value.strip() if isinstance(value, str) else ""

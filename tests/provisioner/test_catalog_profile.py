@@ -1,0 +1,86 @@
+"""Catalog and profile files: every figure is sourced and dated; loaders reject bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provisioner import load_catalog, load_profile
+from provisioner.catalog import CATALOG_DIR
+from provisioner.profile import PROFILE_DIR, profile_from_dict
+from tests.provisioner.conftest import profile_dict
+
+
+def _figures(node: Any) -> list[dict[str, Any]]:
+    if isinstance(node, dict):
+        if "value" in node:
+            return [node]
+        return [f for v in node.values() for f in _figures(v)]
+    if isinstance(node, list):
+        return [f for v in node for f in _figures(v)]
+    return []
+
+
+@pytest.mark.parametrize("path", sorted(CATALOG_DIR.glob("*.json")), ids=lambda p: p.stem)
+def test_every_catalog_figure_has_unit_source_date_and_tag(path: Path) -> None:
+    doc = json.loads(path.read_text())
+    figures = _figures(doc)
+    assert len(figures) > 30
+    for fig in figures:
+        assert {"unit", "source", "date", "tag"} <= set(fig), fig
+        assert fig["tag"] in {"AWS", "3rd", "est"}
+    assert "describe_instance_types" in doc["refresh"] and "pricing" in doc["refresh"]
+    load_catalog(path)
+
+
+def test_catalog_grids() -> None:
+    today, old = load_catalog("lambda-2025"), load_catalog("lambda-2020")
+    assert len(today.memory_grid_mb) == 10_113 and today.memory_grid_mb[-1] == 10_240
+    assert len(old.memory_grid_mb) == 46 and old.memory_grid_mb[-1] == 3008
+    assert [a.arch for a in old.architectures] == ["x86_64"]
+    assert [p.name for p in old.ps_types] == ["m5.large"] and old.ps_max_shards == 1
+    assert today.arch("arm64").usd_per_gb_s < today.arch("x86_64").usd_per_gb_s
+    assert today.ps_type("c5.large").baseline_mb_s == 93.75  # 0.75 Gbit/s baseline
+
+
+@pytest.mark.parametrize("path", sorted(PROFILE_DIR.glob("*.json")), ids=lambda p: p.stem)
+def test_committed_profiles_load(path: Path) -> None:
+    profile = load_profile(path)
+    assert profile.name == path.stem and profile.sources
+
+
+def test_unknown_names_list_what_exists() -> None:
+    with pytest.raises(ValueError, match="catalog 'lambda-1999' not found: give a name "
+                                         "\\(lambda-2020, lambda-2025\\)"):
+        load_catalog("lambda-1999")
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ({"model": "vgg"},
+     "profile field 'model': 'vgg' is not one of mlp, cnn, resnet18, mobilenetv2"),
+    ({"epochs": 0}, "profile field 'epochs': 0 is not a positive integer"),
+    ({"epochs": 2.5}, "profile field 'epochs': 2.5 is not a positive integer"),
+    ({"learning_rate": "fast"}, "profile field 'learning_rate': 'fast' is not a positive number"),
+    ({"schema_version": 2}, "profile field 'schema_version': 2 is not 1"),
+    ({"profiled_local_batch": 64, "max_global_batch": 32},
+     "profile field 'profiled_local_batch': 64 exceeds max_global_batch 32"),
+    ({"training_rate": {"sparc": {"points": [{"vcpu_share": 1, "samples_per_s": 1}]}}},
+     "profile training_rate.sparc: architecture 'sparc' is not one of x86_64, arm64"),
+    ({"training_rate": {"x86_64": {"points": [{"vcpu_share": 1, "samples_per_s": 1},
+                                              {"vcpu_share": 1, "samples_per_s": 2}]}}},
+     "profile training_rate.x86_64: duplicate vcpu_share in points [1.0, 1.0]"),
+])
+def test_bad_profiles_are_rejected_with_one_line(override: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        profile_from_dict(profile_dict(**override))
+    assert str(err.value) == message
+
+
+def test_missing_field_is_named() -> None:
+    doc = profile_dict()
+    del doc["dataset_bytes"]
+    with pytest.raises(ValueError, match="^profile: missing field 'dataset_bytes'$"):
+        profile_from_dict(doc)

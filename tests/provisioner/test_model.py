@@ -1,0 +1,128 @@
+"""Model terms against hand-computed values (λDNN's equations and this project's extensions)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from provisioner import model
+from provisioner.planner import Choice, predict
+from provisioner.profile import RateCurve
+from tests.provisioner.conftest import make_profile
+
+
+def test_local_batch_rule_caps_the_global_batch() -> None:
+    got = model.local_batch(np.array([1, 4, 8, 9, 300]), 32, 256)
+    assert got.tolist() == [32, 32, 32, 28, 0]  # 9·32 > 256 → ⌊256/9⌋; n > b_g^max → 0
+
+
+def test_iterations_round_up() -> None:
+    assert int(model.iterations(1000, 3, np.array(64))) == 47  # ⌈3000/64⌉
+    assert int(model.iterations(1000, 2, np.array(50))) == 40
+
+
+def test_s3_bandwidth_grows_then_caps() -> None:
+    got = model.s3_bandwidth_mb_s(np.array([1000, 3000]), 0.05, 20.0, 115.0)
+    assert got.tolist() == [70.0, 115.0]
+
+
+def test_load_time_splits_the_dataset() -> None:
+    assert float(model.load_time_s(100.0, np.array(4), np.array(50.0))) == 0.5
+
+
+def test_vcpu_share_is_proportional_then_capped() -> None:
+    assert model.vcpu_share(np.array([1769, 20000]), 1769, 6).tolist() == [1.0, 6.0]
+
+
+def test_rate_points_are_monotone_proportional_below_flat_beyond() -> None:
+    curve = RateCurve(arch="x86_64", vcpu_shares=(0.5, 1.0, 2.0), samples_per_s=(100, 180, 150))
+    shares = np.array([0.25, 0.75, 1.5, 3.0])
+    got = model.training_rate_samples_s(curve, shares, shares * 1769)
+    assert got.tolist() == [50.0, 140.0, 180.0, 180.0]  # 150 is noise: running maximum
+
+
+def test_rate_linear_fit_is_lambda_dnn_form_and_never_negative() -> None:
+    curve = RateCurve(arch="x86_64", alpha1_samples_s_per_mb=0.1, beta1_samples_s=-50.0)
+    got = model.training_rate_samples_s(curve, np.zeros(2), np.array([1000, 100]))
+    assert got.tolist() == [50.0, 0.0]
+
+
+def test_ps_bandwidth_shares_baseline_across_workers_and_shards() -> None:
+    one = model.ps_bandwidth_mb_s(np.array([1, 10]), 84.0, np.array(93.75), np.array(1), 625.0)
+    assert one.tolist() == [84.0, 9.375]  # function cap, then B_ps / n
+    two = model.ps_bandwidth_mb_s(np.array(10), 84.0, np.array(93.75), np.array(2), 625.0)
+    assert float(two) == 18.75
+    capped = model.ps_bandwidth_mb_s(np.array(1), 1e6, np.array(1250.0), np.array(1), 625.0)
+    assert float(capped) == 625.0  # one flow at most 5 Gbps
+
+
+def test_communication_aggregation_checkpoint() -> None:
+    assert float(model.communication_time_s(4.0, np.array(10.0), 0.001)) == pytest.approx(0.802)
+    assert float(model.aggregation_time_s(np.array(10), 4.0, np.array(2), 400.0)) == 0.05
+    assert float(model.checkpoint_time_s(4.0, np.array(2), 100.0)) == 0.04
+
+
+def test_chaining_counts() -> None:
+    per = model.iterations_per_invocation(870.0, np.array([70.0, 70.0, 900.0]),
+                                          np.array(2.0), np.array([1000, 100, 10]))
+    assert per.tolist() == [400, 100, 0]
+    assert model.invocations(np.array([1000, 100]), np.array([400, 100])).tolist() == [3, 1]
+
+
+def test_ephemeral_storage_holds_shard_and_checkpoint() -> None:
+    got = model.ephemeral_storage_mb(1024**3, np.array([2, 8]), 0, 512)
+    assert got.tolist() == [576, 512]  # 512 MiB shard + 64 headroom; small shard → minimum
+
+
+def test_cost_terms() -> None:
+    lam = model.lambda_compute_usd(np.array(0.0000166667), np.array(1024), np.array(2),
+                                   np.array(100.0))
+    assert float(lam) == pytest.approx(0.00333334)
+    assert float(model.ps_usd(np.array(0.36), np.array(2), np.array(30.0), 60.0)) == (
+        pytest.approx(0.012))  # 60 s minimum
+
+
+def test_full_prediction_by_hand(catalog_2020: object) -> None:
+    """One configuration of the 2020 catalog worked through term by term, with chaining."""
+    profile = make_profile(
+        model_bytes=10_000_000, dataset_bytes=100_000_000, dataset_samples=10_000, epochs=20,
+        profiled_local_batch=50, max_global_batch=1000, startup_s=5.0,
+        ps_aggregation_mb_s_per_core=500.0,
+        training_rate={"x86_64": {"linear": {"alpha1_samples_s_per_mb": 0.05,
+                                             "beta1_samples_s": 0.0}}},
+    )
+    c = predict(profile, catalog_2020,  # type: ignore[arg-type]
+                Choice(n_workers=4, memory_mb=1024, arch="x86_64", ps_type="m5.large", ps_count=1))
+    k = 1000  # ⌈10,000·20 / (4·50)⌉
+    load = 100 / (4 * (0.05 * 1024 + 20))  # d_t / (n·B_s(m))
+    comp = 50 / (0.05 * 1024)  # b_l / R(m)
+    comm = 2 * 10 / (93.75 / 4) + 2 * 0.0005  # 2·d_m / (B_ps / n) + 2 RTT
+    agg = 4 * 10 / 500
+    ckpt = 2 * 10 / 100
+    it = comp + (comm + agg)
+    per_inv = math.floor((870 - (5 + load + ckpt)) / it)
+    links = math.ceil(k / per_inv)
+    chaining = (links - 1) * (ckpt + 0.5 + 5 + load)
+    total = 5 + load + k * it + chaining
+    assert (per_inv, links) == (452, 3)
+    assert float(c.total_s[0]) == pytest.approx(total, rel=1e-12)
+    billed = total - (links - 1) * 0.5
+    lam = 0.0000166667 * 1.0 * 4 * billed
+    ps = 0.096 / 3600 * max(total, 60)
+    sfn = 0.000025 * (12 + 4 * 4 * links)
+    s3 = 0.0000004 * 4 * links + 0.000005 * (1 * links + 4 + 4)
+    req = 0.0000002 * 4 * links
+    assert float(c.lambda_usd[0]) == pytest.approx(lam, rel=1e-12)
+    assert float(c.ps_usd[0]) == pytest.approx(ps, rel=1e-12)
+    assert float(c.total_usd[0]) == pytest.approx(lam + req + ps + sfn + s3, rel=1e-12)
+    assert float(c.ephemeral_usd[0]) == 0.0  # 2020: /tmp fixed at 512 MB
+
+
+def test_too_slow_to_fit_one_invocation_is_infeasible(catalog_2025: object) -> None:
+    profile = make_profile(training_rate={"x86_64": {"points": [
+        {"vcpu_share": 1.0, "samples_per_s": 0.01}]}})
+    c = predict(profile, catalog_2025,  # type: ignore[arg-type]
+                Choice(n_workers=1, memory_mb=1024, arch="x86_64", ps_type="c5.large", ps_count=1))
+    assert not bool(c.feasible[0]) and math.isinf(float(c.total_usd[0]))

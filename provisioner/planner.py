@@ -515,7 +515,7 @@ def exhaustive(
 # --- baselines for the benchmark -----------------------------------------------------------------
 
 
-def _fixed_route_space(
+def fixed_route_space(
     profile: WorkloadProfile, catalog: Catalog, limits: Limits
 ) -> Space:
     """λDNN's setting: one PS of the catalog's default type, x86_64 (or the only arch)."""
@@ -541,7 +541,7 @@ def algorithm1(
     n_lower assumes free communication (n ≥ (d_t/B_s + n_t·e/R)/(D − start-up)); n_upper is the
     concurrency cap. Taking the *first* feasible n per m is what makes it sub-optimal.
     """
-    space = _fixed_route_space(profile, catalog, limits)
+    space = fixed_route_space(profile, catalog, limits)
     best: tuple[Choice, float, float] | None = None
     budget_s = deadline_s - profile.startup_s
     if budget_s <= 0:
@@ -572,7 +572,7 @@ def naive(
     profile: WorkloadProfile, catalog: Catalog, limits: Limits, deadline_s: float
 ) -> tuple[Choice, float, float]:
     """Largest memory, smallest n meeting the deadline (the fastest n if none does); one PS."""
-    space = _fixed_route_space(profile, catalog, limits)
+    space = fixed_route_space(profile, catalog, limits)
     ni = np.arange(space.n.size)
     top = space.memory_mb.size - 1
     cells = cells_at(profile, catalog, space, np.zeros_like(ni), ni, np.full_like(ni, top))

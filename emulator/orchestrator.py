@@ -10,6 +10,7 @@ child is killed on the way out, whatever the way out is.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -94,6 +95,7 @@ class RunRecord:
     finalize_result: dict[str, Any]
     out_dir: Path
     throttled_s: dict[str, float]
+    child_pids: list[int]  # every process the run started (all gone when run() returns)
 
 
 def default_safety_margin_s(limit_s: float) -> float:
@@ -322,8 +324,12 @@ def resolve_cpu_scale(plan: Plan, options: Options) -> float:
     return cpu.default_cpu_scale(plan.n_workers, plan.memory_mb, cpu.machine_cores())
 
 
-def run(plan: Plan, options: Options) -> RunRecord:
-    """Emulate the whole job; returns the raw record (raises EmulatorError on failure)."""
+def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> RunRecord:
+    """Emulate the whole job; returns the raw record (raises EmulatorError on failure).
+
+    With `endpoint`, that running S3 server is used (tests share one); otherwise one is started
+    for the run and stopped with it.
+    """
     out_dir = options.out_dir or (REPO_ROOT / "runs" / plan.job)
     logs = out_dir / "logs"
     # A fresh run: stale logs or artifacts of an earlier run must not be mistaken for this one's.
@@ -347,7 +353,8 @@ def run(plan: Plan, options: Options) -> RunRecord:
         f"worker of {plan.memory_mb} MB ({plan.n_workers} workers on {cpu.machine_cores():.0f})"
     )
     throttled: dict[str, float] = {}
-    with supervisor.guard(), limiter, s3_server(options.s3) as endpoint:
+    server = contextlib.nullcontext(endpoint) if endpoint else s3_server(options.s3)
+    with supervisor.guard(), limiter, server as endpoint:
         say(f"S3 ({endpoint.kind}) at {endpoint.url}")
         env = child_env(endpoint, secret)
         create_buckets(endpoint, [dataset_bucket, artifacts_bucket])
@@ -435,6 +442,7 @@ def run(plan: Plan, options: Options) -> RunRecord:
             finalize_result=finalize_result,
             out_dir=out_dir,
             throttled_s=throttled,
+            child_pids=supervisor.pgids(),
         )
         from emulator.report import finish_report
 

@@ -21,9 +21,12 @@ def test_weed_round_trips_an_object_through_boto3(s3_env: dict[str, str]) -> Non
 
 
 def test_weed_command_binds_loopback_and_disables_telemetry(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    ports = {n: i for i, n in enumerate(
-        [f"{c}{s}" for c in ("master", "volume", "filer", "s3", "admin") for s in ("", ".grpc")]
-    )}
+    ports = {
+        n: i
+        for i, n in enumerate(
+            [f"{c}{s}" for c in ("master", "volume", "filer", "s3", "admin") for s in ("", ".grpc")]
+        )
+    }
     argv = weed_command("weed", tmp_path, ports)
     assert "-ip.bind=127.0.0.1" in argv
     assert "-master.telemetry=false" in argv

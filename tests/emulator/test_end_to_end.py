@@ -1,0 +1,67 @@
+"""End to end: a planned job through the emulator with a real S3 server, PS and Lambda workers.
+
+The plan comes from the real planner (digits-mlp profile, 30 s deadline → n ≥ 2); only its
+iteration count is set so the run fits the test budget and a 15 s invocation limit forces every
+worker through at least one checkpoint-and-re-invoke.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import boto3
+
+from emulator.orchestrator import Options, run
+from emulator.procs import pid_alive
+from emulator.s3server import S3Endpoint
+from tests.emulator.plans import planned_digits, with_iterations
+
+ITERATIONS = 5000
+LIMIT_S = 15.0
+
+
+def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) -> None:
+    plan = with_iterations(planned_digits("emu-e2e"), ITERATIONS)
+    assert plan.n_workers >= 2
+    record = run(
+        plan,
+        Options(invocation_limit_s=LIMIT_S, out_dir=tmp_path, quiet=True),
+        endpoint=s3_endpoint,
+    )
+
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["iterations"] == {"planned": ITERATIONS, "completed": ITERATIONS}
+    assert all(n >= 2 for n in report["invocations"]["per_worker"]), report["invocations"]
+    assert report["loss"]["last"] < report["loss"]["first"]
+    assert report["accuracy"]["accuracy"] > 0.8  # 10 classes: chance is 0.1
+    assert {row["term"] for row in report["terms"]} >= {
+        "load",
+        "compute",
+        "communication",
+        "startup",
+        "chaining",
+        "total",
+    }
+    assert (tmp_path / "loss.png").stat().st_size > 0
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint.url,
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="y",
+    )
+    artifacts = record.buckets["artifacts"]
+    model = s3.head_object(Bucket=artifacts, Key="emu-e2e/model.pt")
+    assert model["ContentLength"] > 0
+    uploaded = json.loads(
+        s3.get_object(Bucket=artifacts, Key="emu-e2e/emulator/report.json")["Body"].read()
+    )
+    assert uploaded["iterations"]["completed"] == ITERATIONS
+
+    deadline = time.monotonic() + 10
+    while any(pid_alive(p) for p in record.child_pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in record.child_pids if pid_alive(p)]

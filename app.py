@@ -1,0 +1,117 @@
+"""CDK app: context → one Plan → the job's stacks. Nothing else is decided here.
+
+`cdk synth -c deadline=90m` (or budget=, workload=, dataset=, ...; see docs/stacks.md) reads the
+context once (stacks/context.py), calls the planner once, prints why this plan, writes
+`cdk.out/plan.json` for the emulator, and builds the stacks from the Plan.
+Exit codes: 2 bad input (every problem listed, one line each), 3 no plan meets the goal.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TextIO
+
+from aws_cdk import App
+
+from provisioner import (
+    Goal,
+    Infeasible,
+    Limits,
+    PlanResult,
+    format_duration_s,
+    format_usd,
+    load_catalog,
+    load_profile,
+    parse_duration_s,
+    parse_usd,
+    plan_job,
+)
+from stacks.context import ContextError, JobContext, read_context
+from stacks.image import DOCKERFILE, REPO_ROOT
+
+EXIT_BAD_INPUT, EXIT_INFEASIBLE = 2, 3
+
+
+def plan_for(ctx: JobContext) -> PlanResult:
+    """The planner, called once; its ValueErrors name the bad input in one line."""
+    limits = Limits(
+        max_memory_mb=ctx.max_memory_mb,
+        max_concurrency=ctx.max_concurrency,
+        arch=ctx.arch,
+        ps_types=ctx.ps_types,
+        reserve_concurrency=ctx.reserve_concurrency,
+    )
+    goal = Goal(deadline_s=ctx.deadline_s, budget_usd=ctx.budget_usd)
+    profile, catalog = load_profile(ctx.workload), load_catalog(ctx.catalog)
+    return plan_job(profile, catalog, goal, limits, ctx.job)
+
+
+def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
+    """What a user reads after synth: the plan, its prediction and why."""
+    plan = result.plan
+    goals = []
+    if ctx.deadline_s is not None:
+        default = " (default_deadline)" if ctx.deadline_is_default else ""
+        goals.append(f"deadline {format_duration_s(ctx.deadline_s)}{default}")
+    if ctx.budget_usd is not None:
+        goals.append(f"budget {format_usd(ctx.budget_usd)}")
+    return [
+        f"plan {plan.job}: {plan.n_workers} x {plan.memory_mb} MB {plan.arch} workers, "
+        f"PS {plan.ps_count} x {plan.ps_type} ({plan.ps_arch}), "
+        f"timeout {plan.invocation_timeout_s} s, /tmp {plan.ephemeral_storage_mb} MB, "
+        f"{plan.invocations_per_worker} invocation(s) per worker",
+        f"goal: {' and '.join(goals)}; predicted {format_duration_s(plan.prediction.total_s)}, "
+        f"{format_usd(plan.cost.total_usd)}",
+        *(f"why: {note}" for note in plan.notes),
+    ]
+
+
+def synth_job(app: App, *, err: TextIO) -> int:
+    """Build the job's stacks into `app`; return the process exit code (0 when synthesized)."""
+    from stacks.job import add_job_stacks  # after validation: aws_cdk constructs are slow-ish
+
+    try:
+        ctx = read_context(
+            app.node.get_all_context(),
+            parse_duration_s=parse_duration_s,
+            parse_usd=parse_usd,
+            cwd=os.getcwd(),
+            loaders={"workload": load_profile, "catalog": load_catalog},
+        )
+    except ContextError as exc:
+        for line in exc.errors:
+            print(f"error: {line}", file=err)
+        return EXIT_BAD_INPUT
+    if not os.path.isfile(os.path.join(REPO_ROOT, DOCKERFILE)):
+        print(f"error: {DOCKERFILE} is missing: the job's image is built from it", file=err)
+        return EXIT_BAD_INPUT
+    try:
+        result = plan_for(ctx)
+    except Infeasible as exc:
+        print(f"infeasible: {exc}", file=err)
+        return EXIT_INFEASIBLE
+    except ValueError as exc:  # e.g. a PS type the catalog does not hold: one line, no trace
+        print(f"error: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    for line in summary_lines(ctx, result):
+        print(line, file=err)
+    os.makedirs(app.outdir, exist_ok=True)
+    plan_path = os.path.join(app.outdir, "plan.json")
+    with open(plan_path, "w", encoding="utf-8") as handle:
+        handle.write(result.to_json())
+    print(f"plan written to {os.path.relpath(plan_path)}", file=err)
+    add_job_stacks(app, plan=result.plan, dataset=ctx.dataset)
+    return 0
+
+
+def main() -> None:
+    app = App()
+    code = synth_job(app, err=sys.stderr)
+    if code:
+        sys.exit(code)
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,295 @@
+"""The one place that reads CDK context: every key parsed, validated and turned into a JobContext.
+
+Context arrives as strings from `cdk synth -c key=value` and as JSON types from cdk.json; both
+are accepted. All problems are collected and raised together as one `ContextError` whose lines
+each name the key, the bad value and what would be accepted, so a user fixes everything in one go.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+ARCH_CHOICES = ("x86_64", "arm64", "any")
+MEMORY_MB_MIN, MEMORY_MB_MAX = 128, 10240  # Lambda's configurable range (1 MB steps)
+JOB_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
+INSTANCE_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+SYNTHETIC_PATTERN = re.compile(r"^synthetic-cifar:(\d+)$")
+BUILTIN_DATASETS = ("digits",)
+
+# Keys this app reads. Anything else that looks like ours (plain snake_case) is a typo; CDK's own
+# keys contain ':' or '@' and are left alone.
+KNOWN_KEYS = (
+    "arch",
+    "budget",
+    "catalog",
+    "dataset",
+    "deadline",
+    "default_deadline",
+    "job",
+    "max_concurrency",
+    "max_memory_mb",
+    "ps_types",
+    "reserve_concurrency",
+    "workload",
+)
+_OWN_KEY_SHAPE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+DurationParser = Callable[[object], float]
+
+
+class ContextError(ValueError):
+    """Every context problem found, one line each."""
+
+    def __init__(self, errors: tuple[str, ...]) -> None:
+        super().__init__("\n".join(errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class DatasetSource:
+    """Where the training data comes from.
+
+    kind is "builtin" (name), "synthetic" (samples), "local" (path, uploaded at deploy) or
+    "s3" (bucket + prefix of an existing bucket we import and never delete).
+    """
+
+    kind: str
+    spec: str  # the value as the user wrote it
+    name: str = ""
+    samples: int = 0
+    path: str = ""
+    bucket: str = ""
+    prefix: str = ""
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """The validated inputs of one synth."""
+
+    job: str
+    workload: str
+    catalog: str
+    dataset: DatasetSource
+    deadline_s: float | None
+    budget_usd: float | None
+    deadline_is_default: bool
+    arch: str
+    max_memory_mb: int | None
+    max_concurrency: int | None
+    reserve_concurrency: bool
+    ps_types: tuple[str, ...] | None
+
+
+def _is_missing(value: object) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+def parse_int(key: str, value: object, low: int, high: int | None, errors: list[str]) -> int | None:
+    """An integer in [low, high] from an int or a decimal string; None when absent."""
+    if _is_missing(value):
+        return None
+    accepted = f"an integer from {low} to {high}" if high else f"an integer of at least {low}"
+    if isinstance(value, bool):
+        errors.append(f"{key}={value!r} is not accepted; use {accepted}")
+        return None
+    try:
+        number = int(value) if isinstance(value, int) else int(str(value).strip(), 10)
+    except ValueError:
+        errors.append(f"{key}={value!r} is not accepted; use {accepted}")
+        return None
+    if number < low or (high is not None and number > high):
+        errors.append(f"{key}={value!r} is out of range; use {accepted}")
+        return None
+    return number
+
+
+def parse_bool(key: str, value: object, errors: list[str]) -> bool:
+    """true/false from a JSON bool or the strings "true"/"false" (any case); absent is false."""
+    if _is_missing(value):
+        return False
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    errors.append(f"{key}={value!r} is not accepted; use true or false")
+    return False
+
+
+def parse_choice(key: str, value: object, choices: tuple[str, ...], errors: list[str]) -> str:
+    """One of `choices`; absent means the last choice (the permissive default)."""
+    if _is_missing(value):
+        return choices[-1]
+    text = str(value).strip()
+    if text in choices:
+        return text
+    errors.append(f"{key}={value!r} is not accepted; use one of {', '.join(choices)}")
+    return choices[-1]
+
+
+def parse_ps_types(value: object, errors: list[str]) -> tuple[str, ...] | None:
+    """A comma list (string) or JSON list of EC2 instance types; None means the catalog's all."""
+    if _is_missing(value):
+        return None
+    items = value if isinstance(value, list) else str(value).split(",")
+    names = tuple(str(item).strip() for item in items)
+    bad = [name for name in names if not INSTANCE_TYPE_PATTERN.match(name)]
+    if bad or not names:
+        errors.append(
+            f"ps_types={value!r} is not accepted; use a comma list of EC2 instance types, "
+            "e.g. c5.large,m5.large"
+        )
+        return None
+    return tuple(dict.fromkeys(names))  # keep the user's order, drop repeats
+
+
+def parse_job(value: object, errors: list[str]) -> str:
+    """The job name: it names the stacks, so CloudFormation's stack-name rules apply."""
+    text = "" if value is None else str(value).strip()
+    if JOB_PATTERN.match(text):
+        return text
+    errors.append(
+        f"job={value!r} is not a job name; use 1-32 letters, digits or hyphens "
+        "starting with a letter"
+    )
+    return "invalid"
+
+
+def parse_dataset(value: object, errors: list[str], *, cwd: str) -> DatasetSource:
+    """builtin:NAME, synthetic-cifar:N, s3://bucket/prefix, or an existing local folder."""
+    spec = "" if value is None else str(value).strip()
+    accepted = (
+        f"use builtin:{'|'.join(BUILTIN_DATASETS)}, synthetic-cifar:N (N > 0 samples), "
+        "s3://bucket/prefix or an existing local folder"
+    )
+    if spec.startswith("builtin:") and spec[len("builtin:") :] in BUILTIN_DATASETS:
+        return DatasetSource(kind="builtin", spec=spec, name=spec[len("builtin:") :])
+    synthetic = SYNTHETIC_PATTERN.match(spec)
+    if synthetic and int(synthetic.group(1)) > 0:
+        return DatasetSource(kind="synthetic", spec=spec, samples=int(synthetic.group(1)))
+    if spec.startswith("s3://"):
+        bucket, _, prefix = spec[len("s3://") :].partition("/")
+        if BUCKET_PATTERN.match(bucket) and ".." not in bucket:
+            return DatasetSource(kind="s3", spec=spec, bucket=bucket, prefix=prefix.strip("/"))
+    elif spec and ":" not in spec and os.path.isdir(os.path.join(cwd, spec)):
+        return DatasetSource(kind="local", spec=spec, path=os.path.normpath(spec))
+    errors.append(f"dataset={value!r} is not accepted; {accepted}")
+    return DatasetSource(kind="builtin", spec="builtin:digits", name="digits")
+
+
+def parse_goal(
+    values: Mapping[str, object],
+    errors: list[str],
+    *,
+    parse_duration_s: DurationParser,
+    parse_usd: DurationParser,
+) -> tuple[float | None, float | None, bool]:
+    """(deadline_s, budget_usd, deadline_is_default); default_deadline applies only alone."""
+    deadline_s = budget_usd = None
+    for key, parser, accepted, target in (
+        ("deadline", parse_duration_s, "seconds or e.g. 90m, 2h, 1h30m", "deadline"),
+        ("budget", parse_usd, "US dollars, e.g. 5, 2.50 or $2.50", "budget"),
+    ):
+        value = values.get(key)
+        if _is_missing(value):
+            continue
+        try:
+            parsed = parser(value)
+        except ValueError:
+            parsed = -1.0
+        if not parsed > 0:
+            errors.append(f"{key}={value!r} is not accepted; use a positive amount: {accepted}")
+        elif target == "deadline":
+            deadline_s = parsed
+        else:
+            budget_usd = parsed
+    given = not _is_missing(values.get("deadline")) or not _is_missing(values.get("budget"))
+    if given:
+        return deadline_s, budget_usd, False
+    default = values.get("default_deadline")
+    try:
+        parsed_default = parse_duration_s(default) if not _is_missing(default) else -1.0
+    except ValueError:
+        parsed_default = -1.0
+    if parsed_default > 0:
+        return parsed_default, None, True
+    errors.append(
+        f"deadline=None and default_deadline={default!r} give no goal; "
+        "use -c deadline=2h or -c budget=5 (or set default_deadline in cdk.json)"
+    )
+    return None, None, False
+
+
+def unknown_keys(keys: list[str]) -> list[str]:
+    """Keys shaped like ours that we do not read: almost always a typo of a real key."""
+    return sorted(k for k in keys if _OWN_KEY_SHAPE.match(k) and k not in KNOWN_KEYS)
+
+
+def read_context(
+    values: Mapping[str, object],
+    *,
+    parse_duration_s: DurationParser,
+    parse_usd: DurationParser,
+    cwd: str = ".",
+    loaders: Mapping[str, Callable[[str], object]] | None = None,
+) -> JobContext:
+    """Validate every key; raise ContextError with all problems, one line each.
+
+    `loaders` (e.g. {"workload": load_profile, "catalog": load_catalog}) are tried on those
+    keys' values so an unknown profile is reported with the other problems; a loader's
+    ValueError/OSError message becomes the line's explanation.
+    """
+    errors: list[str] = [
+        f"{key}={values[key]!r} is not a context key of this app; "
+        f"accepted keys: {', '.join(KNOWN_KEYS)}"
+        for key in unknown_keys(list(values))
+    ]
+    deadline_s, budget_usd, deadline_is_default = parse_goal(
+        values, errors, parse_duration_s=parse_duration_s, parse_usd=parse_usd
+    )
+    workload = str(values.get("workload") or "").strip()
+    if not workload:
+        errors.append(
+            f"workload={values.get('workload')!r} is not accepted; "
+            "use a profile name (profiles/NAME.json) or a path to a profile JSON file"
+        )
+    catalog = str(values.get("catalog") or "").strip()
+    if not catalog:
+        errors.append(
+            f"catalog={values.get('catalog')!r} is not accepted; "
+            "use a catalog name (catalog/NAME.json) or a path to a catalog JSON file"
+        )
+    for key, loader in (loaders or {}).items():
+        name = {"workload": workload, "catalog": catalog}.get(key, "")
+        if name:
+            try:
+                loader(name)
+            except (ValueError, OSError) as exc:
+                errors.append(f"{key}={name!r}: {exc}")
+    context = JobContext(
+        job=parse_job(values.get("job"), errors),
+        workload=workload,
+        catalog=catalog,
+        dataset=parse_dataset(values.get("dataset"), errors, cwd=cwd),
+        deadline_s=deadline_s,
+        budget_usd=budget_usd,
+        deadline_is_default=deadline_is_default,
+        arch=parse_choice("arch", values.get("arch"), ("x86_64", "arm64", "any"), errors),
+        max_memory_mb=parse_int(
+            "max_memory_mb", values.get("max_memory_mb"), MEMORY_MB_MIN, MEMORY_MB_MAX, errors
+        ),
+        max_concurrency=parse_int(
+            "max_concurrency", values.get("max_concurrency"), 1, None, errors
+        ),
+        reserve_concurrency=parse_bool(
+            "reserve_concurrency", values.get("reserve_concurrency"), errors
+        ),
+        ps_types=parse_ps_types(values.get("ps_types"), errors),
+    )
+    if errors:
+        raise ContextError(tuple(errors))
+    return context

@@ -1,0 +1,97 @@
+"""Buckets: the dataset (ours; a user's `s3://` source is imported read-only and never deleted),
+artifacts, access logs.
+
+Every bucket we create is encrypted (S3-managed keys), TLS-only, private, logs its access to the
+log bucket, and goes away with `cdk destroy` (objects included). Shards always land in our own
+dataset bucket, so a user's bucket is only ever read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3_deployment
+from constructs import Construct
+
+from stacks.context import DatasetSource
+from stacks.grants import BucketRef, job_bucket
+from stacks.nag import acknowledge
+
+LOCAL_SOURCE_PREFIX = "source"  # where a local dataset folder is uploaded in our dataset bucket
+
+
+@dataclass(frozen=True)
+class DataLayout:
+    """Where the job's data lives, by name, so every stack can refer to it without exports.
+
+    `source` is what the prepare step reads (`functions.datasets.load_source`);
+    `source_bucket`/`source_prefix` is the S3 location behind it (None for generated data).
+    """
+
+    dataset: BucketRef
+    artifacts: BucketRef
+    source: str
+    source_bucket: BucketRef | None
+    source_prefix: str
+
+
+def data_layout(job: str, dataset: DatasetSource) -> DataLayout:
+    """The layout for a job and its dataset source."""
+    ours, artifacts = job_bucket(job, "dataset"), job_bucket(job, "artifacts")
+    if dataset.kind == "s3":
+        user = BucketRef(name=dataset.bucket, nag_name=dataset.bucket)
+        return DataLayout(ours, artifacts, dataset.spec, user, dataset.prefix)
+    if dataset.kind == "local":
+        source = f"s3://{ours.name}/{LOCAL_SOURCE_PREFIX}"
+        return DataLayout(ours, artifacts, source, ours, LOCAL_SOURCE_PREFIX)
+    return DataLayout(ours, artifacts, dataset.spec, None, "")
+
+
+def _bucket(scope: Construct, construct_id: str, **kwargs: object) -> s3.Bucket:
+    """A private, encrypted, TLS-only bucket that `cdk destroy` empties and removes."""
+    return s3.Bucket(
+        scope,
+        construct_id,
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        enforce_ssl=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+        removal_policy=RemovalPolicy.DESTROY,
+        auto_delete_objects=True,
+        **kwargs,  # type: ignore[arg-type]  # per-bucket extras: name, logging, versioning
+    )
+
+
+class DataBuckets(Construct):
+    """Attributes: `dataset_bucket`, `artifacts_bucket`, `access_logs_bucket`, `upload`."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, layout: DataLayout,
+                 dataset: DatasetSource) -> None:  # fmt: skip
+        super().__init__(scope, construct_id)
+        self.access_logs_bucket = _bucket(self, "AccessLogs")
+        acknowledge(
+            self.access_logs_bucket,
+            rule="AwsSolutions-S1",
+            reason="This is the access-log bucket; logging it to itself would loop.",
+        )
+        logs = {"server_access_logs_bucket": self.access_logs_bucket}
+        self.dataset_bucket = _bucket(
+            self, "Dataset", bucket_name=layout.dataset.name,
+            server_access_logs_prefix="dataset/", **logs,
+        )  # fmt: skip
+        # Versioning where it helps: checkpoints and the final model survive an overwrite by a
+        # faulty retry; the dataset is re-creatable from its source, so it stays unversioned.
+        self.artifacts_bucket = _bucket(
+            self, "Artifacts", bucket_name=layout.artifacts.name, versioned=True,
+            server_access_logs_prefix="artifacts/", **logs,
+        )  # fmt: skip
+        self.upload: s3_deployment.BucketDeployment | None = None
+        if dataset.kind == "local":
+            self.upload = s3_deployment.BucketDeployment(
+                self, "UploadLocalDataset",
+                sources=[s3_deployment.Source.asset(dataset.path)],
+                destination_bucket=self.dataset_bucket,
+                destination_key_prefix=LOCAL_SOURCE_PREFIX,
+            )  # fmt: skip

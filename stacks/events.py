@@ -1,0 +1,105 @@
+"""Pure builders of what the runtime receives: worker events, the prepare event, PS flags.
+
+Every number comes from the Plan; the stacks only add where things live (buckets, endpoints,
+secret). Keys follow docs/CONTRACTS.md exactly; nothing here imports aws_cdk, so the emulator
+and tests can use it too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.plan import Plan
+
+PS_PORT = 7070  # one TCP port per PS instance; only the workers' security group may reach it
+SAFETY_MARGIN_S = 30.0  # the worker stops this long before its invocation time runs out
+
+
+def checkpoint_prefix(plan: Plan) -> str:
+    """Where the PS checkpoints, final model and report of this job go in the artifacts bucket."""
+    return f"{plan.job}/checkpoints"
+
+
+def shards_prefix(plan: Plan) -> str:
+    """Shards are one per worker, so the prefix names n: a new n never reads stale shards."""
+    return f"{plan.job}/shards-n{plan.n_workers}"
+
+
+def worker_event(
+    plan: Plan,
+    *,
+    rank: int,
+    dataset_bucket: str,
+    artifacts_bucket: str,
+    ps_endpoints: list[str],
+    secret_ref: str,
+) -> dict[str, Any]:
+    """The first event of worker `rank` (docs/CONTRACTS.md, "Worker event")."""
+    return {
+        "job_id": plan.job,
+        "rank": rank,
+        "n_workers": plan.n_workers,
+        "model": plan.training.model,
+        "dataset_bucket": dataset_bucket,
+        "dataset_prefix": shards_prefix(plan),
+        "artifacts_bucket": artifacts_bucket,
+        "checkpoint_prefix": checkpoint_prefix(plan),
+        "ps_endpoints": list(ps_endpoints),
+        "secret_ref": secret_ref,
+        "local_batch": plan.training.local_batch,
+        "iterations": plan.training.iterations,
+        "learning_rate": plan.training.learning_rate,
+        "momentum": plan.training.momentum,
+        "memory_mb": plan.memory_mb,
+        "seed": 0,
+        "start_iteration": 0,
+        "invocation": 0,
+        "safety_margin_s": SAFETY_MARGIN_S,
+        "ephemeral_storage_mb": plan.ephemeral_storage_mb,  # optional key: /tmp fits a shard?
+    }
+
+
+def prepare_event(plan: Plan, *, source: str, dataset_bucket: str) -> dict[str, Any]:
+    """What `functions.datasets.prepare_handler` gets: the source and where the n shards go.
+
+    `source` is what `functions.datasets.load_source` reads: builtin:digits,
+    synthetic-cifar:N or s3://bucket/prefix (a local folder is uploaded first, then read from S3).
+    """
+    return {
+        "source": source,
+        "n_shards": plan.n_workers,
+        "dataset_bucket": dataset_bucket,
+        "dataset_prefix": shards_prefix(plan),
+        "seed": 0,
+    }
+
+
+def ps_command(
+    plan: Plan,
+    *,
+    shard: int,
+    secret_ref: str,
+    artifacts_bucket: str,
+    host: str = "0.0.0.0",
+    port: int = PS_PORT,
+) -> list[str]:
+    """argv of `python -m functions.ps` for one shard (docs/CONTRACTS.md, "Parameter server")."""
+    return [
+        "python",
+        "-m",
+        "functions.ps",
+        "--job-id", plan.job,
+        "--shard", str(shard),
+        "--shards", str(plan.ps_count),
+        "--workers", str(plan.n_workers),
+        "--host", host,
+        "--port", str(port),
+        "--secret-ref", secret_ref,
+        "--model", plan.training.model,
+        "--seed", "0",
+        "--learning-rate", repr(plan.training.learning_rate),
+        "--momentum", repr(plan.training.momentum),
+        "--artifacts-bucket", artifacts_bucket,
+        "--checkpoint-prefix", checkpoint_prefix(plan),
+        "--checkpoint-every", str(plan.training.checkpoint_every_iterations),
+    ]  # fmt: skip

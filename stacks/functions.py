@@ -1,0 +1,76 @@
+"""One Lambda function from the project's image, with a log group that `cdk destroy` removes.
+
+Lambda's implicit log group outlives the stack; an explicit one (passed as `log_group`) goes with
+it. The function runs in the job's private subnets when given a VPC (workers and finalize must
+reach the PS by private IP); the prepare step only talks to S3 and stays out of the VPC.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy, Size
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from stacks.image import ImageSpec
+from stacks.nag import acknowledge
+
+
+class ImageFunction(Construct):
+    """A DockerImageFunction sized by the caller. Attributes: `function`, `log_group`."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        image: ImageSpec,
+        handler: str,
+        description: str,
+        memory_mb: int,
+        timeout_s: int,
+        ephemeral_storage_mb: int,
+        reserved_concurrency: int | None = None,
+        vpc: ec2.IVpc | None = None,
+        subnets: ec2.SubnetSelection | None = None,
+        security_group: ec2.ISecurityGroup | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.function = lambda_.DockerImageFunction(
+            self,
+            "Function",
+            code=image.lambda_code(handler=handler),
+            architecture=image.lambda_architecture,
+            description=description,
+            memory_size=memory_mb,
+            timeout=Duration.seconds(timeout_s),
+            ephemeral_storage_size=Size.mebibytes(ephemeral_storage_mb),
+            reserved_concurrent_executions=reserved_concurrency,
+            log_group=self.log_group,
+            vpc=vpc,
+            vpc_subnets=subnets if vpc else None,
+            security_groups=[security_group] if security_group else None,
+            # Retries belong to the state machine, which knows where the worker got to.
+            retry_attempts=0,
+        )
+        acknowledge(
+            self.function,
+            rule="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AWSLambdaBasicExecutionRole]",
+            reason="AWS's minimal managed policy for writing the function's own logs.",
+        )
+        if vpc:
+            acknowledge(
+                self.function,
+                rule="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AWSLambdaVPCAccessExecutionRole]",
+                reason="AWS's managed policy for the ENIs a VPC function needs; "
+                "its ec2:*NetworkInterface actions have no resource-level scoping.",
+            )

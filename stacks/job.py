@@ -1,0 +1,74 @@
+"""Compose one job's three stacks from a Plan, tag everything, and register cdk-nag.
+
+This is what app.py and the tests call: stacks get the Plan (and where the dataset comes from)
+and nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from aws_cdk import App, Tags, Validations
+from cdk_nag import AwsSolutionsChecks
+
+from provisioner.plan import Plan
+from stacks.context import DatasetSource
+from stacks.data import data_layout
+from stacks.data_stack import DataStack
+from stacks.ps_stack import ParameterServerStack
+from stacks.training_stack import TrainingStack
+
+
+@dataclass(frozen=True)
+class JobStacks:
+    data: DataStack
+    parameter_servers: ParameterServerStack
+    training: TrainingStack
+
+
+def plan_digest(plan: Plan) -> str:
+    """sha256 of the Plan's stable JSON: a changed plan restarts training on deploy."""
+    return hashlib.sha256(plan.to_json().encode()).hexdigest()
+
+
+def plan_tags(plan: Plan) -> dict[str, str]:
+    """Tag values (S3/EC2 tag charset: no '$') saying what was asked for and predicted."""
+    goal = plan.goal
+    return {
+        "job": plan.job,
+        "deadline": f"{goal.deadline_s:.0f}s" if goal.deadline_s is not None else "none",
+        "budget": f"{goal.budget_usd:.2f} USD" if goal.budget_usd is not None else "none",
+        "predicted-time": f"{plan.prediction.total_s:.0f}s",
+        "predicted-cost": f"{plan.cost.total_usd:.4f} USD",
+    }
+
+
+def add_job_stacks(app: App, *, plan: Plan, dataset: DatasetSource,
+                   nag: bool = True) -> JobStacks:  # fmt: skip
+    """The job's Data, ParameterServers and Training stacks, named `<job>-data` etc."""
+    summary = (
+        f"n={plan.n_workers} x {plan.memory_mb} MB {plan.arch}, "
+        f"PS {plan.ps_count} x {plan.ps_type}"
+    )
+    layout = data_layout(plan.job, dataset)
+    data = DataStack(app, f"{plan.job}-data", layout=layout, dataset=dataset,
+                     description=f"λDNN job {plan.job}: buckets")  # fmt: skip
+    ps = ParameterServerStack(
+        app, f"{plan.job}-ps", plan=plan, artifacts=layout.artifacts,
+        description=f"λDNN job {plan.job}: network and parameter servers ({summary})",
+    )  # fmt: skip
+    training = TrainingStack(
+        app, f"{plan.job}-training", plan=plan, plan_digest=plan_digest(plan),
+        layout=layout, network=ps.network, secret=ps.secret,
+        parameter_servers=ps.parameter_servers,
+        description=f"λDNN job {plan.job}: workers and orchestration ({summary})",
+    )  # fmt: skip
+    # Other stacks name our buckets rather than import them: order the deploys explicitly.
+    ps.add_stack_dependency(data)
+    training.add_stack_dependency(ps)
+    for key, value in plan_tags(plan).items():
+        Tags.of(app).add(key, value)
+    if nag:
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return JobStacks(data=data, parameter_servers=ps, training=training)

@@ -1,0 +1,36 @@
+"""cdk-nag v3 acknowledgements: CDK's native Validations API, one finding id at a time.
+
+v3 has no blanket suppressions: each finding (e.g. `AwsSolutions-IAM5[Resource::*]`) is
+acknowledged on the construct that causes it, with a reason that says why it is acceptable.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, Validations
+from constructs import IConstruct
+
+
+def acknowledge(construct: IConstruct, *, rule: str, reason: str) -> None:
+    """Acknowledge one cdk-nag finding on `construct` (and its children)."""
+    Validations.of(construct).acknowledge(Acknowledgment(id=rule, reason=reason))
+
+
+def unacknowledged_findings(app: IConstruct) -> list[str]:
+    """Every AwsSolutions finding left after acknowledgements, as "rule at construct/path"."""
+    from cdk_nag import AwsSolutionsChecks  # imported here: only checks need it
+
+    report = AwsSolutionsChecks(app).validate_scope(app)
+    return sorted(
+        f"{violation.rule_name} at {resource.construct_path}"
+        for violation in report.violations
+        for resource in violation.violating_resources
+    )
+
+
+def logical_id(construct: IConstruct) -> str:
+    """The CloudFormation logical id of an L2's resource, as cdk-nag prints it in finding ids."""
+    from aws_cdk import Stack  # local: keeps this module's import surface small
+
+    resource = construct.node.default_child
+    assert resource is not None, f"{construct.node.path} has no CloudFormation resource"
+    return Stack.of(construct).get_logical_id(resource)  # type: ignore[arg-type]

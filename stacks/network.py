@@ -1,0 +1,105 @@
+"""The VPC: private isolated subnets only, an S3 gateway endpoint, and the interface endpoints
+the job truly needs. No NAT gateway and no internet route: nothing here can reach the internet.
+
+Interface endpoints (each bills per hour; all are needed for a run to work or be followed):
+- ssm, ssmmessages, ec2messages: manage the PS instances through Session Manager (no SSH).
+- ecr.api, ecr.dkr: the PS pulls the project's image (its layers come through the S3 endpoint).
+- secretsmanager: PS and workers read the job's shared secret.
+- cloudformation: the PS signals "ready" so the stack, and the training start, wait for it.
+- logs: the PS container ships its log to CloudWatch, where the user follows the run.
+Lambda's own logs and invokes do not go through the VPC, so they need no endpoint.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+INTERFACE_ENDPOINTS = (
+    ("Ssm", ec2.InterfaceVpcEndpointAwsService.SSM),
+    ("SsmMessages", ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES),
+    ("Ec2Messages", ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES),
+    ("EcrApi", ec2.InterfaceVpcEndpointAwsService.ECR),
+    ("EcrDocker", ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER),
+    ("SecretsManager", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER),
+    ("CloudFormation", ec2.InterfaceVpcEndpointAwsService.CLOUDFORMATION),
+    ("Logs", ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS),
+)
+
+
+class TrainingNetwork(Construct):
+    """VPC, endpoints and the two security groups (workers, parameter servers).
+
+    One AZ on purpose: the PS and the workers talk every iteration, and cross-AZ traffic is
+    both slower and billed; each interface endpoint also bills per AZ.
+    Attributes: `vpc`, `subnets` (selection for everything we place), `worker_security_group`,
+    `ps_security_group`, `endpoint_security_group`.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, ps_port: int) -> None:
+        super().__init__(scope, construct_id)
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr("10.42.0.0/16"),
+            max_azs=1,
+            nat_gateways=0,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(
+                    name="training", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=20
+                )
+            ],
+            gateway_endpoints={
+                "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)
+            },
+        )
+        self.subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
+        flow_log_group = logs.LogGroup(
+            self,
+            "FlowLogs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.vpc.add_flow_log(
+            "FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group)
+        )
+        self.worker_security_group = ec2.SecurityGroup(
+            self,
+            "Workers",
+            vpc=self.vpc,
+            description="Training workers (Lambda): reach the PS, S3 and the endpoints only",
+            allow_all_outbound=True,
+        )
+        self.ps_security_group = ec2.SecurityGroup(
+            self,
+            "ParameterServers",
+            vpc=self.vpc,
+            description="Parameter servers: PS port open to the workers group only",
+            allow_all_outbound=True,
+        )
+        self.ps_security_group.add_ingress_rule(
+            self.worker_security_group,
+            ec2.Port.tcp(ps_port),
+            "PS protocol from the training workers only",
+        )
+        # Endpoints accept HTTPS from our two groups only (not the whole VPC range).
+        self.endpoint_security_group = ec2.SecurityGroup(
+            self,
+            "Endpoints",
+            vpc=self.vpc,
+            description="Interface endpoints: HTTPS from workers and parameter servers",
+            allow_all_outbound=False,
+        )
+        for peer in (self.worker_security_group, self.ps_security_group):
+            self.endpoint_security_group.add_ingress_rule(peer, ec2.Port.tcp(443), "AWS APIs")
+        for name, service in INTERFACE_ENDPOINTS:
+            self.vpc.add_interface_endpoint(
+                name,
+                service=service,
+                subnets=self.subnets,
+                private_dns_enabled=True,
+                open=False,
+                security_groups=[self.endpoint_security_group],
+            )

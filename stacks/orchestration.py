@@ -1,0 +1,147 @@
+"""The state machine that runs one training job, and the custom resource that starts it.
+
+Start the PS (a no-op on the first run) → prepare the shards → fan out n workers as a Distributed
+Map (BSP needs all n running at once; an inline Map runs at most 40 and shares one 25,000-event
+history) → each worker is re-invoked with its `next_event` until `done` (the 15-minute limit) →
+finalize (final model + run report) → stop the PS so nothing idles at cost. Any failure also
+stops the PS before the execution fails.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+INVOKE_MARGIN_S = 120  # a task waits this much longer than the function's own timeout
+
+
+def _invoke(scope: Construct, state_id: str, function: lambda_.IFunction, *, timeout_s: int,
+            payload: sfn.TaskInput, **kwargs: Any) -> tasks.LambdaInvoke:
+    return tasks.LambdaInvoke(
+        scope, state_id, lambda_function=function, payload=payload,
+        task_timeout=sfn.Timeout.duration(Duration.seconds(timeout_s + INVOKE_MARGIN_S)),
+        **kwargs,
+    )  # fmt: skip
+
+
+def _ec2_call(scope: Construct, state_id: str, action: str, *, instance_ids: list[str],
+              instance_arns: list[str]) -> tasks.CallAwsService:
+    """ec2:StartInstances / StopInstances on exactly the PS instances."""
+    return tasks.CallAwsService(
+        scope, state_id, service="ec2", action=action,
+        parameters={"InstanceIds": instance_ids}, iam_resources=instance_arns,
+        iam_action=f"ec2:{action[0].upper()}{action[1:]}", result_path=sfn.JsonPath.DISCARD,
+    )  # fmt: skip
+
+
+def _without_rank(event: dict[str, Any]) -> dict[str, Any]:
+    """The event minus `rank`, which each Map item fills in (a key may not appear twice)."""
+    return {key: value for key, value in event.items() if key != "rank"}
+
+
+class TrainingOrchestration(Construct):
+    """Attributes: `state_machine`, `log_group`."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        n_workers: int,
+        worker: lambda_.IFunction,
+        worker_timeout_s: int,
+        worker_event: dict[str, Any],
+        prepare: lambda_.IFunction,
+        prepare_event: dict[str, Any],
+        finalize: lambda_.IFunction,
+        helper_timeout_s: int,
+        ps_instance_ids: list[str],
+        ps_instance_arns: list[str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        ps = {"instance_ids": ps_instance_ids, "instance_arns": ps_instance_arns}
+        stop_after_failure = _ec2_call(self, "StopPsAfterFailure", "stopInstances", **ps).next(
+            sfn.Fail(self, "TrainingFailed", cause="A step failed; see the execution history.")
+        )
+
+        run_worker = _invoke(
+            self, "RunWorker", worker, timeout_s=worker_timeout_s,
+            payload=sfn.TaskInput.from_json_path_at("$.event"),
+            result_selector={"done.$": "$.Payload.done", "event.$": "$.Payload.next_event"},
+        )  # fmt: skip
+        # A crashed link is retried from the same event: the worker resumes from its checkpoint.
+        run_worker.add_retry(errors=["States.TaskFailed"], max_attempts=2,
+                             interval=Duration.seconds(10), backoff_rate=2)  # fmt: skip
+        worker_loop = run_worker.next(
+            sfn.Choice(self, "WorkerDone")
+            .when(sfn.Condition.boolean_equals("$.done", True), sfn.Succeed(self, "WorkerFinished"))
+            .otherwise(run_worker)
+        )
+        ranks = sfn.Pass(self, "WorkerRanks", result=sfn.Result.from_array(list(range(n_workers))),
+                         result_path="$.ranks")  # fmt: skip
+        fan_out = sfn.DistributedMap(
+            self, "Workers", items_path="$.ranks", max_concurrency=n_workers,
+            item_selector={"event": {**_without_rank(worker_event), "rank.$": "$$.Map.Item.Value"}},
+            result_path=sfn.JsonPath.DISCARD,
+        )  # fmt: skip
+        fan_out.item_processor(worker_loop)
+        fan_out.add_catch(stop_after_failure)
+
+        prepare_step = _invoke(
+            self, "PrepareDataset", prepare, timeout_s=helper_timeout_s,
+            payload=sfn.TaskInput.from_object(prepare_event), result_path=sfn.JsonPath.DISCARD,
+        ).add_catch(stop_after_failure)  # fmt: skip
+        finalize_step = _invoke(
+            self, "Finalize", finalize, timeout_s=helper_timeout_s,
+            payload=sfn.TaskInput.from_object(worker_event), result_path=sfn.JsonPath.DISCARD,
+        ).add_catch(stop_after_failure)  # fmt: skip
+        start_ps = _ec2_call(self, "StartPs", "startInstances", **ps).add_catch(stop_after_failure)
+
+        definition = (
+            start_ps.next(prepare_step).next(ranks).next(fan_out).next(finalize_step)
+            .next(_ec2_call(self, "StopPs", "stopInstances", **ps))
+            .next(sfn.Succeed(self, "TrainingFinished"))
+        )  # fmt: skip
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.DESTROY,
+        )  # fmt: skip
+        self.state_machine = sfn.StateMachine(
+            self, "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(definition),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL),
+        )  # fmt: skip
+
+
+class StartOnDeploy(Construct):
+    """Starts one execution when the stack is created, and again when the Plan changes."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, state_machine: sfn.IStateMachine,
+                 plan_digest: str) -> None:  # fmt: skip
+        super().__init__(scope, construct_id)
+        call = cr.AwsSdkCall(
+            service="SFN",
+            action="startExecution",
+            parameters={
+                "stateMachineArn": state_machine.state_machine_arn,
+                "input": json.dumps({"plan_sha256": plan_digest}),
+            },
+            physical_resource_id=cr.PhysicalResourceId.from_response("executionArn"),
+        )
+        self.resource = cr.AwsCustomResource(
+            self, "Start", on_create=call, on_update=call, install_latest_aws_sdk=False,
+            policy=cr.AwsCustomResourcePolicy.from_statements([iam.PolicyStatement(
+                actions=["states:StartExecution"], resources=[state_machine.state_machine_arn],
+            )]),
+        )  # fmt: skip
+        self.execution_arn = self.resource.get_response_field("executionArn")

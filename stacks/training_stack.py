@@ -1,0 +1,139 @@
+"""Training stack: the worker, prepare and finalize functions, the state machine, its start."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from provisioner.plan import Plan
+from stacks.data import DataLayout
+from stacks.events import checkpoint_prefix, prepare_event, shards_prefix, worker_event
+from stacks.functions import ImageFunction
+from stacks.grants import grant_prefix
+from stacks.image import ImageSpec
+from stacks.nag import acknowledge, logical_id
+from stacks.network import TrainingNetwork
+from stacks.orchestration import StartOnDeploy, TrainingOrchestration
+from stacks.parameter_servers import ParameterServers
+
+# Not in the Plan because the planner does not model them: the prepare and finalize steps run
+# once per job. 3,008 MB fits accounts still capped there; 15 minutes is Lambda's maximum.
+HELPER_MEMORY_MB = 3008
+HELPER_TIMEOUT_S = 900
+
+
+class TrainingStack(Stack):
+    """Attributes: `worker`, `prepare`, `finalize`, `orchestration`, `start`."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, plan: Plan, plan_digest: str,
+                 layout: DataLayout, network: TrainingNetwork, secret: secretsmanager.ISecret,
+                 parameter_servers: ParameterServers, description: str) -> None:  # fmt: skip
+        super().__init__(scope, construct_id, description=description)
+        image = ImageSpec(plan.arch)
+        in_vpc = {"vpc": network.vpc, "subnets": network.subnets,
+                  "security_group": network.worker_security_group}  # fmt: skip
+        self.worker = ImageFunction(
+            self, "Worker", image=image, handler="functions.worker.handler",
+            description=f"Training worker of job {plan.job}", memory_mb=plan.memory_mb,
+            timeout_s=plan.invocation_timeout_s, ephemeral_storage_mb=plan.ephemeral_storage_mb,
+            reserved_concurrency=plan.n_workers if plan.reserve_concurrency else None, **in_vpc,
+        )  # fmt: skip
+        self.prepare = ImageFunction(
+            self, "Prepare", image=image, handler="functions.datasets.prepare_handler",
+            description=f"Dataset shards of job {plan.job}", memory_mb=HELPER_MEMORY_MB,
+            timeout_s=HELPER_TIMEOUT_S, ephemeral_storage_mb=plan.ephemeral_storage_mb,
+        )  # fmt: skip
+        self.finalize = ImageFunction(
+            self, "Finalize", image=image, handler="functions.finalize.handler",
+            description=f"Final model and run report of job {plan.job}",
+            memory_mb=HELPER_MEMORY_MB, timeout_s=HELPER_TIMEOUT_S,
+            ephemeral_storage_mb=plan.ephemeral_storage_mb, **in_vpc,
+        )  # fmt: skip
+        self._grant(plan, layout, secret)
+
+        event = worker_event(
+            plan, rank=0, dataset_bucket=layout.dataset.name,
+            artifacts_bucket=layout.artifacts.name, ps_endpoints=parameter_servers.endpoints,
+            secret_ref=secret.secret_arn,
+        )  # fmt: skip
+        self.orchestration = TrainingOrchestration(
+            self, "Orchestration", n_workers=plan.n_workers, worker=self.worker.function,
+            worker_timeout_s=plan.invocation_timeout_s, worker_event=event,
+            prepare=self.prepare.function, finalize=self.finalize.function,
+            prepare_event=prepare_event(plan, source=layout.source,
+                                        dataset_bucket=layout.dataset.name),
+            helper_timeout_s=HELPER_TIMEOUT_S,
+            ps_instance_ids=[i.instance_id for i in parameter_servers.instances],
+            ps_instance_arns=parameter_servers.instance_arns,
+        )  # fmt: skip
+        self._acknowledge_orchestration()
+        machine = self.orchestration.state_machine
+        self.start = StartOnDeploy(self, "StartTraining", state_machine=machine,
+                                   plan_digest=plan_digest)  # fmt: skip
+        acknowledge(
+            self,
+            rule="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AWSLambdaBasicExecutionRole]",
+            reason="CDK's custom-resource function (starts the run) writes only its own logs "
+            "with AWS's minimal managed policy.",
+        )
+        self._outputs(plan, layout, machine.state_machine_arn)
+
+    def _grant(self, plan: Plan, layout: DataLayout, secret: secretsmanager.ISecret) -> None:
+        """Each function gets exactly the prefixes it touches."""
+        shards = shards_prefix(plan)
+        grant_prefix(self.worker.function, self.worker, layout.dataset, shards, write=False,
+                     reason="Reads its shard; keys are listed in the run's manifest.")
+        grant_prefix(self.finalize.function, self.finalize, layout.dataset, shards, write=False,
+                     reason="Reads the manifest and the held-out split for the run report.")
+        grant_prefix(self.prepare.function, self.prepare, layout.dataset, shards, write=True,
+                     reason="Writes this run's shards and manifest under one prefix.")
+        if layout.source_bucket is not None:
+            grant_prefix(self.prepare.function, self.prepare, layout.source_bucket,
+                         layout.source_prefix, write=False,
+                         reason="Reads the user's dataset objects under the given prefix.")
+        for fn in (self.worker, self.finalize):
+            secret.grant_read(fn.function)
+            grant_prefix(fn.function, fn, layout.artifacts, plan.job, write=True,
+                         reason="Checkpoints, final model and report under this job's prefix.")
+
+    def _acknowledge_orchestration(self) -> None:
+        machine = self.orchestration.state_machine
+        for fn in (self.worker, self.prepare, self.finalize):
+            acknowledge(
+                machine,
+                rule=f"AwsSolutions-IAM5[Resource::<{logical_id(fn.function)}.Arn>:*]",
+                reason="CDK's LambdaInvoke grants the function's versions/aliases (ARN:*) too.",
+            )
+        acknowledge(
+            machine,
+            rule="AwsSolutions-IAM5[Resource::*]",
+            reason="X-Ray tracing and log delivery actions take no resource-level scope.",
+        )
+        executions = (
+            'arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{"Fn::Select":'
+            f'[6,{{"Fn::Split":[":",{{"Ref":"{logical_id(machine)}"}}]}}]}}'
+        )
+        for suffix in (":*", "/*:*"):
+            acknowledge(
+                machine,
+                rule=f"AwsSolutions-IAM5[Resource::{executions}{suffix}]",
+                reason="The Distributed Map describes/stops only this state machine's own "
+                "executions and child executions, whose names are generated at run time.",
+            )
+
+    def _outputs(self, plan: Plan, layout: DataLayout, machine_arn: str) -> None:
+        region = self.region
+        for name, value, description in (
+            ("StateMachineArn", machine_arn, "The training run's state machine"),
+            ("ExecutionArn", self.start.execution_arn, "The run started by this deploy"),
+            ("FollowRun", f"https://{region}.console.aws.amazon.com/states/home?region={region}"
+             f"#/v2/executions/details/{self.start.execution_arn}", "Console view of the run"),
+            ("WorkerLogGroup", self.worker.log_group.log_group_name, "Worker function logs"),
+            ("Results", f"s3://{layout.artifacts.name}/{plan.job}/",
+             "Final model (model.pt) and run report (report.json)"),
+            ("Checkpoints", f"s3://{layout.artifacts.name}/{checkpoint_prefix(plan)}/",
+             "PS checkpoints"),
+        ):  # fmt: skip
+            CfnOutput(self, name, value=value, description=description)

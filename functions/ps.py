@@ -235,6 +235,7 @@ class ParameterServer:
         self._conns_lock = threading.Lock()
         self._ckpt_lock = threading.Lock()
         self.rejected_connections = 0
+        self.restored_iteration: int | None = None
         self.address: tuple[str, int] = (config.host, config.port)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -253,7 +254,7 @@ class ParameterServer:
         return it
 
     def start(self) -> tuple[str, int]:
-        self.restore()
+        self.restored_iteration = self.restore()
         listener = socket.create_server((self.config.host, self.config.port), reuse_port=False)
         listener.settimeout(0.2)
         self._listener = listener
@@ -367,6 +368,13 @@ class ParameterServer:
         if hello.get("job_id") != cfg.job_id:
             raise wire.AuthError(f"job id {hello.get('job_id')!r} is not this PS's job")
         rank, total = int(hello.get("rank", -2)), int(hello.get("total_params", 0))
+        hyper = (hello.get("learning_rate"), hello.get("momentum"))
+        if rank >= 0 and hyper != (None, None) and hyper != (cfg.learning_rate, cfg.momentum):
+            # Both sides are told the SGD hyper-parameters; a mismatch is a deployment bug.
+            raise wire.WireError(
+                f"worker expects learning rate/momentum {hyper}, this PS runs "
+                f"{(cfg.learning_rate, cfg.momentum)}"
+            )
         if not -1 <= rank < cfg.workers:
             raise wire.WireError(f"rank {rank} out of range -1..{cfg.workers - 1}")
         if hello.get("shard") != cfg.shard or hello.get("shards") != cfg.shards:

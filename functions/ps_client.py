@@ -47,6 +47,9 @@ class PSClient:
     total_params: int
     timeout_s: float = 120.0  # longest any single wait may take (a PULL waits for all workers)
     connect_timeout_s: float = 60.0  # retrying refused connections while a PS (re)starts
+    # SGD hyper-parameters this worker was told; the PS refuses a worker that disagrees.
+    learning_rate: float | None = None
+    momentum: float | None = None
     _shards: list[_Shard] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
@@ -101,6 +104,8 @@ class PSClient:
                 "shard": k,
                 "shards": len(self._shards),
                 "total_params": self.total_params,
+                "learning_rate": self.learning_rate,
+                "momentum": self.momentum,
             }
         ).encode()
         mac = wire.hello_mac(self.secret, nonce, hello)

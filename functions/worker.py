@@ -97,6 +97,21 @@ def _sync(run: _Run) -> int:
     return lo
 
 
+def _resync(run: _Run) -> int:
+    """_sync after a lost connection, retried while the PS restarts (until the connect
+    deadline): a connection accepted by a dying listener is reset during the handshake."""
+    deadline = time.monotonic() + run.client.connect_timeout_s
+    delay_s = 0.1
+    while True:
+        try:
+            return _sync(run)
+        except wire.PSDisconnected:
+            if time.monotonic() + delay_s > deadline:
+                raise
+            time.sleep(delay_s)
+            delay_s = min(2 * delay_s, 2.0)
+
+
 def _compute(run: _Run, iteration: int) -> float:
     task = run.task
     idx = datasets.batch_indices(task.seed, task.rank, iteration, task.local_batch, len(run.x))
@@ -158,7 +173,7 @@ def _train(run: _Run, context: Any) -> tuple[int, str]:
                 iteration,
                 exc,
             )
-            iteration = _sync(run)
+            iteration = _resync(run)
     return iteration, "done"
 
 
@@ -188,6 +203,8 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
         resolve_secret(task.secret_ref),
         int(flat.params.numel()),
         timeout_s=task.ps_timeout_s,
+        learning_rate=task.learning_rate,
+        momentum=task.momentum,
     )
     run = _Run(task, flat, client, x, y, timings)
     try:

@@ -1,0 +1,239 @@
+"""Resume: a worker stopped (gracefully or by SIGKILL) and re-invoked, and a PS restarted from
+its S3 checkpoint, all end with the parameters of the uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from functions import wire, worker
+from functions.aws import resolve_secret
+from functions.ps import ParameterServer
+from functions.ps_client import PSClient
+from functions.task import WorkerTask
+
+from .conftest import endpoints
+from .helpers import CountdownContext, ps_vector, reference_params, run_threads, worker_event
+
+ITERATIONS = 8
+
+
+class SlowContext:
+    """Never runs out of time, but each check sleeps: keeps the BSP run going long enough for
+    the test to interrupt it mid-run (the assertion never depends on when that happens)."""
+
+    def __init__(self, sleep_s: float = 0.03) -> None:
+        self.sleep_s = sleep_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        time.sleep(self.sleep_s)
+        return 900_000
+
+
+def _wait_for_iteration(server: ParameterServer, iteration: int, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while server.state.iteration < iteration:
+        assert time.monotonic() < deadline, "training did not progress"
+        time.sleep(0.01)
+
+
+def test_worker_stops_before_time_limit_and_chain_resumes(
+    s3: Any, bucket: str, digits: Any, ps_cluster: Any
+) -> None:
+    digits(2)
+    servers = ps_cluster(2, 2, learning_rate=0.1, momentum=0.9)
+    events = [
+        worker_event(r, 2, endpoints(servers), bucket, iterations=ITERATIONS) for r in range(2)
+    ]
+    links: list[dict[str, Any]] = []
+
+    def chained_rank1() -> None:
+        event: dict[str, Any] = events[1]
+        while True:
+            result = worker.handler(event, CountdownContext(calls=3))
+            links.append(result)
+            if result["done"]:
+                return
+            event = result["next_event"]
+
+    run_threads(lambda i: worker.handler(events[0]) if i == 0 else chained_rank1(), [(0,), (1,)])
+    assert [link["iteration"] for link in links] == [3, 6, 8]
+    assert [link["stopped"] for link in links] == ["time_limit", "time_limit", "done"]
+    assert links[0]["next_event"]["start_iteration"] == 3
+    assert links[0]["next_event"]["invocation"] == 1
+    assert links[1]["next_event"]["invocation"] == 2
+    np.testing.assert_allclose(
+        ps_vector(servers),
+        reference_params(s3, bucket, events[0], ITERATIONS),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def test_worker_that_died_after_pushing_to_one_shard_resumes_exactly(
+    s3: Any, bucket: str, digits: Any, ps_cluster: Any
+) -> None:
+    """Rank 1 pushes its iteration-2 gradient to shard 0 only and dies. Rank 0 has pushed
+    already, so shard 0 completes iteration 2 and moves to 3 while shard 1 stays at 2: the
+    re-invoked worker resumes at 2 (shard 0 still holds those parameters), recomputes the same
+    gradient, shard 0 ignores the duplicate and shard 1 takes it."""
+    digits(2)
+    servers = ps_cluster(2, 2, learning_rate=0.1, momentum=0.9)
+    events = [
+        worker_event(r, 2, endpoints(servers), bucket, iterations=ITERATIONS) for r in range(2)
+    ]
+    rank0 = threading.Thread(target=worker.handler, args=(events[0],))
+    rank0.start()
+    first = worker.handler(events[1], CountdownContext(calls=2))
+    assert first["iteration"] == 2
+
+    # Push rank 1's iteration-2 gradient to shard 0 only, then "die" (close the sockets).
+    task = WorkerTask.from_event(events[1])
+    run = _half_run(task)
+    iteration = worker._sync(run)
+    assert iteration == 2
+    worker._compute(run, iteration)
+    grads = run.flat.grads.numpy()
+    shard0 = run.client._shards[0]
+    wire.send_frame(
+        shard0.sock, wire.MsgType.PUSH, 2, grads[shard0.start : shard0.stop], time.monotonic() + 10
+    )
+    status = run.client.status()
+    run.client.close()
+    assert [st["iteration"] for st in status] == [3, 2]
+    assert status[1]["received"] == [0]
+
+    # The orchestrator re-invokes with the *old* event: the worker adopts the PS's iteration.
+    second = worker.handler(events[1])
+    rank0.join(60)
+    assert second["done"] and second["iteration"] == ITERATIONS
+    assert servers[0].state.duplicates_ignored >= 1
+    assert [s.state.iteration for s in servers] == [ITERATIONS, ITERATIONS]
+    np.testing.assert_allclose(
+        ps_vector(servers),
+        reference_params(s3, bucket, events[0], ITERATIONS),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def _half_run(task: WorkerTask) -> Any:
+    from functions import datasets, zoo
+    from functions.aws import s3_client
+
+    s3 = s3_client()
+    manifest = datasets.read_manifest(s3, task.dataset_bucket, task.dataset_prefix)
+    x, y = datasets.load_shard(s3, task.dataset_bucket, task.dataset_prefix, task.rank, manifest)
+    flat = zoo.flat_parameters(
+        zoo.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
+    )
+    client = PSClient(
+        task.ps_endpoints,
+        task.job_id,
+        task.rank,
+        resolve_secret(task.secret_ref),
+        int(flat.params.numel()),
+        timeout_s=30,
+    )
+    return worker._Run(task, flat, client, x, y)
+
+
+def test_worker_killed_with_sigkill_and_reinvoked_matches(
+    s3: Any, bucket: str, digits: Any, ps_cluster: Any, tmp_path: Path
+) -> None:
+    digits(2)
+    iterations = 40
+    servers = ps_cluster(2, 2, learning_rate=0.05, momentum=0.9)
+    events = [
+        worker_event(r, 2, endpoints(servers), bucket, iterations=iterations, learning_rate=0.05)
+        for r in range(2)
+    ]
+    event_file = tmp_path / "event.json"
+    event_file.write_text(json.dumps(events[1]))
+    code = (
+        "import json,sys; from functions.worker import handler; "
+        "handler(json.load(open(sys.argv[1])))"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(event_file)],
+        cwd=Path(__file__).resolve().parents[2],
+        env=dict(os.environ),
+    )
+    rank0_result: list[Any] = []
+    rank0 = threading.Thread(
+        target=lambda: rank0_result.append(worker.handler(events[0], SlowContext()))
+    )
+    rank0.start()
+    try:
+        _wait_for_iteration(servers[0], 5)
+    finally:
+        proc.kill()
+        proc.wait()
+    killed_at = servers[0].state.iteration
+    assert killed_at < iterations, "the worker finished before it could be killed"
+    second = worker.handler(events[1])  # the original event: start_iteration 0
+    rank0.join(120)
+    assert second["done"] and rank0_result[0]["done"]
+    assert second["losses"][0][0] >= killed_at  # it resumed, it did not start over
+    np.testing.assert_allclose(
+        ps_vector(servers),
+        reference_params(s3, bucket, events[0], iterations),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def test_ps_restart_restores_checkpoint_and_workers_resume(
+    s3: Any, bucket: str, digits: Any, ps_cluster: Any
+) -> None:
+    digits(2)
+    iterations = 30
+    kwargs = dict(
+        learning_rate=0.05,
+        momentum=0.9,
+        artifacts_bucket=bucket,
+        checkpoint_prefix="ckpt",
+        checkpoint_every=2,
+    )
+    servers = ps_cluster(2, 2, **kwargs)
+    ports = [s.address[1] for s in servers]
+    events = [
+        worker_event(r, 2, endpoints(servers), bucket, iterations=iterations, learning_rate=0.05)
+        for r in range(2)
+    ]
+    results: list[Any] = [None, None]
+
+    def run(rank: int) -> None:
+        results[rank] = worker.handler(events[rank], SlowContext())
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    _wait_for_iteration(servers[1], 7)
+    for server in servers:
+        server.stop()
+    stopped_at = min(s.state.iteration for s in servers)
+    restarted = ps_cluster(2, 2, ports=ports, **kwargs)
+    for t in threads:
+        t.join(120)
+    restored = restarted[0].restored_iteration
+    assert results[0]["done"] and results[1]["done"]
+    assert stopped_at < iterations
+    assert restored is not None and restored % 2 == 0 and restored >= 2
+    assert restarted[1].restored_iteration == restored
+    # Iterations after the checkpoint were redone from the checkpoint, not from scratch.
+    assert restarted[0].state.updates_applied == iterations - restored
+    np.testing.assert_allclose(
+        ps_vector(restarted),
+        reference_params(s3, bucket, events[0], iterations),
+        rtol=1e-4,
+        atol=1e-5,
+    )

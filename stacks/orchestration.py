@@ -138,8 +138,14 @@ class StartOnDeploy(Construct):
             },
             physical_resource_id=cr.PhysicalResourceId.from_response("executionArn"),
         )
+        # CDK's provider function would otherwise get a retained log group of its own.
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.DESTROY,
+        )  # fmt: skip
         self.resource = cr.AwsCustomResource(
             self, "Start", on_create=call, on_update=call, install_latest_aws_sdk=False,
+            log_group=self.log_group,
             policy=cr.AwsCustomResourcePolicy.from_statements([iam.PolicyStatement(
                 actions=["states:StartExecution"], resources=[state_machine.state_machine_arn],
             )]),

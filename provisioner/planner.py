@@ -44,7 +44,7 @@ from provisioner.profile import WorkloadProfile
 
 ARCH_CHOICES = ("x86_64", "arm64", "any")
 SLACK = 1e-9  # relative widening of bound windows so float rounding never drops the optimum
-BLOCK = 32  # memory steps per bounded block in the cost windows
+BLOCK_LEVELS = (1024, 128, 16)  # memory steps per bounded block, coarse to fine, in cost windows
 
 
 _CELL_FIELDS = tuple(Cells.__dataclass_fields__)
@@ -361,6 +361,23 @@ def _bisect_deadline(
     return lo
 
 
+def _compute_bound(space: Space, r: Arr, ni: Arr, at_top: Cells) -> Arr:
+    """Lower bound on the Lambda compute cost of a (route, n) over every memory size.
+
+    GB-s = m·n·billed(m)/1024 with billed(m) = k·b_l/R(m) + rest(m); m/R(m) is at least its
+    minimum over the grid, and rest(m) — start-up, load, exchange, chaining — is non-increasing
+    in m, so it is at least its value at the top memory, paid at the smallest memory.
+    """
+    a = space.route_arch[r]
+    with np.errstate(divide="ignore"):
+        best_mb_per_rate = np.min(space.memory_mb[None, :] / space.rate, axis=1)
+    k = np.asarray(at_top.iterations, dtype=np.float64)
+    rest_s = at_top.billed_s - k * at_top.compute_per_iteration_s
+    gb_s = (k * at_top.local_batch * best_mb_per_rate[a]
+            + space.memory_mb[0] * rest_s) * space.n[ni] / 1024.0
+    return np.asarray(space.usd_per_gb_s[a] * gb_s)
+
+
 def solve_deadline(
     profile: WorkloadProfile, catalog: Catalog, space: Space, deadline_s: float,
     flat: Flat | None = None,
@@ -389,7 +406,8 @@ def solve_deadline(
         return np.nonzero(lower_bound <= best_usd * (1 + SLACK))[0]
 
     # A cheap first pass: bisect the pairs with the lowest bound to tighten best_usd.
-    lb0 = base + slope * space.memory_mb[0]
+    lb0 = np.maximum(base + slope * space.memory_mb[0],
+                     _compute_bound(space, r, ni, at_top) + base)
     probe = np.argsort(lb0, kind="stable")[:64]
     j_probe = _bisect_deadline(profile, catalog, space, r[probe], nt.take(probe), deadline_s)
     probe_cells = _cells(profile, catalog, space, r[probe], nt.take(probe), j_probe)
@@ -405,26 +423,27 @@ def solve_deadline(
         m_hi = np.where(slope[keep] > 0, (best_usd * (1 + SLACK) - base[keep]) / slope[keep],
                         np.inf)
     stop = np.minimum(np.searchsorted(space.memory_mb, m_hi, side="right") - 1, top - 1)
-    # Windows (j0, stop] split into blocks; a block [a, b] is bounded by the cost formula with
-    # memory a and the (lower) times of memory b, so only blocks that could win are expanded.
-    start = j0[keep] + 1
-    n_blocks = np.maximum(-(-(stop - start + 1) // BLOCK), 0)
-    owner, t = _ragged(np.zeros_like(n_blocks), n_blocks - 1)
-    if owner.size:
-        sel = keep[owner]
-        a = start[owner] + t * BLOCK
-        b = np.minimum(a + BLOCK - 1, stop[owner])
+    # Windows (j0, stop] split into blocks, coarse to fine; a block [a, b] is bounded by the cost
+    # formula with memory a and the (lower) times of memory b, so only blocks that could still
+    # win are split further, and only blocks of BLOCK steps that survive are evaluated whole.
+    sel, a, b = keep, j0[keep] + 1, stop
+    for size in (*BLOCK_LEVELS, 1):
+        count = np.maximum(-(-(b - a + 1) // size), 0)
+        owner, t = _ragged(np.zeros_like(count), count - 1)
+        sel, a = sel[owner], a[owner] + t * size
+        b = np.minimum(a + size - 1, b[owner])
+        if sel.size == 0:
+            break
         ends = _cells(profile, catalog, space, r[sel], nt.take(sel), b)
         pools.append(Pool.of(r[sel], ni[sel], b, ends))
         best_usd = min(best_usd, float(ends.total_usd.min()))
+        if size == 1:
+            break
         bound = ends.total_usd - ends.lambda_usd + ends.lambda_usd / space.memory_mb[b] * (
             space.memory_mb[a])
-        open_ = survivors(bound)
-        inner, j = _ragged(a[open_], b[open_] - 1)
-        if inner.size:
-            cell = sel[open_][inner]
-            pools.append(Pool.of(r[cell], ni[cell], j,
-                                 _cells(profile, catalog, space, r[cell], nt.take(cell), j)))
+        live = survivors(bound)
+        live = live[a[live] < b[live]]  # the end itself is evaluated already
+        sel, a, b = sel[live], a[live], b[live] - 1
     pool = Pool.concat(pools)
     best = int(_order(pool, cost_first=True)[0])
     return best, pool
@@ -698,14 +717,15 @@ def frontier(
     """Pareto (time, cost) points: exact cheapest plans at deadlines log-spaced between the fastest
     achievable time and the time of the cheapest plan; dominated duplicates removed."""
     fast_s, _ = fastest_cell(profile, catalog, space)
-    cheap = solve_deadline(profile, catalog, space, math.inf)
+    flat = flatten(profile, catalog, space)
+    cheap = solve_deadline(profile, catalog, space, math.inf, flat)
     if cheap is None:
         return ()
     slow_s = float(cheap[1].total_s[cheap[0]])
     deadlines = np.geomspace(fast_s, max(slow_s, fast_s), points) if slow_s > fast_s else [fast_s]
     found: dict[Choice, tuple[float, float]] = {}
     for d in deadlines:
-        res = solve_deadline(profile, catalog, space, float(d) * (1 + SLACK))
+        res = solve_deadline(profile, catalog, space, float(d) * (1 + SLACK), flat)
         if res is None:
             continue
         i, pool = res

@@ -235,6 +235,7 @@ class ParameterServer:
         self._conns_lock = threading.Lock()
         self._ckpt_lock = threading.Lock()
         self.rejected_connections = 0
+        self.truncated_frames = 0
         self.restored_iteration: int | None = None
         self.address: tuple[str, int] = (config.host, config.port)
 
@@ -408,7 +409,11 @@ class ParameterServer:
         if kind in (MsgType.INIT, MsgType.PUSH):
             if rank < 0 or buf.size == 0:
                 raise wire.WireError(f"{kind.name} from a control connection")
-            wire.recv_payload_into(conn, header, buf, deadline)
+            try:
+                wire.recv_payload_into(conn, header, buf, deadline)
+            except wire.PSDisconnected:
+                self.truncated_frames += 1  # the partial gradient is dropped, never summed
+                raise
             if not np.isfinite(buf).all():
                 raise wire.WireError(f"{kind.name} for iteration {it} holds NaN or inf")
             with st.cond:
@@ -477,6 +482,7 @@ class ParameterServer:
             "duplicates_ignored": st.duplicates_ignored,
             "checkpointed_iteration": st.checkpointed_iteration,
             "rejected_connections": self.rejected_connections,
+            "truncated_frames": self.truncated_frames,
         }
 
 

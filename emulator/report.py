@@ -15,6 +15,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from emulator import cpu
+
 if TYPE_CHECKING:
     from emulator.orchestrator import RunRecord, WorkerState
     from emulator.s3server import S3Endpoint
@@ -96,6 +98,31 @@ def smoothed_first_last(curve: list[tuple[int, float]], window: int = 10) -> tup
     return sum(head) / len(head), sum(tail) / len(tail)
 
 
+def compute_at_local_share_s(record: RunRecord) -> float | None:
+    """The plan's compute term re-predicted for the cores a worker really got here.
+
+    k · b_l / R(share × cpu_scale) with the workload profile's own rate curve (the same
+    function the planner uses), so a measured compute time can be read against a prediction
+    made for this machine's share, not AWS's. None when the profile cannot be loaded.
+    """
+    try:
+        from provisioner import load_profile
+        from provisioner.model import training_rate_samples_s
+
+        profile = load_profile(record.plan.workload)
+    except (ImportError, OSError, ValueError):
+        return None
+    curve = profile.rate(record.plan.arch) or (profile.rates[0] if profile.rates else None)
+    if curve is None:
+        return None
+    share = record.worker_cores  # local cores stand for vCPUs one to one at cpu_scale 1.0
+    rate = float(training_rate_samples_s(curve, share, share * cpu.MB_PER_VCPU))
+    if rate <= 0:
+        return None
+    training = record.plan.training
+    return training.iterations * training.local_batch / rate
+
+
 def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str, Any]:
     """The JSON report (also printed as a table)."""
     plan = record.plan
@@ -137,6 +164,7 @@ def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str
             {"term": t, "predicted_s": predicted[t], "measured_s": measured.get(t, math.nan)}
             for t in PREDICTED_FIELDS
         ],
+        "compute_predicted_at_local_share_s": compute_at_local_share_s(record),
         "measured_per_worker": per_worker,
         "wall": {
             "prepare_s": record.prepare_s,
@@ -177,6 +205,9 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append(
             f"{row['term']:<16}{cell(row['predicted_s']):>12}{cell(row['measured_s']):>12}"
         )
+    local = report.get("compute_predicted_at_local_share_s")
+    if local is not None:
+        lines.append(f"(compute re-predicted for the local CPU share: {local:.2f} s)")
     em, plan = report["emulation"], report["plan"]
     inv, loss = report["invocations"], report["loss"]
     lines += [

@@ -1,0 +1,269 @@
+"""Measure a workload's profile on this machine: training rate per vCPU share, start-up, PS update.
+
+`python -m emulator.profile --workload digits-mlp [--shares 0.25,0.5,1,2] [--write]`
+
+For each vCPU share a fresh process is started inside a cgroup v1 CPU group limited to that many
+cores (one local core stands for one Lambda vCPU, cpu_scale 1.0) with torch threads set as the
+worker sets them (memory/1769, at least 1). It builds the zoo model, loads the dataset with the
+runtime's own loader and times forward + backward at the profile's local batch — the R(m) of
+λDNN, i.e. compute only; communication is modelled separately. The same child reports its
+start-up (interpreter start to model built). The PS update rate is timed on one core with the
+PS's own arithmetic. Without cgroups the shares cannot be held and the tool refuses to write.
+
+The profile JSON is updated in place of its measured fields only (training_rate of this
+machine's architecture, startup_s, ps_aggregation_mb_s_per_core), each with a `sources` entry
+naming the date, the method and the machine; every other field is left as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from emulator import cpu
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SHARES = (0.25, 0.5, 1.0, 2.0)
+MEASURE_S = 3.0  # per share, after warm-up: long enough that scheduler noise averages out
+WARMUP_ITERATIONS = 10
+
+
+def dataset_source(dataset: str, samples: int) -> str:
+    """The runtime loader's source string for a profile's dataset name."""
+    if dataset == "digits":
+        return "builtin:digits"
+    if dataset.startswith("synthetic-cifar"):
+        return f"synthetic-cifar:{min(samples, 2048)}"  # enough batches; rate is per sample
+    raise ValueError(f"dataset {dataset!r} cannot be profiled here: expected digits or synthetic-*")
+
+
+def child_main(args: argparse.Namespace) -> int:
+    """Inside the CPU group: import, build, time the training step; one JSON line on stdout."""
+    started_s = float(args.spawned_at)
+    import torch
+    from torch.nn import functional as F
+
+    from functions import datasets, zoo
+
+    torch.set_num_threads(args.threads)
+    x, y, _ = datasets.load_source(args.source, seed=0)
+    model = zoo.build(args.model, list(x.shape[1:]), int(y.max()) + 1, seed=0)
+    flat = zoo.flat_parameters(model)
+    startup_s = time.time() - started_s
+    rng = torch.Generator().manual_seed(0)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step() -> None:
+        idx = torch.randint(0, len(xt), (args.batch,), generator=rng)
+        flat.zero_grad()
+        F.cross_entropy(flat.model(xt[idx]), yt[idx]).backward()
+        flat.sync_grads()
+
+    for _ in range(WARMUP_ITERATIONS):
+        step()
+    iterations, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < args.measure_s or iterations < 20:
+        step()
+        iterations += 1
+    elapsed_s = time.perf_counter() - t0
+    print(
+        json.dumps(
+            {
+                "samples_per_s": iterations * args.batch / elapsed_s,
+                "iterations": iterations,
+                "startup_s": startup_s,
+                "threads": torch.get_num_threads(),
+            }
+        )
+    )
+    return 0
+
+
+def measure_share(
+    limiter: cpu.CpuLimiter, share: float, *, model: str, source: str, batch: int, measure_s: float
+) -> dict[str, Any]:
+    """Run the child in a group of `share` cores; its JSON result."""
+    placement = limiter.place(f"profile-{share:g}", share)
+    threads = max(1, int(share))  # as functions.worker.torch_threads: memory // 1769
+    argv = [
+        sys.executable, "-m", "emulator.profile", "--child", f"--model={model}",
+        f"--source={source}", f"--batch={batch}", f"--threads={threads}",
+        f"--measure-s={measure_s}", f"--spawned-at={time.time()}",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run(
+        argv,
+        env=env,
+        preexec_fn=placement.enter,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"profiling child at share {share} failed: {out.stderr.strip()[-300:]}")
+    return {"vcpu_share": share, **json.loads(out.stdout.strip().splitlines()[-1])}
+
+
+def ps_update_mb_s(floats: int = 4_000_000, repeats: int = 10) -> float:
+    """MB/s of gradient one core folds in and applies (the PS's accumulate + SGD arithmetic)."""
+    import numpy as np
+
+    grad = np.random.default_rng(0).standard_normal(floats, dtype=np.float32)
+    acc, buf, params = np.zeros_like(grad), np.zeros_like(grad), np.zeros_like(grad)
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        acc += grad
+        buf *= np.float32(0.9)
+        buf += acc
+        params -= np.float32(0.01) * buf
+    return repeats * grad.nbytes / 1e6 / (time.perf_counter() - t0)
+
+
+def machine_description() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {cpu.machine_cores():.0f} cores available, {platform.machine()}"
+
+
+def updated_profile(
+    raw: dict[str, Any],
+    points: list[dict[str, Any]],
+    startup_s: float,
+    agg_mb_s: float,
+    arch: str,
+    when: str,
+    machine: str,
+) -> dict[str, Any]:
+    """The profile document with the measured fields and their sources replaced."""
+    out = json.loads(json.dumps(raw))
+    out.setdefault("training_rate", {})[arch] = {
+        "points": [
+            {"vcpu_share": p["vcpu_share"], "samples_per_s": round(p["samples_per_s"], 1)}
+            for p in points
+        ]
+    }
+    out["startup_s"] = round(startup_s, 2)
+    out["ps_aggregation_mb_s_per_core"] = round(agg_mb_s, 1)
+    sources = out.setdefault("sources", {})
+    shares = ", ".join(f"{p['vcpu_share']:g}" for p in points)
+    sources["training_rate"] = {
+        "method": f"measured: python -m emulator.profile; forward+backward at local batch "
+        f"{raw['profiled_local_batch']} in a cgroup v1 CFS quota of {shares} cores "
+        "(1 local core = 1 Lambda vCPU), torch threads = max(1, floor(share)); " + machine,
+        "date": when,
+        "tag": "measured",
+    }
+    sources["startup_s"] = {
+        "method": "measured: python -m emulator.profile; interpreter start + import torch + "
+        "dataset load + model build at 1 vCPU; excludes Lambda's image load; " + machine,
+        "date": when,
+        "tag": "measured",
+    }
+    sources["ps_aggregation_mb_s_per_core"] = {
+        "method": "measured: python -m emulator.profile; numpy accumulate + SGD momentum update "
+        "of 16 MB float32 on one core; " + machine,
+        "date": when,
+        "tag": "measured",
+    }
+    out["provisional"] = any(
+        isinstance(s, dict) and s.get("tag") == "est" for s in sources.values()
+    )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m emulator.profile")
+    parser.add_argument("--workload", help="profile name (profiles/<name>.json) or path")
+    parser.add_argument("--shares", default=",".join(f"{s:g}" for s in DEFAULT_SHARES))
+    parser.add_argument("--measure-s", type=float, default=MEASURE_S)
+    parser.add_argument("--output", type=Path, help="where to write (default: print only)")
+    parser.add_argument("--write", action="store_true", help="update the workload's own file")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--source", help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--spawned-at", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return child_main(args)
+    try:
+        if not args.workload:
+            raise ValueError("missing --workload: expected a profile name such as digits-mlp")
+        path = Path(args.workload)
+        if not path.is_file():
+            path = REPO_ROOT / "profiles" / f"{args.workload}.json"
+        if not path.is_file():
+            raise ValueError(f"bad --workload {args.workload!r}: no file {path}")
+        shares = [float(s) for s in args.shares.split(",")]
+        if not shares or any(s <= 0 or s > cpu.machine_cores() for s in shares):
+            raise ValueError(
+                f"bad --shares {args.shares!r}: expected positive numbers up to "
+                f"{cpu.machine_cores():.0f} (this machine's cores)"
+            )
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    raw = json.loads(path.read_text())
+    source = dataset_source(raw["dataset"], int(raw["dataset_samples"]))
+    with cpu.CpuLimiter(f"lambda-dnn-profile-{os.getpid()}") as limiter:
+        print(limiter.status(), file=sys.stderr)
+        if not limiter.enforced:
+            print("error: cannot hold the vCPU shares here; no profile written", file=sys.stderr)
+            return 1
+        points = []
+        for share in sorted(shares):
+            point = measure_share(
+                limiter,
+                share,
+                model=raw["model"],
+                source=source,
+                batch=int(raw["profiled_local_batch"]),
+                measure_s=args.measure_s,
+            )
+            print(
+                f"share {share:>5g} vCPU: {point['samples_per_s']:9.1f} samples/s "
+                f"(start-up {point['startup_s']:.2f} s)",
+                file=sys.stderr,
+            )
+            points.append(point)
+    startup_s = min(points, key=lambda p: abs(p["vcpu_share"] - 1.0))["startup_s"]
+    agg = ps_update_mb_s()
+    print(f"PS update on one core: {agg:.0f} MB/s", file=sys.stderr)
+    when = dt.datetime.now(dt.UTC).date().isoformat()
+    doc = updated_profile(
+        raw,
+        points,
+        startup_s,
+        agg,
+        platform.machine().replace("aarch64", "arm64"),
+        when,
+        machine_description(),
+    )
+    text = json.dumps(doc, indent=2) + "\n"
+    target = path if args.write else args.output
+    if target is None:
+        print(text)
+    else:
+        target.write_text(text)
+        print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

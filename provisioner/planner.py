@@ -450,43 +450,56 @@ def solve_deadline(
 
 
 def solve_budget(
-    profile: WorkloadProfile, catalog: Catalog, space: Space, budget_usd: float
+    profile: WorkloadProfile, catalog: Catalog, space: Space, budget_usd: float,
+    flat: Flat | None = None,
 ) -> tuple[int, Pool] | None:
-    """The fastest cell with C ≤ budget (ties: cheaper); None if no cell fits."""
-    size = space.memory_mb.size
-    r, ni = (x.ravel() for x in np.meshgrid(*(np.arange(k) for k in
-             (len(space.route_ps), space.n.size)), indexing="ij"))
-    base, slope = _cost_bound_slope(profile, catalog, space, r, ni, np.full_like(r, size - 1))
+    """The fastest cell with C ≤ budget (ties: cheaper); None if no cell fits.
+
+    The cheapest cell of the space gives a first feasible time T_ub (or proves the budget too
+    small). A (route, n) pair can only beat T_ub with memories whose cost bound fits the budget
+    (m ≤ its cap); blocks of memories are pruned when their cost bound exceeds the budget or the
+    time at their top end — the fastest they can be — exceeds T_ub, coarse to fine.
+    """
+    f = flat if flat is not None else flatten(profile, catalog, space)
+    cheap = solve_deadline(profile, catalog, space, math.inf, f)
+    if cheap is None or float(cheap[1].total_usd[cheap[0]]) > budget_usd:
+        return None
+    pools = [cheap[1]]
+    t_ub = float(cheap[1].total_s[cheap[0]])
+    top = space.memory_mb.size - 1
+    ids = np.nonzero(f.nt.ok)[0]
+    nt, r, ni = f.nt.take(ids), f.r[ids], f.ni[ids]
+    at_top = _cells(profile, catalog, space, r, nt, np.full(ids.size, top))
+    with np.errstate(invalid="ignore"):
+        base = at_top.total_usd - at_top.lambda_usd
+    slope = at_top.lambda_usd / space.memory_mb[top]
     with np.errstate(divide="ignore", invalid="ignore"):
         m_cap = np.where(slope > 0, (budget_usd * (1 + SLACK) - base) / slope, np.inf)
-    j_cap = np.minimum(np.searchsorted(space.memory_mb, m_cap, side="right") - 1, size - 1)
-    keep = j_cap >= 0
-    r, ni, j_cap = r[keep], ni[keep], j_cap[keep]
-    if r.size == 0:
-        return None
-    # A feasible time to bound with: the caps themselves and a coarse sample below them.
-    sample_j = np.minimum((np.linspace(0, 1, 9)[None, :] * j_cap[:, None]).astype(np.int64),
-                          j_cap[:, None])
-    sample = cells_at(profile, catalog, space, r[:, None], ni[:, None], sample_j)
-    ok = sample.total_usd <= budget_usd
-    t_ub = float(np.where(ok, sample.total_s, np.inf).min()) if np.any(ok) else np.inf
-    # Cells faster than t_ub are a memory suffix per (route, n); bisect for its start.
-    lo = np.zeros_like(j_cap)
-    hi = j_cap + 1
-    while np.any(lo < hi):
-        mid = (lo + hi) // 2
-        t = cells_at(profile, catalog, space, r, ni, np.minimum(mid, j_cap)).total_s
-        good = np.isfinite(t) & (t <= t_ub * (1 + SLACK)) & (mid <= j_cap)
-        hi = np.where(good, mid, hi)
-        lo = np.where(good, lo, np.minimum(mid + 1, hi))
-    owner, j = _ragged(lo, j_cap)
-    if owner.size == 0:
-        return None
-    wr, wn = r[owner], ni[owner]
-    pool = Pool.of(wr, wn, j, cells_at(profile, catalog, space, wr, wn, j))
+    j_cap = np.minimum(np.searchsorted(space.memory_mb, m_cap, side="right") - 1, top)
+    alive = np.nonzero((j_cap >= 0) & (at_top.total_s <= t_ub * (1 + SLACK)))[0]
+    r, ni, nt, j_cap = r[alive], ni[alive], nt.take(alive), j_cap[alive]
+    sel, a, b = np.arange(r.size), np.zeros(r.size, dtype=np.int64), j_cap
+    for size in (*BLOCK_LEVELS, 1):
+        count = np.maximum(-(-(b - a + 1) // size), 0)
+        owner, t = _ragged(np.zeros_like(count), count - 1)
+        sel, a = sel[owner], a[owner] + t * size
+        b = np.minimum(a + size - 1, b[owner])
+        if sel.size == 0:
+            break
+        ends = _cells(profile, catalog, space, r[sel], nt.take(sel), b)
+        pools.append(Pool.of(r[sel], ni[sel], b, ends))
+        fits = ends.total_usd <= budget_usd
+        if np.any(fits):
+            t_ub = min(t_ub, float(ends.total_s[fits].min()))
+        if size == 1:
+            break
+        bound = ends.total_usd - ends.lambda_usd + ends.lambda_usd / space.memory_mb[b] * (
+            space.memory_mb[a])
+        live = np.nonzero((bound <= budget_usd * (1 + SLACK))
+                          & (ends.total_s <= t_ub * (1 + SLACK)) & (a < b))[0]
+        sel, a, b = sel[live], a[live], b[live] - 1
+    pool = Pool.concat(pools)
     fits = pool.total_usd <= budget_usd
-    if not np.any(fits):
-        return None
     order = _order(pool, cost_first=False)
     best = int(order[fits[order]][0])
     return best, pool

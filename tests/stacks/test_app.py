@@ -1,0 +1,122 @@
+"""app.py end to end in-process: context → real planner → plan.json → templates.
+
+The numbers asserted here come from the planner at test time, never typed in: the point is that
+the template equals the Plan, and that a tighter deadline moves the template where the Plan moves.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from provisioner import Goal, Limits, load_catalog, load_profile, parse_duration_s, plan_job
+from provisioner.plan import Plan
+from tests.stacks.conftest import Synth, run_synth
+
+
+def worker(result: Synth) -> dict[str, Any]:
+    (fn,) = [r["Properties"] for r in result.template("training")["Resources"].values()
+             if r["Type"] == "AWS::Lambda::Function"
+             and r["Properties"].get("ImageConfig", {}).get("Command") == [
+                 "functions.worker.handler"]]  # fmt: skip
+    return fn  # type: ignore[no-any-return]
+
+
+def ps_instances(result: Synth) -> list[dict[str, Any]]:
+    return [r["Properties"] for r in result.template("ps")["Resources"].values()
+            if r["Type"] == "AWS::EC2::Instance"]  # fmt: skip
+
+
+def assert_template_equals_plan(result: Synth, plan: Plan) -> None:
+    fn = worker(result)
+    assert fn["MemorySize"] == plan.memory_mb
+    assert fn["Architectures"] == [plan.arch]
+    assert fn["Timeout"] == plan.invocation_timeout_s
+    assert fn["EphemeralStorage"] == {"Size": plan.ephemeral_storage_mb}
+    assert fn.get("ReservedConcurrentExecutions") == (
+        plan.n_workers if plan.reserve_concurrency else None)
+    instances = ps_instances(result)
+    assert len(instances) == plan.ps_count
+    assert {i["InstanceType"] for i in instances} == {plan.ps_type}
+
+
+def planner(workload: str, deadline: str, **limits: Any) -> Plan:
+    return plan_job(load_profile(workload), load_catalog("lambda-2025"),
+                    Goal(deadline_s=parse_duration_s(deadline)), Limits(**limits), "x").plan
+
+
+def test_default_synth_prints_the_plan_writes_plan_json_and_builds_it(synth: Any) -> None:
+    result = synth(deadline="2h")
+    assert result.code == 0, result.stderr
+    document = result.plan_json()
+    plan = Plan.from_dict(document["plan"])
+    assert plan.job == "digits-demo" and plan.workload == "digits-mlp"
+    assert "frontier" in document and "alternatives" in document
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"plan digits-demo: {plan.n_workers} x {plan.memory_mb} MB")
+    assert lines[1].startswith("goal: deadline 2h00m00s; predicted ")
+    assert [f"why: {n}" for n in plan.notes] == [ln for ln in lines if ln.startswith("why: ")]
+    assert sorted(result.templates) == ["digits-demo-data", "digits-demo-ps",
+                                        "digits-demo-training"]  # fmt: skip
+    assert_template_equals_plan(result, plan)
+
+
+def test_a_tighter_deadline_changes_the_template_as_the_planner_says(synth: Any) -> None:
+    workload = "paper-cifar10-mobilenetv2"
+    loose, tight = planner(workload, "30m"), planner(workload, "10m")
+    changed = [f for f in ("n_workers", "memory_mb", "ps_type", "ps_count", "arch")
+               if getattr(loose, f) != getattr(tight, f)]  # fmt: skip
+    assert changed, "the planner should answer a 3x tighter deadline with a different plan"
+    for deadline, plan in (("30m", loose), ("10m", tight)):
+        result = synth(deadline=deadline, workload=workload, dataset="synthetic-cifar:2000")
+        assert result.code == 0, result.stderr
+        assert_template_equals_plan(result, plan)
+        assert Plan.from_dict(result.plan_json()["plan"]).n_workers == plan.n_workers
+
+
+def test_limits_from_context_reach_the_plan(synth: Any) -> None:
+    result = synth(deadline="1h", workload="cifar10-resnet18", dataset="synthetic-cifar:2000",
+                   arch="x86_64", max_memory_mb="3008", reserve_concurrency="true")
+    assert result.code == 0, result.stderr
+    plan = Plan.from_dict(result.plan_json()["plan"])
+    assert plan.arch == "x86_64" and plan.memory_mb <= 3008 and plan.reserve_concurrency
+    assert_template_equals_plan(result, plan)
+
+
+def test_same_inputs_give_byte_identical_templates(tmp_path: Path) -> None:
+    context = {"deadline": "45m", "workload": "paper-cifar10-mobilenetv2",
+               "dataset": "synthetic-cifar:2000"}  # fmt: skip
+    first = run_synth(context, str(tmp_path / "a"))
+    second = run_synth(context, str(tmp_path / "b"))
+    assert first.code == second.code == 0
+    names = sorted(p.name for p in (tmp_path / "a").glob("*.template.json"))
+    assert len(names) == 3
+    for name in names + ["plan.json"]:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_bad_context_lists_every_problem_and_exits_2(tmp_path: Path) -> None:
+    result = run_synth({"deadline": "soon", "workload": "nope", "arch": "sparc"},
+                       str(tmp_path))  # fmt: skip
+    assert result.code == 2
+    lines = result.stderr.splitlines()
+    assert lines[0] == ("error: deadline='soon' is not accepted; use a positive amount: "
+                        "seconds or e.g. 90m, 2h, 1h30m")  # fmt: skip
+    assert lines[1].startswith("error: workload='nope': profile 'nope' not found")
+    assert lines[2] == "error: arch='sparc' is not accepted; use one of x86_64, arm64, any"
+    assert len(lines) == 3 and not os.path.exists(tmp_path / "plan.json")
+
+
+def test_unknown_ps_type_is_one_line_exit_2(tmp_path: Path) -> None:
+    result = run_synth({"deadline": "2h", "ps_types": "z9.huge"}, str(tmp_path))
+    assert result.code == 2
+    assert result.stderr.startswith("error: PS type 'z9.huge' is not in catalog lambda-2025")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_infeasible_goal_is_one_line_exit_3(tmp_path: Path) -> None:
+    result = run_synth({"deadline": "1s"}, str(tmp_path))
+    assert result.code == 3
+    assert result.stderr.startswith("infeasible: ") and len(result.stderr.splitlines()) == 1
+    assert "fastest achievable" in result.stderr

@@ -2,8 +2,8 @@
 
 The workers, the prepare and finalize steps and the parameter servers all run this image, so
 there is one build per CPU architecture. Assets are hashed at synth and built at deploy: synth
-needs no Docker engine. The build context is the repo root (the image needs `functions/` and
-the pinned requirements); everything that is not an input of the image is excluded, which also
+needs no Docker engine. The build context is the repo root (the Dockerfile copies only
+`functions/`); everything that is not an input of the image is excluded, which also
 keeps the asset hash, and so the template, stable while tests and docs change.
 """
 
@@ -23,8 +23,6 @@ DOCKERFILE = "functions/Dockerfile"
 BUILD_CONTEXT_EXCLUDE = (
     "*",
     "!functions",
-    "!provisioner",
-    "!requirements.txt",
     "**/__pycache__",
     "**/*.pyc",
 )

@@ -77,7 +77,7 @@ def evaluate(model: torch.nn.Module, x: np.ndarray, y: np.ndarray) -> dict[str, 
 def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     task = WorkerTask.from_event(event)
     s3 = s3_client()
-    acked = request_checkpoints(task)
+    acked = request_checkpoints(task, timeout_s=min(task.ps_timeout_s, 30.0))
     iteration, vector = assemble_parameters(s3, task)
     manifest = datasets.read_manifest(s3, task.dataset_bucket, task.dataset_prefix)
     model = zoo.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)

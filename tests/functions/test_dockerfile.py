@@ -1,0 +1,98 @@
+"""The image cannot be built here (no Docker engine): check what it copies exists, its pins
+match the repo's, and its entry points import."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "functions" / "Dockerfile"
+
+
+def _instructions() -> list[tuple[str, str]]:
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def test_every_copy_source_exists() -> None:
+    copies = [rest.split() for word, rest in _instructions() if word == "COPY"]
+    assert copies, "the Dockerfile copies nothing"
+    for parts in copies:
+        for source in parts[:-1]:
+            assert (ROOT / source).exists(), f"COPY source {source} does not exist"
+
+
+def test_base_image_cmd_and_multi_arch() -> None:
+    inst = _instructions()
+    assert ("ARG", "BASE_IMAGE=public.ecr.aws/lambda/python:3.11") in inst
+    assert ("CMD", '["functions.worker.handler"]') in inst
+    assert ("ARG", "TARGETARCH") in inst
+    assert any("download.pytorch.org/whl/cpu" in rest for _, rest in inst)
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9_.\-\[\]]+)==(\S+)", line.strip())
+        if match:
+            pins[match.group(1).split("[")[0].lower()] = match.group(2)
+    return pins
+
+
+def test_image_pins_match_the_repo() -> None:
+    image, repo = _pins(ROOT / "functions" / "requirements.txt"), _pins(ROOT / "requirements.txt")
+    assert set(image) == {"torch", "numpy", "boto3", "scikit-learn"}
+    for name, version in image.items():
+        assert repo[name] == version, f"{name}: image pins {version}, repo pins {repo[name]}"
+
+
+def test_entry_points_import() -> None:
+    worker = importlib.import_module("functions.worker")
+    assert callable(worker.handler)
+    for name, attr in [
+        ("functions.finalize", "handler"),
+        ("functions.datasets", "prepare_handler"),
+        ("functions.ps", "main"),
+    ]:
+        assert callable(getattr(importlib.import_module(name), attr))
+    help_text = subprocess.run(
+        [sys.executable, "-m", "functions.ps", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert help_text.returncode == 0
+    for flag in (
+        "--job-id",
+        "--shard",
+        "--shards",
+        "--workers",
+        "--host",
+        "--port",
+        "--secret-ref",
+        "--model",
+        "--seed",
+        "--learning-rate",
+        "--momentum",
+        "--artifacts-bucket",
+        "--checkpoint-prefix",
+        "--checkpoint-every",
+    ):
+        assert flag in help_text.stdout
+
+
+def test_functions_never_imports_aws_cdk() -> None:
+    for path in (ROOT / "functions").glob("*.py"):
+        imports = re.findall(r"^\s*(?:import|from)\s+aws_cdk", path.read_text(), re.M)
+        assert not imports, f"{path.name} imports aws_cdk"

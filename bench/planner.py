@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import statistics
 import sys
 import time
@@ -203,7 +204,7 @@ def _ratio(x: float, ref: float) -> str:
     return "missed" if not math.isfinite(x) else f"{x / ref:.2f}×"
 
 
-def render(rows: Sequence[Row], timings: Sequence[Timing]) -> str:
+def render(rows: Sequence[Row], timings: Sequence[Timing], load_avg: float | None = None) -> str:
     """The Markdown report (table + regenerate command), also the README section."""
     exact = sum(r.exact for r in rows)
     a_met = sum(r.alg1_met for r in rows)
@@ -216,7 +217,9 @@ def render(rows: Sequence[Row], timings: Sequence[Timing]) -> str:
         "",
         f"Regenerate: `{REGENERATE}` (writes this file and `bench/results/planner.png`).",
         "All figures are *predictions of the model* from the committed catalogs and profiles",
-        "(profiles marked provisional hold estimates), measured on this 2-core machine.",
+        "(profiles marked provisional hold estimates), measured on this 2-core machine"
+        + ("." if load_avg is None else
+           f" (1-minute load average {load_avg:.1f} at the start of the run)."),
         "",
         "### Solve time (lambda-2025, 1 MB steps, all PS types × 1–8 shards, both arches)",
         "",
@@ -335,13 +338,14 @@ def write_png(rows: Sequence[Row], timings: Sequence[Timing], path: Path) -> Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    load_avg = os.getloadavg()[0]
     args = list(sys.argv[1:] if argv is None else argv)
     repeats = 15 if "--quick" not in args else 3
     rows = run_cases()
     timings = [time_solver(name, factor, repeats=repeats)
                for name in WORKLOADS for factor in (1.1, 2.0, 5.0)]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    text = render(rows, timings)
+    text = render(rows, timings, load_avg)
     (RESULTS / "planner.md").write_text(text, encoding="utf-8")
     write_png(rows, timings, RESULTS / "planner.png")
     print(text)

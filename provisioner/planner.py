@@ -696,6 +696,10 @@ def _infeasible_message(
     profile: WorkloadProfile, catalog: Catalog, space: Space, goal: Goal
 ) -> str:
     fast_s, fast = fastest_cell(profile, catalog, space)
+    if not math.isfinite(fast_s):
+        return (f"no configuration of {profile.name} can run on {catalog.name} under these "
+                f"limits: no memory size fits one iteration into an invocation of "
+                f"{catalog.invocation_timeout_s} s, or the dataset shard does not fit in /tmp")
     cheap = solve_deadline(profile, catalog, space, math.inf)
     wanted = []
     if goal.deadline_s is not None:

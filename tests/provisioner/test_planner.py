@@ -175,3 +175,11 @@ def test_plan_fields_are_consistent(catalog_2025: Catalog) -> None:
 def test_goal_must_have_a_deadline_or_budget(catalog_2025: Catalog) -> None:
     with pytest.raises(ValueError, match="goal: give a deadline, a budget or both"):
         plan_job(RESNET, catalog_2025, Goal(), Limits(), "t")
+
+
+def test_a_workload_that_cannot_run_says_so(catalog_2025: Catalog) -> None:
+    profile = make_profile(training_rate={"x86_64": {"points": [
+        {"vcpu_share": 1.0, "samples_per_s": 0.001}]}})
+    with pytest.raises(Infeasible) as err:
+        plan_job(profile, catalog_2025, Goal(deadline_s=3600), Limits(), "t")
+    assert str(err.value).startswith("no configuration of test-workload can run on lambda-2025")

@@ -100,7 +100,8 @@ def synth_job(app: App, *, err: TextIO) -> int:
     plan_path = os.path.join(app.outdir, "plan.json")
     with open(plan_path, "w", encoding="utf-8") as handle:
         handle.write(result.to_json())
-    print(f"plan written to {os.path.relpath(plan_path)}", file=err)
+    shown = os.path.relpath(plan_path)
+    print(f"plan written to {plan_path if shown.startswith('..') else shown}", file=err)
     add_job_stacks(app, plan=result.plan, dataset=ctx.dataset)
     return 0
 

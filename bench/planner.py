@@ -27,19 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner import Goal, Limits, load_catalog, load_profile
+from provisioner.baselines import algorithm1, fixed_route_space, naive
 from provisioner.catalog import Catalog
 from provisioner.parse import format_duration_s
-from provisioner.planner import (
-    algorithm1,
-    build_space,
-    exhaustive,
-    fastest_cell,
-    fixed_route_space,
-    naive,
-    plan_job,
-    solve_deadline,
-)
+from provisioner.planner import plan_job
 from provisioner.profile import WorkloadProfile
+from provisioner.search import exhaustive, fastest_cell, solve_deadline
+from provisioner.space import build_space
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WORKLOADS = ("digits-mlp", "cifar10-resnet18", "paper-cifar10-mobilenetv2")

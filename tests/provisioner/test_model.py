@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from provisioner import model
-from provisioner.planner import Choice, predict
+from provisioner.planner import predict
 from provisioner.profile import RateCurve
+from provisioner.space import Choice
 from tests.provisioner.conftest import make_profile
 
 

@@ -11,15 +11,8 @@ import pytest
 from provisioner import Goal, Infeasible, Limits, load_catalog, load_profile, plan_job
 from provisioner.catalog import Catalog
 from provisioner.parse import format_duration_s, format_usd
-from provisioner.planner import (
-    Pool,
-    _order,
-    build_space,
-    dominated_ps_types,
-    exhaustive,
-    fastest_cell,
-    solve_deadline,
-)
+from provisioner.search import Pool, exhaustive, fastest_cell, goal_order, solve_deadline
+from provisioner.space import build_space, dominated_ps_types
 from tests.provisioner.conftest import make_profile
 
 RESNET = load_profile("cifar10-resnet18")
@@ -71,9 +64,9 @@ def test_full_one_mb_grid_matches_exhaustive_with_few_workers(catalog_2025: Cata
 def test_ties_go_to_the_faster_then_smaller_configuration() -> None:
     pool = Pool(r=np.array([0, 1, 0, 2]), ni=np.array([3, 0, 1, 1]), j=np.array([0, 0, 5, 2]),
                 total_s=np.array([10.0, 9.0, 9.0, 9.0]), total_usd=np.array([1.0, 1.0, 1.0, 2.0]))
-    order = _order(pool, cost_first=True)
+    order = goal_order(pool, cost_first=True)
     assert order.tolist() == [1, 2, 0, 3]  # cost, then time, then n-index, then memory
-    assert _order(pool, cost_first=False).tolist() == [1, 2, 3, 0]  # time, then cost
+    assert goal_order(pool, cost_first=False).tolist() == [1, 2, 3, 0]  # time, then cost
 
 
 def test_infeasible_message_names_fastest_time_and_cheapest_cost(catalog_2025: Catalog) -> None:

@@ -9,7 +9,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from provisioner.plan import Goal
-from provisioner.planner import Infeasible, Limits, build_space, exhaustive, fastest_cell, plan_job
+from provisioner.planner import plan_job
+from provisioner.search import exhaustive, fastest_cell
+from provisioner.space import Infeasible, Limits, build_space
 from tests.provisioner.conftest import make_profile, small_catalog
 
 SETTINGS = settings(max_examples=150, deadline=None,

@@ -1,0 +1,291 @@
+"""Exact search over the space: cheapest under a deadline, fastest within a budget.
+
+Strategy (exact, vectorised over (route, n) pairs):
+1. For a fixed route and n, the time T(m) is non-increasing in m (R(m) and B_s(m) are
+   non-decreasing, so fewer chain links are needed): the cells meeting a deadline are a suffix
+   of the memory grid, and a vectorised bisection finds where each suffix starts.
+2. Cost is *not* monotone in m. Every cost item grows with m, with the billed time and with the
+   number of links, so over a block of memories [a, b] the cost is at least the cost formula
+   with memory a and the times of memory b. Pairs, then blocks (coarse to fine), whose bound
+   exceeds the best cost found so far are pruned; surviving blocks are evaluated whole.
+3. Before any bisection, pairs are pruned by the fastest time they can reach (at the top
+   memory) and by a bound on their Lambda GB-s (k·b_l·min(m/R(m)) plus the rest at the top).
+Tie-breaks: cost, then time, then smaller n, smaller m, route order (budget: time first).
+`exhaustive` enumerates every cell, without pruning PS types, as the reference in tests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from provisioner.catalog import Catalog
+from provisioner.model import Arr, Cells, NTerms, costs, timeline
+from provisioner.plan import Goal
+from provisioner.profile import WorkloadProfile
+from provisioner.space import (
+    Choice,
+    Flat,
+    Limits,
+    Space,
+    build_space,
+    cells_at,
+    choice_of,
+    flatten,
+    grid,
+)
+
+SLACK = 1e-9  # relative widening of bound windows so float rounding never drops the optimum
+
+
+BLOCK_LEVELS = (1024, 128, 16)  # memory steps per bounded block, coarse to fine, in cost windows
+
+
+_CELL_FIELDS = tuple(Cells.__dataclass_fields__)
+
+@dataclass(frozen=True)
+class Pool:
+    """Evaluated candidate cells (flat arrays): route, n-index, memory-index, time, cost."""
+
+    r: Arr
+    ni: Arr
+    j: Arr
+    total_s: Arr
+    total_usd: Arr
+
+    @staticmethod
+    def of(r: Arr, ni: Arr, j: Arr, cells: Cells) -> Pool:
+        shape = np.broadcast(r, ni, j).shape
+
+        def flat(x: Arr) -> Arr:
+            return np.broadcast_to(x, shape).ravel()
+
+        return Pool(r=flat(r), ni=flat(ni), j=flat(j), total_s=flat(cells.total_s),
+                    total_usd=flat(cells.total_usd))
+
+    @staticmethod
+    def concat(pools: list[Pool]) -> Pool:
+        return Pool(*(np.concatenate([getattr(p, f) for p in pools])
+                      for f in ("r", "ni", "j", "total_s", "total_usd")))
+
+
+def goal_order(pool: Pool, cost_first: bool) -> Arr:
+    """Indices of the pool in goal order: (cost, time) or (time, cost), then n, m, route.
+
+    np.lexsort treats its *last* key as the primary one, hence the reversed tuples.
+    """
+    keys = (pool.r, pool.j, pool.ni)
+    primary = (pool.total_s, pool.total_usd) if cost_first else (pool.total_usd, pool.total_s)
+    return np.lexsort((*keys, *primary))
+
+
+def ragged(starts: Arr, stops: Arr) -> tuple[Arr, Arr]:
+    """Flat (owner, index) pairs for the inclusive windows [start, stop] of every owner."""
+    counts = np.maximum(stops - starts + 1, 0)
+    owner = np.repeat(np.arange(starts.size), counts)
+    offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return owner, starts[owner] + offsets
+
+
+def _cells(
+    profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr, nt: NTerms, j: Arr
+) -> Cells:
+    """Timeline and costs of flat cells whose n-terms are already taken (same math as evaluate)."""
+    a = space.route_arch[r]
+    mem = space.memory_mb[j]
+    tl = timeline(profile, catalog, nt, mem, space.rate[a, j])
+    return costs(catalog, nt, tl, mem, space.usd_per_gb_s[a], space.route_usd_per_hour[r])
+
+
+def _bisect_deadline(
+    profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr, nt: NTerms,
+    deadline_s: float,
+) -> Arr:
+    """Smallest memory index with T ≤ deadline per flat cell; the top index must satisfy it."""
+    lo = np.zeros(r.size, dtype=np.int64)
+    hi = np.full(r.size, space.memory_mb.size - 1, dtype=np.int64)
+    while np.any(lo < hi):
+        mid = (lo + hi) // 2
+        a = space.route_arch[r]
+        t = timeline(profile, catalog, nt, space.memory_mb[mid], space.rate[a, mid]).total_s
+        ok = np.isfinite(t) & (t <= deadline_s)
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, np.minimum(mid + 1, hi))
+    return lo
+
+
+def _compute_bound(space: Space, r: Arr, ni: Arr, at_top: Cells) -> Arr:
+    """Lower bound on the Lambda compute cost of a (route, n) over every memory size.
+
+    GB-s = m·n·billed(m)/1024 with billed(m) = k·b_l/R(m) + rest(m); m/R(m) is at least its
+    minimum over the grid, and rest(m) — start-up, load, exchange, chaining — is non-increasing
+    in m, so it is at least its value at the top memory, paid at the smallest memory.
+    """
+    a = space.route_arch[r]
+    with np.errstate(divide="ignore"):
+        best_mb_per_rate = np.min(space.memory_mb[None, :] / space.rate, axis=1)
+    k = np.asarray(at_top.iterations, dtype=np.float64)
+    rest_s = at_top.billed_s - k * at_top.compute_per_iteration_s
+    gb_s = (k * at_top.local_batch * best_mb_per_rate[a]
+            + space.memory_mb[0] * rest_s) * space.n[ni] / 1024.0
+    return np.asarray(space.usd_per_gb_s[a] * gb_s)
+
+
+def solve_deadline(
+    profile: WorkloadProfile, catalog: Catalog, space: Space, deadline_s: float,
+    flat: Flat | None = None,
+) -> tuple[int, Pool] | None:
+    """The cheapest cell with T ≤ deadline (ties: faster); None if no cell meets it.
+
+    Bounds prune (route, n) pairs before any bisection: T at the top memory is the fastest the
+    pair can be, and cost ≥ base + slope·m with base and slope taken at the top memory.
+    """
+    f = flat if flat is not None else flatten(profile, catalog, space)
+    top = space.memory_mb.size - 1
+    ids = np.nonzero(f.nt.ok)[0]
+    nt, r, ni = f.nt.take(ids), f.r[ids], f.ni[ids]
+    at_top = _cells(profile, catalog, space, r, nt, np.full(ids.size, top))
+    alive = np.isfinite(at_top.total_s) & (at_top.total_s <= deadline_s)
+    if not np.any(alive):
+        return None
+    ids, nt, r, ni = ids[alive], nt.take(np.nonzero(alive)[0]), r[alive], ni[alive]
+    at_top = Cells(*(np.asarray(getattr(at_top, k))[alive] for k in _CELL_FIELDS))
+    pools = [Pool.of(r, ni, np.full(r.size, top), at_top)]
+    slope = at_top.lambda_usd / space.memory_mb[top]
+    base = at_top.total_usd - at_top.lambda_usd
+    best_usd = float(at_top.total_usd.min())
+
+    def survivors(lower_bound: Arr) -> Arr:
+        return np.nonzero(lower_bound <= best_usd * (1 + SLACK))[0]
+
+    # A cheap first pass: bisect the pairs with the lowest bound to tighten best_usd.
+    lb0 = np.maximum(base + slope * space.memory_mb[0],
+                     _compute_bound(space, r, ni, at_top) + base)
+    probe = np.argsort(lb0, kind="stable")[:64]
+    j_probe = _bisect_deadline(profile, catalog, space, r[probe], nt.take(probe), deadline_s)
+    probe_cells = _cells(profile, catalog, space, r[probe], nt.take(probe), j_probe)
+    best_usd = min(best_usd, float(probe_cells.total_usd.min()))
+    keep = survivors(lb0)
+    r, ni, nt, base, slope = r[keep], ni[keep], nt.take(keep), base[keep], slope[keep]
+    j0 = _bisect_deadline(profile, catalog, space, r, nt, deadline_s)
+    first = _cells(profile, catalog, space, r, nt, j0)
+    pools.append(Pool.of(r, ni, j0, first))
+    best_usd = min(best_usd, float(first.total_usd.min()))
+    keep = survivors(base + slope * space.memory_mb[j0])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m_hi = np.where(slope[keep] > 0, (best_usd * (1 + SLACK) - base[keep]) / slope[keep],
+                        np.inf)
+    stop = np.minimum(np.searchsorted(space.memory_mb, m_hi, side="right") - 1, top - 1)
+    # Windows (j0, stop] split into blocks, coarse to fine; a block [a, b] is bounded by the cost
+    # formula with memory a and the (lower) times of memory b, so only blocks that could still
+    # win are split further, and only blocks of BLOCK steps that survive are evaluated whole.
+    sel, a, b = keep, j0[keep] + 1, stop
+    for size in (*BLOCK_LEVELS, 1):
+        count = np.maximum(-(-(b - a + 1) // size), 0)
+        owner, t = ragged(np.zeros_like(count), count - 1)
+        sel, a = sel[owner], a[owner] + t * size
+        b = np.minimum(a + size - 1, b[owner])
+        if sel.size == 0:
+            break
+        ends = _cells(profile, catalog, space, r[sel], nt.take(sel), b)
+        pools.append(Pool.of(r[sel], ni[sel], b, ends))
+        best_usd = min(best_usd, float(ends.total_usd.min()))
+        if size == 1:
+            break
+        bound = ends.total_usd - ends.lambda_usd + ends.lambda_usd / space.memory_mb[b] * (
+            space.memory_mb[a])
+        live = survivors(bound)
+        live = live[a[live] < b[live]]  # the end itself is evaluated already
+        sel, a, b = sel[live], a[live], b[live] - 1
+    pool = Pool.concat(pools)
+    best = int(goal_order(pool, cost_first=True)[0])
+    return best, pool
+
+
+def solve_budget(
+    profile: WorkloadProfile, catalog: Catalog, space: Space, budget_usd: float,
+    flat: Flat | None = None,
+) -> tuple[int, Pool] | None:
+    """The fastest cell with C ≤ budget (ties: cheaper); None if no cell fits.
+
+    The cheapest cell of the space gives a first feasible time T_ub (or proves the budget too
+    small). A (route, n) pair can only beat T_ub with memories whose cost bound fits the budget
+    (m ≤ its cap); blocks of memories are pruned when their cost bound exceeds the budget or the
+    time at their top end — the fastest they can be — exceeds T_ub, coarse to fine.
+    """
+    f = flat if flat is not None else flatten(profile, catalog, space)
+    cheap = solve_deadline(profile, catalog, space, math.inf, f)
+    if cheap is None or float(cheap[1].total_usd[cheap[0]]) > budget_usd:
+        return None
+    pools = [cheap[1]]
+    t_ub = float(cheap[1].total_s[cheap[0]])
+    top = space.memory_mb.size - 1
+    ids = np.nonzero(f.nt.ok)[0]
+    nt, r, ni = f.nt.take(ids), f.r[ids], f.ni[ids]
+    at_top = _cells(profile, catalog, space, r, nt, np.full(ids.size, top))
+    with np.errstate(invalid="ignore"):
+        base = at_top.total_usd - at_top.lambda_usd
+    slope = at_top.lambda_usd / space.memory_mb[top]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m_cap = np.where(slope > 0, (budget_usd * (1 + SLACK) - base) / slope, np.inf)
+    j_cap = np.minimum(np.searchsorted(space.memory_mb, m_cap, side="right") - 1, top)
+    alive = np.nonzero((j_cap >= 0) & (at_top.total_s <= t_ub * (1 + SLACK)))[0]
+    r, ni, nt, j_cap = r[alive], ni[alive], nt.take(alive), j_cap[alive]
+    sel, a, b = np.arange(r.size), np.zeros(r.size, dtype=np.int64), j_cap
+    for size in (*BLOCK_LEVELS, 1):
+        count = np.maximum(-(-(b - a + 1) // size), 0)
+        owner, t = ragged(np.zeros_like(count), count - 1)
+        sel, a = sel[owner], a[owner] + t * size
+        b = np.minimum(a + size - 1, b[owner])
+        if sel.size == 0:
+            break
+        ends = _cells(profile, catalog, space, r[sel], nt.take(sel), b)
+        pools.append(Pool.of(r[sel], ni[sel], b, ends))
+        fits = ends.total_usd <= budget_usd
+        if np.any(fits):
+            t_ub = min(t_ub, float(ends.total_s[fits].min()))
+        if size == 1:
+            break
+        bound = ends.total_usd - ends.lambda_usd + ends.lambda_usd / space.memory_mb[b] * (
+            space.memory_mb[a])
+        live = np.nonzero((bound <= budget_usd * (1 + SLACK))
+                          & (ends.total_s <= t_ub * (1 + SLACK)) & (a < b))[0]
+        sel, a, b = sel[live], a[live], b[live] - 1
+    pool = Pool.concat(pools)
+    fits = pool.total_usd <= budget_usd
+    order = goal_order(pool, cost_first=False)
+    best = int(order[fits[order]][0])
+    return best, pool
+
+
+def fastest_cell(profile: WorkloadProfile, catalog: Catalog, space: Space) -> tuple[float, Choice]:
+    """The fastest achievable configuration: T is non-increasing in m, so check the top memory."""
+    r, ni = grid(space)
+    top = np.full((r.shape[0], ni.shape[1]), space.memory_mb.size - 1)
+    cells = cells_at(profile, catalog, space, r, ni, top)
+    flat = int(np.argmin(cells.total_s))
+    rr, nn = np.unravel_index(flat, cells.total_s.shape)
+    return float(cells.total_s[rr, nn]), choice_of(space, int(rr), int(nn), top[rr, nn])
+
+
+def exhaustive(
+    profile: WorkloadProfile, catalog: Catalog, limits: Limits, goal: Goal
+) -> tuple[Choice, float, float] | None:
+    """Reference optimum: evaluate every cell (no PS-type pruning) and sort. Small grids only."""
+    space = build_space(profile, catalog, limits, prune=False)
+    shape = (len(space.route_ps), space.n.size, space.memory_mb.size)
+    r, ni, j = np.meshgrid(*(np.arange(k) for k in shape), indexing="ij")
+    pool = Pool.of(r, ni, j, cells_at(profile, catalog, space, r, ni, j))
+    ok = np.isfinite(pool.total_s)
+    if goal.deadline_s is not None:
+        ok &= pool.total_s <= goal.deadline_s
+    if goal.budget_usd is not None:
+        ok &= pool.total_usd <= goal.budget_usd
+    if not np.any(ok):
+        return None
+    order = goal_order(pool, cost_first=goal.deadline_s is not None)
+    best = int(order[ok[order]][0])
+    return (choice_of(space, int(pool.r[best]), int(pool.ni[best]), int(pool.j[best])),
+            float(pool.total_s[best]), float(pool.total_usd[best]))

@@ -1,0 +1,221 @@
+"""The discrete search space: limits, axes, routes and the model evaluated on its cells.
+
+Search space: n = 1 … min(concurrency limit, b_g^max); m on the catalog's grid between the
+profile's minimum and the limit; every architecture the catalog, the profile and the limits
+allow; every PS type (minus those another type beats on bandwidth *and* price) × 1 … max
+shards. A *route* is one (architecture, PS type, shard count); a cell is (route, n, m).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from provisioner.catalog import Catalog, PsType
+from provisioner.model import (
+    Arr,
+    Axis,
+    Cells,
+    NTerms,
+    evaluate,
+    n_terms,
+    training_rate_samples_s,
+    vcpu_share,
+)
+from provisioner.profile import WorkloadProfile
+
+ARCH_CHOICES = ("x86_64", "arm64", "any")
+
+class Infeasible(ValueError):  # noqa: N818 - the contract names it Infeasible
+    """No configuration meets the goal under the limits; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The account's and the user's limits on the search space."""
+
+    max_memory_mb: int | None = None
+    max_concurrency: int | None = None
+    arch: str = "any"
+    ps_types: tuple[str, ...] | None = None
+    reserve_concurrency: bool = False
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A cell of the search space."""
+
+    n_workers: int
+    memory_mb: int
+    arch: str
+    ps_type: str
+    ps_count: int
+
+
+@dataclass(frozen=True)
+class Space:
+    """The discrete search space as arrays; a route is one (arch, PS type, PS count)."""
+
+    memory_mb: Arr  # (J,)
+    n: Arr  # (N,)
+    archs: tuple[str, ...]
+    rate: Arr  # (A, J) R(m) per architecture
+    usd_per_gb_s: Arr  # (A,)
+    route_arch: Arr  # (R,) index into archs
+    route_ps: tuple[tuple[str, int], ...]  # (R,) (ps type, count)
+    route_shard_mb_s: Arr  # (R,)
+    route_count: Arr  # (R,)
+    route_usd_per_hour: Arr  # (R,)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def concurrency_cap(catalog: Catalog, limits: Limits) -> int:
+    """Workers the account can run: the limit, minus the unreserved headroom if reserving."""
+    cap = catalog.concurrency_limit
+    if limits.max_concurrency is not None:
+        cap = limits.max_concurrency
+    if limits.reserve_concurrency:
+        cap -= catalog.unreserved_concurrency_min
+    return min(cap, 1000)
+
+
+def dominated_ps_types(types: tuple[PsType, ...]) -> set[str]:
+    """Types another type beats on baseline bandwidth and price (never better in the model).
+
+    The model uses one core per shard and the baseline bandwidth, so a type with no more
+    bandwidth at no lower price can only tie or lose; on exact equality the first name is kept.
+    """
+    out: set[str] = set()
+    for b in types:
+        for a in types:
+            if a.name == b.name:
+                continue
+            no_worse = a.baseline_gbps >= b.baseline_gbps and a.usd_per_hour <= b.usd_per_hour
+            equal = a.baseline_gbps == b.baseline_gbps and a.usd_per_hour == b.usd_per_hour
+            if no_worse and (not equal or a.name < b.name):
+                out.add(b.name)
+                break
+    return out
+
+
+def validate_limits(catalog: Catalog, limits: Limits) -> None:
+    """Reject limits that name nothing in the catalog, one line each."""
+    if limits.arch not in ARCH_CHOICES:
+        raise ValueError(f"arch {limits.arch!r} is not one of {', '.join(ARCH_CHOICES)}")
+    if limits.max_memory_mb is not None and limits.max_memory_mb < catalog.memory_min_mb:
+        raise ValueError(
+            f"max memory {limits.max_memory_mb} MB is below the catalog minimum "
+            f"({catalog.memory_min_mb}..{catalog.memory_max_mb} MB accepted)"
+        )
+    if limits.max_concurrency is not None and limits.max_concurrency < 1:
+        raise ValueError(f"max concurrency {limits.max_concurrency} is not a positive integer")
+    known = [p.name for p in catalog.ps_types]
+    for name in limits.ps_types or ():
+        if name not in known:
+            raise ValueError(
+                f"PS type {name!r} is not in catalog {catalog.name} (accepted: {', '.join(known)})"
+            )
+
+
+def build_space(
+    profile: WorkloadProfile, catalog: Catalog, limits: Limits, *, prune: bool = True
+) -> Space:
+    """Enumerate the axes allowed by catalog, profile and limits; Infeasible if one is empty."""
+    validate_limits(catalog, limits)
+    top = catalog.memory_max_mb if limits.max_memory_mb is None else min(
+        catalog.memory_max_mb, limits.max_memory_mb
+    )
+    mem = np.array([m for m in catalog.memory_grid_mb if profile.min_memory_mb <= m <= top])
+    if mem.size == 0:
+        raise Infeasible(
+            f"no memory size fits: workload {profile.name} needs ≥ {profile.min_memory_mb} MB "
+            f"but the limit allows at most {top} MB"
+        )
+    wanted = [a.arch for a in catalog.architectures]
+    if limits.arch != "any":
+        wanted = [a for a in wanted if a == limits.arch]
+    archs = tuple(a for a in wanted if profile.rate(a) is not None)
+    if not archs:
+        raise Infeasible(
+            f"no architecture fits: limit {limits.arch}, catalog {catalog.name} offers "
+            f"{', '.join(a.arch for a in catalog.architectures)}, workload {profile.name} is "
+            f"profiled on {', '.join(profile.architectures)}"
+        )
+    n_max = min(concurrency_cap(catalog, limits), profile.max_global_batch)
+    if n_max < 1:
+        raise Infeasible(f"no worker count fits: the concurrency limit leaves {n_max} workers")
+    rate = np.stack([
+        training_rate_samples_s(
+            profile.rate(a),  # type: ignore[arg-type]  # archs only holds profiled ones
+            vcpu_share(mem, catalog.mb_per_vcpu, catalog.max_vcpu), mem,
+        )
+        for a in archs
+    ])
+    types = [p for p in catalog.ps_types if limits.ps_types is None or p.name in limits.ps_types]
+    drop = dominated_ps_types(tuple(types)) if prune else set()
+    kept = [p for p in types if p.name not in drop]
+    routes = [(ai, p, c) for ai in range(len(archs)) for p in kept
+              for c in range(1, catalog.ps_max_shards + 1)]
+    notes = (f"PS types {', '.join(sorted(drop))} skipped: another type has ≥ baseline "
+             f"bandwidth at ≤ price",) if drop else ()
+    return Space(
+        memory_mb=mem,
+        n=np.arange(1, n_max + 1, dtype=np.int64),
+        archs=archs,
+        rate=rate,
+        usd_per_gb_s=np.array([catalog.arch(a).usd_per_gb_s for a in archs]),
+        route_arch=np.array([r[0] for r in routes], dtype=np.int64),
+        route_ps=tuple((r[1].name, r[2]) for r in routes),
+        route_shard_mb_s=np.array([r[1].baseline_mb_s for r in routes]),
+        route_count=np.array([r[2] for r in routes], dtype=np.int64),
+        route_usd_per_hour=np.array([r[1].usd_per_hour for r in routes]),
+        notes=notes,
+    )
+
+
+def cells_at(
+    profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr, ni: Arr, j: Arr
+) -> Cells:
+    """Evaluate the model at broadcastable route, n-index and memory-index arrays."""
+    a = space.route_arch[r]
+    return evaluate(profile, catalog, Axis(
+        memory_mb=space.memory_mb[j],
+        rate_samples_s=space.rate[a, j],
+        usd_per_gb_s=space.usd_per_gb_s[a],
+        n=space.n[ni],
+        shard_mb_s=space.route_shard_mb_s[r],
+        ps_count=space.route_count[r],
+        ps_usd_per_hour=space.route_usd_per_hour[r],
+    ))
+
+
+def grid(space: Space) -> tuple[Arr, Arr]:
+    r = np.arange(len(space.route_ps))[:, None]
+    ni = np.arange(space.n.size)[None, :]
+    return r, ni
+
+
+@dataclass(frozen=True)
+class Flat:
+    """Every (route, n) pair of a space, flattened (id = route·N + n-index), n-terms included."""
+
+    r: Arr
+    ni: Arr
+    nt: NTerms
+
+
+def flatten(profile: WorkloadProfile, catalog: Catalog, space: Space) -> Flat:
+    r, ni = grid(space)
+    nt = n_terms(profile, catalog, space.n[ni], space.route_shard_mb_s[r], space.route_count[r])
+    shape = (r.shape[0], ni.shape[1])
+    return Flat(r=np.broadcast_to(r, shape).ravel(), ni=np.broadcast_to(ni, shape).ravel(),
+                nt=nt.flat())
+
+
+def choice_of(space: Space, r: int, ni: int, j: int) -> Choice:
+    ps_type, count = space.route_ps[r]
+    return Choice(
+        n_workers=int(space.n[ni]), memory_mb=int(space.memory_mb[j]),
+        arch=space.archs[int(space.route_arch[r])], ps_type=ps_type, ps_count=count,
+    )

@@ -79,12 +79,14 @@ def reduced(catalog: Catalog, step_mb: int) -> Catalog:
     if catalog.memory_step_mb >= step_mb:
         return catalog
     top = catalog.memory_min_mb + (catalog.memory_max_mb - catalog.memory_min_mb) // step_mb * (
-        step_mb)
+        step_mb
+    )
     return dataclasses.replace(catalog, memory_step_mb=step_mb, memory_max_mb=top)
 
 
-def _ours(profile: WorkloadProfile, catalog: Catalog, limits: Limits,
-          deadline_s: float) -> tuple[float, float]:
+def _ours(
+    profile: WorkloadProfile, catalog: Catalog, limits: Limits, deadline_s: float
+) -> tuple[float, float]:
     res = solve_deadline(profile, catalog, build_space(profile, catalog, limits), deadline_s)
     if res is None:
         return math.inf, math.inf
@@ -92,8 +94,9 @@ def _ours(profile: WorkloadProfile, catalog: Catalog, limits: Limits,
     return float(pool.total_usd[i]), float(pool.total_s[i])
 
 
-def compare(profile: WorkloadProfile, catalog: Catalog, factors: Sequence[float],
-            step_mb: int, max_n: int) -> list[Row]:
+def compare(
+    profile: WorkloadProfile, catalog: Catalog, factors: Sequence[float], step_mb: int, max_n: int
+) -> list[Row]:
     """All comparisons for one workload on one catalog."""
     small_cat = reduced(catalog, step_mb)
     # A catalog already on a coarse grid (lambda-2020) is enumerated whole.
@@ -111,19 +114,34 @@ def compare(profile: WorkloadProfile, catalog: Catalog, factors: Sequence[float]
         f_usd = float(fixed[1].total_usd[fixed[0]]) if fixed else math.inf
         a = algorithm1(profile, catalog, Limits(), d)
         _, n_s, n_usd = naive(profile, catalog, Limits(), d)
-        rows.append(Row(
-            workload=profile.name, catalog=catalog.name, factor=factor, deadline_s=d,
-            anchor="ours" if anchor == fast_s else "λDNN",
-            reduced_ours_usd=r_usd, reduced_exhaustive_usd=want[2] if want else math.inf,
-            ours_usd=o_usd, ours_s=o_s, fixed_usd=f_usd, alg1_usd=a[2] if a else math.inf,
-            alg1_s=a[1] if a else math.inf, naive_usd=n_usd, naive_s=n_s,
-        ))
+        rows.append(
+            Row(
+                workload=profile.name,
+                catalog=catalog.name,
+                factor=factor,
+                deadline_s=d,
+                anchor="ours" if anchor == fast_s else "λDNN",
+                reduced_ours_usd=r_usd,
+                reduced_exhaustive_usd=want[2] if want else math.inf,
+                ours_usd=o_usd,
+                ours_s=o_s,
+                fixed_usd=f_usd,
+                alg1_usd=a[2] if a else math.inf,
+                alg1_s=a[1] if a else math.inf,
+                naive_usd=n_usd,
+                naive_s=n_s,
+            )
+        )
     return rows
 
 
-def run_cases(workloads: Sequence[str] = WORKLOADS, catalogs: Sequence[str] = CATALOGS,
-              factors: Sequence[float] = FACTORS, step_mb: int = 64,
-              max_n: int = 64) -> list[Row]:
+def run_cases(
+    workloads: Sequence[str] = WORKLOADS,
+    catalogs: Sequence[str] = CATALOGS,
+    factors: Sequence[float] = FACTORS,
+    step_mb: int = 64,
+    max_n: int = 64,
+) -> list[Row]:
     """The comparison table over workloads × catalogs × deadline factors."""
     rows: list[Row] = []
     for cat_name in catalogs:
@@ -172,20 +190,23 @@ def time_solver(name: str, factor: float = 2.0, repeats: int = 15) -> Timing:
         return solve_deadline(profile, catalog, build_space(profile, catalog, Limits()), d)
 
     def full(points: int) -> Callable[[], object]:
-        return lambda: plan_job(profile, catalog, Goal(deadline_s=d), Limits(), "bench",
-                                frontier_points=points)
+        return lambda: plan_job(
+            profile, catalog, Goal(deadline_s=d), Limits(), "bench", frontier_points=points
+        )
 
     return Timing(
         workload=name,
         factor=factor,
         cells=len(build_space(profile, catalog, Limits(), prune=False).route_ps)
-        * space.n.size * space.memory_mb.size,
+        * space.n.size
+        * space.memory_mb.size,
         deadline_s=d,
         search_ms=median_ms(search, repeats),
         plan_job_ms=median_ms(full(0), repeats),
         frontier_ms=median_ms(full(12), max(3, repeats // 5)),
         exhaustive_reduced_ms=median_ms(
-            lambda: exhaustive(profile, small_cat, small_lim, Goal(deadline_s=d)), 3),
+            lambda: exhaustive(profile, small_cat, small_lim, Goal(deadline_s=d)), 3
+        ),
         reduced_cells=len(small.route_ps) * small.n.size * small.memory_mb.size,
     )
 
@@ -212,8 +233,11 @@ def render(rows: Sequence[Row], timings: Sequence[Timing], load_avg: float | Non
         f"Regenerate: `{REGENERATE}` (writes this file and `bench/results/planner.png`).",
         "All figures are *predictions of the model* from the committed catalogs and profiles",
         "(profiles marked provisional hold estimates), measured on this 2-core machine"
-        + ("." if load_avg is None else
-           f" (1-minute load average {load_avg:.1f} at the start of the run)."),
+        + (
+            "."
+            if load_avg is None
+            else f" (1-minute load average {load_avg:.1f} at the start of the run)."
+        ),
         "",
         "### Solve time (lambda-2025, 1 MB steps, all PS types × 1–8 shards, both arches)",
         "",
@@ -226,7 +250,8 @@ def render(rows: Sequence[Row], timings: Sequence[Timing], load_avg: float | Non
             f"| {t.workload} | {t.factor:g}× fastest | {t.cells:,} | {t.search_ms:.1f} ms | "
             f"{t.plan_job_ms:.1f} ms | "
             f"{t.frontier_ms:.0f} ms | {t.exhaustive_reduced_ms:.0f} ms for "
-            f"{t.reduced_cells:,} cells |")
+            f"{t.reduced_cells:,} cells |"
+        )
     lines += [
         "",
         "### Cost of the chosen plan",
@@ -251,7 +276,8 @@ def render(rows: Sequence[Row], timings: Sequence[Timing], load_avg: float | Non
             f"{'=' if r.exact else '≠'} {_usd(r.reduced_ours_usd)} | "
             f"{_ratio(r.fixed_usd, r.ours_usd)} | "
             f"{_ratio(r.alg1_usd if r.alg1_met else math.inf, r.ours_usd)} | "
-            f"{_ratio(r.naive_usd if r.naive_met else math.inf, r.ours_usd)} |")
+            f"{_ratio(r.naive_usd if r.naive_met else math.inf, r.ours_usd)} |"
+        )
     lines += [
         "",
         "Last three columns: cost relative to ours, or *missed* when no plan of that strategy",
@@ -289,8 +315,9 @@ the fastest achievable time and the cheapest achievable cost under the limits).
 def _summary(ratios: Sequence[float]) -> str:
     if not ratios:
         return "n/a"
-    return (f"median {statistics.median(ratios):.2f}×, max {max(ratios):.2f}× "
-            f"(min {min(ratios):.2f}×)")
+    return (
+        f"median {statistics.median(ratios):.2f}×, max {max(ratios):.2f}× (min {min(ratios):.2f}×)"
+    )
 
 
 def write_png(rows: Sequence[Row], timings: Sequence[Timing], path: Path) -> None:
@@ -300,16 +327,24 @@ def write_png(rows: Sequence[Row], timings: Sequence[Timing], path: Path) -> Non
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    labels = [f"{r.workload.split('-')[0]}/{r.catalog[-4:]}\n{r.factor:g}× {r.anchor}"
-              for r in rows]
+    labels = [
+        f"{r.workload.split('-')[0]}/{r.catalog[-4:]}\n{r.factor:g}× {r.anchor}" for r in rows
+    ]
     xs = range(len(rows))
-    for attr, met, name, marker in (("alg1_usd", "alg1_met", "λDNN Alg. 1", "o"),
-                                    ("naive_usd", "naive_met", "naive", "s")):
+    for attr, met, name, marker in (
+        ("alg1_usd", "alg1_met", "λDNN Alg. 1", "o"),
+        ("naive_usd", "naive_met", "naive", "s"),
+    ):
         ys = [getattr(r, attr) / r.ours_usd if getattr(r, met) else math.nan for r in rows]
         left.scatter(xs, ys, marker=marker, label=name)
         missed = [i for i, r in enumerate(rows) if not getattr(r, met)]
-        left.scatter(missed, [1.0] * len(missed), marker="x", color="red",
-                     label=f"{name}: missed deadline" if missed else None)
+        left.scatter(
+            missed,
+            [1.0] * len(missed),
+            marker="x",
+            color="red",
+            label=f"{name}: missed deadline" if missed else None,
+        )
     left.axhline(1.0, color="black", linewidth=1, label="ours = exhaustive optimum")
     left.set_xticks(list(xs), labels, fontsize=5, rotation=90)
     left.set_ylabel("cost relative to ours")
@@ -317,10 +352,18 @@ def write_png(rows: Sequence[Row], timings: Sequence[Timing], path: Path) -> Non
     left.legend(fontsize=7)
     names = [f"{t.workload.split('-')[0]}\n{t.factor:g}×" for t in timings]
     pos = range(len(timings))
-    right.bar([p - 0.2 for p in pos], [t.search_ms for t in timings], 0.4,
-              label="exact search, full 1 MB grid")
-    right.bar([p + 0.2 for p in pos], [t.exhaustive_reduced_ms for t in timings], 0.4,
-              label="exhaustive, reduced grid (64 MB, n ≤ 64)")
+    right.bar(
+        [p - 0.2 for p in pos],
+        [t.search_ms for t in timings],
+        0.4,
+        label="exact search, full 1 MB grid",
+    )
+    right.bar(
+        [p + 0.2 for p in pos],
+        [t.exhaustive_reduced_ms for t in timings],
+        0.4,
+        label="exhaustive, reduced grid (64 MB, n ≤ 64)",
+    )
     right.set_yscale("log")
     right.set_xticks(list(pos), names, fontsize=8)
     right.set_ylabel("median solve time (ms)")
@@ -336,8 +379,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     repeats = 15 if "--quick" not in args else 3
     rows = run_cases()
-    timings = [time_solver(name, factor, repeats=repeats)
-               for name in WORKLOADS for factor in (1.1, 2.0, 5.0)]
+    timings = [
+        time_solver(name, factor, repeats=repeats)
+        for name in WORKLOADS
+        for factor in (1.1, 2.0, 5.0)
+    ]
     RESULTS.mkdir(parents=True, exist_ok=True)
     text = render(rows, timings, load_avg)
     (RESULTS / "planner.md").write_text(text, encoding="utf-8")

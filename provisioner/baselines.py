@@ -14,21 +14,28 @@ from provisioner.profile import WorkloadProfile
 from provisioner.space import Choice, Limits, Space, build_space, cells_at, choice_of
 
 
-def fixed_route_space(
-    profile: WorkloadProfile, catalog: Catalog, limits: Limits
-) -> Space:
+def fixed_route_space(profile: WorkloadProfile, catalog: Catalog, limits: Limits) -> Space:
     """λDNN's setting: one PS of the catalog's default type, x86_64 (or the only arch)."""
     arch = "x86_64" if profile.rate("x86_64") is not None else profile.architectures[0]
-    fixed = Limits(max_memory_mb=limits.max_memory_mb, max_concurrency=limits.max_concurrency,
-                   arch=arch, ps_types=(catalog.ps_default_type,),
-                   reserve_concurrency=limits.reserve_concurrency)
+    fixed = Limits(
+        max_memory_mb=limits.max_memory_mb,
+        max_concurrency=limits.max_concurrency,
+        arch=arch,
+        ps_types=(catalog.ps_default_type,),
+        reserve_concurrency=limits.reserve_concurrency,
+    )
     space = build_space(profile, catalog, fixed, prune=False)
     one = np.array([i for i, (_, c) in enumerate(space.route_ps) if c == 1])
-    return Space(**{**space.__dict__, "route_arch": space.route_arch[one],
-                    "route_ps": tuple(space.route_ps[i] for i in one),
-                    "route_shard_mb_s": space.route_shard_mb_s[one],
-                    "route_count": space.route_count[one],
-                    "route_usd_per_hour": space.route_usd_per_hour[one]})
+    return Space(
+        **{
+            **space.__dict__,
+            "route_arch": space.route_arch[one],
+            "route_ps": tuple(space.route_ps[i] for i in one),
+            "route_shard_mb_s": space.route_shard_mb_s[one],
+            "route_count": space.route_count[one],
+            "route_usd_per_hour": space.route_usd_per_hour[one],
+        }
+    )
 
 
 def algorithm1(
@@ -47,12 +54,15 @@ def algorithm1(
         return None
     n_all = np.arange(space.n.size)
     for j in range(space.memory_mb.size):
-        s3 = min(catalog.s3_mb_s_per_memory_mb * space.memory_mb[j] + catalog.s3_mb_s_intercept,
-                 catalog.s3_max_mb_s)
+        s3 = min(
+            catalog.s3_mb_s_per_memory_mb * space.memory_mb[j] + catalog.s3_mb_s_intercept,
+            catalog.s3_max_mb_s,
+        )
         work_s = profile.dataset_bytes / 1e6 / s3 + (
-            profile.dataset_samples * profile.epochs / max(float(space.rate[0, j]), 1e-12))
+            profile.dataset_samples * profile.epochs / max(float(space.rate[0, j]), 1e-12)
+        )
         n_lower = max(1, math.ceil(work_s / budget_s))
-        scan = n_all[n_lower - 1:]
+        scan = n_all[n_lower - 1 :]
         if scan.size == 0:
             continue
         cells = cells_at(profile, catalog, space, np.zeros_like(scan), scan, np.full_like(scan, j))
@@ -60,8 +70,11 @@ def algorithm1(
         if hit.size == 0:
             continue
         h = int(hit[0])
-        cand = (choice_of(space, 0, int(scan[h]), j), float(cells.total_s[h]),
-                float(cells.total_usd[h]))
+        cand = (
+            choice_of(space, 0, int(scan[h]), j),
+            float(cells.total_s[h]),
+            float(cells.total_usd[h]),
+        )
         if best is None or (cand[2], cand[1]) < (best[2], best[1]):
             best = cand
     return best

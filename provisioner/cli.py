@@ -41,8 +41,10 @@ def _positive_int(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m provisioner", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name, text in (("plan", "print the cheapest plan for a goal"),
-                       ("frontier", "write the time-cost Pareto frontier chart")):
+    for name, text in (
+        ("plan", "print the cheapest plan for a goal"),
+        ("frontier", "write the time-cost Pareto frontier chart"),
+    ):
         p = sub.add_parser(name, help=text)
         p.add_argument("--workload", required=True, help="profile name or path to a .json")
         p.add_argument("--deadline", help="e.g. 2h, 90m, 1h30m, 5400s, 5400")
@@ -69,14 +71,22 @@ def render_plan(plan: Plan) -> str:
     p, c = plan.prediction, plan.cost
     lines = [
         f"plan for {plan.workload} on {plan.catalog} (job {plan.job})",
-        _row("workers × memory", f"{plan.n_workers} × {plan.memory_mb} MB {plan.arch} "
-             f"({plan.vcpu_share:.2f} vCPU)"),
+        _row(
+            "workers × memory",
+            f"{plan.n_workers} × {plan.memory_mb} MB {plan.arch} ({plan.vcpu_share:.2f} vCPU)",
+        ),
         _row("parameter servers", f"{plan.ps_type} × {plan.ps_count} ({plan.ps_arch})"),
-        _row("batch", f"local {plan.training.local_batch}, global {plan.training.global_batch}, "
-             f"{plan.training.iterations} iterations"),
-        _row("invocations per worker", f"{plan.invocations_per_worker} "
-             f"({plan.iterations_per_invocation} iterations each, "
-             f"timeout {plan.invocation_timeout_s} s, /tmp {plan.ephemeral_storage_mb} MB)"),
+        _row(
+            "batch",
+            f"local {plan.training.local_batch}, global {plan.training.global_batch}, "
+            f"{plan.training.iterations} iterations",
+        ),
+        _row(
+            "invocations per worker",
+            f"{plan.invocations_per_worker} "
+            f"({plan.iterations_per_invocation} iterations each, "
+            f"timeout {plan.invocation_timeout_s} s, /tmp {plan.ephemeral_storage_mb} MB)",
+        ),
         "predicted time",
         _row("start-up", format_duration_s(p.startup_s)),
         _row("load (S3 → function)", format_duration_s(p.load_s)),
@@ -123,9 +133,16 @@ def write_frontier_png(result: PlanResult, path: str) -> None:
     ax.step(xs, ys, where="post", color="tab:blue", alpha=0.5)
     ax.scatter(xs, ys, color="tab:blue", label="Pareto frontier (exact optimum per deadline)")
     plan = result.plan
-    ax.scatter([plan.prediction.total_s / 60], [plan.cost.total_usd], color="tab:red", s=90,
-               marker="*", zorder=3, label=f"chosen: {plan.n_workers}×{plan.memory_mb} MB "
-               f"{plan.arch}, {plan.ps_type}×{plan.ps_count}")
+    ax.scatter(
+        [plan.prediction.total_s / 60],
+        [plan.cost.total_usd],
+        color="tab:red",
+        s=90,
+        marker="*",
+        zorder=3,
+        label=f"chosen: {plan.n_workers}×{plan.memory_mb} MB "
+        f"{plan.arch}, {plan.ps_type}×{plan.ps_count}",
+    )
     if plan.goal.deadline_s is not None:
         ax.axvline(plan.goal.deadline_s / 60, color="grey", linestyle="--", label="deadline")
     ax.set_xlabel("predicted training time (min)")
@@ -149,13 +166,23 @@ def run(argv: Sequence[str] | None = None) -> int:
         ps_types = None
         if args.ps_types:
             ps_types = tuple(t.strip() for t in args.ps_types.split(",") if t.strip())
-        limits = Limits(max_memory_mb=args.max_memory_mb, max_concurrency=args.max_concurrency,
-                        arch=args.arch, ps_types=ps_types,
-                        reserve_concurrency=args.reserve_concurrency)
+        limits = Limits(
+            max_memory_mb=args.max_memory_mb,
+            max_concurrency=args.max_concurrency,
+            arch=args.arch,
+            ps_types=ps_types,
+            reserve_concurrency=args.reserve_concurrency,
+        )
         profile = load_profile(args.workload)
         catalog = load_catalog(args.catalog)
-        result = plan_job(profile, catalog, goal, limits, args.job,
-                          frontier_points=12 if args.command == "frontier" or args.json else 0)
+        result = plan_job(
+            profile,
+            catalog,
+            goal,
+            limits,
+            args.job,
+            frontier_points=12 if args.command == "frontier" or args.json else 0,
+        )
     except Infeasible as exc:
         print(f"infeasible: {exc}", file=sys.stderr)
         return EXIT_INFEASIBLE

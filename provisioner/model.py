@@ -128,9 +128,7 @@ def invocations(k: Arr, per_invocation: Arr) -> Arr:
     return -(-np.asarray(k, dtype=np.int64) // per)
 
 
-def ephemeral_storage_mb(
-    dataset_bytes: int, n: Arr, model_bytes: int, minimum_mb: int
-) -> Arr:
+def ephemeral_storage_mb(dataset_bytes: int, n: Arr, model_bytes: int, minimum_mb: int) -> Arr:
     """/tmp the worker needs: its dataset shard, a model checkpoint pair and fixed headroom."""
     shard = dataset_bytes / np.asarray(n, dtype=np.float64) + 2.0 * model_bytes
     need = np.ceil(shard / MIB) + EPHEMERAL_HEADROOM_MB
@@ -278,13 +276,21 @@ def n_terms(
     )
     comm = communication_time_s(model_mb, bw, catalog.function_ps_rtt_s)
     agg = aggregation_time_s(n, model_mb, ps_count, profile.ps_aggregation_mb_s_per_core)
-    eph = ephemeral_storage_mb(profile.dataset_bytes, n, profile.model_bytes,
-                               catalog.ephemeral_min_mb)
+    eph = ephemeral_storage_mb(
+        profile.dataset_bytes, n, profile.model_bytes, catalog.ephemeral_min_mb
+    )
     return NTerms(
-        n=np.asarray(n), ps_count=np.asarray(ps_count), local_batch=b_l, iterations=k,
-        ps_mb_s=bw, communication_s=comm, aggregation_s=agg, exchange_s=comm + agg,
+        n=np.asarray(n),
+        ps_count=np.asarray(ps_count),
+        local_batch=b_l,
+        iterations=k,
+        ps_mb_s=bw,
+        communication_s=comm,
+        aggregation_s=agg,
+        exchange_s=comm + agg,
         checkpoint_s=checkpoint_time_s(model_mb, ps_count, catalog.ps_s3_mb_s),
-        ephemeral_mb=eph, ok=(b_l >= 1) & (eph <= catalog.ephemeral_max_mb),
+        ephemeral_mb=eph,
+        ok=(b_l >= 1) & (eph <= catalog.ephemeral_max_mb),
     )
 
 
@@ -305,21 +311,33 @@ def timeline(
     it = comp + nt.exchange_s
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
     link_overhead = profile.startup_s + load
-    per_inv = iterations_per_invocation(usable, link_overhead + nt.checkpoint_s, it,
-                                        nt.iterations)
+    per_inv = iterations_per_invocation(usable, link_overhead + nt.checkpoint_s, it, nt.iterations)
     links = invocations(nt.iterations, per_inv)
     feasible = (per_inv >= 1) & nt.ok
     chaining = (links - 1) * (nt.checkpoint_s + catalog.restart_s + link_overhead)
     with np.errstate(invalid="ignore"):
         total = np.where(feasible, link_overhead + nt.iterations * it + chaining, np.inf)
         billed = total - (links - 1) * catalog.restart_s  # Lambda does not bill the gap
-    return Timeline(s3_mb_s=s3, load_s=load, compute_s=comp, iteration_s=it,
-                    iterations_per_invocation=per_inv, invocations=links, chaining_s=chaining,
-                    total_s=total, billed_s=billed, feasible=feasible)
+    return Timeline(
+        s3_mb_s=s3,
+        load_s=load,
+        compute_s=comp,
+        iteration_s=it,
+        iterations_per_invocation=per_inv,
+        invocations=links,
+        chaining_s=chaining,
+        total_s=total,
+        billed_s=billed,
+        feasible=feasible,
+    )
 
 
 def costs(
-    catalog: Catalog, nt: NTerms, tl: Timeline, memory_mb: Arr, usd_per_gb_s: Arr,
+    catalog: Catalog,
+    nt: NTerms,
+    tl: Timeline,
+    memory_mb: Arr,
+    usd_per_gb_s: Arr,
     ps_usd_per_hour: Arr,
 ) -> Cells:
     """The cost items of evaluated cells (λDNN Eq. 10 and this project's extensions)."""
@@ -333,21 +351,38 @@ def costs(
         )
         psc = ps_usd(ps_usd_per_hour, nt.ps_count, tl.total_s, catalog.ps_min_billed_s)
         sfn = step_functions_usd(
-            catalog.sfn_usd_per_transition, catalog.sfn_fixed_transitions,
-            catalog.sfn_transitions_per_invocation, n, links,
+            catalog.sfn_usd_per_transition,
+            catalog.sfn_fixed_transitions,
+            catalog.sfn_transitions_per_invocation,
+            n,
+            links,
         )
-        s3c = s3_requests_usd(catalog.s3_usd_per_get, catalog.s3_usd_per_put, n, links,
-                              nt.ps_count)
+        s3c = s3_requests_usd(catalog.s3_usd_per_get, catalog.s3_usd_per_put, n, links, nt.ps_count)
         cost = lam + req + ephc + psc + sfn + s3c
     return Cells(
-        feasible=tl.feasible, local_batch=nt.local_batch, iterations=nt.iterations,
-        s3_mb_s=tl.s3_mb_s, ps_mb_s=nt.ps_mb_s, load_s=tl.load_s,
-        compute_per_iteration_s=tl.compute_s, communication_per_iteration_s=nt.communication_s,
-        aggregation_per_iteration_s=nt.aggregation_s, iteration_s=tl.iteration_s,
-        checkpoint_s=nt.checkpoint_s, iterations_per_invocation=tl.iterations_per_invocation,
-        invocations=links, ephemeral_mb=nt.ephemeral_mb, chaining_s=tl.chaining_s,
-        total_s=tl.total_s, billed_s=billed, lambda_usd=lam, requests_usd=req,
-        ephemeral_usd=ephc, ps_usd=psc, sfn_usd=sfn, s3_usd=s3c,
+        feasible=tl.feasible,
+        local_batch=nt.local_batch,
+        iterations=nt.iterations,
+        s3_mb_s=tl.s3_mb_s,
+        ps_mb_s=nt.ps_mb_s,
+        load_s=tl.load_s,
+        compute_per_iteration_s=tl.compute_s,
+        communication_per_iteration_s=nt.communication_s,
+        aggregation_per_iteration_s=nt.aggregation_s,
+        iteration_s=tl.iteration_s,
+        checkpoint_s=nt.checkpoint_s,
+        iterations_per_invocation=tl.iterations_per_invocation,
+        invocations=links,
+        ephemeral_mb=nt.ephemeral_mb,
+        chaining_s=tl.chaining_s,
+        total_s=tl.total_s,
+        billed_s=billed,
+        lambda_usd=lam,
+        requests_usd=req,
+        ephemeral_usd=ephc,
+        ps_usd=psc,
+        sfn_usd=sfn,
+        s3_usd=s3c,
         total_usd=np.where(tl.feasible, cost, np.inf),
     )
 

@@ -33,6 +33,7 @@ from provisioner.space import (
 
 __all__ = ["ARCH_CHOICES", "FrontierPoint", "Infeasible", "Limits", "PlanResult", "plan_job"]
 
+
 @dataclass(frozen=True)
 class FrontierPoint:
     """One Pareto-optimal (time, cost) configuration."""
@@ -74,12 +75,19 @@ def predict(profile: WorkloadProfile, catalog: Catalog, choice: Choice) -> Cells
         raise ValueError(f"workload {profile.name} has no training rate for {choice.arch}")
     mem = np.array([choice.memory_mb])
     share = vcpu_share(mem, catalog.mb_per_vcpu, catalog.max_vcpu)
-    return evaluate(profile, catalog, Axis(
-        memory_mb=mem, rate_samples_s=training_rate_samples_s(curve, share, mem),
-        usd_per_gb_s=np.array([catalog.arch(choice.arch).usd_per_gb_s]),
-        n=np.array([choice.n_workers]), shard_mb_s=np.array([ps.baseline_mb_s]),
-        ps_count=np.array([choice.ps_count]), ps_usd_per_hour=np.array([ps.usd_per_hour]),
-    ))
+    return evaluate(
+        profile,
+        catalog,
+        Axis(
+            memory_mb=mem,
+            rate_samples_s=training_rate_samples_s(curve, share, mem),
+            usd_per_gb_s=np.array([catalog.arch(choice.arch).usd_per_gb_s]),
+            n=np.array([choice.n_workers]),
+            shard_mb_s=np.array([ps.baseline_mb_s]),
+            ps_count=np.array([choice.ps_count]),
+            ps_usd_per_hour=np.array([ps.usd_per_hour]),
+        ),
+    )
 
 
 def _f(x: Arr) -> float:
@@ -91,8 +99,13 @@ def _i(x: Arr) -> int:
 
 
 def build_plan(
-    profile: WorkloadProfile, catalog: Catalog, choice: Choice, goal: Goal, limits: Limits,
-    job: str, notes: tuple[str, ...] = (),
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    choice: Choice,
+    goal: Goal,
+    limits: Limits,
+    job: str,
+    notes: tuple[str, ...] = (),
 ) -> Plan:
     """Fill every Plan field from one evaluated cell."""
     c = predict(profile, catalog, choice)
@@ -102,40 +115,68 @@ def build_plan(
     per_inv = _i(c.iterations_per_invocation)
     startup = profile.startup_s
     prediction = Prediction(
-        load_s=_f(c.load_s), compute_s=k * _f(c.compute_per_iteration_s),
+        load_s=_f(c.load_s),
+        compute_s=k * _f(c.compute_per_iteration_s),
         communication_s=k * _f(c.communication_per_iteration_s),
-        ps_aggregation_s=k * _f(c.aggregation_per_iteration_s), startup_s=startup,
-        chaining_s=_f(c.chaining_s), total_s=_f(c.total_s), iteration_s=_f(c.iteration_s),
+        ps_aggregation_s=k * _f(c.aggregation_per_iteration_s),
+        startup_s=startup,
+        chaining_s=_f(c.chaining_s),
+        total_s=_f(c.total_s),
+        iteration_s=_f(c.iteration_s),
         compute_per_iteration_s=_f(c.compute_per_iteration_s),
         communication_per_iteration_s=_f(c.communication_per_iteration_s),
-        ps_bandwidth_mb_s=_f(c.ps_mb_s), s3_bandwidth_mb_s=_f(c.s3_mb_s),
+        ps_bandwidth_mb_s=_f(c.ps_mb_s),
+        s3_bandwidth_mb_s=_f(c.s3_mb_s),
     )
     cost = CostBreakdown(
-        lambda_compute_usd=_f(c.lambda_usd), lambda_requests_usd=_f(c.requests_usd),
-        ephemeral_storage_usd=_f(c.ephemeral_usd), ps_instances_usd=_f(c.ps_usd),
-        step_functions_usd=_f(c.sfn_usd), s3_requests_usd=_f(c.s3_usd),
+        lambda_compute_usd=_f(c.lambda_usd),
+        lambda_requests_usd=_f(c.requests_usd),
+        ephemeral_storage_usd=_f(c.ephemeral_usd),
+        ps_instances_usd=_f(c.ps_usd),
+        step_functions_usd=_f(c.sfn_usd),
+        s3_requests_usd=_f(c.s3_usd),
         total_usd=_f(c.total_usd),
     )
     b_l = _i(c.local_batch)
     every = profile.checkpoint_every_iterations or per_inv
     training = TrainingSpec(
-        model=profile.model, dataset=profile.dataset, dataset_samples=profile.dataset_samples,
-        dataset_bytes=profile.dataset_bytes, model_bytes=profile.model_bytes,
-        epochs=profile.epochs, local_batch=b_l, global_batch=b_l * choice.n_workers,
-        iterations=k, learning_rate=profile.learning_rate, momentum=profile.momentum,
+        model=profile.model,
+        dataset=profile.dataset,
+        dataset_samples=profile.dataset_samples,
+        dataset_bytes=profile.dataset_bytes,
+        model_bytes=profile.model_bytes,
+        epochs=profile.epochs,
+        local_batch=b_l,
+        global_batch=b_l * choice.n_workers,
+        iterations=k,
+        learning_rate=profile.learning_rate,
+        momentum=profile.momentum,
         checkpoint_every_iterations=max(1, min(every, per_inv)),
     )
-    share = float(vcpu_share(np.array([choice.memory_mb]), catalog.mb_per_vcpu,
-                             catalog.max_vcpu)[0])
+    share = float(
+        vcpu_share(np.array([choice.memory_mb]), catalog.mb_per_vcpu, catalog.max_vcpu)[0]
+    )
     return Plan(
-        job=job, workload=profile.name, catalog=catalog.name, goal=goal,
-        n_workers=choice.n_workers, memory_mb=choice.memory_mb, arch=choice.arch,
-        vcpu_share=round(share, 4), ps_type=choice.ps_type, ps_count=choice.ps_count,
+        job=job,
+        workload=profile.name,
+        catalog=catalog.name,
+        goal=goal,
+        n_workers=choice.n_workers,
+        memory_mb=choice.memory_mb,
+        arch=choice.arch,
+        vcpu_share=round(share, 4),
+        ps_type=choice.ps_type,
+        ps_count=choice.ps_count,
         ps_arch=catalog.ps_type(choice.ps_type).arch,
         invocation_timeout_s=catalog.invocation_timeout_s,
-        ephemeral_storage_mb=_i(c.ephemeral_mb), invocations_per_worker=links,
-        iterations_per_invocation=per_inv, reserve_concurrency=limits.reserve_concurrency,
-        training=training, prediction=prediction, cost=cost, notes=notes,
+        ephemeral_storage_mb=_i(c.ephemeral_mb),
+        invocations_per_worker=links,
+        iterations_per_invocation=per_inv,
+        reserve_concurrency=limits.reserve_concurrency,
+        training=training,
+        prediction=prediction,
+        cost=cost,
+        notes=notes,
     )
 
 
@@ -144,23 +185,29 @@ def _infeasible_message(
 ) -> str:
     fast_s, fast = fastest_cell(profile, catalog, space)
     if not math.isfinite(fast_s):
-        return (f"no configuration of {profile.name} can run on {catalog.name} under these "
-                f"limits: no memory size fits one iteration into an invocation of "
-                f"{catalog.invocation_timeout_s} s, or the dataset shard does not fit in /tmp")
+        return (
+            f"no configuration of {profile.name} can run on {catalog.name} under these "
+            f"limits: no memory size fits one iteration into an invocation of "
+            f"{catalog.invocation_timeout_s} s, or the dataset shard does not fit in /tmp"
+        )
     cheap = solve_deadline(profile, catalog, space, math.inf)
     wanted = []
     if goal.deadline_s is not None:
         wanted.append(f"deadline {format_duration_s(goal.deadline_s)}")
     if goal.budget_usd is not None:
         wanted.append(f"budget {format_usd(goal.budget_usd)}")
-    text = (f"no plan meets {' and '.join(wanted)} for {profile.name} on {catalog.name} under "
-            f"these limits: fastest achievable {format_duration_s(fast_s)} "
-            f"(n={fast.n_workers}, {fast.memory_mb} MB, {fast.arch}, {fast.ps_type}×"
-            f"{fast.ps_count})")
+    text = (
+        f"no plan meets {' and '.join(wanted)} for {profile.name} on {catalog.name} under "
+        f"these limits: fastest achievable {format_duration_s(fast_s)} "
+        f"(n={fast.n_workers}, {fast.memory_mb} MB, {fast.arch}, {fast.ps_type}×"
+        f"{fast.ps_count})"
+    )
     if cheap is not None:
         i, pool = cheap
-        text += (f", cheapest achievable {format_usd(float(pool.total_usd[i]))} "
-                 f"(takes {format_duration_s(float(pool.total_s[i]))})")
+        text += (
+            f", cheapest achievable {format_usd(float(pool.total_usd[i]))} "
+            f"(takes {format_duration_s(float(pool.total_s[i]))})"
+        )
     return text
 
 
@@ -200,15 +247,29 @@ def frontier(
     for ch, (t, c) in pts:
         if out and c >= out[-1].total_usd:
             continue
-        out.append(FrontierPoint(total_s=t, total_usd=c, n_workers=ch.n_workers,
-                                 memory_mb=ch.memory_mb, arch=ch.arch, ps_type=ch.ps_type,
-                                 ps_count=ch.ps_count))
+        out.append(
+            FrontierPoint(
+                total_s=t,
+                total_usd=c,
+                n_workers=ch.n_workers,
+                memory_mb=ch.memory_mb,
+                arch=ch.arch,
+                ps_type=ch.ps_type,
+                ps_count=ch.ps_count,
+            )
+        )
     return tuple(out)
 
 
 def plan_job(
-    profile: WorkloadProfile, catalog: Catalog, goal: Goal, limits: Limits, job: str,
-    *, alternatives: int = 3, frontier_points: int = 12,
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    goal: Goal,
+    limits: Limits,
+    job: str,
+    *,
+    alternatives: int = 3,
+    frontier_points: int = 12,
 ) -> PlanResult:
     """Plan a training job: the exact optimum for the goal, its frontier and alternatives."""
     if goal.deadline_s is None and goal.budget_usd is None:
@@ -220,8 +281,10 @@ def plan_job(
     if goal.deadline_s is not None:
         res = solve_deadline(profile, catalog, space, goal.deadline_s)
         cost_first = True
-        over = res is not None and goal.budget_usd is not None and (
-            float(res[1].total_usd[res[0]]) > goal.budget_usd
+        over = (
+            res is not None
+            and goal.budget_usd is not None
+            and (float(res[1].total_usd[res[0]]) > goal.budget_usd)
         )
         if over:  # the cheapest plan under the deadline is over budget: nothing fits both
             res = None
@@ -232,17 +295,30 @@ def plan_job(
         raise Infeasible(_infeasible_message(profile, catalog, space, goal))
     best, pool = res
     choice = choice_of(space, int(pool.r[best]), int(pool.ni[best]), int(pool.j[best]))
-    why = ("cheapest plan meeting the deadline (ties: faster)" if cost_first
-           else "fastest plan within the budget (ties: cheaper)")
-    notes = (why, "exact search over n, memory, arch, PS type and shard count", *space.notes,
-             "Lambda GB-s priced at tier 1 (one job stays below the first monthly tier)")
+    why = (
+        "cheapest plan meeting the deadline (ties: faster)"
+        if cost_first
+        else "fastest plan within the budget (ties: cheaper)"
+    )
+    notes = (
+        why,
+        "exact search over n, memory, arch, PS type and shard count",
+        *space.notes,
+        "Lambda GB-s priced at tier 1 (one job stays below the first monthly tier)",
+    )
     if profile.provisional:
         notes += (f"workload profile {profile.name} holds provisional figures: re-profile",)
     plan = build_plan(profile, catalog, choice, goal, limits, job, notes)
     alts = tuple(
-        build_plan(profile, catalog,
-                   choice_of(space, int(pool.r[i]), int(pool.ni[i]), int(pool.j[i])),
-                   goal, limits, job, ("next-best alternative",))
+        build_plan(
+            profile,
+            catalog,
+            choice_of(space, int(pool.r[i]), int(pool.ni[i]), int(pool.j[i])),
+            goal,
+            limits,
+            job,
+            ("next-best alternative",),
+        )
         for i in _alternatives(pool, best, space, cost_first, alternatives)
     )
     front = frontier(profile, catalog, space, frontier_points) if frontier_points else ()

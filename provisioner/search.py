@@ -45,6 +45,7 @@ BLOCK_LEVELS = (1024, 128, 16)  # memory steps per bounded block, coarse to fine
 
 _CELL_FIELDS = tuple(Cells.__dataclass_fields__)
 
+
 @dataclass(frozen=True)
 class Pool:
     """Evaluated candidate cells (flat arrays): route, n-index, memory-index, time, cost."""
@@ -62,13 +63,22 @@ class Pool:
         def flat(x: Arr) -> Arr:
             return np.broadcast_to(x, shape).ravel()
 
-        return Pool(r=flat(r), ni=flat(ni), j=flat(j), total_s=flat(cells.total_s),
-                    total_usd=flat(cells.total_usd))
+        return Pool(
+            r=flat(r),
+            ni=flat(ni),
+            j=flat(j),
+            total_s=flat(cells.total_s),
+            total_usd=flat(cells.total_usd),
+        )
 
     @staticmethod
     def concat(pools: list[Pool]) -> Pool:
-        return Pool(*(np.concatenate([getattr(p, f) for p in pools])
-                      for f in ("r", "ni", "j", "total_s", "total_usd")))
+        return Pool(
+            *(
+                np.concatenate([getattr(p, f) for p in pools])
+                for f in ("r", "ni", "j", "total_s", "total_usd")
+            )
+        )
 
 
 def goal_order(pool: Pool, cost_first: bool) -> Arr:
@@ -100,7 +110,11 @@ def _cells(
 
 
 def _bisect_deadline(
-    profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr, nt: NTerms,
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    space: Space,
+    r: Arr,
+    nt: NTerms,
     deadline_s: float,
 ) -> Arr:
     """Smallest memory index with T ≤ deadline per flat cell; the top index must satisfy it."""
@@ -128,13 +142,19 @@ def _compute_bound(space: Space, r: Arr, ni: Arr, at_top: Cells) -> Arr:
         best_mb_per_rate = np.min(space.memory_mb[None, :] / space.rate, axis=1)
     k = np.asarray(at_top.iterations, dtype=np.float64)
     rest_s = at_top.billed_s - k * at_top.compute_per_iteration_s
-    gb_s = (k * at_top.local_batch * best_mb_per_rate[a]
-            + space.memory_mb[0] * rest_s) * space.n[ni] / 1024.0
+    gb_s = (
+        (k * at_top.local_batch * best_mb_per_rate[a] + space.memory_mb[0] * rest_s)
+        * space.n[ni]
+        / 1024.0
+    )
     return np.asarray(space.usd_per_gb_s[a] * gb_s)
 
 
 def solve_deadline(
-    profile: WorkloadProfile, catalog: Catalog, space: Space, deadline_s: float,
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    space: Space,
+    deadline_s: float,
     flat: Flat | None = None,
 ) -> tuple[int, Pool] | None:
     """The cheapest cell with T ≤ deadline (ties: faster); None if no cell meets it.
@@ -161,8 +181,7 @@ def solve_deadline(
         return np.nonzero(lower_bound <= best_usd * (1 + SLACK))[0]
 
     # A cheap first pass: bisect the pairs with the lowest bound to tighten best_usd.
-    lb0 = np.maximum(base + slope * space.memory_mb[0],
-                     _compute_bound(space, r, ni, at_top) + base)
+    lb0 = np.maximum(base + slope * space.memory_mb[0], _compute_bound(space, r, ni, at_top) + base)
     probe = np.argsort(lb0, kind="stable")[:64]
     j_probe = _bisect_deadline(profile, catalog, space, r[probe], nt.take(probe), deadline_s)
     probe_cells = _cells(profile, catalog, space, r[probe], nt.take(probe), j_probe)
@@ -175,8 +194,9 @@ def solve_deadline(
     best_usd = min(best_usd, float(first.total_usd.min()))
     keep = survivors(base + slope * space.memory_mb[j0])
     with np.errstate(divide="ignore", invalid="ignore"):
-        m_hi = np.where(slope[keep] > 0, (best_usd * (1 + SLACK) - base[keep]) / slope[keep],
-                        np.inf)
+        m_hi = np.where(
+            slope[keep] > 0, (best_usd * (1 + SLACK) - base[keep]) / slope[keep], np.inf
+        )
     stop = np.minimum(np.searchsorted(space.memory_mb, m_hi, side="right") - 1, top - 1)
     # Windows (j0, stop] split into blocks, coarse to fine; a block [a, b] is bounded by the cost
     # formula with memory a and the (lower) times of memory b, so only blocks that could still
@@ -194,8 +214,11 @@ def solve_deadline(
         best_usd = min(best_usd, float(ends.total_usd.min()))
         if size == 1:
             break
-        bound = ends.total_usd - ends.lambda_usd + ends.lambda_usd / space.memory_mb[b] * (
-            space.memory_mb[a])
+        bound = (
+            ends.total_usd
+            - ends.lambda_usd
+            + ends.lambda_usd / space.memory_mb[b] * (space.memory_mb[a])
+        )
         live = survivors(bound)
         live = live[a[live] < b[live]]  # the end itself is evaluated already
         sel, a, b = sel[live], a[live], b[live] - 1
@@ -205,7 +228,10 @@ def solve_deadline(
 
 
 def solve_budget(
-    profile: WorkloadProfile, catalog: Catalog, space: Space, budget_usd: float,
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    space: Space,
+    budget_usd: float,
     flat: Flat | None = None,
 ) -> tuple[int, Pool] | None:
     """The fastest cell with C ≤ budget (ties: cheaper); None if no cell fits.
@@ -248,10 +274,14 @@ def solve_budget(
             t_ub = min(t_ub, float(ends.total_s[fits].min()))
         if size == 1:
             break
-        bound = ends.total_usd - ends.lambda_usd + ends.lambda_usd / space.memory_mb[b] * (
-            space.memory_mb[a])
-        live = np.nonzero((bound <= budget_usd * (1 + SLACK))
-                          & (ends.total_s <= t_ub * (1 + SLACK)) & (a < b))[0]
+        bound = (
+            ends.total_usd
+            - ends.lambda_usd
+            + ends.lambda_usd / space.memory_mb[b] * (space.memory_mb[a])
+        )
+        live = np.nonzero(
+            (bound <= budget_usd * (1 + SLACK)) & (ends.total_s <= t_ub * (1 + SLACK)) & (a < b)
+        )[0]
         sel, a, b = sel[live], a[live], b[live] - 1
     pool = Pool.concat(pools)
     fits = pool.total_usd <= budget_usd
@@ -287,5 +317,8 @@ def exhaustive(
         return None
     order = goal_order(pool, cost_first=goal.deadline_s is not None)
     best = int(order[ok[order]][0])
-    return (choice_of(space, int(pool.r[best]), int(pool.ni[best]), int(pool.j[best])),
-            float(pool.total_s[best]), float(pool.total_usd[best]))
+    return (
+        choice_of(space, int(pool.r[best]), int(pool.ni[best]), int(pool.j[best])),
+        float(pool.total_s[best]),
+        float(pool.total_usd[best]),
+    )

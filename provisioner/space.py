@@ -27,6 +27,7 @@ from provisioner.profile import WorkloadProfile
 
 ARCH_CHOICES = ("x86_64", "arm64", "any")
 
+
 class Infeasible(ValueError):  # noqa: N818 - the contract names it Infeasible
     """No configuration meets the goal under the limits; the message is one line."""
 
@@ -123,8 +124,10 @@ def build_space(
 ) -> Space:
     """Enumerate the axes allowed by catalog, profile and limits; Infeasible if one is empty."""
     validate_limits(catalog, limits)
-    top = catalog.memory_max_mb if limits.max_memory_mb is None else min(
-        catalog.memory_max_mb, limits.max_memory_mb
+    top = (
+        catalog.memory_max_mb
+        if limits.max_memory_mb is None
+        else min(catalog.memory_max_mb, limits.max_memory_mb)
     )
     mem = np.array([m for m in catalog.memory_grid_mb if profile.min_memory_mb <= m <= top])
     if mem.size == 0:
@@ -145,20 +148,33 @@ def build_space(
     n_max = min(concurrency_cap(catalog, limits), profile.max_global_batch)
     if n_max < 1:
         raise Infeasible(f"no worker count fits: the concurrency limit leaves {n_max} workers")
-    rate = np.stack([
-        training_rate_samples_s(
-            profile.rate(a),  # type: ignore[arg-type]  # archs only holds profiled ones
-            vcpu_share(mem, catalog.mb_per_vcpu, catalog.max_vcpu), mem,
-        )
-        for a in archs
-    ])
+    rate = np.stack(
+        [
+            training_rate_samples_s(
+                profile.rate(a),  # type: ignore[arg-type]  # archs only holds profiled ones
+                vcpu_share(mem, catalog.mb_per_vcpu, catalog.max_vcpu),
+                mem,
+            )
+            for a in archs
+        ]
+    )
     types = [p for p in catalog.ps_types if limits.ps_types is None or p.name in limits.ps_types]
     drop = dominated_ps_types(tuple(types)) if prune else set()
     kept = [p for p in types if p.name not in drop]
-    routes = [(ai, p, c) for ai in range(len(archs)) for p in kept
-              for c in range(1, catalog.ps_max_shards + 1)]
-    notes = (f"PS types {', '.join(sorted(drop))} skipped: another type has ≥ baseline "
-             f"bandwidth at ≤ price",) if drop else ()
+    routes = [
+        (ai, p, c)
+        for ai in range(len(archs))
+        for p in kept
+        for c in range(1, catalog.ps_max_shards + 1)
+    ]
+    notes = (
+        (
+            f"PS types {', '.join(sorted(drop))} skipped: another type has ≥ baseline "
+            f"bandwidth at ≤ price",
+        )
+        if drop
+        else ()
+    )
     return Space(
         memory_mb=mem,
         n=np.arange(1, n_max + 1, dtype=np.int64),
@@ -179,15 +195,19 @@ def cells_at(
 ) -> Cells:
     """Evaluate the model at broadcastable route, n-index and memory-index arrays."""
     a = space.route_arch[r]
-    return evaluate(profile, catalog, Axis(
-        memory_mb=space.memory_mb[j],
-        rate_samples_s=space.rate[a, j],
-        usd_per_gb_s=space.usd_per_gb_s[a],
-        n=space.n[ni],
-        shard_mb_s=space.route_shard_mb_s[r],
-        ps_count=space.route_count[r],
-        ps_usd_per_hour=space.route_usd_per_hour[r],
-    ))
+    return evaluate(
+        profile,
+        catalog,
+        Axis(
+            memory_mb=space.memory_mb[j],
+            rate_samples_s=space.rate[a, j],
+            usd_per_gb_s=space.usd_per_gb_s[a],
+            n=space.n[ni],
+            shard_mb_s=space.route_shard_mb_s[r],
+            ps_count=space.route_count[r],
+            ps_usd_per_hour=space.route_usd_per_hour[r],
+        ),
+    )
 
 
 def grid(space: Space) -> tuple[Arr, Arr]:
@@ -209,13 +229,17 @@ def flatten(profile: WorkloadProfile, catalog: Catalog, space: Space) -> Flat:
     r, ni = grid(space)
     nt = n_terms(profile, catalog, space.n[ni], space.route_shard_mb_s[r], space.route_count[r])
     shape = (r.shape[0], ni.shape[1])
-    return Flat(r=np.broadcast_to(r, shape).ravel(), ni=np.broadcast_to(ni, shape).ravel(),
-                nt=nt.flat())
+    return Flat(
+        r=np.broadcast_to(r, shape).ravel(), ni=np.broadcast_to(ni, shape).ravel(), nt=nt.flat()
+    )
 
 
 def choice_of(space: Space, r: int, ni: int, j: int) -> Choice:
     ps_type, count = space.route_ps[r]
     return Choice(
-        n_workers=int(space.n[ni]), memory_mb=int(space.memory_mb[j]),
-        arch=space.archs[int(space.route_arch[r])], ps_type=ps_type, ps_count=count,
+        n_workers=int(space.n[ni]),
+        memory_mb=int(space.memory_mb[j]),
+        arch=space.archs[int(space.route_arch[r])],
+        ps_type=ps_type,
+        ps_count=count,
     )

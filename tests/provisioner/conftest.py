@@ -28,10 +28,18 @@ def profile_dict(**overrides: Any) -> dict[str, Any]:
         "learning_rate": 0.05,
         "momentum": 0.9,
         "training_rate": {
-            "x86_64": {"points": [{"vcpu_share": 0.5, "samples_per_s": 100},
-                                  {"vcpu_share": 1.0, "samples_per_s": 180}]},
-            "arm64": {"points": [{"vcpu_share": 0.5, "samples_per_s": 90},
-                                 {"vcpu_share": 1.0, "samples_per_s": 170}]},
+            "x86_64": {
+                "points": [
+                    {"vcpu_share": 0.5, "samples_per_s": 100},
+                    {"vcpu_share": 1.0, "samples_per_s": 180},
+                ]
+            },
+            "arm64": {
+                "points": [
+                    {"vcpu_share": 0.5, "samples_per_s": 90},
+                    {"vcpu_share": 1.0, "samples_per_s": 170},
+                ]
+            },
         },
         "startup_s": 5.0,
         "ps_aggregation_mb_s_per_core": 400.0,
@@ -52,9 +60,14 @@ def small_catalog(
     cat = load_catalog("lambda-2025")
     types = tuple(p for p in cat.ps_types if not ps or p.name in ps)
     return dataclasses.replace(
-        cat, memory_min_mb=128, memory_max_mb=memory_max_mb, memory_step_mb=step_mb,
-        ps_max_shards=shards, ps_types=types,
-        ps_default_type=types[0].name if cat.ps_default_type not in {p.name for p in types}
+        cat,
+        memory_min_mb=128,
+        memory_max_mb=memory_max_mb,
+        memory_step_mb=step_mb,
+        ps_max_shards=shards,
+        ps_types=types,
+        ps_default_type=types[0].name
+        if cat.ps_default_type not in {p.name for p in types}
         else cat.ps_default_type,
     )
 

@@ -10,8 +10,9 @@ from tests.provisioner.conftest import small_catalog
 
 
 def test_benchmark_core_is_exact_on_a_tiny_grid() -> None:
-    catalog = small_catalog(memory_max_mb=1280, step_mb=32, shards=2,
-                            ps=("m5.large", "c5.large", "c6gn.large"))
+    catalog = small_catalog(
+        memory_max_mb=1280, step_mb=32, shards=2, ps=("m5.large", "c5.large", "c6gn.large")
+    )
     rows = compare(load_profile("digits-mlp"), catalog, (1.1, 2.0, 4.0), step_mb=64, max_n=8)
     assert len(rows) in (3, 6)  # one or two deadline anchors (ours, λDNN's setting)
     for row in rows:

@@ -53,26 +53,50 @@ def test_committed_profiles_load(path: Path) -> None:
 
 
 def test_unknown_names_list_what_exists() -> None:
-    with pytest.raises(ValueError, match="catalog 'lambda-1999' not found: give a name "
-                                         "\\(lambda-2020, lambda-2025\\)"):
+    with pytest.raises(
+        ValueError,
+        match="catalog 'lambda-1999' not found: give a name \\(lambda-2020, lambda-2025\\)",
+    ):
         load_catalog("lambda-1999")
 
 
-@pytest.mark.parametrize(("override", "message"), [
-    ({"model": "vgg"},
-     "profile field 'model': 'vgg' is not one of mlp, cnn, resnet18, mobilenetv2"),
-    ({"epochs": 0}, "profile field 'epochs': 0 is not a positive integer"),
-    ({"epochs": 2.5}, "profile field 'epochs': 2.5 is not a positive integer"),
-    ({"learning_rate": "fast"}, "profile field 'learning_rate': 'fast' is not a positive number"),
-    ({"schema_version": 2}, "profile field 'schema_version': 2 is not 1"),
-    ({"profiled_local_batch": 64, "max_global_batch": 32},
-     "profile field 'profiled_local_batch': 64 exceeds max_global_batch 32"),
-    ({"training_rate": {"sparc": {"points": [{"vcpu_share": 1, "samples_per_s": 1}]}}},
-     "profile training_rate.sparc: architecture 'sparc' is not one of x86_64, arm64"),
-    ({"training_rate": {"x86_64": {"points": [{"vcpu_share": 1, "samples_per_s": 1},
-                                              {"vcpu_share": 1, "samples_per_s": 2}]}}},
-     "profile training_rate.x86_64: duplicate vcpu_share in points [1.0, 1.0]"),
-])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            {"model": "vgg"},
+            "profile field 'model': 'vgg' is not one of mlp, cnn, resnet18, mobilenetv2",
+        ),
+        ({"epochs": 0}, "profile field 'epochs': 0 is not a positive integer"),
+        ({"epochs": 2.5}, "profile field 'epochs': 2.5 is not a positive integer"),
+        (
+            {"learning_rate": "fast"},
+            "profile field 'learning_rate': 'fast' is not a positive number",
+        ),
+        ({"schema_version": 2}, "profile field 'schema_version': 2 is not 1"),
+        (
+            {"profiled_local_batch": 64, "max_global_batch": 32},
+            "profile field 'profiled_local_batch': 64 exceeds max_global_batch 32",
+        ),
+        (
+            {"training_rate": {"sparc": {"points": [{"vcpu_share": 1, "samples_per_s": 1}]}}},
+            "profile training_rate.sparc: architecture 'sparc' is not one of x86_64, arm64",
+        ),
+        (
+            {
+                "training_rate": {
+                    "x86_64": {
+                        "points": [
+                            {"vcpu_share": 1, "samples_per_s": 1},
+                            {"vcpu_share": 1, "samples_per_s": 2},
+                        ]
+                    }
+                }
+            },
+            "profile training_rate.x86_64: duplicate vcpu_share in points [1.0, 1.0]",
+        ),
+    ],
+)
 def test_bad_profiles_are_rejected_with_one_line(override: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as err:
         profile_from_dict(profile_dict(**override))

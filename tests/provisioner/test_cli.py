@@ -11,15 +11,27 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "provisioner", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "provisioner", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_plan_prints_table_and_alternatives() -> None:
     out = _run("plan", "--workload", "cifar10-resnet18", "--deadline", "1h")
     assert out.returncode == 0, out.stderr
-    for word in ("workers × memory", "parameter servers", "compute", "communication",
-                 "PS instances", "Lambda compute", "next-best alternatives"):
+    for word in (
+        "workers × memory",
+        "parameter servers",
+        "compute",
+        "communication",
+        "PS instances",
+        "Lambda compute",
+        "next-best alternatives",
+    ):
         assert word in out.stdout
 
 

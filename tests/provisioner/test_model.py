@@ -66,8 +66,9 @@ def test_communication_aggregation_checkpoint() -> None:
 
 
 def test_chaining_counts() -> None:
-    per = model.iterations_per_invocation(870.0, np.array([70.0, 70.0, 900.0]),
-                                          np.array(2.0), np.array([1000, 100, 10]))
+    per = model.iterations_per_invocation(
+        870.0, np.array([70.0, 70.0, 900.0]), np.array(2.0), np.array([1000, 100, 10])
+    )
     assert per.tolist() == [400, 100, 0]
     assert model.invocations(np.array([1000, 100]), np.array([400, 100])).tolist() == [3, 1]
 
@@ -78,24 +79,35 @@ def test_ephemeral_storage_holds_shard_and_checkpoint() -> None:
 
 
 def test_cost_terms() -> None:
-    lam = model.lambda_compute_usd(np.array(0.0000166667), np.array(1024), np.array(2),
-                                   np.array(100.0))
+    lam = model.lambda_compute_usd(
+        np.array(0.0000166667), np.array(1024), np.array(2), np.array(100.0)
+    )
     assert float(lam) == pytest.approx(0.00333334)
     assert float(model.ps_usd(np.array(0.36), np.array(2), np.array(30.0), 60.0)) == (
-        pytest.approx(0.012))  # 60 s minimum
+        pytest.approx(0.012)
+    )  # 60 s minimum
 
 
 def test_full_prediction_by_hand(catalog_2020: object) -> None:
     """One configuration of the 2020 catalog worked through term by term, with chaining."""
     profile = make_profile(
-        model_bytes=10_000_000, dataset_bytes=100_000_000, dataset_samples=10_000, epochs=20,
-        profiled_local_batch=50, max_global_batch=1000, startup_s=5.0,
+        model_bytes=10_000_000,
+        dataset_bytes=100_000_000,
+        dataset_samples=10_000,
+        epochs=20,
+        profiled_local_batch=50,
+        max_global_batch=1000,
+        startup_s=5.0,
         ps_aggregation_mb_s_per_core=500.0,
-        training_rate={"x86_64": {"linear": {"alpha1_samples_s_per_mb": 0.05,
-                                             "beta1_samples_s": 0.0}}},
+        training_rate={
+            "x86_64": {"linear": {"alpha1_samples_s_per_mb": 0.05, "beta1_samples_s": 0.0}}
+        },
     )
-    c = predict(profile, catalog_2020,  # type: ignore[arg-type]
-                Choice(n_workers=4, memory_mb=1024, arch="x86_64", ps_type="m5.large", ps_count=1))
+    c = predict(
+        profile,
+        catalog_2020,  # type: ignore[arg-type]
+        Choice(n_workers=4, memory_mb=1024, arch="x86_64", ps_type="m5.large", ps_count=1),
+    )
     k = 1000  # ⌈10,000·20 / (4·50)⌉
     load = 100 / (4 * (0.05 * 1024 + 20))  # d_t / (n·B_s(m))
     comp = 50 / (0.05 * 1024)  # b_l / R(m)
@@ -122,8 +134,12 @@ def test_full_prediction_by_hand(catalog_2020: object) -> None:
 
 
 def test_too_slow_to_fit_one_invocation_is_infeasible(catalog_2025: object) -> None:
-    profile = make_profile(training_rate={"x86_64": {"points": [
-        {"vcpu_share": 1.0, "samples_per_s": 0.01}]}})
-    c = predict(profile, catalog_2025,  # type: ignore[arg-type]
-                Choice(n_workers=1, memory_mb=1024, arch="x86_64", ps_type="c5.large", ps_count=1))
+    profile = make_profile(
+        training_rate={"x86_64": {"points": [{"vcpu_share": 1.0, "samples_per_s": 0.01}]}}
+    )
+    c = predict(
+        profile,
+        catalog_2025,  # type: ignore[arg-type]
+        Choice(n_workers=1, memory_mb=1024, arch="x86_64", ps_type="c5.large", ps_count=1),
+    )
     assert not bool(c.feasible[0]) and math.isinf(float(c.total_usd[0]))

@@ -8,8 +8,13 @@ from provisioner import Goal, Limits, Plan, load_catalog, load_profile, plan_job
 
 
 def _result() -> object:
-    return plan_job(load_profile("cifar10-resnet18"), load_catalog("lambda-2025"),
-                    Goal(deadline_s=3600), Limits(), "job-1")
+    return plan_job(
+        load_profile("cifar10-resnet18"),
+        load_catalog("lambda-2025"),
+        Goal(deadline_s=3600),
+        Limits(),
+        "job-1",
+    )
 
 
 def test_plan_round_trips_through_json() -> None:

@@ -20,8 +20,14 @@ DIGITS = load_profile("digits-mlp")
 
 
 def _plan(profile: object = RESNET, catalog: str = "lambda-2025", **goal: float) -> object:
-    return plan_job(profile, load_catalog(catalog), Goal(**goal), Limits(), "t",  # type: ignore[arg-type]
-                    frontier_points=0)
+    return plan_job(
+        profile,
+        load_catalog(catalog),
+        Goal(**goal),
+        Limits(),
+        "t",  # type: ignore[arg-type]
+        frontier_points=0,
+    )
 
 
 def test_deadline_goal_meets_the_deadline_and_tighter_costs_more(catalog_2025: Catalog) -> None:
@@ -41,8 +47,14 @@ def test_budget_goal_stays_within_budget_and_more_money_is_faster(catalog_2025: 
 
 def test_both_goals_pick_the_deadline_optimum_when_it_fits(catalog_2025: Catalog) -> None:
     d = plan_job(RESNET, catalog_2025, Goal(deadline_s=1500), Limits(), "t", frontier_points=0)
-    both = plan_job(RESNET, catalog_2025, Goal(deadline_s=1500, budget_usd=100), Limits(), "t",
-                    frontier_points=0)
+    both = plan_job(
+        RESNET,
+        catalog_2025,
+        Goal(deadline_s=1500, budget_usd=100),
+        Limits(),
+        "t",
+        frontier_points=0,
+    )
     assert both.plan.cost == d.plan.cost
     with pytest.raises(Infeasible, match="no plan meets deadline 25m00s and budget \\$0.0100"):
         plan_job(RESNET, catalog_2025, Goal(deadline_s=1500, budget_usd=0.01), Limits(), "t")
@@ -62,8 +74,13 @@ def test_full_one_mb_grid_matches_exhaustive_with_few_workers(catalog_2025: Cata
 
 
 def test_ties_go_to_the_faster_then_smaller_configuration() -> None:
-    pool = Pool(r=np.array([0, 1, 0, 2]), ni=np.array([3, 0, 1, 1]), j=np.array([0, 0, 5, 2]),
-                total_s=np.array([10.0, 9.0, 9.0, 9.0]), total_usd=np.array([1.0, 1.0, 1.0, 2.0]))
+    pool = Pool(
+        r=np.array([0, 1, 0, 2]),
+        ni=np.array([3, 0, 1, 1]),
+        j=np.array([0, 0, 5, 2]),
+        total_s=np.array([10.0, 9.0, 9.0, 9.0]),
+        total_usd=np.array([1.0, 1.0, 1.0, 2.0]),
+    )
     order = goal_order(pool, cost_first=True)
     assert order.tolist() == [1, 2, 0, 3]  # cost, then time, then n-index, then memory
     assert goal_order(pool, cost_first=False).tolist() == [1, 2, 3, 0]  # time, then cost
@@ -84,21 +101,28 @@ def test_infeasible_message_names_fastest_time_and_cheapest_cost(catalog_2025: C
 
 
 def test_limits_bound_memory_concurrency_arch_and_ps(catalog_2025: Catalog) -> None:
-    limits = Limits(max_memory_mb=3008, max_concurrency=10, arch="x86_64",
-                    ps_types=("c5.large",))
-    plan = plan_job(RESNET, catalog_2025, Goal(deadline_s=6 * 3600), limits, "t",
-                    frontier_points=0).plan
+    limits = Limits(max_memory_mb=3008, max_concurrency=10, arch="x86_64", ps_types=("c5.large",))
+    plan = plan_job(
+        RESNET, catalog_2025, Goal(deadline_s=6 * 3600), limits, "t", frontier_points=0
+    ).plan
     assert plan.memory_mb <= 3008 and plan.n_workers <= 10
     assert plan.arch == "x86_64" and plan.ps_type == "c5.large"
-    arm = plan_job(RESNET, catalog_2025, Goal(deadline_s=6 * 3600), Limits(arch="arm64"), "t",
-                   frontier_points=0).plan
+    arm = plan_job(
+        RESNET,
+        catalog_2025,
+        Goal(deadline_s=6 * 3600),
+        Limits(arch="arm64"),
+        "t",
+        frontier_points=0,
+    ).plan
     assert arm.arch == "arm64"
 
 
 def test_reserved_concurrency_keeps_unreserved_headroom(catalog_2025: Catalog) -> None:
     profile = make_profile(max_global_batch=100_000, epochs=200)
-    space = build_space(profile, catalog_2025, Limits(max_concurrency=150,
-                                                      reserve_concurrency=True))
+    space = build_space(
+        profile, catalog_2025, Limits(max_concurrency=150, reserve_concurrency=True)
+    )
     assert int(space.n.max()) == 50  # 150 − 100 unreserved
     with pytest.raises(Infeasible, match="no worker count fits"):
         build_space(profile, catalog_2025, Limits(max_concurrency=100, reserve_concurrency=True))
@@ -108,11 +132,13 @@ def test_bad_limits_are_one_line_errors(catalog_2025: Catalog) -> None:
     with pytest.raises(ValueError) as err:
         build_space(RESNET, catalog_2025, Limits(max_memory_mb=64))
     assert str(err.value) == (
-        "max memory 64 MB is below the catalog minimum (128..10240 MB accepted)")
+        "max memory 64 MB is below the catalog minimum (128..10240 MB accepted)"
+    )
     with pytest.raises(ValueError) as err:
         build_space(RESNET, catalog_2025, Limits(ps_types=("p4d.24xlarge",)))
     assert str(err.value).startswith(
-        "PS type 'p4d.24xlarge' is not in catalog lambda-2025 (accepted: m5.large, c5.large,")
+        "PS type 'p4d.24xlarge' is not in catalog lambda-2025 (accepted: m5.large, c5.large,"
+    )
     with pytest.raises(ValueError) as err:
         build_space(RESNET, catalog_2025, Limits(arch="sparc"))
     assert str(err.value) == "arch 'sparc' is not one of x86_64, arm64, any"
@@ -123,8 +149,14 @@ def test_bad_limits_are_one_line_errors(catalog_2025: Catalog) -> None:
 
 
 def test_old_catalog_is_x86_single_m5_large(catalog_2020: Catalog) -> None:
-    plan = plan_job(load_profile("paper-cifar10-mobilenetv2"), catalog_2020,
-                    Goal(deadline_s=3600), Limits(), "t", frontier_points=0).plan
+    plan = plan_job(
+        load_profile("paper-cifar10-mobilenetv2"),
+        catalog_2020,
+        Goal(deadline_s=3600),
+        Limits(),
+        "t",
+        frontier_points=0,
+    ).plan
     assert plan.arch == "x86_64" and (plan.ps_type, plan.ps_count) == ("m5.large", 1)
     assert plan.memory_mb % 64 == 0 and plan.memory_mb <= 3008
     assert plan.ephemeral_storage_mb == 512
@@ -150,18 +182,27 @@ def test_plan_fields_are_consistent(catalog_2025: Catalog) -> None:
     parts = pr.startup_s + pr.load_s + pr.compute_s + pr.communication_s + pr.ps_aggregation_s
     assert pr.total_s == pytest.approx(parts + pr.chaining_s, rel=1e-9)
     c = p.cost
-    items = (c.lambda_compute_usd + c.lambda_requests_usd + c.ephemeral_storage_usd
-             + c.ps_instances_usd + c.step_functions_usd + c.s3_requests_usd)
+    items = (
+        c.lambda_compute_usd
+        + c.lambda_requests_usd
+        + c.ephemeral_storage_usd
+        + c.ps_instances_usd
+        + c.step_functions_usd
+        + c.s3_requests_usd
+    )
     assert c.total_usd == pytest.approx(items, rel=1e-12)
     assert result.alternatives and all(
         (a.cost.total_usd, a.prediction.total_s) >= (c.total_usd, pr.total_s)
-        for a in result.alternatives)
+        for a in result.alternatives
+    )
     # Every frontier point is Pareto: time up, cost strictly down; none beats the plan under
     # its own deadline.
     front = result.frontier
     assert len(front) >= 2
-    assert all(a.total_s < b.total_s and a.total_usd > b.total_usd
-               for a, b in zip(front, front[1:], strict=False))
+    assert all(
+        a.total_s < b.total_s and a.total_usd > b.total_usd
+        for a, b in zip(front, front[1:], strict=False)
+    )
     assert all(f.total_usd >= c.total_usd for f in front if f.total_s <= 3600)
 
 
@@ -171,8 +212,17 @@ def test_goal_must_have_a_deadline_or_budget(catalog_2025: Catalog) -> None:
 
 
 def test_a_workload_that_cannot_run_says_so(catalog_2025: Catalog) -> None:
-    profile = make_profile(training_rate={"x86_64": {"points": [
-        {"vcpu_share": 1.0, "samples_per_s": 0.001}]}})
+    profile = make_profile(
+        training_rate={"x86_64": {"points": [{"vcpu_share": 1.0, "samples_per_s": 0.001}]}}
+    )
     with pytest.raises(Infeasible) as err:
         plan_job(profile, catalog_2025, Goal(deadline_s=3600), Limits(), "t")
     assert str(err.value).startswith("no configuration of test-workload can run on lambda-2025")
+
+
+def test_worker_count_is_capped_by_1000_and_the_global_batch(catalog_2025: Catalog) -> None:
+    big = build_space(
+        make_profile(max_global_batch=100_000), catalog_2025, Limits(max_concurrency=5000)
+    )
+    assert int(big.n.max()) == 1000
+    assert int(build_space(DIGITS, catalog_2025, Limits()).n.max()) == 256  # b_g^max

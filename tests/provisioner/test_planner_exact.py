@@ -14,22 +14,29 @@ from provisioner.search import exhaustive, fastest_cell
 from provisioner.space import Infeasible, Limits, build_space
 from tests.provisioner.conftest import make_profile, small_catalog
 
-SETTINGS = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
 def rate_curve(draw: st.DrawFn) -> dict[str, object]:
     if draw(st.booleans()):
-        return {"linear": {"alpha1_samples_s_per_mb": draw(st.floats(0.001, 2.0)),
-                           "beta1_samples_s": draw(st.floats(-50.0, 200.0))}}
+        return {
+            "linear": {
+                "alpha1_samples_s_per_mb": draw(st.floats(0.001, 2.0)),
+                "beta1_samples_s": draw(st.floats(-50.0, 200.0)),
+            }
+        }
     count = draw(st.integers(1, 5))
-    shares = sorted(draw(st.lists(st.floats(0.05, 6.0), min_size=count, max_size=count,
-                                  unique=True)))
+    shares = sorted(
+        draw(st.lists(st.floats(0.05, 6.0), min_size=count, max_size=count, unique=True))
+    )
     # Rates may be noisy (non-monotone): the model takes their running maximum.
     rates = draw(st.lists(st.floats(5.0, 20_000.0), min_size=count, max_size=count))
-    return {"points": [{"vcpu_share": s, "samples_per_s": r} for s, r in zip(shares, rates,
-                                                                              strict=True)]}
+    return {
+        "points": [
+            {"vcpu_share": s, "samples_per_s": r} for s, r in zip(shares, rates, strict=True)
+        ]
+    }
 
 
 @st.composite
@@ -58,16 +65,22 @@ LIMITS = st.builds(
 )
 
 
-GRIDS = st.sampled_from([
-    # (memory max MB, step MB, max PS shards, max workers): a coarse grid with many workers and
-    # a fine grid whose cost windows span several bounded blocks.
-    (1280, 64, 3, 24),
-    (1536, 2, 2, 6),
-])
+GRIDS = st.sampled_from(
+    [
+        # (memory max MB, step MB, max PS shards, max workers): a coarse grid with many workers and
+        # a fine grid whose cost windows span several bounded blocks.
+        (1280, 64, 3, 24),
+        (1536, 2, 2, 6),
+    ]
+)
 
 
-def _check(profile_fields: dict[str, object], limits: Limits, goal_of: object,
-           grid: tuple[int, int, int, int]) -> None:
+def _check(
+    profile_fields: dict[str, object],
+    limits: Limits,
+    goal_of: object,
+    grid: tuple[int, int, int, int],
+) -> None:
     profile = make_profile(**profile_fields)
     top, step, shards, workers = grid
     catalog = small_catalog(memory_max_mb=top, step_mb=step, shards=shards)
@@ -97,15 +110,17 @@ def _check(profile_fields: dict[str, object], limits: Limits, goal_of: object,
 
 @SETTINGS
 @given(workload(), LIMITS, st.floats(0.8, 20.0), GRIDS)
-def test_deadline_goal_equals_exhaustive(fields: dict[str, object], limits: Limits,
-                                         factor: float, grid: tuple[int, int, int, int]) -> None:
+def test_deadline_goal_equals_exhaustive(
+    fields: dict[str, object], limits: Limits, factor: float, grid: tuple[int, int, int, int]
+) -> None:
     _check(fields, limits, lambda fast_s, *_: Goal(deadline_s=fast_s * factor), grid)
 
 
 @SETTINGS
 @given(workload(), LIMITS, st.floats(0.5, 30.0), GRIDS)
-def test_budget_goal_equals_exhaustive(fields: dict[str, object], limits: Limits,
-                                       factor: float, grid: tuple[int, int, int, int]) -> None:
+def test_budget_goal_equals_exhaustive(
+    fields: dict[str, object], limits: Limits, factor: float, grid: tuple[int, int, int, int]
+) -> None:
     def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
         cheapest = exhaustive(profile, catalog, lim, Goal(deadline_s=math.inf))  # type: ignore[arg-type]
         usd = cheapest[2] if cheapest else 1.0
@@ -116,9 +131,13 @@ def test_budget_goal_equals_exhaustive(fields: dict[str, object], limits: Limits
 
 @SETTINGS
 @given(workload(), LIMITS, st.floats(0.8, 10.0), st.floats(0.5, 3.0), GRIDS)
-def test_both_goals_equal_exhaustive(fields: dict[str, object], limits: Limits,
-                                     d_factor: float, b_factor: float,
-                                     grid: tuple[int, int, int, int]) -> None:
+def test_both_goals_equal_exhaustive(
+    fields: dict[str, object],
+    limits: Limits,
+    d_factor: float,
+    b_factor: float,
+    grid: tuple[int, int, int, int],
+) -> None:
     def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
         d = fast_s * d_factor
         best = exhaustive(profile, catalog, lim, Goal(deadline_s=d))  # type: ignore[arg-type]

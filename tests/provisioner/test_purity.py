@@ -19,6 +19,12 @@ def test_import_pulls_in_no_heavy_dependency() -> None:
         "{'aws_cdk', 'boto3', 'botocore', 'torch', 'matplotlib', 'constructs', 'jsii'})\n"
         "print(','.join(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     assert out.stdout.strip() == ""

@@ -3,7 +3,7 @@
     python -m tools.plan_diff --from 2h --to 90m [-c workload=... -c dataset=...] [--plan-only]
 
 Synthesizes the app twice (same code path as `cdk synth`: cdk.json context + overrides) into
-`cdk.out.diff/from` and `cdk.out.diff/to`, prints a plan-level table (n, memory, PS, predicted
+`cdk.out/plan-diff/from` and `.../to`, prints a plan-level table (n, memory, PS, predicted
 time and cost), then runs the pinned CDK CLI's `cdk diff --template <from> --app <to>` per stack.
 `cdk diff` against a deployed stack needs an AWS account; against a saved template it does not.
 """
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--to", dest="after", required=True, help="deadline, e.g. 90m")
     parser.add_argument("-c", dest="context", action="append", default=[],
                         help="extra context for both synths, key=value (repeatable)")
-    parser.add_argument("--out", default=os.path.join(REPO_ROOT, "cdk.out.diff"))
+    parser.add_argument("--out", default=os.path.join(REPO_ROOT, "cdk.out", "plan-diff"))
     parser.add_argument("--plan-only", action="store_true", help="skip the template diff")
     parser.add_argument("--with-tags", action="store_true",
                         help="also show every resource's changed plan tags (long)")

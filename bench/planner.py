@@ -30,10 +30,10 @@ from provisioner import Goal, Limits, load_catalog, load_profile
 from provisioner.baselines import algorithm1, fixed_route_space, naive
 from provisioner.catalog import Catalog
 from provisioner.parse import format_duration_s
-from provisioner.planner import plan_job
+from provisioner.planner import plan_job, predict
 from provisioner.profile import WorkloadProfile
 from provisioner.search import exhaustive, fastest_cell, solve_deadline
-from provisioner.space import build_space
+from provisioner.space import Choice, build_space
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WORKLOADS = ("digits-mlp", "cifar10-resnet18", "paper-cifar10-mobilenetv2")
@@ -60,6 +60,8 @@ class Row:
     alg1_s: float
     naive_usd: float
     naive_s: float
+    hand_usd: float  # the fixed hand-picked configuration HAND (inf if it cannot run)
+    hand_s: float
 
     @property
     def exact(self) -> bool:
@@ -72,6 +74,25 @@ class Row:
     @property
     def naive_met(self) -> bool:
         return self.naive_s <= self.deadline_s
+
+    @property
+    def hand_met(self) -> bool:
+        return self.hand_s <= self.deadline_s
+
+
+def hand_choice(profile: WorkloadProfile, catalog: Catalog) -> Choice:
+    """A fixed configuration someone might pick by hand: 16 workers at 3,008 MB (the old
+    maximum, or the profile's minimum if larger), one default PS, x86_64 where profiled."""
+    arch = "x86_64" if profile.rate("x86_64") is not None else profile.architectures[0]
+    memory = min(max(3008, profile.min_memory_mb), catalog.memory_max_mb)
+    memory -= (memory - catalog.memory_min_mb) % catalog.memory_step_mb
+    return Choice(
+        n_workers=min(16, profile.max_global_batch),
+        memory_mb=memory,
+        arch=arch,
+        ps_type=catalog.ps_default_type,
+        ps_count=1,
+    )
 
 
 def reduced(catalog: Catalog, step_mb: int) -> Catalog:
@@ -114,6 +135,7 @@ def compare(
         f_usd = float(fixed[1].total_usd[fixed[0]]) if fixed else math.inf
         a = algorithm1(profile, catalog, Limits(), d)
         _, n_s, n_usd = naive(profile, catalog, Limits(), d)
+        hand = predict(profile, catalog, hand_choice(profile, catalog))
         rows.append(
             Row(
                 workload=profile.name,
@@ -130,6 +152,8 @@ def compare(
                 alg1_s=a[1] if a else math.inf,
                 naive_usd=n_usd,
                 naive_s=n_s,
+                hand_usd=float(hand.total_usd[0]),
+                hand_s=float(hand.total_s[0]),
             )
         )
     return rows
@@ -227,6 +251,8 @@ def render(rows: Sequence[Row], timings: Sequence[Timing], load_avg: float | Non
     a_ratios = [r.alg1_usd / r.ours_usd for r in rows if r.alg1_met]
     af_ratios = [r.alg1_usd / r.fixed_usd for r in rows if r.alg1_met]
     n_ratios = [r.naive_usd / r.ours_usd for r in rows if r.naive_met]
+    h_ratios = [r.hand_usd / r.ours_usd for r in rows if r.hand_met]
+    h_met = sum(r.hand_met for r in rows)
     lines = [
         "## Planner benchmark",
         "",
@@ -259,15 +285,15 @@ def render(rows: Sequence[Row], timings: Sequence[Timing], load_avg: float | Non
         f"- exact: {exact}/{len(rows)} cases equal to exhaustive enumeration (reduced grid: "
         "64 MB steps, n ≤ 64 on lambda-2025; the whole lambda-2020 grid).",
         f"- met the deadline: ours {len(rows)}/{len(rows)}, λDNN Algorithm 1 {a_met}/{len(rows)}, "
-        f"naive {n_met}/{len(rows)}.",
+        f"naive {n_met}/{len(rows)}, fixed 16 × 3,008 MB {h_met}/{len(rows)}.",
         f"- when they meet it, Algorithm 1 costs {_summary(a_ratios)} and naive costs "
-        f"{_summary(n_ratios)} of ours.",
+        f"{_summary(n_ratios)} of ours; the fixed configuration costs {_summary(h_ratios)}.",
         f"- against ours restricted to λDNN's setting (same PS, x86_64), Algorithm 1 costs "
         f"{_summary(af_ratios)}: the gain of exactness alone.",
         "",
         "| workload | catalog | deadline | ours | exhaustive (reduced) = ours (reduced) | "
-        "ours, λDNN setting | Alg. 1 | naive |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "ours, λDNN setting | Alg. 1 | naive | fixed 16 × 3,008 MB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
@@ -276,12 +302,14 @@ def render(rows: Sequence[Row], timings: Sequence[Timing], load_avg: float | Non
             f"{'=' if r.exact else '≠'} {_usd(r.reduced_ours_usd)} | "
             f"{_ratio(r.fixed_usd, r.ours_usd)} | "
             f"{_ratio(r.alg1_usd if r.alg1_met else math.inf, r.ours_usd)} | "
-            f"{_ratio(r.naive_usd if r.naive_met else math.inf, r.ours_usd)} |"
+            f"{_ratio(r.naive_usd if r.naive_met else math.inf, r.ours_usd)} | "
+            f"{_ratio(r.hand_usd if r.hand_met else math.inf, r.ours_usd)} |"
         )
     lines += [
         "",
-        "Last three columns: cost relative to ours, or *missed* when no plan of that strategy",
-        "meets the deadline. Algorithm 1 and naive use λDNN's setting — the catalog's default PS",
+        "Last four columns: cost relative to ours, or *missed* when no plan of that strategy",
+        "meets the deadline. Algorithm 1, naive and the fixed configuration (16 workers of",
+        "3,008 MB, or the profile's minimum memory) use λDNN's setting — the catalog's default PS",
         "type (m5.large), one shard, x86_64; ours also chooses PS type, shard count and arch.",
         "Deadlines are multiples of the fastest time of ours (on the reduced grid) and of λDNN's",
         "setting (a single m5.large PS, which often cannot reach our fastest times).",
@@ -334,6 +362,7 @@ def write_png(rows: Sequence[Row], timings: Sequence[Timing], path: Path) -> Non
     for attr, met, name, marker in (
         ("alg1_usd", "alg1_met", "λDNN Alg. 1", "o"),
         ("naive_usd", "naive_met", "naive", "s"),
+        ("hand_usd", "hand_met", "fixed 16×3008 MB", "^"),
     ):
         ys = [getattr(r, attr) / r.ours_usd if getattr(r, met) else math.nan for r in rows]
         left.scatter(xs, ys, marker=marker, label=name)

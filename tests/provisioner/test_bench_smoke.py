@@ -21,5 +21,6 @@ def test_benchmark_core_is_exact_on_a_tiny_grid() -> None:
         # Never worse than the baselines when they meet the deadline.
         assert not row.alg1_met or row.alg1_usd >= row.ours_usd
         assert not row.naive_met or row.naive_usd >= row.ours_usd
+        assert not row.hand_met or row.hand_usd >= row.ours_usd
         assert row.fixed_usd >= row.ours_usd
     assert f"{len(rows)}/{len(rows)} cases equal to exhaustive" in render(rows, [])

@@ -177,7 +177,7 @@ def test_worker_killed_with_sigkill_and_reinvoked_matches(
     finally:
         proc.kill()
         proc.wait()
-    killed_at = servers[0].state.iteration
+    killed_at = min(s.state.iteration for s in servers)  # a shard may be one ahead
     assert killed_at < iterations, "the worker finished before it could be killed"
     second = worker.handler(events[1])  # the original event: start_iteration 0
     rank0.join(120)

@@ -1,0 +1,382 @@
+"""Data-plane benchmark: gradient push+pull through our PS vs raw loopback TCP vs gloo all-reduce.
+
+Run: `.venv/bin/python -m bench.sync` (writes bench/results/sync.md, sync.png, sync.json);
+`--quick` runs a small grid as a smoke run.
+
+For each model size S (MB of float32) and n workers, measured in the same run on this machine:
+- ours: one `python -m functions.ps` shard (a real process) and n worker processes using
+  `functions.ps_client.PSClient`: every step each worker pushes S and pulls S (BSP: the PS
+  waits for all n gradients, averages, SGD-momentum update, serves the parameters);
+- raw: the same n processes against a minimal echo server (length prefix, `recv_into` a
+  preallocated buffer, send it back): the best a single server process can do over loopback
+  TCP with the same traffic shape, no handshake, no barrier, no arithmetic;
+- gloo: n processes of `torch.distributed` (gloo backend, TCP on 127.0.0.1) all-reducing the
+  same S-MB tensor — what a PS-less synchronous step would cost on this machine.
+Throughput is bytes moved through the server (2·n·S per step) per second of the slowest worker.
+Everything runs on one 2-core machine, so clients and server share CPUs: absolute figures are
+this machine's, the ratios are the point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+REGENERATE = ".venv/bin/python -m bench.sync"
+SECRET_ENV = "LDNN_BENCH_SECRET"
+MB = 1_000_000
+LEN = struct.Struct("!Q")
+
+
+@dataclass(frozen=True)
+class Row:
+    size_mb: float
+    n_workers: int
+    reps: int
+    ours_step_s: float
+    raw_step_s: float
+    gloo_step_s: float | None
+
+    @property
+    def bytes_per_step(self) -> float:
+        return 2 * self.n_workers * self.size_mb * MB
+
+    @property
+    def ours_gb_s(self) -> float:
+        return self.bytes_per_step / self.ours_step_s / 1e9
+
+    @property
+    def raw_gb_s(self) -> float:
+        return self.bytes_per_step / self.raw_step_s / 1e9
+
+
+def _reps(size_mb: float, n: int) -> int:
+    """Enough steps to move ~0.8 GB per configuration, at least 3, at most 50."""
+    return int(min(50, max(3, 800 / (2 * n * size_mb))))
+
+
+# -- raw loopback baseline ----------------------------------------------------------------
+def _raw_server(port_q: Any, stop_ev: Any) -> None:
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    port_q.put(listener.getsockname()[1])
+
+    def serve(conn: socket.socket) -> None:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = None
+        try:
+            while True:
+                head = bytearray(LEN.size)
+                if not _recv_into(conn, memoryview(head)):
+                    return
+                (length,) = LEN.unpack(head)
+                if buf is None or buf.nbytes != length:
+                    buf = np.empty(length, np.uint8)
+                if not _recv_into(conn, memoryview(buf)):
+                    return
+                conn.sendall(memoryview(buf))
+        finally:
+            conn.close()
+
+    while not stop_ev.is_set():
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+    listener.close()
+
+
+def _recv_into(conn: socket.socket, view: memoryview) -> bool:
+    got = 0
+    while got < len(view):
+        n = conn.recv_into(view[got:])
+        if n == 0:
+            return False
+        got += n
+    return True
+
+
+def _raw_client(port: int, nbytes: int, reps: int, barrier: Any, out_q: Any) -> None:
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    send = np.ones(nbytes, np.uint8)
+    recv = np.empty(nbytes, np.uint8)
+
+    def step() -> None:
+        sock.sendall(LEN.pack(nbytes))
+        sock.sendall(memoryview(send))
+        _recv_into(sock, memoryview(recv))
+
+    step()  # warm-up
+    barrier.wait()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        step()
+    out_q.put(time.perf_counter() - t0)
+    sock.close()
+
+
+def measure_raw(size_mb: float, n: int, reps: int) -> float:
+    ctx = mp.get_context("fork")
+    port_q, stop_ev, out_q = ctx.Queue(), ctx.Event(), ctx.Queue()
+    server = ctx.Process(target=_raw_server, args=(port_q, stop_ev))
+    server.start()
+    port = port_q.get(timeout=30)
+    barrier = ctx.Barrier(n)
+    nbytes = int(size_mb * MB) // 4 * 4
+    clients = [ctx.Process(target=_raw_client, args=(port, nbytes, reps, barrier, out_q))
+               for _ in range(n)]
+    for c in clients:
+        c.start()
+    elapsed = [out_q.get(timeout=600) for _ in clients]
+    for c in clients:
+        c.join()
+    stop_ev.set()
+    server.join(timeout=10)
+    return max(elapsed) / reps
+
+
+# -- our PS ---------------------------------------------------------------------------------
+def _ps_client(endpoint: str, rank: int, n_params: int, reps: int, barrier: Any,
+               out_q: Any) -> None:
+    from functions.ps_client import PSClient
+
+    client = PSClient((endpoint,), "bench", rank, b"bench-secret", n_params, timeout_s=600)
+    grads = np.full(n_params, 1e-3, np.float32)
+    params = np.zeros(n_params, np.float32)
+    client.connect()
+    client.init_params(params)
+    it = min(client.shard_iterations)
+    client.pull(it, params)
+    # Warm-up step, then the timed ones.
+    client.push(it, grads)
+    client.pull(it + 1, params)
+    it += 1
+    barrier.wait()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        client.push(it, grads)
+        client.pull(it + 1, params)
+        it += 1
+    out_q.put(time.perf_counter() - t0)
+    client.close()
+
+
+def measure_ours(size_mb: float, n: int, reps: int) -> float:
+    env = {**os.environ, SECRET_ENV: "bench-secret", "PYTHONPATH": str(ROOT)}
+    ps = subprocess.Popen(
+        [sys.executable, "-m", "functions.ps", "--job-id", "bench", "--workers", str(n),
+         "--secret-ref", f"env:{SECRET_ENV}", "--port", "0", "--learning-rate", "0.01",
+         "--momentum", "0.9", "--log-level", "WARNING"],
+        stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )
+    try:
+        line = ps.stdout.readline() if ps.stdout else ""
+        if not line.startswith("READY "):
+            raise RuntimeError(f"PS did not start: {line!r}")
+        endpoint = line.split()[1]
+        ctx = mp.get_context("fork")
+        barrier, out_q = ctx.Barrier(n), ctx.Queue()
+        n_params = int(size_mb * MB) // 4
+        clients = [ctx.Process(target=_ps_client,
+                               args=(endpoint, r, n_params, reps, barrier, out_q))
+                   for r in range(n)]
+        for c in clients:
+            c.start()
+        elapsed = [out_q.get(timeout=900) for _ in clients]
+        for c in clients:
+            c.join()
+    finally:
+        ps.terminate()
+        ps.wait(timeout=30)
+    return max(elapsed) / reps
+
+
+# -- gloo all-reduce ------------------------------------------------------------------------
+def _gloo_worker(rank: int, n: int, port: int, plan: list[tuple[float, int]], out_q: Any) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=n)
+    results = []
+    for size_mb, reps in plan:
+        tensor = torch.ones(int(size_mb * MB) // 4)
+        dist.all_reduce(tensor)  # warm-up
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            dist.all_reduce(tensor)
+        dist.barrier()
+        results.append((time.perf_counter() - t0) / reps)
+    if rank == 0:
+        out_q.put(results)
+    dist.destroy_process_group()
+
+
+def measure_gloo(n: int, plan: list[tuple[float, int]]) -> list[float]:
+    ctx = mp.get_context("spawn")
+    out_q = ctx.Queue()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = [ctx.Process(target=_gloo_worker, args=(r, n, port, plan, out_q)) for r in range(n)]
+    for p in procs:
+        p.start()
+    results: list[float] = out_q.get(timeout=1800)
+    for p in procs:
+        p.join()
+    return results
+
+
+# -- report ---------------------------------------------------------------------------------
+def table(rows: Sequence[Row]) -> str:
+    lines = [
+        "| model MB | n | steps | ours step s | ours GB/s | raw TCP GB/s | ours / raw | "
+        "gloo all-reduce s | gloo s / ours s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        gloo = f"{r.gloo_step_s:.4f}" if r.gloo_step_s is not None else "—"
+        ratio = f"{r.gloo_step_s / r.ours_step_s:.2f}" if r.gloo_step_s is not None else "—"
+        lines.append(
+            f"| {r.size_mb:g} | {r.n_workers} | {r.reps} | {r.ours_step_s:.4f} | "
+            f"{r.ours_gb_s:.2f} | {r.raw_gb_s:.2f} | {r.ours_gb_s / r.raw_gb_s:.0%} | "
+            f"{gloo} | {ratio} |"
+        )
+    return "\n".join(lines)
+
+
+def summary(rows: Sequence[Row]) -> list[str]:
+    ratios = [r.ours_gb_s / r.raw_gb_s for r in rows]
+    big = [r.ours_gb_s / r.raw_gb_s for r in rows if r.size_mb >= 10]
+    gloo = [r.gloo_step_s / r.ours_step_s for r in rows if r.gloo_step_s is not None]
+    out = [
+        f"- ours / raw loopback: median {statistics.median(ratios):.0%}, min {min(ratios):.0%}, "
+        f"max {max(ratios):.0%} over all {len(rows)} configurations "
+        f"(sizes ≥ 10 MB: median {statistics.median(big):.0%}, min {min(big):.0%}); "
+        f"target ≥ 70%: {'met' if min(big) >= 0.7 else 'NOT met'} for sizes ≥ 10 MB, "
+        f"{'met' if min(ratios) >= 0.7 else 'NOT met'} for all sizes.",
+    ]
+    if gloo:
+        out.append(
+            f"- gloo all-reduce time / our PS step time: median {statistics.median(gloo):.2f}, "
+            f"min {min(gloo):.2f}, max {max(gloo):.2f} (> 1: our PS step is faster on this "
+            "machine; < 1: gloo is faster)."
+        )
+    return out
+
+
+def write_markdown(rows: Sequence[Row], path: Path, seconds: float) -> None:
+    text = "\n".join([
+        "# Data-plane benchmark: PS push+pull vs raw loopback TCP vs gloo all-reduce",
+        "",
+        f"Regenerate: `{REGENERATE}` (writes this file, `bench/results/sync.png` and "
+        "`bench/results/sync.json`; took "
+        f"{seconds:.0f} s here).",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}; all processes on one machine over 127.0.0.1, so the "
+        "clients and the server share the CPUs.",
+        "",
+        "- *ours*: one `python -m functions.ps` shard process, n worker processes with "
+        "`PSClient`; a step = every worker pushes S MB of gradients and pulls S MB of "
+        "parameters; the PS waits for all n, averages, applies SGD-momentum, serves.",
+        "- *raw TCP*: the same n processes against a minimal echo server (length prefix, "
+        "`recv_into`, send back), no handshake, no barrier, no arithmetic — measured in the "
+        "same run as the baseline.",
+        "- *gloo*: n processes of `torch.distributed` (gloo, TCP on 127.0.0.1) all-reducing "
+        "the same S-MB tensor; the PS-less synchronous step.",
+        "- GB/s counts the bytes through the server per step (2·n·S) over the slowest worker's "
+        "time.",
+        "",
+        table(rows),
+        "",
+        *summary(rows),
+        "",
+    ])
+    path.write_text(text)
+
+
+def plot(rows: Sequence[Row], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for n in sorted({r.n_workers for r in rows}):
+        sub = [r for r in rows if r.n_workers == n]
+        sizes = [r.size_mb for r in sub]
+        line = ax1.plot(sizes, [r.ours_gb_s for r in sub], "o-", label=f"ours n={n}")[0]
+        ax1.plot(sizes, [r.raw_gb_s for r in sub], "x--", color=line.get_color(),
+                 label=f"raw TCP n={n}")
+        gl = [(r.size_mb, r.gloo_step_s / r.ours_step_s) for r in sub if r.gloo_step_s]
+        if gl:
+            ax2.plot(*zip(*gl, strict=True), "o-", label=f"n={n}")
+    ax1.set(xscale="log", xlabel="model size (MB)", ylabel="GB/s through the server",
+            title="PS push+pull vs raw loopback TCP")
+    ax1.legend(fontsize=7, ncol=2)
+    ax2.axhline(1.0, color="grey", lw=0.8)
+    ax2.set(xscale="log", xlabel="model size (MB)", ylabel="gloo all-reduce s / our step s",
+            title="> 1: our PS step faster than gloo")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.sync", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small grid (smoke run)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    sizes = [1.0, 10.0] if args.quick else [1.0, 10.0, 50.0, 200.0]
+    workers = [1, 2] if args.quick else [1, 2, 4, 8]
+    t_start = time.perf_counter()
+    gloo_by_n: dict[int, list[float]] = {}
+    for n in workers:
+        if n >= 2:
+            gloo_by_n[n] = measure_gloo(n, [(s, _reps(s, n)) for s in sizes])
+    rows = []
+    for n in workers:
+        for i, size in enumerate(sizes):
+            reps = _reps(size, n)
+            raw = measure_raw(size, n, reps)
+            ours = measure_ours(size, n, reps)
+            row = Row(size, n, reps, ours, raw, gloo_by_n[n][i] if n in gloo_by_n else None)
+            rows.append(row)
+            print(f"S={size:g} MB n={n}: ours {row.ours_gb_s:.2f} GB/s, raw {row.raw_gb_s:.2f}"
+                  f" GB/s ({row.ours_gb_s / row.raw_gb_s:.0%})", flush=True)
+    seconds = time.perf_counter() - t_start
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_markdown(rows, args.out / "sync.md", seconds)
+    plot(rows, args.out / "sync.png")
+    (args.out / "sync.json").write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+    print(table(rows))
+    print("\n".join(summary(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

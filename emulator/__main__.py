@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=3,
         help="tries per invocation before the run fails (default 3)",
     )
+    parser.add_argument(
+        "--cold-starts",
+        action="store_true",
+        help="start every worker invocation in a fresh environment (default: "
+        "reuse the worker's warm environment, as Lambda usually does)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 

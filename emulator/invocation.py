@@ -1,9 +1,12 @@
-"""One emulated Lambda invocation as a child process, and its outcome.
+"""Emulated Lambda execution environments and the invocations they serve.
 
-`start_invocation` writes the event, spawns `python -m emulator.runner` in its own process group
-and CPU group, and returns a handle; `poll` turns the finished process into an `Outcome`. A run
-over the invocation limit (plus a grace for process exit) is killed, as Lambda kills a function
-at its timeout, and reported as a failure the orchestrator may retry.
+An `Environment` is one `python -m emulator.runner --serve` process (its own process group, in
+its worker's CPU group). The first invocation it serves is a cold start (interpreter, handler
+import, `import torch`); later ones reuse it warm, as Lambda reuses an environment that is
+invoked again soon. An invocation that runs past its limit (plus a grace for writing its result)
+is killed with its environment, as Lambda kills a function at its timeout; an environment whose
+invocation failed is discarded too, so a retry starts cold. Either ends as a failed `Outcome`
+the orchestrator may retry.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,66 +33,107 @@ class Outcome:
 
     ok: bool
     result: dict[str, Any]  # the handler's return value, or a Lambda-style error object
-    wall_s: float  # spawn to exit, as the orchestrator saw it
+    wall_s: float  # request sent to result seen, as the orchestrator saw it
     exit_code: int | None
     error: str  # one line; empty when ok
+    cold: bool = True  # served by a fresh environment
+
+
+@dataclass
+class Environment:
+    """A running execution environment (mutable: it serves invocations until closed)."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    served: int = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
 
 @dataclass
 class Invocation:
-    """A running invocation (mutable: it is polled until it ends)."""
+    """One request in flight in an environment."""
 
     name: str
-    proc: subprocess.Popen[bytes]
+    env: Environment
     result_path: Path
-    log_path: Path
     started_monotonic_s: float
     kill_after_s: float
+    cold: bool
+    one_shot: bool = False  # close the environment when this invocation ends
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started_monotonic_s
 
 
-def start_invocation(
+def start_environment(
     supervisor: Supervisor,
     *,
     name: str,
     handler: str,
-    event: Mapping[str, Any],
-    limit_s: float,
     memory_mb: int,
     work_dir: Path,
     env: Mapping[str, str],
     placement: Placement | None = None,
-) -> Invocation:
-    """Spawn the runner for `handler(event, context)` with a `limit_s` countdown."""
+) -> Environment:
+    """Spawn a warm-capable runner for `handler`; it waits for requests on stdin."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    event_path = work_dir / f"{name}.event.json"
-    result_path = work_dir / f"{name}.result.json"
     log_path = work_dir / f"{name}.log"
-    event_path.write_text(json.dumps(event, indent=1))
-    result_path.unlink(missing_ok=True)
     argv = [
         sys.executable,
         "-m",
         "emulator.runner",
-        str(event_path),
-        str(result_path),
-        f"--limit-s={limit_s}",
+        "--serve",
         f"--memory-mb={memory_mb}",
         f"--handler={handler}",
         f"--function-name={name}",
     ]
     proc = supervisor.spawn(
-        argv, env=env, log_path=log_path, preexec=placement.enter if placement else None
+        argv,
+        env=env,
+        log_path=log_path,
+        preexec=placement.enter if placement else None,
+        stdin_pipe=True,
     )
+    return Environment(name=name, proc=proc, log_path=log_path)
+
+
+def submit(
+    environment: Environment,
+    *,
+    name: str,
+    event: Mapping[str, Any],
+    limit_s: float,
+    work_dir: Path,
+    kill_grace_s: float = KILL_GRACE_S,
+    one_shot: bool = False,
+) -> Invocation:
+    """Send one invocation to the environment; returns at once."""
+    event_path = work_dir / f"{name}.event.json"
+    result_path = work_dir / f"{name}.result.json"
+    event_path.write_text(json.dumps(event, indent=1))
+    result_path.unlink(missing_ok=True)
+    request = {"event": str(event_path), "result": str(result_path), "limit_s": limit_s}
+    cold = environment.served == 0
+    environment.served += 1
+    assert environment.proc.stdin is not None
+    try:
+        environment.proc.stdin.write((json.dumps(request) + "\n").encode())
+        environment.proc.stdin.flush()
+    except (BrokenPipeError, OSError):
+        pass  # the environment died; poll() reports it as a crash
     return Invocation(
         name=name,
-        proc=proc,
+        env=environment,
         result_path=result_path,
-        log_path=log_path,
         started_monotonic_s=time.monotonic(),
-        kill_after_s=limit_s + KILL_GRACE_S,
+        kill_after_s=limit_s + kill_grace_s,
+        cold=cold,
+        one_shot=one_shot,
     )
 
 
@@ -106,34 +150,49 @@ def last_log_line(path: Path, max_bytes: int = 4096) -> str:
     return lines[-1] if lines else ""
 
 
-def poll(supervisor: Supervisor, inv: Invocation) -> Outcome | None:
-    """None while running; the Outcome once the child exited or was killed at its limit."""
-    code = inv.proc.poll()
-    if code is None and inv.elapsed_s() < inv.kill_after_s:
+def _read_result(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
         return None
+    return value if isinstance(value, dict) else {"errorType": "BadResult", "errorMessage": "?"}
+
+
+def poll(supervisor: Supervisor, inv: Invocation) -> Outcome | None:
+    """None while running; the Outcome once the result is written, the process died, or the
+    invocation ran past its limit (then the environment is killed)."""
+    result = _read_result(inv.result_path) if inv.result_path.exists() else None
     wall_s = inv.elapsed_s()
-    if code is None:
-        supervisor.stop(inv.proc, grace_s=2.0)
+    if result is not None:
+        ok = "errorType" not in result
+        if not ok or inv.one_shot:
+            supervisor.stop(inv.env.proc, grace_s=2.0)  # a failed environment is not reused
+        detail = (
+            "" if ok else f"{inv.name}: {result.get('errorType')}: {result.get('errorMessage')}"
+        )
+        return Outcome(
+            ok=ok, result=result, wall_s=wall_s, exit_code=None, error=detail, cold=inv.cold
+        )
+    code = inv.env.proc.poll()
+    if code is not None:
+        supervisor.stop(inv.env.proc, grace_s=2.0)  # reap stragglers of its group
+        detail = last_log_line(inv.env.log_path) or "no output"
         return Outcome(
             ok=False,
-            result={"errorType": "Timeout", "errorMessage": "invocation limit exceeded"},
+            result={"errorType": "Crash", "errorMessage": f"exit code {code}"},
             wall_s=wall_s,
-            exit_code=None,
-            error=f"{inv.name}: killed after {wall_s:.1f} s (over the invocation limit)",
+            exit_code=code,
+            error=f"{inv.name}: environment exited with code {code}: {detail}",
+            cold=inv.cold,
         )
-    supervisor.stop(inv.proc, grace_s=2.0)  # reap stragglers of its group, close its log
-    try:
-        result = json.loads(inv.result_path.read_text())
-    except (OSError, ValueError):
-        result = {"errorType": "Crash", "errorMessage": f"exit code {code}, no result"}
-    if code == 0 and isinstance(result, dict) and "errorType" not in result:
-        return Outcome(ok=True, result=result, wall_s=wall_s, exit_code=0, error="")
-    message = result.get("errorMessage") if isinstance(result, dict) else None
-    detail = message or last_log_line(inv.log_path) or "no output"
+    if wall_s < inv.kill_after_s:
+        return None
+    supervisor.stop(inv.env.proc, grace_s=2.0)
     return Outcome(
         ok=False,
-        result=result if isinstance(result, dict) else {},
+        result={"errorType": "Timeout", "errorMessage": "invocation limit exceeded"},
         wall_s=wall_s,
-        exit_code=code,
-        error=f"{inv.name}: exit code {code}: {detail}",
+        exit_code=None,
+        error=f"{inv.name}: killed after {wall_s:.1f} s (over the invocation limit)",
+        cold=inv.cold,
     )

@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from emulator import cpu
-from emulator.invocation import Invocation, Outcome, poll, start_invocation
+from emulator.invocation import (
+    Environment,
+    Invocation,
+    Outcome,
+    poll,
+    start_environment,
+    submit,
+)
 from emulator.naming import SECRET_ENV, bucket_name
 from emulator.procs import Supervisor, wait_for_log_line
 from emulator.progress import ProgressBar
@@ -59,6 +66,8 @@ class Options:
     worker_handler: str = WORKER_HANDLER
     status_poll_s: float = 2.0
     quiet: bool = False
+    kill_grace_s: float = 10.0  # past the limit before a silent invocation is killed
+    warm: bool = True  # reuse a worker's environment for its next link, as Lambda often does
 
 
 @dataclass
@@ -70,6 +79,7 @@ class WorkerState:
     attempt: int = 1
     done: bool = False
     current: Invocation | None = None
+    environment: Environment | None = None
     links: list[dict[str, Any]] = field(default_factory=list)  # one per successful invocation
     failures: list[str] = field(default_factory=list)
     iteration: int = 0
@@ -134,16 +144,10 @@ def run_step(
     memory_mb: int = 1769,
 ) -> tuple[dict[str, Any], float]:
     """Run one non-worker Lambda step (prepare, finalize) to completion; (result, seconds)."""
-    inv = start_invocation(
-        supervisor,
-        name=name,
-        handler=handler,
-        event=event,
-        limit_s=limit_s,
-        memory_mb=memory_mb,
-        work_dir=logs,
-        env=env,
+    environment = start_environment(
+        supervisor, name=name, handler=handler, memory_mb=memory_mb, work_dir=logs, env=env
     )
+    inv = submit(environment, name=name, event=event, limit_s=limit_s, work_dir=logs, one_shot=True)
     while (outcome := poll(supervisor, inv)) is None:
         time.sleep(POLL_INTERVAL_S)
     if not outcome.ok:
@@ -205,16 +209,28 @@ def fan_out(
 
     def launch(worker: WorkerState) -> None:
         link = int(worker.event.get("invocation", 0))
-        worker.current = start_invocation(
-            supervisor,
-            name=f"worker-{worker.rank}-link-{link}-try-{worker.attempt}",
-            handler=options.worker_handler,
+        name = f"worker-{worker.rank}-link-{link}-try-{worker.attempt}"
+        reuse = options.warm and worker.environment is not None and worker.environment.alive
+        if not reuse:
+            if worker.environment is not None:
+                supervisor.stop(worker.environment.proc, grace_s=2.0)
+            worker.environment = start_environment(
+                supervisor,
+                name=f"worker-{worker.rank}-env-{link}-{worker.attempt}",
+                handler=options.worker_handler,
+                memory_mb=plan.memory_mb,
+                work_dir=logs,
+                env=env,
+                placement=placements[worker.rank],
+            )
+        assert worker.environment is not None
+        worker.current = submit(
+            worker.environment,
+            name=name,
             event=worker.event,
             limit_s=options.invocation_limit_s,
-            memory_mb=plan.memory_mb,
             work_dir=logs,
-            env=env,
-            placement=placements[worker.rank],
+            kill_grace_s=options.kill_grace_s,
         )
 
     def note(message: str) -> None:
@@ -225,11 +241,20 @@ def fan_out(
         worker.current = None
         if outcome.ok:
             result = outcome.result
-            worker.links.append({**result, "wall_s": outcome.wall_s, "attempt": worker.attempt})
+            worker.links.append(
+                {
+                    **result,
+                    "wall_s": outcome.wall_s,
+                    "attempt": worker.attempt,
+                    "cold": outcome.cold,
+                }
+            )
             worker.iteration = int(result.get("iteration", worker.iteration))
             worker.attempt = 1
             if result.get("done"):
                 worker.done = True
+                if worker.environment is not None:
+                    supervisor.stop(worker.environment.proc, grace_s=2.0)
                 return
             worker.event = dict(result["next_event"])
             note(

@@ -58,6 +58,7 @@ class Supervisor:
         log_path: Path | None = None,
         preexec: Callable[[], None] | None = None,
         cwd: Path | None = None,
+        stdin_pipe: bool = False,
     ) -> subprocess.Popen[bytes]:
         """Start `argv` in its own process group, stdout and stderr appended to `log_path`."""
         log = open(log_path, "wb") if log_path is not None else None  # noqa: SIM115 - kept open
@@ -65,7 +66,7 @@ class Supervisor:
             list(argv),
             env=dict(env),
             cwd=cwd,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
             stdout=log or subprocess.DEVNULL,
             stderr=log or subprocess.DEVNULL,
             start_new_session=True,
@@ -79,6 +80,9 @@ class Supervisor:
     def stop(self, proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
         """Kill one child's process group (idempotent)."""
         kill_process_group(proc, grace_s=grace_s)
+        if proc.stdin is not None and not proc.stdin.closed:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
         for child, log in self._children:
             if child is proc and log is not None and not log.closed:
                 log.close()
@@ -91,6 +95,9 @@ class Supervisor:
             # A child whose leader exited may have left members in its group.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            if proc.stdin is not None and not proc.stdin.closed:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
             if log is not None and not log.closed:
                 log.close()
 

@@ -176,6 +176,7 @@ def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str
         "invocations": {
             "per_worker": links,
             "reinvocations": sum(n - 1 for n in links),
+            "cold_starts": sum(1 for w in record.workers for link in w.links if link.get("cold")),
             "failed_attempts": sum(len(w.failures) for w in record.workers),
             "failures": [f for w in record.workers for f in w.failures],
         },
@@ -219,7 +220,7 @@ def format_table(report: dict[str, Any]) -> str:
         f" per worker (cpu_scale {em['cpu_scale_cores_per_vcpu']:.3f}); {em['cpu_share']}",
         f"iterations: {report['iterations']['completed']}/{report['iterations']['planned']}; "
         f"invocations per worker {inv['per_worker']} ({inv['reinvocations']} re-invocations, "
-        f"{inv['failed_attempts']} failed attempts)",
+        f"{inv['failed_attempts']} failed attempts, {inv['cold_starts']} cold starts)",
         f"loss: {loss['first']:.4f} -> {loss['last']:.4f} (mean of first/last 10 iterations)",
     ]
     acc = report.get("accuracy")

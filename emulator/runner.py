@@ -1,9 +1,12 @@
-"""Run one emulated Lambda invocation in this process: event JSON in, result JSON out.
+"""An emulated Lambda execution environment: event JSON in, result JSON out.
 
-The orchestrator starts `python -m emulator.runner EVENT RESULT --limit-s S --memory-mb M` as a
-child process (its own process group, inside its CPU group). This module imports the handler,
-calls it with the event and a CountdownContext, and writes either the handler's return value or
-a Lambda-style error object (`errorType`, `errorMessage`). The exit code says which.
+`python -m emulator.runner EVENT RESULT --limit-s S` runs one invocation and exits (the exit code
+says whether the handler raised). `python -m emulator.runner --serve` is a warm environment: it
+reads one request per line on stdin (`{"event": path, "result": path, "limit_s": s}`) and serves
+them in turn in the same process, so the handler module (and `import torch`) is loaded once, as
+in a reused Lambda environment. Either way the handler is called with a CountdownContext and the
+result file holds its return value or a Lambda-style error object (`errorType`, `errorMessage`),
+written atomically.
 """
 
 from __future__ import annotations
@@ -64,15 +67,40 @@ def invoke(spec: str, event: dict[str, Any], context: CountdownContext) -> tuple
         }
 
 
+def serve(handler: str, memory_mb: int, function_name: str) -> int:
+    """Serve requests from stdin until it closes (the orchestrator ends the environment)."""
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        # Lambda's clock starts when the invocation arrives, not when the environment started.
+        context = CountdownContext(
+            limit_s=float(request["limit_s"]),
+            function_name=function_name,
+            memory_limit_in_mb=memory_mb,
+        )
+        event = json.loads(Path(request["event"]).read_text())
+        code, result = invoke(handler, event, context)
+        if code:
+            print(f"{result['errorType']}: {result['errorMessage']}", file=sys.stderr, flush=True)
+        write_json_atomic(Path(request["result"]), result)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emulator.runner")
-    parser.add_argument("event", type=Path)
-    parser.add_argument("result", type=Path)
-    parser.add_argument("--limit-s", type=float, required=True)
+    parser.add_argument("event", type=Path, nargs="?")
+    parser.add_argument("result", type=Path, nargs="?")
+    parser.add_argument("--serve", action="store_true", help="warm environment: requests on stdin")
+    parser.add_argument("--limit-s", type=float, default=900.0)
     parser.add_argument("--memory-mb", type=int, default=128)
     parser.add_argument("--function-name", default="emulated-worker")
     parser.add_argument("--handler", default=DEFAULT_HANDLER)
     args = parser.parse_args(argv)
+    if args.serve:
+        return serve(args.handler, args.memory_mb, args.function_name)
+    if args.event is None or args.result is None:
+        parser.error("EVENT and RESULT are required without --serve")
     # The clock starts before the handler module is imported, as Lambda's timeout does for a
     # cold start's init phase (close enough: the import is part of what a link costs).
     context = CountdownContext(

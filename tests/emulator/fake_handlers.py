@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -40,6 +41,7 @@ def chain(event: dict[str, Any], context: Any) -> dict[str, Any]:
         "iteration": end,
         "next_event": {**event, "start_iteration": end, "invocation": link + 1},
         "losses": [[it, 1.0 / (it + 1)] for it in range(start, end)],
+        "pid": os.getpid(),
         "timings": {
             "compute_s": 0.01,
             "startup_s": 0.02,

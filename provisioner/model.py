@@ -57,18 +57,20 @@ def vcpu_share(memory_mb: Arr, mb_per_vcpu: float, max_vcpu: float) -> Arr:
 def training_rate_samples_s(curve: RateCurve, share: Arr, memory_mb: Arr) -> Arr:
     """R(m), extending λDNN's linear fit R = α1·m + β1 to measured points.
 
-    Points are made non-decreasing (running maximum: more CPU never trains slower), interpolated
-    linearly, proportional to the share below the first point and flat beyond the last.
+    Points (keyed by vCPU share, or by memory) are made non-decreasing (running maximum: more
+    CPU never trains slower), interpolated linearly, proportional below the first point and flat
+    beyond the last.
     """
     if curve.is_linear:
         alpha = float(curve.alpha1_samples_s_per_mb or 0.0)
         beta = float(curve.beta1_samples_s or 0.0)
         return np.maximum(alpha * np.asarray(memory_mb, dtype=np.float64) + beta, 0.0)
-    xs = np.asarray(curve.vcpu_shares, dtype=np.float64)
+    by_memory = bool(curve.memory_points_mb)
+    xs = np.asarray(curve.memory_points_mb if by_memory else curve.vcpu_shares, dtype=np.float64)
     ys = np.maximum.accumulate(np.asarray(curve.samples_per_s, dtype=np.float64))
-    share = np.asarray(share, dtype=np.float64)
-    below = ys[0] * share / xs[0]
-    return np.where(share < xs[0], below, np.interp(share, xs, ys))
+    x = np.asarray(memory_mb if by_memory else share, dtype=np.float64)
+    below = ys[0] * x / xs[0]
+    return np.where(x < xs[0], below, np.interp(x, xs, ys))
 
 
 def compute_time_s(local_batch_: Arr, rate_samples_s: Arr) -> Arr:

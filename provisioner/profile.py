@@ -25,9 +25,9 @@ SCHEMA_VERSION = 1
 class RateCurve:
     """Training rate R of one function for one architecture.
 
-    Either measured points (vCPU share -> samples/s; interpolated monotonically, proportional to
-    the share below the first point, flat beyond the last) or λDNN's linear fit R = α1·m + β1 in
-    the memory size m (MB).
+    Either measured points (vCPU share, or memory in MB, -> samples/s; interpolated
+    monotonically, proportional below the first point, flat beyond the last) or λDNN's linear
+    fit R = α1·m + β1 in the memory size m (MB).
     """
 
     arch: str
@@ -35,6 +35,7 @@ class RateCurve:
     samples_per_s: tuple[float, ...] = ()
     alpha1_samples_s_per_mb: float | None = None
     beta1_samples_s: float | None = None
+    memory_points_mb: tuple[float, ...] = ()  # points keyed by memory instead of vCPU share
 
     @property
     def is_linear(self) -> bool:
@@ -114,11 +115,16 @@ def _rate(arch: str, data: Any) -> RateCurve:
             f"profile {where}: expected {{'points': [{{'vcpu_share', 'samples_per_s'}}, ...]}} "
             f"or {{'linear': {{'alpha1_samples_s_per_mb', 'beta1_samples_s'}}}}"
         )
-    points = sorted((_num(p, "vcpu_share"), _num(p, "samples_per_s")) for p in data["points"])
-    shares = tuple(p[0] for p in points)
-    if len(set(shares)) != len(shares):
-        raise ValueError(f"profile {where}: duplicate vcpu_share in points {list(shares)}")
-    return RateCurve(arch=arch, vcpu_shares=shares, samples_per_s=tuple(p[1] for p in points))
+    first = data["points"][0]
+    key = "memory_mb" if isinstance(first, dict) and "memory_mb" in first else "vcpu_share"
+    points = sorted((_num(p, key), _num(p, "samples_per_s")) for p in data["points"])
+    xs = tuple(p[0] for p in points)
+    if len(set(xs)) != len(xs):
+        raise ValueError(f"profile {where}: duplicate {key} in points {list(xs)}")
+    rates = tuple(p[1] for p in points)
+    if key == "memory_mb":
+        return RateCurve(arch=arch, memory_points_mb=xs, samples_per_s=rates)
+    return RateCurve(arch=arch, vcpu_shares=xs, samples_per_s=rates)
 
 
 def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:

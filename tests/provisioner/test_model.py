@@ -44,6 +44,24 @@ def test_rate_points_are_monotone_proportional_below_flat_beyond() -> None:
     assert got.tolist() == [50.0, 140.0, 180.0, 180.0]  # 150 is noise: running maximum
 
 
+def test_rate_points_may_be_keyed_by_memory() -> None:
+    profile = make_profile(
+        training_rate={
+            "x86_64": {
+                "points": [
+                    {"memory_mb": 2048, "samples_per_s": 40},
+                    {"memory_mb": 1024, "samples_per_s": 25},
+                ]
+            }
+        }
+    )
+    curve = profile.rate("x86_64")
+    assert curve is not None and curve.memory_points_mb == (1024.0, 2048.0)
+    mem = np.array([512, 1536, 4096])
+    got = model.training_rate_samples_s(curve, mem / 1769, mem)
+    assert got.tolist() == [12.5, 32.5, 40.0]
+
+
 def test_rate_linear_fit_is_lambda_dnn_form_and_never_negative() -> None:
     curve = RateCurve(arch="x86_64", alpha1_samples_s_per_mb=0.1, beta1_samples_s=-50.0)
     got = model.training_rate_samples_s(curve, np.zeros(2), np.array([1000, 100]))

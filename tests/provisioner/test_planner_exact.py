@@ -27,16 +27,12 @@ def rate_curve(draw: st.DrawFn) -> dict[str, object]:
             }
         }
     count = draw(st.integers(1, 5))
-    shares = sorted(
-        draw(st.lists(st.floats(0.05, 6.0), min_size=count, max_size=count, unique=True))
-    )
+    by_memory = draw(st.booleans())
+    low, high, key = (128.0, 10_240.0, "memory_mb") if by_memory else (0.05, 6.0, "vcpu_share")
+    xs = sorted(draw(st.lists(st.floats(low, high), min_size=count, max_size=count, unique=True)))
     # Rates may be noisy (non-monotone): the model takes their running maximum.
     rates = draw(st.lists(st.floats(5.0, 20_000.0), min_size=count, max_size=count))
-    return {
-        "points": [
-            {"vcpu_share": s, "samples_per_s": r} for s, r in zip(shares, rates, strict=True)
-        ]
-    }
+    return {"points": [{key: x, "samples_per_s": r} for x, r in zip(xs, rates, strict=True)]}
 
 
 @st.composite

@@ -7,6 +7,8 @@ reach the PS by private IP); the prepare step only talks to S3 and stays out of 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aws_cdk import Duration, RemovalPolicy, Size
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_lambda as lambda_
@@ -15,6 +17,15 @@ from constructs import Construct
 
 from stacks.image import ImageSpec
 from stacks.nag import acknowledge
+
+
+@dataclass(frozen=True)
+class VpcPlacement:
+    """Where a VPC function's ENIs go and which security group they carry."""
+
+    vpc: ec2.IVpc
+    subnets: ec2.SubnetSelection
+    security_group: ec2.ISecurityGroup
 
 
 class ImageFunction(Construct):
@@ -32,9 +43,7 @@ class ImageFunction(Construct):
         timeout_s: int,
         ephemeral_storage_mb: int,
         reserved_concurrency: int | None = None,
-        vpc: ec2.IVpc | None = None,
-        subnets: ec2.SubnetSelection | None = None,
-        security_group: ec2.ISecurityGroup | None = None,
+        placement: VpcPlacement | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -54,9 +63,9 @@ class ImageFunction(Construct):
             ephemeral_storage_size=Size.mebibytes(ephemeral_storage_mb),
             reserved_concurrent_executions=reserved_concurrency,
             log_group=self.log_group,
-            vpc=vpc,
-            vpc_subnets=subnets if vpc else None,
-            security_groups=[security_group] if security_group else None,
+            vpc=placement.vpc if placement else None,
+            vpc_subnets=placement.subnets if placement else None,
+            security_groups=[placement.security_group] if placement else None,
             # Retries belong to the state machine, which knows where the worker got to.
             retry_attempts=0,
         )
@@ -66,7 +75,7 @@ class ImageFunction(Construct):
             "AWSLambdaBasicExecutionRole]",
             reason="AWS's minimal managed policy for writing the function's own logs.",
         )
-        if vpc:
+        if placement:
             acknowledge(
                 self.function,
                 rule="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"

@@ -9,7 +9,7 @@ from constructs import Construct
 from provisioner.plan import Plan
 from stacks.data import DataLayout
 from stacks.events import checkpoint_prefix, prepare_event, shards_prefix, worker_event
-from stacks.functions import ImageFunction
+from stacks.functions import ImageFunction, VpcPlacement
 from stacks.grants import grant_prefix
 from stacks.image import ImageSpec
 from stacks.nag import acknowledge, logical_id
@@ -31,13 +31,14 @@ class TrainingStack(Stack):
                  parameter_servers: ParameterServers, description: str) -> None:  # fmt: skip
         super().__init__(scope, construct_id, description=description)
         image = ImageSpec(plan.arch)
-        in_vpc = {"vpc": network.vpc, "subnets": network.subnets,
-                  "security_group": network.worker_security_group}  # fmt: skip
+        in_vpc = VpcPlacement(vpc=network.vpc, subnets=network.subnets,
+                              security_group=network.worker_security_group)  # fmt: skip
         self.worker = ImageFunction(
             self, "Worker", image=image, handler="functions.worker.handler",
             description=f"Training worker of job {plan.job}", memory_mb=plan.memory_mb,
             timeout_s=plan.invocation_timeout_s, ephemeral_storage_mb=plan.ephemeral_storage_mb,
-            reserved_concurrency=plan.n_workers if plan.reserve_concurrency else None, **in_vpc,
+            reserved_concurrency=plan.n_workers if plan.reserve_concurrency else None,
+            placement=in_vpc,
         )  # fmt: skip
         self.prepare = ImageFunction(
             self, "Prepare", image=image, handler="functions.datasets.prepare_handler",
@@ -48,7 +49,7 @@ class TrainingStack(Stack):
             self, "Finalize", image=image, handler="functions.finalize.handler",
             description=f"Final model and run report of job {plan.job}",
             memory_mb=HELPER_MEMORY_MB, timeout_s=HELPER_TIMEOUT_S,
-            ephemeral_storage_mb=plan.ephemeral_storage_mb, **in_vpc,
+            ephemeral_storage_mb=plan.ephemeral_storage_mb, placement=in_vpc,
         )  # fmt: skip
         self._grant(plan, layout, secret)
 

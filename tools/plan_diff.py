@@ -108,7 +108,7 @@ def with_tags(template: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
     every resource's tags (an in-place update). Aligning them first leaves the diff showing the
     changes that matter; the tag change itself is reported in one line.
     """
-    copy = json.loads(json.dumps(template))
+    copy: dict[str, Any] = json.loads(json.dumps(template))
     for resource in copy.get("Resources", {}).values():
         found = resource.get("Properties", {}).get("Tags")
         if isinstance(found, list):

@@ -120,3 +120,20 @@ def test_infeasible_goal_is_one_line_exit_3(tmp_path: Path) -> None:
     assert result.code == 3
     assert result.stderr.startswith("infeasible: ") and len(result.stderr.splitlines()) == 1
     assert "fastest achievable" in result.stderr
+
+
+def test_synth_is_offline_no_lookups_and_cli_network_features_off(synth: Any) -> None:
+    import json as json_module
+
+    from tests.stacks.conftest import REPO_ROOT
+
+    result = synth(deadline="2h")
+    assert result.code == 0, result.stderr
+    manifest = json_module.loads(Path(result.outdir, "manifest.json").read_text())
+    assert "missing" not in manifest  # no context lookups (VPC, AMI, AZs) pending
+    for name in result.templates:
+        assert manifest["artifacts"][name]["environment"] == "aws://unknown-account/unknown-region"
+    settings = json_module.loads(Path(REPO_ROOT, "cdk.json").read_text())
+    assert settings["app"] == ".venv/bin/python app.py"
+    assert settings["versionReporting"] is False and settings["notices"] is False
+    assert settings["context"]["cli-telemetry"] is False

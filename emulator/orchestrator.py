@@ -67,6 +67,7 @@ class Options:
     status_poll_s: float = 2.0
     quiet: bool = False
     kill_grace_s: float = 10.0  # past the limit before a silent invocation is killed
+    print_report: bool = True
     warm: bool = True  # reuse a worker's environment for its next link, as Lambda often does
 
 

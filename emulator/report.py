@@ -314,5 +314,6 @@ def finish_report(record: RunRecord, endpoint: S3Endpoint) -> dict[str, Any]:
     (out / "report.json").write_text(body)
     s3.upload_fileobj(io.BytesIO(body.encode()), bucket, f"{prefix}/report.json")
     mirror_prefix(s3, bucket, f"{record.plan.job}/", out / "artifacts")
-    print("\n" + format_table(report), flush=True)
+    if record.options.print_report:
+        print("\n" + format_table(report), flush=True)
     return report

@@ -140,15 +140,37 @@ def weed_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[s
     s3_port = free_port()
     data = tmp_path / "weed"
     data.mkdir()
-    ports = {name: free_port() for name in (
-        "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
-        "filer.port.grpc", "s3.port.grpc", "admin.port", "admin.port.grpc")}
+    ports = {
+        name: free_port()
+        for name in (
+            "master.port",
+            "master.port.grpc",
+            "volume.port",
+            "volume.port.grpc",
+            "filer.port",
+            "filer.port.grpc",
+            "s3.port.grpc",
+            "admin.port",
+            "admin.port.grpc",
+        )
+    }
     # Telemetry, WebDAV, the admin UI and the extra S3 protocol ports off; sockets in tmp.
-    cmd = [weed, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-           "-master.telemetry=false", "-webdav=false", "-admin.ui=false",
-           "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.port={s3_port}",
-           f"-filer.localSocket={data}/filer.sock", f"-s3.localSocket={data}/s3.sock",
-           *(f"-{name}={port}" for name, port in ports.items())]
+    cmd = [
+        weed,
+        "mini",
+        f"-dir={data}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        "-master.telemetry=false",
+        "-webdav=false",
+        "-admin.ui=false",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        f"-s3.port={s3_port}",
+        f"-filer.localSocket={data}/filer.sock",
+        f"-s3.localSocket={data}/s3.sock",
+        *(f"-{name}={port}" for name, port in ports.items()),
+    ]
     log = (tmp_path / "weed.log").open("wb")
     proc = subprocess.Popen(
         cmd,

@@ -55,3 +55,35 @@ def test_different_global_batch_would_not_match(
     run_threads(worker.handler, [(e, None) for e in events])
     fewer = reference_params(s3, bucket, events[0], 3)
     assert not np.allclose(ps_vector(servers), fewer, rtol=1e-4, atol=1e-5)
+
+
+def test_shard_update_matches_torch_sgd_across_update_blocks() -> None:
+    """The PS update alone, on a shard larger than one cache block, against torch.optim.SGD."""
+    import torch
+
+    from functions.ps import UPDATE_BLOCK, PSConfig, ShardState
+
+    size = 2 * UPDATE_BLOCK + 12_345
+    rng = np.random.default_rng(0)
+    init = rng.standard_normal(size, dtype=np.float32)
+    state = ShardState(
+        PSConfig(
+            job_id="j", shard=0, shards=1, workers=3, secret=b"s", learning_rate=0.05, momentum=0.8
+        )
+    )
+    with state.cond:  # ShardState's callers hold its condition
+        state.adopt(size, init, np.zeros(size, np.float32), 0)
+    param = torch.nn.Parameter(torch.from_numpy(init.copy()))
+    opt = torch.optim.SGD([param], lr=0.05, momentum=0.8)
+    for it in range(4):
+        grads = [rng.standard_normal(size, dtype=np.float32) for _ in range(3)]
+        with state.cond:
+            for rank, grad in enumerate(grads):
+                state.add_gradient(rank, it, grad.copy())
+        param.grad = torch.from_numpy(np.mean(grads, axis=0, dtype=np.float32))
+        opt.step()
+    assert state.iteration == 4
+    np.testing.assert_allclose(state.params, param.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        state.momentum(), opt.state[param]["momentum_buffer"].numpy(), rtol=1e-5, atol=1e-5
+    )

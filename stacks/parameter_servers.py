@@ -45,9 +45,12 @@ def ps_user_data_lines(*, region: str, registry: str, image_uri: str, container:
         f" --log-opt awslogs-group={log_group} --log-opt awslogs-stream=ps-{shard}"
         f" -e AWS_REGION={region} --entrypoint {shlex.quote(container[0])}"
         f" {image_uri} {shlex.join(container[1:])}",
+        # grep -c reads all input (grep -q may exit early, SIGPIPE + pipefail = false failure);
+        # a PS that died stops the wait at once instead of after the whole timeout.
         "for _ in $(seq 1 600); do"
-        " docker logs ps 2>/dev/null | grep -q '^READY ' && break; sleep 2; done",
-        "docker logs ps 2>/dev/null | grep -q '^READY '",
+        " docker logs ps 2>/dev/null | grep -c '^READY ' >/dev/null && break;"
+        " [ \"$(docker inspect -f '{{.State.Running}}' ps)\" = true ] || exit 1; sleep 2; done",
+        "docker logs ps 2>/dev/null | grep -c '^READY ' >/dev/null",
     ]
 
 

@@ -45,3 +45,18 @@ def test_server_process_group_is_gone_after_the_block(tmp_path) -> None:  # type
 def test_unknown_server_kind_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown S3 server 'minio': expected 'weed' or 'moto'"):
         s3_server("minio")
+
+
+def test_moto_fallback_serves_boto3_on_loopback() -> None:
+    with s3_server("moto") as endpoint:
+        assert endpoint.kind == "moto" and endpoint.url.startswith("http://127.0.0.1:")
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=endpoint.url,
+            region_name="us-east-1",
+            aws_access_key_id="x",
+            aws_secret_access_key="y",
+        )
+        s3.create_bucket(Bucket="emu-moto")
+        s3.put_object(Bucket="emu-moto", Key="k", Body=b"v")
+        assert s3.get_object(Bucket="emu-moto", Key="k")["Body"].read() == b"v"

@@ -155,6 +155,38 @@ class CpuLimiter:
         self.close()
 
 
+def remove_stale_groups(prefix: str, root: Path = CGROUP_V1_CPU_ROOT) -> list[str]:
+    """Remove `<prefix>-<pid>` groups left by a run that was killed (SIGKILL skips cleanup).
+
+    Only groups whose owning pid is gone are touched; returns the names removed.
+    """
+    removed: list[str] = []
+    if not root.is_dir():
+        return removed
+    for group in root.glob(f"{prefix}-*"):
+        pid_text = group.name.rsplit("-", 1)[-1]
+        if not pid_text.isdigit() or _pid_exists(int(pid_text)):
+            continue
+        for child in [p for p in group.iterdir() if p.is_dir()]:
+            _evacuate(child, root)
+            with contextlib.suppress(OSError):
+                child.rmdir()
+        with contextlib.suppress(OSError):
+            group.rmdir()
+            removed.append(group.name)
+    return removed
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _evacuate(group: Path, root: Path) -> None:
     """Move any process still in `group` to `root` so the group can be removed."""
     procs = group / "cgroup.procs"

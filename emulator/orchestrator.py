@@ -371,6 +371,7 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
     artifacts_bucket = bucket_name(plan.job, "artifacts")
     secret = secrets.token_hex(32)  # a fresh PS secret per run
     supervisor = Supervisor()
+    cpu.remove_stale_groups("lambda-dnn-emu")
     limiter = cpu.CpuLimiter(f"lambda-dnn-emu-{os.getpid()}")
     say = (lambda msg: None) if options.quiet else (lambda msg: print(msg, file=sys.stderr))
     say(limiter.status())

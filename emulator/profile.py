@@ -162,7 +162,8 @@ def updated_profile(
     sources = out.setdefault("sources", {})
     shares = ", ".join(f"{p['vcpu_share']:g}" for p in points)
     sources["training_rate"] = {
-        "method": f"measured: python -m emulator.profile; forward+backward at local batch "
+        "method": "measured: python -m emulator.profile (fastest of the repeats); forward+backward"
+        f" at local batch "
         f"{raw['profiled_local_batch']} in a cgroup v1 CFS quota of {shares} cores "
         "(1 local core = 1 Lambda vCPU), torch threads = max(1, floor(share)); " + machine,
         "date": when,
@@ -191,6 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload", help="profile name (profiles/<name>.json) or path")
     parser.add_argument("--shares", default=",".join(f"{s:g}" for s in DEFAULT_SHARES))
     parser.add_argument("--measure-s", type=float, default=MEASURE_S)
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=2,
+        help="runs per share; the fastest counts (other load only slows a run)",
+    )
     parser.add_argument("--output", type=Path, help="where to write (default: print only)")
     parser.add_argument("--write", action="store_true", help="update the workload's own file")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

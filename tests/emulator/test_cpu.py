@@ -76,3 +76,13 @@ def test_cgroup_limiter_sets_quota_places_child_and_removes_groups() -> None:
         out, _ = proc.communicate(timeout=30)
         assert f"{limiter.group.name}/w0" in out.decode()
     assert not limiter.group.exists()
+
+
+def test_stale_groups_of_dead_runs_are_removed_and_live_ones_kept(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / f"emu-{dead.pid}" / "worker-0").mkdir(parents=True)
+    (tmp_path / f"emu-{os.getpid()}" / "worker-0").mkdir(parents=True)
+    removed = cpu.remove_stale_groups("emu", root=tmp_path)
+    assert removed == [f"emu-{dead.pid}"]
+    assert (tmp_path / f"emu-{os.getpid()}").is_dir()

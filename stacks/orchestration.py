@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -124,12 +124,18 @@ class TrainingOrchestration(Construct):
 
 
 class StartOnDeploy(Construct):
-    """Starts one execution when the stack is created, and again when the Plan changes."""
+    """Starts a run when the stack is created and when the Plan changes; stops it on delete.
+
+    The custom resource's physical id is the execution ARN, so a changed Plan (new sha256) starts
+    a new run and CloudFormation then deletes the old resource, which stops the superseded run;
+    `cdk destroy` likewise stops a run still going instead of letting it fail against deleted
+    functions. Attributes: `resource`, `execution_arn`, `log_group`.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, state_machine: sfn.IStateMachine,
                  plan_digest: str) -> None:  # fmt: skip
         super().__init__(scope, construct_id)
-        call = cr.AwsSdkCall(
+        start = cr.AwsSdkCall(
             service="SFN",
             action="startExecution",
             parameters={
@@ -138,16 +144,33 @@ class StartOnDeploy(Construct):
             },
             physical_resource_id=cr.PhysicalResourceId.from_response("executionArn"),
         )
+        stop = cr.AwsSdkCall(
+            service="SFN",
+            action="stopExecution",
+            parameters={"executionArn": cr.PhysicalResourceIdReference(),
+                        "cause": "stack updated to a new plan, or destroyed"},
+            # A finished run cannot be stopped; that must never block an update or a destroy.
+            ignore_error_codes_matching=".*",
+        )  # fmt: skip
+        machine_name = Stack.of(self).split_arn(
+            state_machine.state_machine_arn, ArnFormat.COLON_RESOURCE_NAME
+        ).resource_name
+        executions = Stack.of(self).format_arn(
+            service="states", resource="execution", resource_name=f"{machine_name}:*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )  # fmt: skip
         # CDK's provider function would otherwise get a retained log group of its own.
         self.log_group = logs.LogGroup(
             self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
             removal_policy=RemovalPolicy.DESTROY,
         )  # fmt: skip
         self.resource = cr.AwsCustomResource(
-            self, "Start", on_create=call, on_update=call, install_latest_aws_sdk=False,
-            log_group=self.log_group,
-            policy=cr.AwsCustomResourcePolicy.from_statements([iam.PolicyStatement(
-                actions=["states:StartExecution"], resources=[state_machine.state_machine_arn],
-            )]),
+            self, "Start", on_create=start, on_update=start, on_delete=stop,
+            install_latest_aws_sdk=False, log_group=self.log_group,
+            policy=cr.AwsCustomResourcePolicy.from_statements([
+                iam.PolicyStatement(actions=["states:StartExecution"],
+                                    resources=[state_machine.state_machine_arn]),
+                iam.PolicyStatement(actions=["states:StopExecution"], resources=[executions]),
+            ]),
         )  # fmt: skip
         self.execution_arn = self.resource.get_response_field("executionArn")

@@ -68,10 +68,15 @@ class TrainingStack(Stack):
             ps_instance_ids=[i.instance_id for i in parameter_servers.instances],
             ps_instance_arns=parameter_servers.instance_arns,
         )  # fmt: skip
-        self._acknowledge_orchestration()
+        executions = self._acknowledge_orchestration()
         machine = self.orchestration.state_machine
         self.start = StartOnDeploy(self, "StartTraining", state_machine=machine,
                                    plan_digest=plan_digest)  # fmt: skip
+        acknowledge(
+            self.start,
+            rule=f"AwsSolutions-IAM5[Resource::{executions}:*]",
+            reason="Stops only executions of this job's state machine (the run it started).",
+        )
         acknowledge(
             self,
             rule="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
@@ -99,7 +104,8 @@ class TrainingStack(Stack):
             grant_prefix(fn.function, fn, layout.artifacts, plan.job, write=True,
                          reason="Checkpoints, final model and report under this job's prefix.")
 
-    def _acknowledge_orchestration(self) -> None:
+    def _acknowledge_orchestration(self) -> str:
+        """Acknowledge the state machine's findings; return its executions' nag ARN form."""
         machine = self.orchestration.state_machine
         for fn in (self.worker, self.prepare, self.finalize):
             acknowledge(
@@ -123,6 +129,7 @@ class TrainingStack(Stack):
                 reason="The Distributed Map describes/stops only this state machine's own "
                 "executions and child executions, whose names are generated at run time.",
             )
+        return executions
 
     def _outputs(self, plan: Plan, layout: DataLayout, machine_arn: str) -> None:
         region = self.region

@@ -242,6 +242,12 @@ def test_training_starts_by_itself_after_deploy(built: tuple[Plan, dict[str, Tem
     for event in ("Create", "Update"):  # Update: a changed Plan starts a new run
         call = json.dumps(start["Properties"][event])
         assert '\\"service\\":\\"SFN\\"' in call and "startExecution" in call
+    # Delete (destroy, or a superseded run after a Plan change) stops the run it started.
+    assert "stopExecution" in json.dumps(start["Properties"]["Delete"])
+    statements = [s for p in templates["training"].find_resources("AWS::IAM::Policy").values()
+                  for s in p["Properties"]["PolicyDocument"]["Statement"]
+                  if s["Action"] == "states:StopExecution"]  # fmt: skip
+    assert len(statements) == 1 and ":execution:" in json.dumps(statements[0]["Resource"])
 
 
 def test_outputs_tell_the_user_how_to_follow_the_run(

@@ -176,7 +176,14 @@ def parse_dataset(value: object, errors: list[str], *, cwd: str) -> DatasetSourc
         if BUCKET_PATTERN.match(bucket) and ".." not in bucket:
             return DatasetSource(kind="s3", spec=spec, bucket=bucket, prefix=prefix.strip("/"))
     elif spec and ":" not in spec and os.path.isdir(os.path.join(cwd, spec)):
-        return DatasetSource(kind="local", spec=spec, path=os.path.normpath(spec))
+        folder = os.path.join(cwd, spec)
+        if any(name.endswith(".npz") for name in os.listdir(folder)):
+            return DatasetSource(kind="local", spec=spec, path=os.path.normpath(folder))
+        errors.append(
+            f"dataset={value!r} is a folder without .npz files; the prepare step reads "
+            "arrays x and y from .npz files (see functions/datasets.py)"
+        )
+        return DatasetSource(kind="builtin", spec="builtin:digits", name="digits")
     errors.append(f"dataset={value!r} is not accepted; {accepted}")
     return DatasetSource(kind="builtin", spec="builtin:digits", name="digits")
 

@@ -64,9 +64,21 @@ def test_dataset_forms(tmp_path: Any) -> None:
     assert (s3.kind, s3.bucket, s3.prefix) == ("s3", "my-data.bucket", "cifar/train")
     folder = tmp_path / "data"
     folder.mkdir()
+    (folder / "part-0.npz").write_bytes(b"")
     local = read_context({**BASE, "dataset": str(folder)}, parse_duration_s=parse_duration_s,
                          parse_usd=parse_usd, cwd=str(tmp_path))
     assert (local.dataset.kind, local.dataset.path) == ("local", str(folder))
+
+
+def test_a_local_folder_without_npz_files_is_rejected(tmp_path: Any) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ContextError) as info:
+        read_context({**BASE, "dataset": "empty"}, parse_duration_s=parse_duration_s,
+                     parse_usd=parse_usd, cwd=str(tmp_path))  # fmt: skip
+    assert info.value.errors == (
+        "dataset='empty' is a folder without .npz files; the prepare step reads arrays x and y "
+        "from .npz files (see functions/datasets.py)",
+    )
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from aws_cdk.assertions import Match, Template
 from provisioner.plan import Plan
 from stacks.context import DatasetSource
 from stacks.events import PS_PORT
-from stacks.job import JobStacks, add_job_stacks, plan_tags
+from stacks.job import JobStacks, add_job_stacks, plan_digest, plan_tags
 from tests.stacks.conftest import CDK_JSON_CONTEXT, make_plan
 
 DIGITS = DatasetSource(kind="builtin", spec="builtin:digits", name="digits")
@@ -307,3 +307,9 @@ def test_a_different_plan_changes_exactly_the_sized_properties() -> None:
     templates["ps"].all_resources_properties("AWS::EC2::Instance", {"InstanceType": "c5n.large"})
     assert state_machine_definition(templates["training"])["States"]["Workers"][
         "MaxConcurrency"] == 12
+
+
+def test_plan_digest_is_stable_and_follows_the_plan() -> None:
+    plan = make_plan()
+    assert plan_digest(plan) == plan_digest(make_plan())
+    assert plan_digest(plan) != plan_digest(dataclasses.replace(plan, n_workers=5))

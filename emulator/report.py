@@ -187,6 +187,17 @@ def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str
     }
 
 
+def json_safe(value: Any) -> Any:
+    """NaN/inf → None, recursively: report.json stays strict JSON (jq, JavaScript)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def format_table(report: dict[str, Any]) -> str:
     """Human summary: predicted vs measured per term, then the headline facts."""
 
@@ -310,7 +321,8 @@ def finish_report(record: RunRecord, endpoint: S3Endpoint) -> dict[str, Any]:
         "loss curve": str(out / "loss.png"),
         "logs": str(out / "logs"),
     }
-    body = json.dumps(report, indent=2, sort_keys=True, default=str) + "\n"
+    body = json.dumps(json_safe(report), indent=2, sort_keys=True, default=str, allow_nan=False)
+    body += "\n"
     (out / "report.json").write_text(body)
     s3.upload_fileobj(io.BytesIO(body.encode()), bucket, f"{prefix}/report.json")
     mirror_prefix(s3, bucket, f"{record.plan.job}/", out / "artifacts")

@@ -53,3 +53,12 @@ def test_progress_line_shows_eta_and_deadline_verdict() -> None:
     assert line.startswith("[#---] it 25/100")
     assert "loss 0.5000" in line and "ETA 30s" in line and "(LATE)" in line
     assert "(on time)" in render_line(50, 100, None, 10.0, deadline_s=60.0)
+
+
+def test_json_safe_turns_nan_into_null() -> None:
+    from emulator.report import json_safe
+
+    assert json_safe({"a": [1.0, math.nan], "b": {"c": math.inf}}) == {
+        "a": [1.0, None],
+        "b": {"c": None},
+    }

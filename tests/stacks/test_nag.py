@@ -52,3 +52,14 @@ def test_an_unacknowledged_finding_is_reported() -> None:
     findings = unacknowledged_findings(app)
     assert "AwsSolutions-S1 at careless/Plain/Resource" in findings
     assert "AwsSolutions-S10 at careless/Plain/Resource" in findings
+
+
+def test_synth_itself_fails_on_an_unacknowledged_finding(tmp_path: Any) -> None:
+    app = App(context=CDK_JSON_CONTEXT, outdir=str(tmp_path))
+    add_job_stacks(app, plan=make_plan(), dataset=DatasetSource(
+        kind="builtin", spec="builtin:digits", name="digits"))  # registers the nag plugin
+    s3.Bucket(Stack(app, "careless"), "Plain")
+    with pytest.raises(RuntimeError, match=r"(?s)ValidationFailed: .*AwsSolutions-S1"):
+        app.synth()
+    report = (tmp_path / "validation-report.json").read_text()
+    assert "AwsSolutions-S10" in report and "careless/Plain" in report

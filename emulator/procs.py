@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -114,14 +115,18 @@ class Supervisor:
             raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
         atexit.register(self.stop_all)
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._previous_handlers[signum] = signal.signal(signum, on_signal)
+        # Signal handlers can only be set from the main thread; elsewhere atexit and the
+        # finally below still stop every child.
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous_handlers[signum] = signal.signal(signum, on_signal)
         try:
             yield self
         finally:
             self.stop_all()
             for signum, handler in self._previous_handlers.items():
                 signal.signal(signum, handler)  # type: ignore[arg-type]
+            self._previous_handlers.clear()
             atexit.unregister(self.stop_all)
 
 

@@ -179,6 +179,19 @@ def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str
             "cold_starts": sum(1 for w in record.workers for link in w.links if link.get("cold")),
             "failed_attempts": sum(len(w.failures) for w in record.workers),
             "failures": [f for w in record.workers for f in w.failures],
+            "links": [
+                [
+                    {
+                        "iteration": link.get("iteration"),
+                        "stopped": link.get("stopped"),
+                        "cold": link.get("cold"),
+                        "wall_s": link.get("wall_s"),
+                        "attempt": link.get("attempt"),
+                    }
+                    for link in w.links
+                ]
+                for w in record.workers
+            ],
         },
         "loss": {"first": first, "last": last, "decreased": last < first, "curve": curve},
         "accuracy": accuracy,

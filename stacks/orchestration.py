@@ -83,7 +83,9 @@ class TrainingOrchestration(Construct):
                              interval=Duration.seconds(10), backoff_rate=2)  # fmt: skip
         worker_loop = run_worker.next(
             sfn.Choice(self, "WorkerDone")
-            .when(sfn.Condition.boolean_equals("$.done", True), sfn.Succeed(self, "WorkerFinished"))
+            # Output just `true`: n full events would hit the Map's 256 KB result limit.
+            .when(sfn.Condition.boolean_equals("$.done", True),
+                  sfn.Succeed(self, "WorkerFinished", output_path="$.done"))
             .otherwise(run_worker)
         )
         ranks = sfn.Pass(self, "WorkerRanks", result=sfn.Result.from_array(list(range(n_workers))),

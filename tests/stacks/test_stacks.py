@@ -232,6 +232,7 @@ def test_state_machine_fans_out_n_workers_and_stops_the_ps(
     loop = workers["ItemProcessor"]["States"]
     assert loop["RunWorker"]["ResultSelector"]["event.$"] == "$.Payload.next_event"
     assert loop["WorkerDone"]["Default"] == "RunWorker"  # re-invoke until done
+    assert loop["WorkerFinished"]["OutputPath"] == "$.done"  # n results stay far below 256 KB
     assert all(s.get("Catch", [{}])[0].get("Next", "StopPsAfterFailure") == "StopPsAfterFailure"
                for s in states.values())  # fmt: skip
 

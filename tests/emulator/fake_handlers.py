@@ -48,3 +48,17 @@ def chain(event: dict[str, Any], context: Any) -> dict[str, Any]:
             "remaining_ms_at_start": context.get_remaining_time_in_millis(),
         },
     }
+
+
+def crash_midway(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The real worker handler, except rank 0's first invocation dies abruptly after 3 s of it
+    (os._exit: no checkpoint, no goodbye to the PS), once per marker file."""
+    import threading
+
+    from functions.worker import handler
+
+    marker = Path(os.environ["EMU_TEST_CRASH_MARKER"])
+    if event["rank"] == 0 and not marker.exists():
+        marker.write_text("crashed once")
+        threading.Timer(3.0, os._exit, args=(137,)).start()
+    return handler(event, context)

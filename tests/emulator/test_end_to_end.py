@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import boto3
+import pytest
 
 from emulator.orchestrator import Options, run
 from emulator.procs import pid_alive
@@ -65,3 +66,27 @@ def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) 
     while any(pid_alive(p) for p in record.child_pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in record.child_pids if pid_alive(p)]
+
+
+def test_worker_crash_mid_training_is_retried_and_training_completes(
+    tmp_path: Path, s3_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EMU_TEST_CRASH_MARKER", str(tmp_path / "crashed"))
+    plan = with_iterations(planned_digits("emu-crash"), 1500)
+    record = run(
+        plan,
+        Options(
+            invocation_limit_s=60.0,
+            out_dir=tmp_path / "run",
+            quiet=True,
+            worker_handler="tests.emulator.fake_handlers:crash_midway",
+        ),
+        endpoint=s3_endpoint,
+    )
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert (tmp_path / "crashed").exists()
+    assert report["iterations"]["completed"] == 1500
+    assert report["invocations"]["failed_attempts"] == 1
+    assert "exited with code 137" in report["invocations"]["failures"][0]
+    assert record.workers[0].failures and not record.workers[1].failures
+    assert report["accuracy"]["accuracy"] > 0.8

@@ -5,8 +5,9 @@ Run as `python -m functions.ps --job-id J --shard 0 --shards 2 --workers 4 --por
 
 State: the shard's parameters for the current iteration t, the parameters of t-1 (kept so a
 worker that resumes one iteration behind can still compute its gradient for t-1), the momentum
-buffer, and the gradients received for iteration t (summed in place into one accumulator, with
-the set of ranks that contributed). Rules that make restarts safe:
+buffer, and the gradients received for iteration t (one buffer per rank, received into
+directly and summed in one cache-blocked pass together with the update once all n are in).
+Rules that make restarts safe:
 
 - a gradient for an iteration already applied (i < t), or a second gradient from the same rank
   for the current iteration, is ignored: a worker that died after pushing and recomputes the same
@@ -75,7 +76,7 @@ class PSConfig:
 
 
 class ShardState:
-    """Parameters, momentum and the BSP accumulator of one shard, guarded by one condition."""
+    """Parameters, momentum and the pending gradients of one shard, guarded by one condition."""
 
     def __init__(self, config: PSConfig) -> None:
         self.config = config
@@ -85,11 +86,21 @@ class ShardState:
         self.params = np.empty(0, np.float32)
         self.prev_params = np.empty(0, np.float32)
         self.momentum_buf = np.empty(0, np.float32)
-        self.accumulator = np.empty(0, np.float32)
-        self.received: set[int] = set()
+        # rank → the gradient buffer it pushed for the current iteration. The buffer is the
+        # connection's own receive buffer, lent until the update; see `is_lent`.
+        self.pending: dict[int, np.ndarray] = {}
+        self._block_sum = np.empty(UPDATE_BLOCK, np.float32)
         self.checkpointed_iteration = -1
         self.updates_applied = 0
         self.duplicates_ignored = 0
+
+    @property
+    def received(self) -> set[int]:
+        return set(self.pending)
+
+    def is_lent(self, buf: np.ndarray) -> bool:
+        """True while `buf` holds a pending gradient (a connection must not receive into it)."""
+        return any(pending is buf for pending in self.pending.values())
 
     @property
     def initialized(self) -> bool:
@@ -108,8 +119,7 @@ class ShardState:
         self.momentum_buf = np.ascontiguousarray(momentum, np.float32) * np.float32(
             self.config.workers
         )
-        self.accumulator = np.zeros_like(self.params)
-        self.received = set()
+        self.pending = {}
         self.iteration = it
         self.cond.notify_all()
 
@@ -117,52 +127,56 @@ class ShardState:
         """The momentum buffer as torch.optim.SGD holds it (a copy)."""
         return self.momentum_buf / np.float32(self.config.workers)
 
-    def add_gradient(self, rank: int, it: int, grad: np.ndarray) -> np.ndarray:
-        """Fold one rank's gradient for `it` in; apply the update when all n are in.
+    def add_gradient(self, rank: int, it: int, grad: np.ndarray) -> bool:
+        """Take one rank's gradient for `it` (by reference); update when all n are in.
 
-        Returns the array the connection should receive its next gradient into: the first
-        gradient of an iteration *becomes* the accumulator (buffers are swapped, not copied).
-        A duplicate (already applied, or this rank already counted) is ignored. Caller holds
-        the condition.
+        Returns False for a duplicate (already applied, or this rank already counted), which
+        is ignored. Caller holds the condition.
         """
-        if it < self.iteration or rank in self.received:
+        if it < self.iteration or rank in self.pending:
             self.duplicates_ignored += 1
-            return grad
+            return False
         if it > self.iteration:
             raise wire.WireError(
                 f"gradient for iteration {it} but the shard is at {self.iteration}"
             )
-        if not self.received:
-            self.accumulator, grad = grad, self.accumulator
-        else:
-            self.accumulator += grad
-        self.received.add(rank)
-        if len(self.received) == self.config.workers:
+        self.pending[rank] = grad
+        if len(self.pending) == self.config.workers:
             self._apply_update()
-        return grad
+        return True
 
     def _apply_update(self) -> None:
         """torch.optim.SGD(momentum) on the averaged gradient; swaps the parameter buffers.
 
         With g the mean gradient, torch does buf = m·buf + g; p = p − lr·buf. Holding
         B = n·buf and the sum S = n·g gives B = m·B + S; p = p − (lr/n)·B: the same update
-        (up to float rounding) with one pass fewer over the shard.
+        (up to float rounding) with one pass fewer over the shard. The n gradients are summed
+        block by block (in rank order, so rounding does not depend on arrival order) inside the
+        same cache-sized loop as the update: each buffer is read once.
         """
+        grads = [self.pending[r] for r in sorted(self.pending)]
         new = self.prev_params  # t-1 is no longer needed once t+1 exists
         momentum = np.float32(self.config.momentum)
         step = np.float32(-self.config.learning_rate / self.config.workers)
         # Cache-sized blocks: the four passes then hit L2 instead of memory (≈25% faster).
         for lo in range(0, self.params.size, UPDATE_BLOCK):
             block = slice(lo, lo + UPDATE_BLOCK)
+            if len(grads) == 1:
+                grad_sum = grads[0][block]
+            else:
+                grad_sum = self._block_sum[: min(UPDATE_BLOCK, self.params.size - lo)]
+                np.add(grads[0][block], grads[1][block], out=grad_sum)
+                for g in grads[2:]:
+                    grad_sum += g[block]
             mom = self.momentum_buf[block]
             mom *= momentum
-            mom += self.accumulator[block]
+            mom += grad_sum
             out = new[block]
             np.multiply(mom, step, out=out)
             out += self.params[block]
         self.prev_params, self.params = self.params, new
         self.iteration += 1
-        self.received = set()
+        self.pending = {}
         self.updates_applied += 1
         self.cond.notify_all()
 
@@ -353,9 +367,9 @@ class ParameterServer:
         try:
             wire.tune_socket(conn)
             rank, total, buf = self._handshake(conn)
-            slot = [buf]  # the connection's receive buffer; swapped with the accumulator
+            buffers = [buf]  # receive buffers; usually one (see _receive_buffer)
             while not self._stop.is_set():
-                self._serve_request(conn, rank, total, slot)
+                self._serve_request(conn, rank, total, buffers)
         except wire.PSDisconnected:
             LOG.info("rank %s from %s:%s disconnected", rank, *peer)
         except (wire.WireError, wire.PSTimeout, wire.RemoteError, ValueError) as exc:
@@ -422,17 +436,39 @@ class ParameterServer:
         LOG.info("rank %d authenticated (shard at iteration %d)", rank, st.iteration)
         return rank, total, buf
 
+    def _receive_buffer(self, kind: MsgType, it: int, buffers: list[np.ndarray]) -> np.ndarray:
+        """A buffer of this connection that holds no pending gradient; checks the iteration
+        before a single payload byte is read.
+
+        Under BSP a worker pushes i+1 only after pulling i+1, i.e. after the update that
+        released its previous buffer, so one buffer suffices; only a duplicate push (same rank,
+        same iteration) needs a second one.
+        """
+        st = self.state
+        with st.cond:
+            if kind == MsgType.PUSH and not st.initialized:
+                raise wire.WireError("PUSH before the shard was initialised")
+            if kind == MsgType.PUSH and it > st.iteration:
+                raise wire.WireError(
+                    f"gradient for iteration {it} but the shard is at {st.iteration}"
+                )
+            for buf in buffers:
+                if not st.is_lent(buf):
+                    return buf
+        buffers.append(np.empty_like(buffers[0]))
+        return buffers[-1]
+
     def _serve_request(
-        self, conn: socket.socket, rank: int, total: int, slot: list[np.ndarray]
+        self, conn: socket.socket, rank: int, total: int, buffers: list[np.ndarray]
     ) -> None:
         cfg, st = self.config, self.state
-        buf = slot[0]
         header = wire.recv_header(conn, time.monotonic() + cfg.idle_timeout_s)
         deadline = time.monotonic() + cfg.idle_timeout_s
         kind, it = header.msg_type, header.iteration
         if kind in (MsgType.INIT, MsgType.PUSH):
-            if rank < 0 or buf.size == 0:
+            if rank < 0 or buffers[0].size == 0:
                 raise wire.WireError(f"{kind.name} from a control connection")
+            buf = self._receive_buffer(kind, it, buffers)
             try:
                 wire.recv_payload_into(conn, header, buf, deadline)
             except wire.PSDisconnected:
@@ -452,9 +488,7 @@ class ParameterServer:
                             "shard %d initialised by rank %d (%d floats)", cfg.shard, rank, buf.size
                         )
                 else:
-                    if not st.initialized:
-                        raise wire.WireError("PUSH before the shard was initialised")
-                    slot[0] = st.add_gradient(rank, it, buf)
+                    st.add_gradient(rank, it, buf)
             self._maybe_periodic_checkpoint(before)
             if kind == MsgType.INIT:
                 wire.send_frame(conn, MsgType.ACK, st.iteration, b"", deadline)

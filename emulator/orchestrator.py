@@ -35,6 +35,7 @@ from emulator.naming import SECRET_ENV, bucket_name
 from emulator.procs import Supervisor, wait_for_log_line
 from emulator.progress import ProgressBar
 from emulator.ps_status import current_iteration
+from emulator.report import finish_report
 from emulator.s3server import S3Endpoint, s3_server
 from provisioner.plan import Plan
 from stacks import events
@@ -354,13 +355,26 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
     """Emulate the whole job; returns the raw record (raises EmulatorError on failure).
 
     With `endpoint`, that running S3 server is used (tests share one); otherwise one is started
-    for the run and stopped with it.
+    for the run and stopped with it. A failed run still leaves a report.json saying what failed.
     """
     out_dir = options.out_dir or (REPO_ROOT / "runs" / plan.job)
+    try:
+        return _run(plan, options, out_dir, endpoint)
+    except EmulatorError as err:
+        failed = {"job": plan.job, "status": "failed", "error": str(err)}
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "report.json").write_text(json.dumps(failed, indent=2) + "\n")
+        raise
+
+
+def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | None) -> RunRecord:
+    """The body of `run`."""
     logs = out_dir / "logs"
     # A fresh run: stale logs or artifacts of an earlier run must not be mistaken for this one's.
     for stale in (logs, out_dir / "artifacts"):
         shutil.rmtree(stale, ignore_errors=True)
+    for stale_file in (out_dir / "report.json", out_dir / "loss.png"):
+        stale_file.unlink(missing_ok=True)
     logs.mkdir(parents=True, exist_ok=True)
     scale = resolve_cpu_scale(plan, options)
     worker_cores = cpu.local_cores(plan.memory_mb, scale)
@@ -471,11 +485,5 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
             throttled_s=throttled,
             child_pids=supervisor.pgids(),
         )
-        from emulator.report import finish_report
-
         finish_report(record, endpoint)
     return record
-
-
-def dump_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

@@ -14,7 +14,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from emulator.orchestrator import Options, run
+from emulator.orchestrator import EmulatorError, Options, run
 from emulator.procs import pid_alive
 from emulator.s3server import S3Endpoint
 from tests.emulator.plans import planned_digits, with_iterations
@@ -90,3 +90,18 @@ def test_worker_crash_mid_training_is_retried_and_training_completes(
     assert "exited with code 137" in report["invocations"]["failures"][0]
     assert record.workers[0].failures and not record.workers[1].failures
     assert report["accuracy"]["accuracy"] > 0.8
+
+
+def test_a_failed_run_leaves_a_failed_report(tmp_path: Path, s3_endpoint: S3Endpoint) -> None:
+    plan = planned_digits("emu-fail")
+    options = Options(
+        invocation_limit_s=30.0,
+        out_dir=tmp_path,
+        quiet=True,
+        max_attempts=1,
+        worker_handler="tests.emulator.fake_handlers:crash",
+    )
+    with pytest.raises(EmulatorError, match=r"worker \d failed 1 times"):
+        run(plan, options, endpoint=s3_endpoint)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["status"] == "failed" and report["error"].startswith("worker ")

@@ -151,6 +151,7 @@ def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str
             "dataset": plan.training.dataset,
             "deadline_s": plan.goal.deadline_s,
             "invocations_per_worker": plan.invocations_per_worker,
+            "notes": list(plan.notes),
         },
         "emulation": {
             "invocation_limit_s": record.options.invocation_limit_s,

@@ -7,6 +7,7 @@ and nothing else.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 
 from aws_cdk import App, Tags, Validations
@@ -27,9 +28,19 @@ class JobStacks:
     training: TrainingStack
 
 
+# What a run *does*. The goal, the predictions and the notes are left out: a new deadline that
+# the same configuration still meets must not stop a run and start it over.
+RUN_FIELDS = (
+    "job", "workload", "n_workers", "memory_mb", "arch", "ps_type", "ps_count", "ps_arch",
+    "invocation_timeout_s", "ephemeral_storage_mb", "reserve_concurrency", "training",
+)  # fmt: skip
+
+
 def plan_digest(plan: Plan) -> str:
-    """sha256 of the Plan's stable JSON: a changed plan restarts training on deploy."""
-    return hashlib.sha256(plan.to_json().encode()).hexdigest()
+    """sha256 of the Plan's run configuration: deploying a changed one starts a new run."""
+    data = plan.to_dict()
+    run = {key: data[key] for key in RUN_FIELDS}
+    return hashlib.sha256(json.dumps(run, sort_keys=True).encode()).hexdigest()
 
 
 def plan_tags(plan: Plan) -> dict[str, str]:

@@ -14,7 +14,7 @@ import pytest
 from aws_cdk import App
 from aws_cdk.assertions import Match, Template
 
-from provisioner.plan import Plan
+from provisioner.plan import Goal, Plan
 from stacks.context import DatasetSource
 from stacks.events import PS_PORT
 from stacks.job import JobStacks, add_job_stacks, plan_digest, plan_tags
@@ -314,3 +314,9 @@ def test_plan_digest_is_stable_and_follows_the_plan() -> None:
     plan = make_plan()
     assert plan_digest(plan) == plan_digest(make_plan())
     assert plan_digest(plan) != plan_digest(dataclasses.replace(plan, n_workers=5))
+    assert plan_digest(plan) != plan_digest(dataclasses.replace(
+        plan, training=dataclasses.replace(plan.training, learning_rate=0.1)))
+    # A new deadline the same configuration still meets must not restart the run.
+    same_run = dataclasses.replace(plan, goal=Goal(deadline_s=60.0), notes=("other",),
+                                   cost=dataclasses.replace(plan.cost, total_usd=9.0))
+    assert plan_digest(same_run) == plan_digest(plan)

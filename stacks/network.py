@@ -1,7 +1,8 @@
 """The VPC: private isolated subnets only, an S3 gateway endpoint, and the interface endpoints
 the job truly needs. No NAT gateway and no internet route: nothing here can reach the internet.
 
-Interface endpoints (each bills per hour; all are needed for a run to work or be followed):
+Interface endpoints come from the Plan (the planner prices them); the default set, each needed
+for a run to work or be followed:
 - ssm, ssmmessages, ec2messages: manage the PS instances through Session Manager (no SSH).
 - ecr.api, ecr.dkr: the PS pulls the project's image (its layers come through the S3 endpoint).
 - secretsmanager: PS and workers read the job's shared secret.
@@ -12,21 +13,23 @@ Lambda's own logs and invokes do not go through the VPC, so they need no endpoin
 
 from __future__ import annotations
 
+import re
+
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+# The default when a Plan does not list them (plans from before `Plan.interface_endpoints`).
 INTERFACE_ENDPOINTS = (
-    ("Ssm", ec2.InterfaceVpcEndpointAwsService.SSM),
-    ("SsmMessages", ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES),
-    ("Ec2Messages", ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES),
-    ("EcrApi", ec2.InterfaceVpcEndpointAwsService.ECR),
-    ("EcrDocker", ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER),
-    ("SecretsManager", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER),
-    ("CloudFormation", ec2.InterfaceVpcEndpointAwsService.CLOUDFORMATION),
-    ("Logs", ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS),
-)
+    "ssm", "ssmmessages", "ec2messages", "ecr.api", "ecr.dkr", "secretsmanager",
+    "cloudformation", "logs",
+)  # fmt: skip
+
+
+def endpoint_id(service: str) -> str:
+    """Construct id of an endpoint: "ecr.api" → "EcrApi"."""
+    return "".join(part.capitalize() for part in re.split(r"[.-]", service))
 
 
 class TrainingNetwork(Construct):
@@ -38,7 +41,8 @@ class TrainingNetwork(Construct):
     `ps_security_group`, `endpoint_security_group`.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, ps_port: int) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, ps_port: int,
+                 interface_endpoints: tuple[str, ...]) -> None:  # fmt: skip
         super().__init__(scope, construct_id)
         self.vpc = ec2.Vpc(
             self,
@@ -94,10 +98,10 @@ class TrainingNetwork(Construct):
         )
         for peer in (self.worker_security_group, self.ps_security_group):
             self.endpoint_security_group.add_ingress_rule(peer, ec2.Port.tcp(443), "AWS APIs")
-        for name, service in INTERFACE_ENDPOINTS:
+        for service in interface_endpoints:
             self.vpc.add_interface_endpoint(
-                name,
-                service=service,
+                endpoint_id(service),
+                service=ec2.InterfaceVpcEndpointAwsService(service),
                 subnets=self.subnets,
                 private_dns_enabled=True,
                 open=False,

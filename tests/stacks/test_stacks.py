@@ -320,3 +320,24 @@ def test_plan_digest_is_stable_and_follows_the_plan() -> None:
     same_run = dataclasses.replace(plan, goal=Goal(deadline_s=60.0), notes=("other",),
                                    cost=dataclasses.replace(plan.cost, total_usd=9.0))
     assert plan_digest(same_run) == plan_digest(plan)
+
+
+def test_interface_endpoints_are_the_plans(built: tuple[Plan, dict[str, Template]]) -> None:
+    from stacks.network import INTERFACE_ENDPOINTS
+
+    plan, templates = built
+    expected = tuple(getattr(plan, "interface_endpoints", ())) or INTERFACE_ENDPOINTS
+    endpoints = templates["ps"].find_resources("AWS::EC2::VPCEndpoint", {
+        "Properties": {"VpcEndpointType": "Interface"}})  # fmt: skip
+    names = sorted(_service(e["Properties"]["ServiceName"]) for e in endpoints.values())
+    assert names == sorted(expected)
+    for endpoint in endpoints.values():  # reachable from our two groups only, not the VPC CIDR
+        assert endpoint["Properties"]["PrivateDnsEnabled"] is True
+        assert len(endpoint["Properties"]["SecurityGroupIds"]) == 1
+
+
+def _service(name: Any) -> str:
+    """com.amazonaws.<region>.<service> (a Fn::Join) → <service>."""
+    parts = name["Fn::Join"][1] if isinstance(name, dict) else [name]
+    text = "".join(p if isinstance(p, str) else "REGION" for p in parts)
+    return text.split("REGION.", 1)[1]

@@ -92,6 +92,8 @@ class Catalog:
     sfn_transitions_per_invocation: int
     s3_usd_per_put: float
     s3_usd_per_get: float
+    interface_endpoints: tuple[str, ...]  # VPC interface endpoints the stacks create
+    endpoint_usd_per_hour: float  # per endpoint (one AZ), partial hours billed as full
 
     def arch(self, name: str) -> LambdaArch:
         for a in self.architectures:
@@ -141,8 +143,13 @@ def _figure(section: dict[str, Any], key: str, where: str) -> Any:
         if meta not in fig:
             raise ValueError(f"catalog {where}.{key}: missing {meta!r} (every figure needs it)")
     value = fig["value"]
+    if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+        return value  # a list of names (e.g. endpoint services) with the same provenance fields
     if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"catalog {where}.{key}: value {value!r} is not a non-negative number")
+        raise ValueError(
+            f"catalog {where}.{key}: value {value!r} is not a non-negative number"
+            " or a list of names"
+        )
     return value
 
 
@@ -226,6 +233,8 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         sfn_transitions_per_invocation=int(of("step_functions_transitions_per_invocation")),
         s3_usd_per_put=float(of("s3_usd_per_put")),
         s3_usd_per_get=float(of("s3_usd_per_get")),
+        interface_endpoints=tuple(str(s) for s in nf("vpc_interface_endpoints")),
+        endpoint_usd_per_hour=float(nf("vpc_endpoint_usd_per_hour")),
     )
     _validate(cat)
     return cat

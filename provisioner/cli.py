@@ -102,6 +102,7 @@ def render_plan(plan: Plan) -> str:
         _row("PS instances", format_usd(c.ps_instances_usd)),
         _row("Step Functions", format_usd(c.step_functions_usd)),
         _row("S3 requests", format_usd(c.s3_requests_usd)),
+        _row("VPC endpoints", format_usd(c.vpc_endpoints_usd)),
         _row("total", format_usd(c.total_usd)),
     ]
     lines += [f"  note: {n}" for n in plan.notes]

@@ -168,6 +168,16 @@ def step_functions_usd(
     return usd_per_transition * (fixed + per_link * (np.asarray(n, dtype=np.float64) * links))
 
 
+def endpoints_usd(usd_per_hour: float, endpoints: int, total_s: Arr) -> Arr:
+    """Extension: the VPC interface endpoints the PS network needs, for every started hour.
+
+    PrivateLink bills each endpoint per AZ per hour, a partial hour as a full one; the endpoints
+    live as long as the stacks, so this is the run's share, not the idle time until destroy.
+    """
+    hours = np.ceil(np.maximum(np.asarray(total_s, dtype=np.float64), 1.0) / 3600.0)
+    return usd_per_hour * endpoints * hours
+
+
 def s3_requests_usd(get_usd: float, put_usd: float, n: Arr, links: Arr, ps_count: Arr) -> Arr:
     """Extension: shard GETs per link; dataset upload, a checkpoint per shard per link, results."""
     n = np.asarray(n, dtype=np.float64)
@@ -206,6 +216,7 @@ class Cells:
     ps_usd: Arr
     sfn_usd: Arr
     s3_usd: Arr
+    endpoints_usd: Arr
     total_usd: Arr
 
 
@@ -360,7 +371,10 @@ def costs(
             links,
         )
         s3c = s3_requests_usd(catalog.s3_usd_per_get, catalog.s3_usd_per_put, n, links, nt.ps_count)
-        cost = lam + req + ephc + psc + sfn + s3c
+        net = endpoints_usd(
+            catalog.endpoint_usd_per_hour, len(catalog.interface_endpoints), tl.total_s
+        )
+        cost = lam + req + ephc + psc + sfn + s3c + net
     return Cells(
         feasible=tl.feasible,
         local_batch=nt.local_batch,
@@ -385,6 +399,7 @@ def costs(
         ps_usd=psc,
         sfn_usd=sfn,
         s3_usd=s3c,
+        endpoints_usd=net,
         total_usd=np.where(tl.feasible, cost, np.inf),
     )
 

@@ -49,6 +49,7 @@ class CostBreakdown:
     step_functions_usd: float
     s3_requests_usd: float  # checkpoints and dataset reads
     total_usd: float
+    vpc_endpoints_usd: float = 0.0  # interface endpoints of the PS network (in total_usd)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class Plan:
     prediction: Prediction
     cost: CostBreakdown
     notes: tuple[str, ...] = field(default_factory=tuple)  # why this plan (one line each)
+    interface_endpoints: tuple[str, ...] = ()  # VPC interface endpoints the stacks create
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -111,6 +113,7 @@ class Plan:
                 "prediction": Prediction(**data["prediction"]),
                 "cost": CostBreakdown(**data["cost"]),
                 "notes": tuple(data.get("notes", ())),
+                "interface_endpoints": tuple(data.get("interface_endpoints", ())),
             }
         )
 

@@ -136,6 +136,7 @@ def build_plan(
         step_functions_usd=_f(c.sfn_usd),
         s3_requests_usd=_f(c.s3_usd),
         total_usd=_f(c.total_usd),
+        vpc_endpoints_usd=_f(c.endpoints_usd),
     )
     b_l = _i(c.local_batch)
     every = profile.checkpoint_every_iterations or per_inv
@@ -177,6 +178,7 @@ def build_plan(
         prediction=prediction,
         cost=cost,
         notes=notes,
+        interface_endpoints=catalog.interface_endpoints,
     )
 
 

@@ -145,9 +145,11 @@ def test_full_prediction_by_hand(catalog_2020: object) -> None:
     sfn = 0.000025 * (12 + 4 * 4 * links)
     s3 = 0.0000004 * 4 * links + 0.000005 * (1 * links + 4 + 4)
     req = 0.0000002 * 4 * links
+    endpoints = 0.01 * 8 * math.ceil(total / 3600)  # 8 interface endpoints, started hours
     assert float(c.lambda_usd[0]) == pytest.approx(lam, rel=1e-12)
     assert float(c.ps_usd[0]) == pytest.approx(ps, rel=1e-12)
-    assert float(c.total_usd[0]) == pytest.approx(lam + req + ps + sfn + s3, rel=1e-12)
+    assert float(c.endpoints_usd[0]) == pytest.approx(endpoints, rel=1e-12)
+    assert float(c.total_usd[0]) == pytest.approx(lam + req + ps + sfn + s3 + endpoints, rel=1e-12)
     assert float(c.ephemeral_usd[0]) == 0.0  # 2020: /tmp fixed at 512 MB
 
 

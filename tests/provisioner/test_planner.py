@@ -189,7 +189,9 @@ def test_plan_fields_are_consistent(catalog_2025: Catalog) -> None:
         + c.ps_instances_usd
         + c.step_functions_usd
         + c.s3_requests_usd
+        + c.vpc_endpoints_usd
     )
+    assert c.vpc_endpoints_usd > 0  # the PS network's interface endpoints are paid for
     assert c.total_usd == pytest.approx(items, rel=1e-12)
     assert result.alternatives and all(
         (a.cost.total_usd, a.prediction.total_s) >= (c.total_usd, pr.total_s)

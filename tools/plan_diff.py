@@ -38,6 +38,8 @@ PLAN_ROWS = (
     ("iterations", ("training", "iterations")),
     ("predicted time s", ("prediction", "total_s")),
     ("predicted cost USD", ("cost", "total_usd")),
+    ("  of which PS USD", ("cost", "ps_instances_usd")),
+    ("  of which endpoints USD", ("cost", "vpc_endpoints_usd")),
 )
 
 
@@ -81,6 +83,8 @@ def synth_into(context: dict[str, Any], outdir: str) -> tuple[int, str]:
 def _field(plan: dict[str, Any], path: tuple[str, ...]) -> Any:
     value: Any = plan
     for key in path:
+        if key not in value:  # a field newer than the plan.json being read
+            return "-"
         value = value[key]
     return value
 
@@ -93,11 +97,11 @@ def _show(value: Any) -> str:
 
 def plan_table(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """Rows `label | from | to | changed?` for the two plans."""
-    lines = [f"{'':<22} {'from':>14} {'to':>14}", "-" * 54]
+    lines = [f"{'':<24} {'from':>14} {'to':>14}", "-" * 56]
     for label, path in PLAN_ROWS:
         old, new = _field(before, path), _field(after, path)
         mark = "  *" if old != new else ""
-        lines.append(f"{label:<22} {_show(old):>14} {_show(new):>14}{mark}")
+        lines.append(f"{label:<24} {_show(old):>14} {_show(new):>14}{mark}")
     return lines
 
 

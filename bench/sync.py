@@ -310,7 +310,9 @@ def summary(rows: Sequence[Row]) -> list[str]:
     return out
 
 
-def write_markdown(rows: Sequence[Row], path: Path, seconds: float) -> None:
+def write_markdown(
+    rows: Sequence[Row], path: Path, seconds: float, load: tuple[float, float]
+) -> None:
     text = "\n".join(
         [
             "# Data-plane benchmark: PS push+pull vs raw loopback TCP vs gloo all-reduce",
@@ -321,7 +323,9 @@ def write_markdown(rows: Sequence[Row], path: Path, seconds: float) -> None:
             "",
             f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
             f"{platform.python_version()}; all processes on one machine over 127.0.0.1, so the "
-            "clients and the server share the CPUs.",
+            "clients and the server share the CPUs. The machine is shared with other work: 1-min "
+            f"load average {load[0]:.1f} at the start and {load[1]:.1f} at the end of this run "
+            "(2 CPUs), so single cells are noisy; compare rows, not digits.",
             "",
             "- *ours*: one `python -m functions.ps` shard process, n worker processes with "
             "`PSClient`; a step = every worker pushes S MB of gradients and pulls S MB of "
@@ -389,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = [1.0, 10.0] if args.quick else [1.0, 10.0, 50.0, 200.0]
     workers = [1, 2] if args.quick else [1, 2, 4, 8]
     t_start = time.perf_counter()
+    load_start = os.getloadavg()[0]
     gloo_by_n: dict[int, list[float]] = {}
     for n in workers:
         if n >= 2:
@@ -413,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     seconds = time.perf_counter() - t_start
     args.out.mkdir(parents=True, exist_ok=True)
-    write_markdown(rows, args.out / "sync.md", seconds)
+    write_markdown(rows, args.out / "sync.md", seconds, (load_start, os.getloadavg()[0]))
     plot(rows, args.out / "sync.png")
     (args.out / "sync.json").write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
     print(table(rows))

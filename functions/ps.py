@@ -27,6 +27,7 @@ releases the GIL, so the shard keeps up with loopback speeds.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import io
 import json
@@ -50,6 +51,7 @@ from functions.wire import MsgType
 LOG = logging.getLogger("functions.ps")
 HANDSHAKE_TIMEOUT_S = 10.0  # an unauthenticated peer gets this long to prove itself
 UPDATE_BLOCK = 1 << 18  # floats per block of the SGD update (1 MiB per array)
+UPDATE_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,8 @@ class ShardState:
         # rank → the gradient buffer it pushed for the current iteration. The buffer is the
         # connection's own receive buffer, lent until the update; see `is_lent`.
         self.pending: dict[int, np.ndarray] = {}
-        self._block_sum = np.empty(UPDATE_BLOCK, np.float32)
+        self._block_sums = [np.empty(UPDATE_BLOCK, np.float32) for _ in range(UPDATE_THREADS)]
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.checkpointed_iteration = -1
         self.updates_applied = 0
         self.duplicates_ignored = 0
@@ -156,15 +159,37 @@ class ShardState:
         """
         grads = [self.pending[r] for r in sorted(self.pending)]
         new = self.prev_params  # t-1 is no longer needed once t+1 exists
+        size = self.params.size
+        # Large shards are split across the CPU's cores (numpy releases the GIL per block).
+        parts = max(1, min(UPDATE_THREADS, size // (4 * UPDATE_BLOCK)))
+        bounds = [(size * k // parts, size * (k + 1) // parts) for k in range(parts)]
+        if parts == 1:
+            self._update_range(grads, new, 0, size, self._block_sums[0])
+        else:
+            futures = [
+                self._pool().submit(self._update_range, grads, new, lo, hi, self._block_sums[k])
+                for k, (lo, hi) in enumerate(bounds)
+            ]
+            for future in futures:
+                future.result()
+        self.prev_params, self.params = self.params, new
+        self.iteration += 1
+        self.pending = {}
+        self.updates_applied += 1
+        self.cond.notify_all()
+
+    def _update_range(
+        self, grads: list[np.ndarray], new: np.ndarray, lo: int, hi: int, block_sum: np.ndarray
+    ) -> None:
+        """The update on [lo, hi), in cache-sized blocks: the passes hit L2, not memory."""
         momentum = np.float32(self.config.momentum)
         step = np.float32(-self.config.learning_rate / self.config.workers)
-        # Cache-sized blocks: the four passes then hit L2 instead of memory (≈25% faster).
-        for lo in range(0, self.params.size, UPDATE_BLOCK):
-            block = slice(lo, lo + UPDATE_BLOCK)
+        for start in range(lo, hi, UPDATE_BLOCK):
+            block = slice(start, min(start + UPDATE_BLOCK, hi))
             if len(grads) == 1:
                 grad_sum = grads[0][block]
             else:
-                grad_sum = self._block_sum[: min(UPDATE_BLOCK, self.params.size - lo)]
+                grad_sum = block_sum[: block.stop - block.start]
                 np.add(grads[0][block], grads[1][block], out=grad_sum)
                 for g in grads[2:]:
                     grad_sum += g[block]
@@ -174,11 +199,13 @@ class ShardState:
             out = new[block]
             np.multiply(mom, step, out=out)
             out += self.params[block]
-        self.prev_params, self.params = self.params, new
-        self.iteration += 1
-        self.pending = {}
-        self.updates_applied += 1
-        self.cond.notify_all()
+
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                UPDATE_THREADS, thread_name_prefix="ps-update"
+            )
+        return self._executor
 
     def params_for(self, it: int) -> np.ndarray:
         """Parameters of iteration `it` (t or t-1). Caller holds the condition."""

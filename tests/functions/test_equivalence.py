@@ -35,6 +35,20 @@ def test_bsp_workers_match_single_process_sgd(
     results = run_threads(worker.handler, [(e, None) for e in events])
 
     assert all(r["done"] and r["iteration"] == iterations for r in results)
+    for r in results:  # the contract's return shape, with every timing term
+        assert set(r) >= {"done", "iteration", "next_event", "losses", "timings"}
+        assert [it for it, _ in r["losses"]] == list(range(iterations))
+        assert set(r["timings"]) >= {
+            "load_s",
+            "compute_s",
+            "communication_s",
+            "startup_s",
+            "wait_s",
+            "push_s",
+            "pull_transfer_s",
+            "total_s",
+        }
+        assert r["timings"]["compute_s"] > 0 and r["next_event"]["start_iteration"] == iterations
     assert all(s.state.iteration == iterations for s in servers)
     got = ps_vector(servers)
     want = reference_params(s3, bucket, events[0], iterations)

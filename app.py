@@ -8,6 +8,7 @@ Exit codes: 2 bad input (every problem listed, one line each), 3 no plan meets t
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from typing import TextIO
@@ -63,6 +64,11 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
         f"{plan.invocations_per_worker} invocation(s) per worker",
         f"goal: {' and '.join(goals)}; predicted {format_duration_s(plan.prediction.total_s)}, "
         f"{format_usd(plan.cost.total_usd)}",
+        "cost: " + ", ".join(
+            f"{name.removesuffix('_usd').replace('_', ' ')} {format_usd(value)}"
+            for name, value in dataclasses.asdict(plan.cost).items()
+            if name != "total_usd" and value >= 0.00005  # items that show at 4 decimals
+        ),
         *(f"why: {note}" for note in plan.notes),
     ]
 

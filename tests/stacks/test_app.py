@@ -56,6 +56,7 @@ def test_default_synth_prints_the_plan_writes_plan_json_and_builds_it(synth: Any
     lines = result.stderr.splitlines()
     assert lines[0].startswith(f"plan digits-demo: {plan.n_workers} x {plan.memory_mb} MB")
     assert lines[1].startswith("goal: deadline 2h00m00s; predicted ")
+    assert lines[2].startswith("cost: lambda compute $") and "ps instances $" in lines[2]
     assert [f"why: {n}" for n in plan.notes] == [ln for ln in lines if ln.startswith("why: ")]
     assert sorted(result.templates) == ["digits-demo-data", "digits-demo-ps",
                                         "digits-demo-training"]  # fmt: skip

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from emulator.cpu import parse_cpu_scale
 from emulator.orchestrator import EmulatorError, Options, run
+from provisioner.plan import Plan
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, None: 1.0}
@@ -37,10 +38,8 @@ def parse_limit_s(value: str) -> float:
     return seconds
 
 
-def load_plan(path: Path):  # type: ignore[no-untyped-def] - Plan imported lazily below
+def load_plan(path: Path) -> Plan:
     """The Plan in a cdk.out/plan.json (or a bare Plan JSON); ValueError with one line if bad."""
-    from provisioner.plan import Plan
-
     try:
         text = path.read_text()
     except OSError as err:

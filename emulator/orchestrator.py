@@ -387,7 +387,11 @@ def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | Non
     supervisor = Supervisor()
     cpu.remove_stale_groups("lambda-dnn-emu")
     limiter = cpu.CpuLimiter(f"lambda-dnn-emu-{os.getpid()}")
-    say = (lambda msg: None) if options.quiet else (lambda msg: print(msg, file=sys.stderr))
+
+    def say(message: str) -> None:
+        if not options.quiet:
+            print(message, file=sys.stderr)
+
     say(limiter.status())
     say(
         f"CPU scale: {scale:.3f} local cores per Lambda vCPU -> {worker_cores:.3f} cores per "

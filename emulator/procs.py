@@ -124,8 +124,8 @@ class Supervisor:
             yield self
         finally:
             self.stop_all()
-            for signum, handler in self._previous_handlers.items():
-                signal.signal(signum, handler)  # type: ignore[arg-type]
+            for previous_signum, handler in self._previous_handlers.items():
+                signal.signal(previous_signum, handler)  # type: ignore[arg-type]  # as saved
             self._previous_handlers.clear()
             atexit.unregister(self.stop_all)
 

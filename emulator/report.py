@@ -15,6 +15,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from emulator import cpu
 
 if TYPE_CHECKING:
@@ -116,7 +118,9 @@ def compute_at_local_share_s(record: RunRecord) -> float | None:
     if curve is None:
         return None
     share = record.worker_cores  # local cores stand for vCPUs one to one at cpu_scale 1.0
-    rate = float(training_rate_samples_s(curve, share, share * cpu.MB_PER_VCPU))
+    rate = float(
+        training_rate_samples_s(curve, np.asarray(share), np.asarray(share * cpu.MB_PER_VCPU))
+    )
     if rate <= 0:
         return None
     training = record.plan.training

@@ -107,9 +107,9 @@ def _http_answers(url: str, timeout_s: float) -> bool:
     """True when an HTTP server answers at `url` with any status below 500."""
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            return response.status < 500
+            return bool(response.status < 500)
     except urllib.error.HTTPError as err:
-        return err.code < 500
+        return bool(err.code < 500)
     except (urllib.error.URLError, OSError):
         return False
 

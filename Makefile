@@ -40,6 +40,11 @@ demo: synth
 synth: setup
 	$(CDK) synth --quiet -c deadline=$(DEADLINE) > /dev/null
 
+# Review what another deadline changes, offline: make diff FROM=2h DEADLINE=90m
+FROM ?= 2h
+diff: setup
+	$(PY) -m tools.plan_diff --from $(FROM) --to $(DEADLINE)
+
 bench: setup
 	$(PY) -m bench.planner
 	$(PY) -m bench.sync

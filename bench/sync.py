@@ -311,7 +311,7 @@ def summary(rows: Sequence[Row]) -> list[str]:
 
 
 def write_markdown(
-    rows: Sequence[Row], path: Path, seconds: float, load: tuple[float, float]
+    rows: Sequence[Row], path: Path, seconds: float, load: tuple[float, float], rounds: int
 ) -> None:
     text = "\n".join(
         [
@@ -336,7 +336,8 @@ def write_markdown(
             "- *gloo*: n processes of `torch.distributed` (gloo, TCP on 127.0.0.1) all-reducing "
             "the same S-MB tensor; the PS-less synchronous step.",
             "- GB/s counts the bytes through the server per step (2·n·S) over the slowest worker's "
-            "time; raw and ours are measured alternately (2 rounds each, best round kept) so both "
+            f"time; raw and ours are measured alternately ({rounds} rounds each, best round kept) "
+            "so both "
             "see the same background load; gloo is its own run of the same grid.",
             "",
             table(rows),
@@ -388,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.sync", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small grid (smoke run)")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds per config")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per config")
     args = parser.parse_args(argv)
     sizes = [1.0, 10.0] if args.quick else [1.0, 10.0, 50.0, 200.0]
     workers = [1, 2] if args.quick else [1, 2, 4, 8]
@@ -418,7 +419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     seconds = time.perf_counter() - t_start
     args.out.mkdir(parents=True, exist_ok=True)
-    write_markdown(rows, args.out / "sync.md", seconds, (load_start, os.getloadavg()[0]))
+    write_markdown(
+        rows, args.out / "sync.md", seconds, (load_start, os.getloadavg()[0]), args.rounds
+    )
     plot(rows, args.out / "sync.png")
     (args.out / "sync.json").write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
     print(table(rows))

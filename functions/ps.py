@@ -22,6 +22,11 @@ Rules that make restarts safe:
 The PS never sees the model: the first authenticated worker sends its shard of the (seeded,
 deterministic) initial parameters (INIT). Threads, one per connection: recv_into and numpy
 releases the GIL, so the shard keeps up with loopback speeds.
+
+Known limits: a periodic checkpoint is uploaded by the thread that completed the iteration, so
+it delays that one worker's next pull; old checkpoints are kept (no pruning); if only some shards
+restart from an older checkpoint than their peers, workers stop with `PSInconsistent` — restart
+all shards of the job together.
 """
 
 from __future__ import annotations
@@ -338,6 +343,8 @@ class ParameterServer:
                 conn.close()
         with self.state.cond:
             self.state.cond.notify_all()
+            if self.state._executor is not None:
+                self.state._executor.shutdown(wait=False)
         for thread in self._threads:
             thread.join(timeout=5)
 

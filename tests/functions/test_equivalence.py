@@ -77,7 +77,7 @@ def test_shard_update_matches_torch_sgd_across_update_blocks() -> None:
 
     from functions.ps import UPDATE_BLOCK, PSConfig, ShardState
 
-    size = 2 * UPDATE_BLOCK + 12_345
+    size = 9 * UPDATE_BLOCK + 12_345  # several blocks, and split across threads
     rng = np.random.default_rng(0)
     init = rng.standard_normal(size, dtype=np.float32)
     state = ShardState(

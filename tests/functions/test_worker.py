@@ -1,0 +1,57 @@
+"""Worker details: CPU share → threads, deadlines on PS waits, secrets, inconsistent shards."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from functions import worker
+from functions.aws import resolve_secret
+
+from .conftest import endpoints
+from .helpers import worker_event
+
+
+def test_threads_follow_the_memory_cpu_share_not_the_core_count() -> None:
+    cores = os.cpu_count() or 1
+    assert worker.torch_threads(128) == 1
+    assert worker.torch_threads(1769) == 1
+    assert worker.torch_threads(3538) == min(2, cores)
+    assert worker.torch_threads(10240) == min(5, cores)
+
+
+def test_a_missing_peer_ends_the_invocation_at_the_deadline(
+    bucket: str, digits: Any, ps_cluster: Any
+) -> None:
+    """Rank 1 never comes: rank 0's pull waits ps_timeout_s, then it returns, not done."""
+    digits(2)
+    servers = ps_cluster(2, 2, learning_rate=0.1, momentum=0.9)
+    event = worker_event(0, 2, endpoints(servers), bucket, ps_timeout_s=0.5)
+    result = worker.handler(event)
+    assert result["stopped"] == "ps_timeout" and not result["done"]
+    assert result["iteration"] == 0 and result["next_event"]["start_iteration"] == 0
+
+
+def test_worker_with_other_hyper_parameters_is_refused(
+    bucket: str, digits: Any, ps_cluster: Any
+) -> None:
+    from functions import wire
+
+    digits(2)
+    servers = ps_cluster(2, 2, learning_rate=0.1, momentum=0.9)
+    event = worker_event(0, 2, endpoints(servers), bucket, learning_rate=0.5)
+    with pytest.raises(wire.RemoteError, match="learning rate/momentum"):
+        worker.handler(event)
+
+
+def test_secret_ref_errors_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LDNN_NOT_SET", raising=False)
+    with pytest.raises(ValueError) as info:
+        resolve_secret("env:LDNN_NOT_SET")
+    assert str(info.value) == (
+        "secret_ref 'env:LDNN_NOT_SET': environment variable 'LDNN_NOT_SET' is unset or empty"
+    )
+    monkeypatch.setenv("LDNN_SET", "abc")
+    assert resolve_secret("env:LDNN_SET") == b"abc"

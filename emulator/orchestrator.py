@@ -317,7 +317,7 @@ def create_buckets(endpoint: S3Endpoint, names: list[str]) -> None:
     import boto3
     from botocore.exceptions import ClientError
 
-    client = boto3.client(
+    client = boto3.session.Session().client(
         "s3",
         endpoint_url=endpoint.url,
         aws_access_key_id=endpoint.client_env()["AWS_ACCESS_KEY_ID"],

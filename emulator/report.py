@@ -295,7 +295,7 @@ def s3_client_for(endpoint: S3Endpoint) -> Any:
     import boto3
 
     env = endpoint.client_env()
-    return boto3.client(
+    return boto3.session.Session().client(
         "s3",
         endpoint_url=endpoint.url,
         aws_access_key_id=env["AWS_ACCESS_KEY_ID"],

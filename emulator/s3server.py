@@ -103,6 +103,17 @@ def weed_command(binary: str, data_dir: Path, ports: dict[str, int]) -> list[str
     return args
 
 
+def weed_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    """The server's environment without AWS credentials or a default bucket.
+
+    `weed mini` turns S3 authentication on when it finds AWS_ACCESS_KEY_ID in its environment;
+    the emulator's clients use dummy credentials, so the server must run open (it only listens
+    on 127.0.0.1).
+    """
+    dropped = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "S3_BUCKET"}
+    return {k: v for k, v in environ.items() if k not in dropped}
+
+
 def _http_answers(url: str, timeout_s: float) -> bool:
     """True when an HTTP server answers at `url` with any status below 500."""
     try:
@@ -143,6 +154,7 @@ def weed_server(
     proc = subprocess.Popen(
         weed_command(binary, work_dir, ports),
         cwd=work_dir,
+        env=weed_env(os.environ),
         stdout=log_file,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,9 +20,19 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Endpoint
 
 
 @pytest.fixture
-def s3_env(s3_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """Point boto3 in this process at the local server; returns the same env for children."""
+def s3_client(s3_endpoint: S3Endpoint) -> Any:
+    """A boto3 client for the local server with explicit dummy credentials.
+
+    Never boto3's default session: it caches the credentials it first resolves, and other
+    tests in the same process would inherit ours.
+    """
+    import boto3
+
     env = s3_endpoint.client_env()
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return env
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=s3_endpoint.url,
+        region_name=env["AWS_DEFAULT_REGION"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )

@@ -47,7 +47,7 @@ def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) 
     }
     assert (tmp_path / "loss.png").stat().st_size > 0
 
-    s3 = boto3.client(
+    s3 = boto3.session.Session().client(
         "s3",
         endpoint_url=s3_endpoint.url,
         region_name="us-east-1",

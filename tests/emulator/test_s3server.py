@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import urllib.request
+from typing import Any
 
 import boto3
 import pytest
 
 from emulator.procs import group_alive
-from emulator.s3server import S3Endpoint, s3_server, weed_command
+from emulator.s3server import S3Endpoint, s3_server, weed_command, weed_env
 
 
-def test_weed_round_trips_an_object_through_boto3(s3_env: dict[str, str]) -> None:
-    s3 = boto3.client("s3")
+def test_weed_round_trips_an_object_through_boto3(s3_client: Any, s3_endpoint: S3Endpoint) -> None:
+    s3 = s3_client
     s3.create_bucket(Bucket="emu-test-roundtrip")
     s3.put_object(Bucket="emu-test-roundtrip", Key="a/b.bin", Body=b"\x00\x01payload")
     body = s3.get_object(Bucket="emu-test-roundtrip", Key="a/b.bin")["Body"].read()
     assert body == b"\x00\x01payload"
-    assert s3_env["AWS_ENDPOINT_URL_S3"].startswith("http://127.0.0.1:")
+    assert s3_endpoint.client_env()["AWS_ENDPOINT_URL_S3"].startswith("http://127.0.0.1:")
 
 
 def test_weed_command_binds_loopback_and_disables_telemetry(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -50,7 +51,7 @@ def test_unknown_server_kind_is_a_clear_error() -> None:
 def test_moto_fallback_serves_boto3_on_loopback() -> None:
     with s3_server("moto") as endpoint:
         assert endpoint.kind == "moto" and endpoint.url.startswith("http://127.0.0.1:")
-        s3 = boto3.client(
+        s3 = boto3.session.Session().client(
             "s3",
             endpoint_url=endpoint.url,
             region_name="us-east-1",
@@ -60,3 +61,8 @@ def test_moto_fallback_serves_boto3_on_loopback() -> None:
         s3.create_bucket(Bucket="emu-moto")
         s3.put_object(Bucket="emu-moto", Key="k", Body=b"v")
         assert s3.get_object(Bucket="emu-moto", Key="k")["Body"].read() == b"v"
+
+
+def test_weed_env_drops_credentials_that_would_turn_auth_on() -> None:
+    env = weed_env({"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "PATH": "/bin"})
+    assert env == {"PATH": "/bin"}

@@ -173,6 +173,8 @@ def weed_server(
     finally:
         kill_process_group(proc)
         log_file.close()
+        # The admin server's gRPC socket has no flag for its path; it is always here.
+        Path(f"/tmp/seaweedfs-admin-grpc-{ports['admin.grpc']}.sock").unlink(missing_ok=True)
         if owned_dir:
             shutil.rmtree(work_dir, ignore_errors=True)
 

@@ -108,7 +108,18 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
             f"{r['startup_predicted_s']:.1f}/{r['startup_measured_s']:.1f} | "
             f"{r['train_measured_s']:.1f} | {r['accuracy']:.3f} |"
         )
-    lines += ["", f"machine load while measuring: {meta['loadavg']}; command: {meta['command']}"]
+    lines += [
+        "",
+        f"machine load while measuring: {meta['loadavg']}; command: {meta['command']}",
+        "",
+        "Reading the table: compute is re-predicted from the profile's rate curve at the cores a",
+        "worker really got (m/1769 x cpu_scale). A worker computes in short bursts between PS",
+        "round trips, and a CFS quota lets a mostly idle process run its burst at full speed, so",
+        "measured compute can beat a rate profiled back to back under the same quota; in Lambda",
+        "the CPU share is also a CFS quota. Communication is predicted for Lambda<->EC2 bandwidth",
+        "and measured on loopback, where waiting for the slowest worker dominates: for reference",
+        "only. Start-up is measured on a shared 2-core machine where n workers start at once.",
+    ]
     (RESULTS / "predict.md").write_text("\n".join(lines) + "\n")
     import matplotlib
 

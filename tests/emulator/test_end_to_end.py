@@ -1,7 +1,7 @@
 """End to end: a planned job through the emulator with a real S3 server, PS and Lambda workers.
 
 The plan comes from the real planner (digits-mlp profile, 30 s deadline → n ≥ 2); only its
-iteration count is set so the run fits the test budget and a 15 s invocation limit forces every
+iteration count is set so the run fits the test budget and a 8 s invocation limit forces every
 worker through at least one checkpoint-and-re-invoke.
 """
 
@@ -20,7 +20,7 @@ from emulator.s3server import S3Endpoint
 from tests.emulator.plans import planned_digits, with_iterations
 
 ITERATIONS = 4000
-LIMIT_S = 15.0
+LIMIT_S = 8.0
 
 
 def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) -> None:

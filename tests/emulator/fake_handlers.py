@@ -51,7 +51,7 @@ def chain(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def crash_midway(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """The real worker handler, except rank 0's first invocation dies abruptly after 3 s of it
+    """The real worker handler, except rank 0's first invocation dies abruptly 1.5 s into it
     (os._exit: no checkpoint, no goodbye to the PS), once per marker file."""
     import threading
 
@@ -60,5 +60,5 @@ def crash_midway(event: dict[str, Any], context: Any) -> dict[str, Any]:
     marker = Path(os.environ["EMU_TEST_CRASH_MARKER"])
     if event["rank"] == 0 and not marker.exists():
         marker.write_text("crashed once")
-        threading.Timer(3.0, os._exit, args=(137,)).start()
+        threading.Timer(1.5, os._exit, args=(137,)).start()
     return handler(event, context)

@@ -72,7 +72,7 @@ def test_worker_crash_mid_training_is_retried_and_training_completes(
     tmp_path: Path, s3_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("EMU_TEST_CRASH_MARKER", str(tmp_path / "crashed"))
-    plan = with_iterations(planned_digits("emu-crash"), 1500)
+    plan = with_iterations(planned_digits("emu-crash"), 3000)
     record = run(
         plan,
         Options(
@@ -85,7 +85,7 @@ def test_worker_crash_mid_training_is_retried_and_training_completes(
     )
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert (tmp_path / "crashed").exists()
-    assert report["iterations"]["completed"] == 1500
+    assert report["iterations"]["completed"] == 3000
     assert report["invocations"]["failed_attempts"] == 1
     assert "exited with code 137" in report["invocations"]["failures"][0]
     assert record.workers[0].failures and not record.workers[1].failures

@@ -256,10 +256,17 @@ def format_table(report: dict[str, Any]) -> str:
     if acc and acc.get("accuracy") is not None:
         lines.append(f"held-out accuracy: {acc['accuracy']:.4f} on {acc['samples']} samples")
     cost = report["cost_usd"]
-    lines.append(
-        f"AWS cost of this plan (predicted): ${cost['total_usd']:.4f} (Lambda "
-        f"${cost['lambda_compute_usd']:.4f}, PS ${cost['ps_instances_usd']:.4f})"
+    items = ", ".join(
+        f"{label} ${cost[key]:.4f}"
+        for label, key in (
+            ("Lambda", "lambda_compute_usd"),
+            ("PS", "ps_instances_usd"),
+            ("VPC endpoints", "vpc_endpoints_usd"),
+            ("Step Functions", "step_functions_usd"),
+        )
+        if cost.get(key)
     )
+    lines.append(f"AWS cost of this plan (predicted): ${cost['total_usd']:.4f} ({items})")
     for name, where in report.get("artifacts", {}).items():
         lines.append(f"{name}: {where}")
     return "\n".join(lines)

@@ -20,6 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from emulator.procs import pid_alive
+
 MB_PER_VCPU = 1769.0  # Lambda: 1,769 MB of memory = one vCPU of credit
 MAX_VCPU = 10240.0 / MB_PER_VCPU  # the credit at Lambda's largest memory size
 CGROUP_V1_CPU_ROOT = Path("/sys/fs/cgroup/cpu")
@@ -165,7 +167,7 @@ def remove_stale_groups(prefix: str, root: Path = CGROUP_V1_CPU_ROOT) -> list[st
         return removed
     for group in root.glob(f"{prefix}-*"):
         pid_text = group.name.rsplit("-", 1)[-1]
-        if not pid_text.isdigit() or _pid_exists(int(pid_text)):
+        if not pid_text.isdigit() or pid_alive(int(pid_text)):
             continue
         for child in [p for p in group.iterdir() if p.is_dir()]:
             _evacuate(child, root)
@@ -175,16 +177,6 @@ def remove_stale_groups(prefix: str, root: Path = CGROUP_V1_CPU_ROOT) -> list[st
             group.rmdir()
             removed.append(group.name)
     return removed
-
-
-def _pid_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _evacuate(group: Path, root: Path) -> None:

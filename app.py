@@ -104,8 +104,10 @@ def synth_job(app: App, *, err: TextIO) -> int:
         print(line, file=err)
     os.makedirs(app.outdir, exist_ok=True)
     plan_path = os.path.join(app.outdir, "plan.json")
-    with open(plan_path, "w", encoding="utf-8") as handle:
+    # Written beside and renamed into place, so an interrupted synth never leaves half a plan.
+    with open(plan_path + ".tmp", "w", encoding="utf-8") as handle:
         handle.write(result.to_json())
+    os.replace(plan_path + ".tmp", plan_path)
     shown = os.path.relpath(plan_path)
     print(f"plan written to {plan_path if shown.startswith('..') else shown}", file=err)
     add_job_stacks(app, plan=result.plan, dataset=ctx.dataset)

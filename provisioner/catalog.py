@@ -132,6 +132,17 @@ def resolve_data_path(name_or_path: str | Path, directory: Path, kind: str) -> P
     return path
 
 
+def read_data_json(name_or_path: str | Path, directory: Path, kind: str) -> tuple[Path, Any]:
+    """Resolve a catalog or profile name and parse its JSON; bad JSON is one line, no trace."""
+    path = resolve_data_path(name_or_path, directory, kind)
+    try:
+        return path, json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{kind} {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}"
+        ) from None
+
+
 def _figure(section: dict[str, Any], key: str, where: str) -> Any:
     """The value of a figure `{"value", "unit", "source", "date", "tag"}`; all five are required."""
     if key not in section:
@@ -258,13 +269,7 @@ def _validate(cat: Catalog) -> None:
 
 def load_catalog(name_or_path: str | Path) -> Catalog:
     """Load `catalog/<name>.json` (or a path) into a validated Catalog."""
-    path = resolve_data_path(name_or_path, CATALOG_DIR, "catalog")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"catalog {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}"
-        ) from None
+    path, data = read_data_json(name_or_path, CATALOG_DIR, "catalog")
     try:
         return catalog_from_dict(data)
     except (KeyError, TypeError) as exc:

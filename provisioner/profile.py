@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provisioner.catalog import ARCHITECTURES, REPO_ROOT, resolve_data_path
+from provisioner.catalog import ARCHITECTURES, REPO_ROOT, read_data_json
 
 PROFILE_DIR = REPO_ROOT / "profiles"
 MODELS = ("mlp", "cnn", "resnet18", "mobilenetv2")
@@ -176,11 +176,5 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
 
 def load_profile(name_or_path: str | Path) -> WorkloadProfile:
     """Load `profiles/<name>.json` (or a path) into a validated WorkloadProfile."""
-    path = resolve_data_path(name_or_path, PROFILE_DIR, "profile")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"profile {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}"
-        ) from None
+    _, data = read_data_json(name_or_path, PROFILE_DIR, "profile")
     return profile_from_dict(data)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from emulator.report import s3_client_for
 from emulator.s3server import S3Endpoint, weed_server
 
 
@@ -26,13 +27,4 @@ def s3_client(s3_endpoint: S3Endpoint) -> Any:
     Never boto3's default session: it caches the credentials it first resolves, and other
     tests in the same process would inherit ours.
     """
-    import boto3
-
-    env = s3_endpoint.client_env()
-    return boto3.session.Session().client(
-        "s3",
-        endpoint_url=s3_endpoint.url,
-        region_name=env["AWS_DEFAULT_REGION"],
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-    )
+    return s3_client_for(s3_endpoint)

@@ -273,6 +273,18 @@ class CheckpointStore:
         common = set.intersection(*sets) if sets else set()
         return max(common) if common else None
 
+    def prune(self, shard: int, keep_from: int) -> list[int]:
+        """Delete `shard`'s checkpoints older than `keep_from`; returns the iterations deleted.
+
+        Only ever called with `keep_from` = the newest iteration every shard has: restore reads
+        exactly that one, and no shard deletes anything at or after it, so a restore in
+        progress on another shard still finds its file.
+        """
+        stale = sorted(i for i in self.iterations_by_shard().get(shard, set()) if i < keep_from)
+        for i in stale:
+            self.s3.delete_object(Bucket=self.bucket, Key=self.key(shard, i))
+        return stale
+
     def load(self, shard: int, iteration: int) -> dict[str, np.ndarray]:
         body = self.s3.get_object(Bucket=self.bucket, Key=self.key(shard, iteration))["Body"]
         with np.load(io.BytesIO(body.read())) as data:
@@ -385,7 +397,28 @@ class ParameterServer:
                 self.config.artifacts_bucket,
                 key,
             )
+            self._prune_checkpoints()
             return it
+
+    def _prune_checkpoints(self) -> None:
+        """Keep this shard's checkpoints from the newest common one on (storage stays bounded).
+
+        A failure here costs only storage, so it is logged and the run goes on.
+        """
+        assert self.store is not None
+        try:
+            common = self.store.latest_common_iteration()
+            if common is not None:
+                deleted = self.store.prune(self.config.shard, common)
+                if deleted:
+                    LOG.info(
+                        "shard %d deleted %d checkpoint(s) older than iteration %d",
+                        self.config.shard,
+                        len(deleted),
+                        common,
+                    )
+        except Exception as exc:  # noqa: BLE001  # storage housekeeping must not stop training
+            LOG.warning("shard %d could not prune old checkpoints: %s", self.config.shard, exc)
 
     def _maybe_periodic_checkpoint(self, it_before: int) -> None:
         every = self.config.checkpoint_every

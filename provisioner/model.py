@@ -179,10 +179,14 @@ def endpoints_usd(usd_per_hour: float, endpoints: int, total_s: Arr) -> Arr:
 
 
 def s3_requests_usd(get_usd: float, put_usd: float, n: Arr, links: Arr, ps_count: Arr) -> Arr:
-    """Extension: shard GETs per link; dataset upload, a checkpoint per shard per link, results."""
+    """Extension: shard GETs per link; dataset upload, a checkpoint per shard per link, results.
+
+    After each checkpoint a shard lists the checkpoints (LIST is billed as a PUT) to delete
+    its own older ones (DELETE is free), so a checkpoint costs two PUT-class requests.
+    """
     n = np.asarray(n, dtype=np.float64)
     gets = n * links
-    puts = ps_count * links + n + 4.0  # shards + manifest + test split + model + report
+    puts = 2.0 * ps_count * links + n + 4.0  # checkpoints + lists, shards, manifest, split, results
     return get_usd * gets + put_usd * puts
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3_deployment
 from constructs import Construct
@@ -49,6 +49,15 @@ def data_layout(job: str, dataset: DatasetSource) -> DataLayout:
     return DataLayout(ours, artifacts, dataset.spec, None, "")
 
 
+# Old versions (a pruned checkpoint, an overwritten model) stay a week for recovery, then go.
+ARTIFACTS_LIFECYCLE = s3.LifecycleRule(
+    id="ExpireSupersededVersions",
+    noncurrent_version_expiration=Duration.days(7),
+    expired_object_delete_marker=True,
+    abort_incomplete_multipart_upload_after=Duration.days(1),
+)
+
+
 def _bucket(scope: Construct, construct_id: str, **kwargs: object) -> s3.Bucket:
     """A private, encrypted, TLS-only bucket that `cdk destroy` empties and removes."""
     return s3.Bucket(
@@ -83,9 +92,12 @@ class DataBuckets(Construct):
         )  # fmt: skip
         # Versioning where it helps: checkpoints and the final model survive an overwrite by a
         # faulty retry; the dataset is re-creatable from its source, so it stays unversioned.
+        # The PS deletes superseded checkpoints as it goes; the lifecycle rule makes that free
+        # storage for real (a deleted version stays billable until it expires).
         self.artifacts_bucket = _bucket(
             self, "Artifacts", bucket_name=layout.artifacts.name, versioned=True,
-            server_access_logs_prefix="artifacts/", **logs,
+            server_access_logs_prefix="artifacts/", lifecycle_rules=[ARTIFACTS_LIFECYCLE],
+            **logs,
         )  # fmt: skip
         self.upload: s3_deployment.BucketDeployment | None = None
         if dataset.kind == "local":

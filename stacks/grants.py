@@ -38,10 +38,12 @@ def job_bucket(job: str, purpose: str) -> BucketRef:
     return BucketRef(name=f"{stem}-{Aws.ACCOUNT_ID}", nag_name=f"{stem}-<AWS::AccountId>")
 
 
-def prefix_access(bucket: BucketRef, prefix: str, *, write: bool) -> list[iam.PolicyStatement]:
-    """Read (and optionally write) the objects under `prefix/`, and list only that prefix."""
+def prefix_access(bucket: BucketRef, prefix: str, *, write: bool,
+                  delete: bool = False) -> list[iam.PolicyStatement]:  # fmt: skip
+    """Read (optionally write, delete) the objects under `prefix/`, and list only that prefix."""
     objects = [f"{bucket.arn}/{prefix}/*"] if prefix else [f"{bucket.arn}/*"]
     actions = ["s3:GetObject"] + (["s3:PutObject", "s3:AbortMultipartUpload"] if write else [])
+    actions += ["s3:DeleteObject"] if delete else []
     listing = {"StringLike": {"s3:prefix": [f"{prefix}/*", prefix]}} if prefix else None
     return [
         iam.PolicyStatement(actions=actions, resources=objects),
@@ -50,9 +52,9 @@ def prefix_access(bucket: BucketRef, prefix: str, *, write: bool) -> list[iam.Po
 
 
 def grant_prefix(principal: iam.IGrantable, owner: IConstruct, bucket: BucketRef, prefix: str,
-                 *, write: bool, reason: str) -> None:  # fmt: skip
+                 *, write: bool, reason: str, delete: bool = False) -> None:  # fmt: skip
     """Add `prefix_access` to `principal` and acknowledge its one key wildcard on `owner`."""
-    for statement in prefix_access(bucket, prefix, write=write):
+    for statement in prefix_access(bucket, prefix, write=write, delete=delete):
         principal.grant_principal.add_to_principal_policy(statement)
     key = f"{prefix}/*" if prefix else "*"
     acknowledge(

@@ -87,9 +87,10 @@ class ParameterServers(Construct):
         image.repository.grant_pull(self.role)
         secret.grant_read(self.role)
         self.log_group.grant_write(self.role)
+        # Delete: each shard removes its own checkpoints older than the newest common one.
         grant_prefix(self.role, self.role, artifacts, checkpoint_prefix(plan), write=True,
-                     reason="Only this job's checkpoint prefix; the PS names the keys at run "
-                     "time.")  # fmt: skip
+                     delete=True, reason="Only this job's checkpoint prefix; the PS names the "
+                     "keys at run time.")  # fmt: skip
         acknowledge(
             self.role,
             rule="AwsSolutions-IAM5[Resource::*]",

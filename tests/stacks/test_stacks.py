@@ -174,6 +174,27 @@ def test_buckets_are_private_encrypted_tls_only_and_destroyed(
     data.resource_count_is("Custom::S3AutoDeleteObjects", 3)
 
 
+def test_superseded_checkpoints_are_deleted_and_their_versions_expire(
+    built: tuple[Plan, dict[str, Template]],
+) -> None:
+    plan, templates = built
+    templates["data"].has_resource_properties("AWS::S3::Bucket", {
+        "VersioningConfiguration": {"Status": "Enabled"},
+        "LifecycleConfiguration": {"Rules": [Match.object_like({
+            "NoncurrentVersionExpiration": {"NoncurrentDays": 7},
+            "ExpiredObjectDeleteMarker": True, "Status": "Enabled"})]},
+    })  # fmt: skip
+    deleting = [s for p in templates["ps"].find_resources("AWS::IAM::Policy").values()
+                for s in p["Properties"]["PolicyDocument"]["Statement"]
+                if "s3:DeleteObject" in s["Action"]]  # fmt: skip
+    # The PS may delete under its job's checkpoint prefix and nowhere else.
+    assert len(deleting) == 1
+    assert json.dumps(deleting[0]["Resource"]).endswith(f'/{plan.job}/checkpoints/*"]]}}')
+    for policy in templates["training"].find_resources("AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            assert "s3:DeleteObject" not in statement["Action"]
+
+
 def test_every_log_group_goes_with_the_stack(built: tuple[Plan, dict[str, Template]]) -> None:
     _, templates = built
     total = 0

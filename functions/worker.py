@@ -15,6 +15,7 @@ _MODULE_START = time.perf_counter()
 
 import logging  # noqa: E402  # the import time of torch is part of the cold start we report
 import os  # noqa: E402
+import statistics  # noqa: E402
 from collections.abc import Mapping  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
@@ -139,13 +140,23 @@ def _step(run: _Run, iteration: int) -> None:
     run.iteration_s.append(t3 - t0)
 
 
+def next_iteration_estimate_s(recent_s: list[float], window: int = 9) -> float:
+    """Time to reserve for one more iteration: twice the median of the last `window`.
+
+    Not the maximum: one iteration that waited for a peer's cold start or re-invocation would
+    make every worker stop early for the next few iterations, and the peers would then wait for
+    them in turn. The invocation's safety margin covers the tail beyond twice the median.
+    """
+    if not recent_s:
+        return 0.0
+    return 2.0 * statistics.median(recent_s[-window:])
+
+
 def _out_of_time(run: _Run, context: Any) -> bool:
     if context is None or not hasattr(context, "get_remaining_time_in_millis"):
         return False
     remaining_s = context.get_remaining_time_in_millis() / 1000.0
-    # The slowest recent iteration, not the mean: stopping late loses the whole invocation.
-    estimate_s = max(run.iteration_s[-5:], default=0.0)
-    return remaining_s < run.task.safety_margin_s + estimate_s
+    return remaining_s < run.task.safety_margin_s + next_iteration_estimate_s(run.iteration_s)
 
 
 def _train(run: _Run, context: Any) -> tuple[int, str]:

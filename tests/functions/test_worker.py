@@ -55,3 +55,13 @@ def test_secret_ref_errors_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None
     )
     monkeypatch.setenv("LDNN_SET", "abc")
     assert resolve_secret("env:LDNN_SET") == b"abc"
+
+
+def test_one_long_wait_does_not_make_the_worker_stop_early() -> None:
+    steady = [0.1] * 8
+    # One iteration that waited 5 s for a peer's re-invocation: still about one iteration held back.
+    assert worker.next_iteration_estimate_s(steady + [5.0]) == pytest.approx(0.2)
+    assert worker.next_iteration_estimate_s([5.0] + steady) == pytest.approx(0.2)
+    # Iterations that are all slow are reserved for in full.
+    assert worker.next_iteration_estimate_s([3.0] * 9) == pytest.approx(6.0)
+    assert worker.next_iteration_estimate_s([]) == 0.0

@@ -74,6 +74,8 @@ def measure(plan: Any, cpu_scale: float, endpoint: Any, out: Path) -> dict[str, 
         "worker_cores": report["emulation"]["worker_cores"],
         "iterations": k,
         "compute_predicted_local_s": report["compute_predicted_at_local_share_s"],
+        "compute_full_speed_s": report["compute_at_full_speed_s"],
+        "throttled_s": max(report["emulation"]["throttled_s"].values(), default=0.0),
         "compute_measured_s": terms["compute"]["measured_s"],
         "communication_predicted_aws_s": k * plan.prediction.communication_per_iteration_s,
         "communication_measured_s": terms["communication"]["measured_s"],
@@ -90,20 +92,21 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     (RESULTS / "predict.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     head = (
         "| n | m MB | cores/worker | iterations | compute pred. (local share) s | compute "
-        "meas. s | ratio | comm. pred. (AWS) s | comm. meas. s | start-up pred./meas. s | "
-        "train meas. s | accuracy |"
+        "at full speed s | compute meas. s | ratio to pred. | CFS throttled s | comm. pred. "
+        "(AWS) s | comm. meas. s | start-up pred./meas. s | train meas. s | accuracy |"
     )
     lines = [
         f"# predicted vs measured ({meta['workload']}, {meta['date']})",
         "",
         head,
-        "|" + "---|" * 12,
+        "|" + "---|" * 14,
     ]
     for r in rows:
         ratio = r["compute_measured_s"] / r["compute_predicted_local_s"]
         lines.append(
             f"| {r['n']} | {r['memory_mb']} | {r['worker_cores']:.3f} | {r['iterations']} | "
-            f"{r['compute_predicted_local_s']:.2f} | {r['compute_measured_s']:.2f} | {ratio:.2f} | "
+            f"{r['compute_predicted_local_s']:.2f} | {r['compute_full_speed_s']:.2f} | "
+            f"{r['compute_measured_s']:.2f} | {ratio:.2f} | {r['throttled_s']:.2f} | "
             f"{r['communication_predicted_aws_s']:.2f} | {r['communication_measured_s']:.2f} | "
             f"{r['startup_predicted_s']:.1f}/{r['startup_measured_s']:.1f} | "
             f"{r['train_measured_s']:.1f} | {r['accuracy']:.3f} |"
@@ -113,12 +116,14 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
         f"machine load while measuring: {meta['loadavg']}; command: {meta['command']}",
         "",
         "Reading the table: compute is re-predicted from the profile's rate curve at the cores a",
-        "worker really got (m/1769 x cpu_scale). A worker computes in short bursts between PS",
-        "round trips, and a CFS quota lets a mostly idle process run its burst at full speed, so",
-        "measured compute can beat a rate profiled back to back under the same quota; in Lambda",
-        "the CPU share is also a CFS quota. Communication is predicted for Lambda<->EC2 bandwidth",
-        "and measured on loopback, where waiting for the slowest worker dominates: for reference",
-        "only. Start-up is measured on a shared 2-core machine where n workers start at once.",
+        "worker really got (m/1769 x cpu_scale): lambda-DNN's t_comp, right when every step is",
+        "throttled. A worker computes in short bursts between PS round trips, and a CFS quota",
+        "(20 ms period, as observed in Lambda) lets a step that starts after a wait run at full",
+        "speed until the period's quota is spent; 'at full speed' is the compute if no step were",
+        "throttled, and 'CFS throttled' the slowest worker's time held by the quota (cpu.stat,",
+        "start-up included). Communication is predicted for Lambda<->EC2 bandwidth and measured",
+        "on loopback, where waiting for the slowest worker dominates: for reference only.",
+        "Start-up is measured on a shared 2-core machine where n workers start at once.",
     ]
     (RESULTS / "predict.md").write_text("\n".join(lines) + "\n")
     import matplotlib

@@ -25,7 +25,10 @@ from emulator.procs import pid_alive
 MB_PER_VCPU = 1769.0  # Lambda: 1,769 MB of memory = one vCPU of credit
 MAX_VCPU = 10240.0 / MB_PER_VCPU  # the credit at Lambda's largest memory size
 CGROUP_V1_CPU_ROOT = Path("/sys/fs/cgroup/cpu")
-CFS_PERIOD_US = 100_000
+# Lambda's throttling interval, as observed by pwrdrvr/lambda-dispatch#246 (2024-12: a function
+# that uses its share of a 20 ms slice is paused until the slice ends); the kernel default
+# of 100 ms would let an emulated worker burst five times longer than a Lambda one.
+CFS_PERIOD_US = 20_000
 MIN_QUOTA_US = 1_000  # the kernel rejects quotas below 1 ms
 # Fraction of this machine's cores the workers may use together by default; the rest is left to
 # the PS shards, the S3 server and the orchestrator, which in AWS run on other hardware.

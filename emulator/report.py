@@ -107,6 +107,21 @@ def compute_at_local_share_s(record: RunRecord) -> float | None:
     function the planner uses), so a measured compute time can be read against a prediction
     made for this machine's share, not AWS's. None when the profile cannot be loaded.
     """
+    return _compute_s_at_share(record, record.worker_cores)
+
+
+def compute_at_full_speed_s(record: RunRecord) -> float | None:
+    """The compute term if no step were ever throttled: k · b_l / R(max(1, cores)).
+
+    λDNN's t_comp = b_l / R(share) (above) holds when the function computes back to back. A
+    worker that waits for the PS between steps starts each step with a fresh CFS quota and
+    runs it at full speed until the quota of the period is spent, so short steps can take as
+    little as this; measured compute lies between the two.
+    """
+    return _compute_s_at_share(record, max(1.0, record.worker_cores))
+
+
+def _compute_s_at_share(record: RunRecord, share: float) -> float | None:
     try:
         from provisioner import load_profile
         from provisioner.model import training_rate_samples_s
@@ -117,7 +132,7 @@ def compute_at_local_share_s(record: RunRecord) -> float | None:
     curve = profile.rate(record.plan.arch) or (profile.rates[0] if profile.rates else None)
     if curve is None:
         return None
-    share = record.worker_cores  # local cores stand for vCPUs one to one at cpu_scale 1.0
+    # Local cores stand for vCPUs one to one at cpu_scale 1.0 (how the profile was measured).
     rate = float(
         training_rate_samples_s(curve, np.asarray(share), np.asarray(share * cpu.MB_PER_VCPU))
     )
@@ -170,6 +185,7 @@ def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str
             for t in PREDICTED_FIELDS
         ],
         "compute_predicted_at_local_share_s": compute_at_local_share_s(record),
+        "compute_at_full_speed_s": compute_at_full_speed_s(record),
         "measured_per_worker": per_worker,
         "wall": {
             "prepare_s": record.prepare_s,
@@ -236,8 +252,12 @@ def format_table(report: dict[str, Any]) -> str:
             f"{row['term']:<16}{cell(row['predicted_s']):>12}{cell(row['measured_s']):>12}"
         )
     local = report.get("compute_predicted_at_local_share_s")
-    if local is not None:
-        lines.append(f"(compute re-predicted for the local CPU share: {local:.2f} s)")
+    full = report.get("compute_at_full_speed_s")
+    if local is not None and full is not None:
+        lines.append(
+            f"(compute at the local CPU share: {local:.2f} s if every step is throttled,"
+            f" {full:.2f} s if none is)"
+        )
     em, plan = report["emulation"], report["plan"]
     inv, loss = report["invocations"], report["loss"]
     lines += [

@@ -34,8 +34,8 @@ def test_default_scale_never_gives_more_than_one_core_per_vcpu() -> None:
 
 
 def test_quota_is_cores_times_period_with_kernel_minimum() -> None:
-    assert cpu.cfs_quota_us(0.5) == 50_000
-    assert cpu.cfs_quota_us(2.0) == 200_000
+    assert cpu.cfs_quota_us(0.5) == cpu.CFS_PERIOD_US // 2
+    assert cpu.cfs_quota_us(2.0) == 2 * cpu.CFS_PERIOD_US
     assert cpu.cfs_quota_us(0.0001) == cpu.MIN_QUOTA_US
 
 
@@ -67,7 +67,8 @@ def test_cgroup_limiter_sets_quota_places_child_and_removes_groups() -> None:
         assert limiter.enforced, limiter.status()
         placement = limiter.place("w0", 0.25)
         group = limiter.group / "w0"
-        assert (group / "cpu.cfs_quota_us").read_text().strip() == "25000"
+        assert (group / "cpu.cfs_period_us").read_text().strip() == "20000"
+        assert (group / "cpu.cfs_quota_us").read_text().strip() == "5000"
         proc = subprocess.Popen(
             [sys.executable, "-c", "import os; print(open('/proc/self/cgroup').read())"],
             stdout=subprocess.PIPE,

@@ -23,10 +23,16 @@ The PS never sees the model: the first authenticated worker sends its shard of t
 deterministic) initial parameters (INIT). Threads, one per connection: recv_into and numpy
 releases the GIL, so the shard keeps up with loopback speeds.
 
-Known limits: a periodic checkpoint is uploaded by the thread that completed the iteration, so
-it delays that one worker's next pull; old checkpoints are kept (no pruning); if only some shards
-restart from an older checkpoint than their peers, workers stop with `PSInconsistent` — restart
-all shards of the job together.
+When only some shards restart (a crashed process, a rebooted instance), they come back at the
+newest common checkpoint while their peers are further on. A worker that sees shards more than
+one iteration apart sends ROLLBACK: every shard reloads that same checkpoint (a no-op for those
+already there), drops its other connections so every worker re-syncs, and training repeats the
+iterations since the checkpoint with the same deterministic batches. After each checkpoint a
+shard deletes its own checkpoints older than the newest common one, so the rollback target is
+always there.
+
+Known limit: a periodic checkpoint is uploaded by the thread that completed the iteration, so
+it delays that one worker's next pull.
 """
 
 from __future__ import annotations
@@ -101,6 +107,8 @@ class ShardState:
         self.checkpointed_iteration = -1
         self.updates_applied = 0
         self.duplicates_ignored = 0
+        self.generation = 0  # bumped whenever parameters are (re)installed: ends stale waits
+        self.rollbacks = 0
 
     @property
     def received(self) -> set[int]:
@@ -129,6 +137,7 @@ class ShardState:
         )
         self.pending = {}
         self.iteration = it
+        self.generation += 1
         self.cond.notify_all()
 
     def momentum(self) -> np.ndarray:
@@ -322,15 +331,44 @@ class ParameterServer:
         """Load the newest checkpoint every shard has; returns its iteration or None."""
         if self.store is None:
             return None
-        it = self.store.latest_common_iteration()
-        if it is None:
-            return None
+        with self._ckpt_lock:  # never interleaved with an upload or another restore
+            it = self.store.latest_common_iteration()
+            if it is not None:
+                self._adopt_checkpoint(it)
+        return it
+
+    def rollback(self, keep: socket.socket | None = None) -> int:
+        """ROLLBACK: go to the newest common checkpoint unless already there; returns the
+        shard's iteration afterwards. Every connection but `keep` is dropped when the state
+        changed, so each worker re-syncs (a PULL waiting for a later iteration ends too).
+        Several workers asking at once roll back once: the check and the load share a lock.
+        """
+        if self.store is None:
+            raise wire.WireError("ROLLBACK without checkpoints (no artifacts bucket)")
+        with self._ckpt_lock:
+            target = self.store.latest_common_iteration()
+            with self.state.cond:
+                if target is None or target == self.state.iteration:
+                    return self.state.iteration
+            self._adopt_checkpoint(target)
+            with self.state.cond:
+                self.state.rollbacks += 1
+        LOG.warning("shard %d rolled back to common checkpoint %d", self.config.shard, target)
+        with self._conns_lock:
+            others = [c for c in self._conns if c is not keep]
+        for conn in others:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        return target
+
+    def _adopt_checkpoint(self, it: int) -> None:
+        """Install this shard's checkpoint of `it`. Caller holds the checkpoint lock."""
+        assert self.store is not None
         data = self.store.load(self.config.shard, it)
         with self.state.cond:
             self.state.adopt(int(data["total_params"]), data["params"], data["momentum"], it)
             self.state.checkpointed_iteration = it
         LOG.info("shard %d restored iteration %d from checkpoint", self.config.shard, it)
-        return it
 
     def start(self) -> tuple[str, int]:
         self.restored_iteration = self.restore()
@@ -574,6 +612,10 @@ class ParameterServer:
         elif kind == MsgType.STATUS:
             wire.recv_control(conn, header, deadline)
             wire.send_json(conn, MsgType.ACK, st.iteration, self.status(), deadline)
+        elif kind == MsgType.ROLLBACK:
+            wire.recv_control(conn, header, deadline)
+            done_it = self.rollback(keep=conn)
+            wire.send_json(conn, MsgType.ACK, done_it, self.status(), deadline)
         else:
             raise wire.WireError(f"unexpected {kind.name} frame from a worker")
 
@@ -581,7 +623,8 @@ class ParameterServer:
         st = self.state
         deadline = time.monotonic() + self.config.wait_timeout_s
         with st.cond:
-            while st.iteration < it and not self._stop.is_set():
+            generation = st.generation
+            while st.iteration < it and st.generation == generation and not self._stop.is_set():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise wire.PSTimeout(
@@ -591,6 +634,8 @@ class ParameterServer:
                 st.cond.wait(min(remaining, 1.0))
             if self._stop.is_set():
                 raise wire.PSDisconnected("server stopping")
+            if st.iteration < it:  # the wait ended because the shard rolled back
+                raise wire.PSDisconnected(f"shard rolled back to iteration {st.iteration}")
             params = st.params_for(it)
         # Sent outside the lock: under BSP nobody can overwrite this buffer until this very
         # worker pushes its next gradient (see module docstring).
@@ -609,6 +654,7 @@ class ParameterServer:
             "updates_applied": st.updates_applied,
             "duplicates_ignored": st.duplicates_ignored,
             "checkpointed_iteration": st.checkpointed_iteration,
+            "rollbacks": st.rollbacks,
             "rejected_connections": self.rejected_connections,
             "truncated_frames": self.truncated_frames,
         }

@@ -183,6 +183,13 @@ class PSClient:
     def status(self) -> list[dict[str, object]]:
         return self._control(MsgType.STATUS)
 
+    def rollback(self) -> list[int]:
+        """Ask every shard to reload the newest checkpoint they all have; their iterations."""
+        iterations = [int(status["iteration"]) for status in self._control(MsgType.ROLLBACK)]
+        for shard, it in zip(self._shards, iterations, strict=True):
+            shard.iteration = it
+        return iterations
+
     def _control(self, kind: MsgType) -> list[dict[str, object]]:
         deadline = time.monotonic() + self.timeout_s
         out = []

@@ -38,7 +38,7 @@ MAX_CONTROL_BYTES = 64 * 1024
 
 
 class MsgType(IntEnum):
-    """Frame types. Client → server: HELLO, INIT, PUSH, PULL, CHECKPOINT, STATUS.
+    """Frame types. Client → server: HELLO, INIT, PUSH, PULL, CHECKPOINT, STATUS, ROLLBACK.
     Server → client: CHALLENGE, WELCOME, PARAMS, ACK, ERROR."""
 
     CHALLENGE = 1
@@ -52,6 +52,7 @@ class MsgType(IntEnum):
     ACK = 9
     ERROR = 10
     STATUS = 11
+    ROLLBACK = 12  # reload the newest checkpoint every shard has (shards disagree)
 
 
 class WireError(Exception):

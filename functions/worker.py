@@ -36,8 +36,8 @@ _cold = True
 
 
 class PSInconsistent(RuntimeError):
-    """PS shards are more than one iteration apart: some shards restarted from an older
-    checkpoint than others; restart all shards of the job so they restore the same iteration."""
+    """PS shards are more than one iteration apart and a rollback to a common checkpoint did
+    not bring them together (no checkpoints); restart all shards of the job."""
 
 
 def torch_threads(memory_mb: int) -> int:
@@ -87,9 +87,17 @@ def _sync(run: _Run) -> int:
     if not all(it >= 0 for it in iterations):
         client.init_params(run.flat.params.numpy())
         iterations = client.shard_iterations
-    lo, hi = min(iterations), max(iterations)
-    if hi - lo > 1:
-        raise PSInconsistent(f"PS shards are at iterations {iterations}; restart all shards")
+    if max(iterations) - min(iterations) > 1:
+        # Some shards restarted from their checkpoint while the others went on: all go back
+        # to the newest checkpoint they share and the iterations since are done again.
+        LOG.warning("rank %d: PS shards at iterations %s; rolling back", run.task.rank, iterations)
+        iterations = client.rollback()
+        if max(iterations) - min(iterations) > 1:
+            raise PSInconsistent(
+                f"PS shards are at iterations {iterations} and share no checkpoint to roll back"
+                " to; restart all shards"
+            )
+    lo = min(iterations)
     # A shard one ahead means this worker died after pushing to it; it keeps t-1's parameters
     # and ignores the duplicate gradient, so resuming at the lowest iteration is exact.
     timing = client.pull(lo, run.flat.params.numpy())
@@ -161,7 +169,7 @@ def _out_of_time(run: _Run, context: Any) -> bool:
 
 def _train(run: _Run, context: Any) -> tuple[int, str]:
     """The BSP loop; returns (iteration reached, why it stopped)."""
-    iteration = _sync(run)
+    iteration = _resync(run)  # a peer's rollback may drop this worker's fresh connections
     reconnects = 0
     while iteration < run.task.iterations:
         if _out_of_time(run, context):

@@ -96,18 +96,25 @@ def ps_cluster(s3: Any) -> Iterator[Callable[..., list[ParameterServer]]]:
     started: list[ParameterServer] = []
 
     def start(
-        shards: int, workers: int, *, ports: list[int] | None = None, **kwargs: Any
+        shards: int,
+        workers: int,
+        *,
+        ports: list[int] | None = None,
+        only: list[int] | None = None,
+        job_id: str = "job-test",
+        **kwargs: Any,
     ) -> list[ParameterServer]:
+        """Shards `only` (default: all) of a job of `shards`; `ports` in the same order."""
         servers = []
-        for k in range(shards):
+        for i, k in enumerate(only if only is not None else range(shards)):
             config = PSConfig(
-                job_id=kwargs.pop("job_id", "job-test") if k == 0 else servers[0].config.job_id,
+                job_id=job_id,
                 shard=k,
                 shards=shards,
                 workers=workers,
                 secret=SECRET.encode(),
                 host="127.0.0.1",
-                port=ports[k] if ports else 0,
+                port=ports[i] if ports else 0,
                 **kwargs,
             )
             server = ParameterServer(config, s3=s3 if config.artifacts_bucket else None)

@@ -237,3 +237,47 @@ def test_ps_restart_restores_checkpoint_and_workers_resume(
         rtol=1e-4,
         atol=1e-5,
     )
+
+
+def test_one_shard_restarted_alone_rolls_every_shard_back_and_ends_exact(
+    s3: Any, bucket: str, digits: Any, ps_cluster: Any
+) -> None:
+    """Shard 1 crashes and comes back at the last common checkpoint (8) while shard 0 went on
+    (10 or more): the workers roll shard 0 back and the run still equals the reference."""
+    digits(2)
+    iterations = 24
+    kwargs = dict(
+        learning_rate=0.05,
+        momentum=0.9,
+        artifacts_bucket=bucket,
+        checkpoint_prefix="ckpt",
+        checkpoint_every=4,
+    )
+    servers = ps_cluster(2, 2, **kwargs)
+    events = [
+        worker_event(r, 2, endpoints(servers), bucket, iterations=iterations, learning_rate=0.05)
+        for r in range(2)
+    ]
+    results: list[Any] = [None, None]
+
+    def run(rank: int) -> None:
+        results[rank] = worker.handler(events[rank], SlowContext(0.05))
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    _wait_for_iteration(servers[1], 10)
+    servers[1].stop()
+    ahead = servers[0].state.iteration
+    restarted = ps_cluster(2, 2, ports=[servers[1].address[1]], only=[1], **kwargs)
+    for t in threads:
+        t.join(120)
+    assert results[0]["done"] and results[1]["done"]
+    assert restarted[0].restored_iteration == 8 and ahead >= 10
+    assert servers[0].state.rollbacks == 1
+    np.testing.assert_allclose(
+        np.concatenate([servers[0].state.params, restarted[0].state.params]),
+        reference_params(s3, bucket, events[0], iterations),
+        rtol=1e-4,
+        atol=1e-5,
+    )

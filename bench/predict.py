@@ -9,7 +9,7 @@ to m/1769 × cpu_scale cores), and the run report's measured terms are set again
 prediction. Compute is also re-predicted at the cores a worker really got (the profile's rate
 curve at the local share) — the comparison that tests the model on this machine; the Plan's
 communication term assumes Lambda↔EC2 bandwidth and is shown for reference only.
-Writes bench/results/predict.{json,md,png}.
+Writes bench/results/predict-<workload>.{json,md,png}.
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ def measure(plan: Any, cpu_scale: float, endpoint: Any, out: Path) -> dict[str, 
 
 def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "predict.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    stem = RESULTS / f"predict-{meta['workload']}"
+    stem.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     head = (
         "| n | m MB | cores/worker | iterations | compute pred. (local share) s | compute "
         "at full speed s | compute meas. s | ratio to pred. | CFS throttled s | comm. pred. "
@@ -125,7 +126,7 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
         "on loopback, where waiting for the slowest worker dominates: for reference only.",
         "Start-up is measured on a shared 2-core machine where n workers start at once.",
     ]
-    (RESULTS / "predict.md").write_text("\n".join(lines) + "\n")
+    stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -144,7 +145,7 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     ax.set_title(f"{meta['workload']}: compute term, emulator")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(RESULTS / "predict.png", dpi=120)
+    fig.savefig(stem.with_suffix(".png"), dpi=120)
     plt.close(fig)
 
 
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_scale": args.cpu_scale,
     }
     write_results(rows, meta)
-    print((RESULTS / "predict.md").read_text())
+    print((RESULTS / f"predict-{args.workload}.md").read_text())
     return 0
 
 

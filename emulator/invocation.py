@@ -80,7 +80,11 @@ def start_environment(
     env: Mapping[str, str],
     placement: Placement | None = None,
 ) -> Environment:
-    """Spawn a warm-capable runner for `handler`; it waits for requests on stdin."""
+    """Spawn a warm-capable runner for `handler`; it waits for requests on stdin.
+
+    The runner imports the handler unthrottled (Lambda's init burst) and then enters the CPU
+    group of `placement` itself, so every invocation runs at the memory's share.
+    """
     work_dir.mkdir(parents=True, exist_ok=True)
     log_path = work_dir / f"{name}.log"
     argv = [
@@ -92,13 +96,9 @@ def start_environment(
         f"--handler={handler}",
         f"--function-name={name}",
     ]
-    proc = supervisor.spawn(
-        argv,
-        env=env,
-        log_path=log_path,
-        preexec=placement.enter if placement else None,
-        stdin_pipe=True,
-    )
+    if placement is not None and placement.procs_file is not None:
+        argv.append(f"--cpu-group-procs={placement.procs_file}")
+    proc = supervisor.spawn(argv, env=env, log_path=log_path, stdin_pipe=True)
     return Environment(name=name, proc=proc, log_path=log_path)
 
 

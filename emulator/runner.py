@@ -12,6 +12,7 @@ written atomically.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -67,8 +68,26 @@ def invoke(spec: str, event: dict[str, Any], context: CountdownContext) -> tuple
         }
 
 
-def serve(handler: str, memory_mb: int, function_name: str) -> int:
+def init_phase(handler: str, cpu_group_procs: Path | None) -> None:
+    """Lambda's init phase: import the handler module, then enter the function's CPU group.
+
+    Lambda runs a cold start's init (here: `import torch` and the worker module) with burst
+    CPU, not at the memory's share (bitesizedserverless.com/bite/lambda-cold-start-bootstrap;
+    AWS's Lambda Web Adapter docs: "up to 10 seconds ... with burst CPU"), so the import runs
+    unthrottled and the quota starts with the first invocation. An import error is left for
+    the invocation to report, as Lambda reports an init error on invoke.
+    """
+    with contextlib.suppress(Exception):  # reported by invoke(), which imports again
+        load_handler(handler)
+    if cpu_group_procs is not None:
+        cpu_group_procs.write_text(str(os.getpid()))  # moves every thread of this process
+
+
+def serve(
+    handler: str, memory_mb: int, function_name: str, cpu_group_procs: Path | None = None
+) -> int:
     """Serve requests from stdin until it closes (the orchestrator ends the environment)."""
+    init_phase(handler, cpu_group_procs)
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -96,9 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-mb", type=int, default=128)
     parser.add_argument("--function-name", default="emulated-worker")
     parser.add_argument("--handler", default=DEFAULT_HANDLER)
+    parser.add_argument(
+        "--cpu-group-procs", type=Path, help="cgroup.procs file to enter after the init phase"
+    )
     args = parser.parse_args(argv)
     if args.serve:
-        return serve(args.handler, args.memory_mb, args.function_name)
+        return serve(args.handler, args.memory_mb, args.function_name, args.cpu_group_procs)
     if args.event is None or args.result is None:
         parser.error("EVENT and RESULT are required without --serve")
     # The clock starts before the handler module is imported, as Lambda's timeout does for a

@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from emulator import cpu
+from emulator.invocation import poll, start_environment, submit
+from emulator.procs import Supervisor
 
 
 def test_vcpu_share_is_memory_over_1769_capped_at_lambda_max() -> None:
@@ -87,3 +90,27 @@ def test_stale_groups_of_dead_runs_are_removed_and_live_ones_kept(tmp_path: Path
     removed = cpu.remove_stale_groups("emu", root=tmp_path)
     assert removed == [f"emu-{dead.pid}"]
     assert (tmp_path / f"emu-{os.getpid()}").is_dir()
+
+
+def test_init_phase_runs_unthrottled_and_invocations_in_the_group(tmp_path: Path) -> None:
+    """Lambda's init burst: the handler module is imported outside the quota, invoked inside."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    supervisor = Supervisor()
+    with cpu.CpuLimiter(f"emu-test-{os.getpid()}") as limiter, supervisor.guard():
+        assert limiter.enforced, limiter.status()
+        placement = limiter.place("w0", 0.5)
+        environment = start_environment(
+            supervisor, name="w0", handler="tests.emulator.cgroup_probe:handler",
+            memory_mb=1024, work_dir=tmp_path, env=env, placement=placement,
+        )  # fmt: skip
+        inv = submit(environment, name="w0-0", event={}, limit_s=30, work_dir=tmp_path,
+                     one_shot=True)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while (outcome := poll(supervisor, inv)) is None:
+            assert time.monotonic() < deadline, "the probe handler never answered"
+            time.sleep(0.05)
+    assert outcome.ok, outcome.error
+    group = f"{limiter.group.name}/w0"
+    assert outcome.result["invoked_in"].endswith(group)
+    assert not outcome.result["imported_in"].endswith(group)

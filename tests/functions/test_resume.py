@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -191,20 +192,33 @@ def test_worker_killed_with_sigkill_and_reinvoked_matches(
     )
 
 
-def test_ps_restart_restores_checkpoint_and_workers_resume(
-    s3: Any, bucket: str, digits: Any, ps_cluster: Any
-) -> None:
-    digits(2)
-    iterations = 30
-    kwargs = dict(
+@dataclass
+class _Run:
+    """Two PS shards checkpointing to S3 and two workers training in threads."""
+
+    servers: list[ParameterServer]
+    ps_kwargs: dict[str, Any]
+    events: list[dict[str, Any]]
+    threads: list[threading.Thread]
+    results: list[Any]
+
+    def join(self) -> None:
+        for t in self.threads:
+            t.join(120)
+        assert self.results[0]["done"] and self.results[1]["done"]
+
+
+def _start_checkpointed_run(
+    bucket: str, ps_cluster: Any, *, iterations: int, checkpoint_every: int, sleep_s: float
+) -> _Run:
+    ps_kwargs: dict[str, Any] = dict(
         learning_rate=0.05,
         momentum=0.9,
         artifacts_bucket=bucket,
         checkpoint_prefix="ckpt",
-        checkpoint_every=2,
+        checkpoint_every=checkpoint_every,
     )
-    servers = ps_cluster(2, 2, **kwargs)
-    ports = [s.address[1] for s in servers]
+    servers = ps_cluster(2, 2, **ps_kwargs)
     events = [
         worker_event(r, 2, endpoints(servers), bucket, iterations=iterations, learning_rate=0.05)
         for r in range(2)
@@ -212,20 +226,30 @@ def test_ps_restart_restores_checkpoint_and_workers_resume(
     results: list[Any] = [None, None]
 
     def run(rank: int) -> None:
-        results[rank] = worker.handler(events[rank], SlowContext())
+        results[rank] = worker.handler(events[rank], SlowContext(sleep_s))
 
     threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
     for t in threads:
         t.start()
-    _wait_for_iteration(servers[1], 7)
-    for server in servers:
+    return _Run(servers, ps_kwargs, events, threads, results)
+
+
+def test_ps_restart_restores_checkpoint_and_workers_resume(
+    s3: Any, bucket: str, digits: Any, ps_cluster: Any
+) -> None:
+    digits(2)
+    iterations = 30
+    run = _start_checkpointed_run(
+        bucket, ps_cluster, iterations=iterations, checkpoint_every=2, sleep_s=0.03
+    )
+    ports = [s.address[1] for s in run.servers]
+    _wait_for_iteration(run.servers[1], 7)
+    for server in run.servers:
         server.stop()
-    stopped_at = min(s.state.iteration for s in servers)
-    restarted = ps_cluster(2, 2, ports=ports, **kwargs)
-    for t in threads:
-        t.join(120)
+    stopped_at = min(s.state.iteration for s in run.servers)
+    restarted = ps_cluster(2, 2, ports=ports, **run.ps_kwargs)
+    run.join()
     restored = restarted[0].restored_iteration
-    assert results[0]["done"] and results[1]["done"]
     assert stopped_at < iterations
     assert restored is not None and restored % 2 == 0 and restored >= 2
     assert restarted[1].restored_iteration == restored
@@ -233,7 +257,7 @@ def test_ps_restart_restores_checkpoint_and_workers_resume(
     assert restarted[0].state.updates_applied == iterations - restored
     np.testing.assert_allclose(
         ps_vector(restarted),
-        reference_params(s3, bucket, events[0], iterations),
+        reference_params(s3, bucket, run.events[0], iterations),
         rtol=1e-4,
         atol=1e-5,
     )
@@ -246,38 +270,19 @@ def test_one_shard_restarted_alone_rolls_every_shard_back_and_ends_exact(
     (10 or more): the workers roll shard 0 back and the run still equals the reference."""
     digits(2)
     iterations = 24
-    kwargs = dict(
-        learning_rate=0.05,
-        momentum=0.9,
-        artifacts_bucket=bucket,
-        checkpoint_prefix="ckpt",
-        checkpoint_every=4,
+    run = _start_checkpointed_run(
+        bucket, ps_cluster, iterations=iterations, checkpoint_every=4, sleep_s=0.05
     )
-    servers = ps_cluster(2, 2, **kwargs)
-    events = [
-        worker_event(r, 2, endpoints(servers), bucket, iterations=iterations, learning_rate=0.05)
-        for r in range(2)
-    ]
-    results: list[Any] = [None, None]
-
-    def run(rank: int) -> None:
-        results[rank] = worker.handler(events[rank], SlowContext(0.05))
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
-    for t in threads:
-        t.start()
-    _wait_for_iteration(servers[1], 10)
-    servers[1].stop()
-    ahead = servers[0].state.iteration
-    restarted = ps_cluster(2, 2, ports=[servers[1].address[1]], only=[1], **kwargs)
-    for t in threads:
-        t.join(120)
-    assert results[0]["done"] and results[1]["done"]
+    _wait_for_iteration(run.servers[1], 10)
+    run.servers[1].stop()
+    ahead = run.servers[0].state.iteration
+    restarted = ps_cluster(2, 2, ports=[run.servers[1].address[1]], only=[1], **run.ps_kwargs)
+    run.join()
     assert restarted[0].restored_iteration == 8 and ahead >= 10
-    assert servers[0].state.rollbacks == 1
+    assert run.servers[0].state.rollbacks == 1
     np.testing.assert_allclose(
-        np.concatenate([servers[0].state.params, restarted[0].state.params]),
-        reference_params(s3, bucket, events[0], iterations),
+        np.concatenate([run.servers[0].state.params, restarted[0].state.params]),
+        reference_params(s3, bucket, run.events[0], iterations),
         rtol=1e-4,
         atol=1e-5,
     )

@@ -17,6 +17,7 @@ from provisioner.plan import Plan
 from stacks.context import DatasetSource
 from stacks.data import data_layout
 from stacks.data_stack import DataStack
+from stacks.provider_logs import own_provider_log_groups
 from stacks.ps_stack import ParameterServerStack
 from stacks.training_stack import TrainingStack
 
@@ -78,6 +79,8 @@ def add_job_stacks(app: App, *, plan: Plan, dataset: DatasetSource,
     # Other stacks name our buckets rather than import them: order the deploys explicitly.
     ps.add_stack_dependency(data)
     training.add_stack_dependency(ps)
+    for stack in (data, ps, training):
+        own_provider_log_groups(stack)
     for key, value in plan_tags(plan).items():
         Tags.of(app).add(key, value)
     if nag:

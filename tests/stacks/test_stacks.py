@@ -10,6 +10,7 @@ import dataclasses
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 from aws_cdk import App
 from aws_cdk.assertions import Match, Template
@@ -202,7 +203,31 @@ def test_every_log_group_goes_with_the_stack(built: tuple[Plan, dict[str, Templa
         groups = template.find_resources("AWS::Logs::LogGroup")
         total += len(groups)
         assert all(g["DeletionPolicy"] == "Delete" for g in groups.values())
-    assert total >= 6  # 3 functions, state machine, PS containers, VPC flow logs
+    assert total >= 8  # 3 functions, state machine, PS containers, VPC flow logs, 2 providers
+
+
+@pytest.mark.parametrize("dataset", ["builtin", "local"])
+def test_every_function_logs_to_a_group_of_its_stack_deleted_after_custom_resources(
+    dataset: str, tmp_path: Any
+) -> None:
+    """CDK's helper functions too: an implicit /aws/lambda/... group would outlive `destroy`."""
+    source = DIGITS
+    if dataset == "local":
+        np.savez(tmp_path / "a.npz", x=np.zeros((4, 64), np.float32), y=np.zeros(4, np.int64))
+        source = DatasetSource(kind="local", spec=str(tmp_path), name="a", path=str(tmp_path))
+    _, templates = build(make_plan(), source)
+    functions = 0
+    for name, template in templates.items():
+        resources = template.to_json()["Resources"]
+        groups = {lid for lid, r in resources.items() if r["Type"] == "AWS::Logs::LogGroup"}
+        for lid, r in resources.items():
+            if r["Type"] == "AWS::Lambda::Function":
+                functions += 1
+                target = r["Properties"].get("LoggingConfig", {}).get("LogGroup", {})
+                assert target.get("Ref") in groups, (name, lid)
+            if r["Type"].startswith("Custom::"):
+                assert groups <= set(r.get("DependsOn", [])), (name, lid)
+    assert functions >= (7 if dataset == "local" else 6)
 
 
 def test_iam_statements_name_their_resources(built: tuple[Plan, dict[str, Template]]) -> None:

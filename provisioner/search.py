@@ -141,7 +141,8 @@ def _compute_bound(space: Space, r: Arr, ni: Arr, at_top: Cells) -> Arr:
     with np.errstate(divide="ignore"):
         best_mb_per_rate = np.min(space.memory_mb[None, :] / space.rate, axis=1)
     k = np.asarray(at_top.iterations, dtype=np.float64)
-    rest_s = at_top.billed_s - k * at_top.compute_per_iteration_s
+    with np.errstate(invalid="ignore"):  # an infeasible cell (inf − inf) gets NaN: never chosen
+        rest_s = at_top.billed_s - k * at_top.compute_per_iteration_s
     gb_s = (
         (k * at_top.local_batch * best_mb_per_rate[a] + space.memory_mb[0] * rest_s)
         * space.n[ni]

@@ -1,0 +1,202 @@
+"""A small Amazon States Language interpreter: runs the synthesized state machine offline.
+
+Just the subset the training state machine uses, with AWS's semantics for it: Task (Parameters
+with `.$` paths, ResultSelector, ResultPath incl. null, Retry, Catch), Pass (Result,
+ResultPath), Choice (BooleanEquals), Map (ItemsPath, ItemSelector with `$$.Map.Item.Value`,
+ItemProcessor, items run concurrently up to MaxConcurrency), Succeed (OutputPath) and Fail.
+Task resources are dispatched to Python callables by resource ARN, so the real handlers run
+behind the real definition. Anything outside the subset raises `Unsupported`, never guesses.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Task = Callable[[dict[str, Any]], Any]
+
+
+class Unsupported(Exception):
+    """The definition uses ASL this interpreter does not implement."""
+
+
+class StatesError(Exception):
+    """A state failed with an ASL error name (States.TaskFailed, a Fail state's Error, ...)."""
+
+    def __init__(self, error: str, cause: str) -> None:
+        super().__init__(f"{error}: {cause}")
+        self.error, self.cause = error, cause
+
+
+@dataclass
+class Trace:
+    """What ran: state names in order (Map items interleave), and the final state."""
+
+    states: list[str] = field(default_factory=list)
+    end: str = ""
+
+
+def resolve_cfn(value: Any, resolve: Callable[[dict[str, Any]], str]) -> str:
+    """A DefinitionString (`Fn::Join` of strings and intrinsics) as plain JSON text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return str(sep).join(resolve_cfn(p, resolve) for p in parts)
+    if isinstance(value, dict):
+        return resolve(value)
+    raise Unsupported(f"DefinitionString part {value!r}")
+
+
+def get_path(data: Any, path: str, context: Mapping[str, Any]) -> Any:
+    """`$`, `$.a.b` on the state input, `$$.a.b` on the context object."""
+    root, rest = (context, path[2:]) if path.startswith("$$") else (data, path[1:])
+    if not path.startswith("$"):
+        raise Unsupported(f"path {path!r}")
+    value = root
+    for key in [k for k in rest.split(".") if k]:
+        if not isinstance(value, dict) or key not in value:
+            raise StatesError("States.Runtime", f"path {path} not found")
+        value = value[key]
+    return value
+
+
+def set_path(data: Any, path: str | None, result: Any) -> Any:
+    """ResultPath: None discards the result, `$` replaces the input, `$.a` sets a field."""
+    if path is None:
+        return data
+    if path == "$":
+        return result
+    keys = [k for k in path[1:].split(".") if k]
+    out = copy.deepcopy(data) if isinstance(data, dict) else {}
+    node = out
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = result
+    return out
+
+
+def render(template: Any, data: Any, context: Mapping[str, Any]) -> Any:
+    """Parameters / ItemSelector / ResultSelector: keys ending in `.$` are paths."""
+    if isinstance(template, dict):
+        out = {}
+        for key, value in template.items():
+            if key.endswith(".$"):
+                if not isinstance(value, str) or value.startswith("States."):
+                    raise Unsupported(f"intrinsic or non-path {key}: {value!r}")
+                out[key[:-2]] = get_path(data, value, context)
+            else:
+                out[key] = render(value, data, context)
+        return out
+    if isinstance(template, list):
+        return [render(v, data, context) for v in template]
+    return template
+
+
+def _matches(rule: Mapping[str, Any], error: str) -> bool:
+    names = rule["ErrorEquals"]
+    return error in names or ("States.ALL" in names and error != "States.Runtime")
+
+
+class Interpreter:
+    """Runs a definition; `tasks` maps a Task's Resource ARN to a callable(parameters)."""
+
+    def __init__(self, definition: Mapping[str, Any], tasks: Mapping[str, Task]) -> None:
+        self.definition, self.tasks, self.trace = definition, tasks, Trace()
+
+    def run(self, data: Any) -> Any:
+        output, end = self._machine(self.definition, data, {})
+        self.trace.end = end
+        return output
+
+    def _machine(self, machine: Mapping[str, Any], data: Any,
+                 context: Mapping[str, Any]) -> tuple[Any, str]:  # fmt: skip
+        name = machine["StartAt"]
+        while True:
+            state = machine["States"][name]
+            self.trace.states.append(name)
+            kind = state["Type"]
+            if kind == "Succeed":
+                return (get_path(data, state["OutputPath"], context)
+                        if "OutputPath" in state else data), name  # fmt: skip
+            if kind == "Fail":
+                raise StatesError(state.get("Error", "States.Fail"), state.get("Cause", ""))
+            if kind == "Choice":
+                name = self._choose(state, data, context)
+                continue
+            try:
+                data = self._step(state, data, context)
+            except StatesError as err:
+                catch = next((c for c in state.get("Catch", []) if _matches(c, err.error)), None)
+                if catch is None:
+                    raise
+                data = set_path(data, catch.get("ResultPath", "$"),
+                                {"Error": err.error, "Cause": err.cause})  # fmt: skip
+                name = catch["Next"]
+                continue
+            if state.get("End"):
+                return data, name
+            name = state["Next"]
+
+    def _choose(self, state: Mapping[str, Any], data: Any, context: Mapping[str, Any]) -> str:
+        for rule in state["Choices"]:
+            if set(rule) != {"Variable", "BooleanEquals", "Next"}:
+                raise Unsupported(f"choice rule {rule}")
+            if get_path(data, rule["Variable"], context) is rule["BooleanEquals"]:
+                return str(rule["Next"])
+        if "Default" not in state:
+            raise StatesError("States.NoChoiceMatched", str(data))
+        return str(state["Default"])
+
+    def _step(self, state: Mapping[str, Any], data: Any, context: Mapping[str, Any]) -> Any:
+        kind = state["Type"]
+        if kind == "Pass":
+            return set_path(data, state.get("ResultPath", "$"), state.get("Result", data))
+        if kind == "Task":
+            result = self._task(state, render(state.get("Parameters", data), data, context))
+        elif kind == "Map":
+            result = self._map(state, data, context)
+        else:
+            raise Unsupported(f"state type {kind}")
+        if "ResultSelector" in state:
+            result = render(state["ResultSelector"], result, context)
+        return set_path(data, state.get("ResultPath", "$"), result)
+
+    def _task(self, state: Mapping[str, Any], params: dict[str, Any]) -> Any:
+        call = self.tasks.get(state["Resource"])
+        if call is None:
+            raise Unsupported(f"no task for {state['Resource']}")
+        attempts: dict[int, int] = {}
+        while True:
+            try:
+                return call(params)
+            except StatesError as err:
+                error = err
+            except Exception as exc:  # noqa: BLE001  # a handler error is a TaskFailed, as in AWS
+                error = StatesError("States.TaskFailed", f"{type(exc).__name__}: {exc}")
+            rules = state.get("Retry", [])
+            index = next((i for i, r in enumerate(rules) if _matches(r, error.error)), None)
+            if index is None or attempts.get(index, 0) >= rules[index].get("MaxAttempts", 3):
+                raise error
+            attempts[index] = attempts.get(index, 0) + 1
+
+    def _map(self, state: Mapping[str, Any], data: Any, context: Mapping[str, Any]) -> list[Any]:
+        items = get_path(data, state.get("ItemsPath", "$"), context)
+        processor = state.get("ItemProcessor") or state.get("Iterator")
+        if processor is None or not isinstance(items, list):
+            raise Unsupported("Map without ItemProcessor or with non-list items")
+        selector = state.get("ItemSelector") or state.get("Parameters")
+
+        def one(index: int, value: Any) -> Any:
+            item_context = {**context, "Map": {"Item": {"Index": index, "Value": value}}}
+            item = render(selector, data, item_context) if selector is not None else value
+            return self._machine(processor, item, item_context)[0]
+
+        workers = state.get("MaxConcurrency") or len(items) or 1
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(one, i, v) for i, v in enumerate(items)]
+            # The first failure fails the Map (AWS stops the other iterations too).
+            return [f.result() for f in futures]

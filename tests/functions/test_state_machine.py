@@ -1,0 +1,162 @@
+"""The synthesized Step Functions definition, run offline on the real handlers.
+
+The training stack's state machine is taken from the template exactly as CloudFormation would
+get it, its intrinsics resolved to local names, and interpreted (tests/functions/asl.py) with
+its Lambda tasks dispatched to the real prepare, worker and finalize handlers, moto S3 and
+in-process PS shards: the paths, result selectors, re-invocation loop and catch routes that
+`cdk deploy` ships are what trains here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+import pytest
+
+from functions import datasets, finalize, worker
+from functions.ps import ParameterServer
+from provisioner.plan import Plan
+from stacks.events import PS_PORT
+from tests.stacks.conftest import make_plan
+from tests.stacks.test_stacks import DIGITS, build
+
+from .asl import Interpreter, StatesError, resolve_cfn
+from .conftest import SECRET_ENV
+from .helpers import CountdownContext
+
+ACCOUNT = "123456789012"
+INVOKE = "arn:aws:states:::lambda:invoke"
+EC2 = "arn:aws:states:::aws-sdk:ec2:"
+
+
+def _plan(iterations: int) -> Plan:
+    base = make_plan()
+    training = dataclasses.replace(
+        base.training, model="mlp", local_batch=16, global_batch=32, iterations=iterations,
+        checkpoint_every_iterations=10,
+    )  # fmt: skip
+    return dataclasses.replace(base, job="sfn", n_workers=2, ps_count=2, memory_mb=1769,
+                               training=training)  # fmt: skip
+
+
+def _resolver(shard_of_instance: dict[str, int]) -> Any:
+    def resolve(intrinsic: dict[str, Any]) -> str:
+        """CloudFormation values as the deployed account would give them; PS hosts by shard."""
+        pseudo = {"AWS::Partition": "aws", "AWS::AccountId": ACCOUNT, "AWS::Region": "us-east-1"}
+        if intrinsic.get("Ref") in pseudo:
+            return pseudo[intrinsic["Ref"]]
+        if "Fn::GetAtt" in intrinsic:
+            logical_id, attribute = intrinsic["Fn::GetAtt"]
+            assert attribute == "Arn", intrinsic
+            return f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{logical_id}"
+        output = intrinsic["Fn::GetStackOutput"]["OutputName"]
+        if "JobSecret" in output:
+            return f"env:{SECRET_ENV}"
+        (shard,) = [k for lid, k in shard_of_instance.items() if lid in output]
+        return f"ps{shard}.internal" if "PrivateIp" in output else f"i-{shard}"
+
+    return resolve
+
+
+def _definition(plan: Plan) -> dict[str, Any]:
+    _, templates = build(plan, DIGITS)
+    instances = templates["ps"].find_resources("AWS::EC2::Instance")
+    # The shard an instance serves is the one its boot script starts (`--shard K`).
+    shard_of_instance = {
+        lid: int(re.findall(r"--shard (\d+) ", json.dumps(r))[0]) for lid, r in instances.items()
+    }
+    machines = templates["training"].find_resources("AWS::StepFunctions::StateMachine")
+    (machine,) = machines.values()
+    text = resolve_cfn(machine["Properties"]["DefinitionString"], _resolver(shard_of_instance))
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+class LocalAws:
+    """The AWS side of the tasks: EC2 calls recorded, Lambda invokes run the handlers here."""
+
+    def __init__(self, servers: list[ParameterServer], worker_checks: int) -> None:
+        self.hosts = {f"ps{k}.internal:{PS_PORT}": f"127.0.0.1:{s.address[1]}"
+                      for k, s in enumerate(servers)}  # fmt: skip
+        self.worker_checks = worker_checks
+        self.ec2: list[tuple[str, list[str]]] = []
+        self.invocations: dict[int, int] = {}
+        self.fail_workers = False
+
+    def tasks(self) -> dict[str, Any]:
+        return {
+            f"{EC2}startInstances": lambda p: self.ec2.append(("start", p["InstanceIds"])) or {},
+            f"{EC2}stopInstances": lambda p: self.ec2.append(("stop", p["InstanceIds"])) or {},
+            INVOKE: self.invoke,
+        }
+
+    def invoke(self, params: dict[str, Any]) -> dict[str, Any]:
+        function = params["FunctionName"].rsplit(":", 1)[-1]
+        event = dict(params["Payload"])
+        if "ps_endpoints" in event:  # the VPC's private addresses, as seen from this machine
+            event["ps_endpoints"] = [self.hosts.get(e, e) for e in event["ps_endpoints"]]
+        if function.startswith("PrepareFunction"):
+            result = datasets.prepare_handler(event)
+        elif function.startswith("WorkerFunction"):
+            self.invocations[event["rank"]] = self.invocations.get(event["rank"], 0) + 1
+            if self.fail_workers:
+                raise RuntimeError("worker crashed")
+            result = worker.handler(event, CountdownContext(calls=self.worker_checks))
+        elif function.startswith("FinalizeFunction"):
+            result = finalize.handler(event)
+        else:
+            raise AssertionError(f"unexpected function {function}")
+        return {"StatusCode": 200, "Payload": result}
+
+
+@pytest.fixture()
+def deployed(s3: Any, shard_cache: Any, ps_cluster: Any) -> Any:
+    """The job's buckets and PS shards, named as the stacks name them."""
+
+    def make(plan: Plan, worker_checks: int) -> tuple[LocalAws, dict[str, Any], str]:
+        # `<job>-<purpose>-<account>`, as stacks.grants.job_bucket names them.
+        dataset, artifacts = (f"{plan.job}-{kind}-{ACCOUNT}" for kind in ("dataset", "artifacts"))
+        for name in (dataset, artifacts):
+            s3.create_bucket(Bucket=name)
+        servers = ps_cluster(
+            plan.ps_count, plan.n_workers, job_id=plan.job,
+            learning_rate=plan.training.learning_rate, momentum=plan.training.momentum,
+            artifacts_bucket=artifacts, checkpoint_prefix=f"{plan.job}/checkpoints",
+            checkpoint_every=plan.training.checkpoint_every_iterations,
+        )  # fmt: skip
+        return LocalAws(servers, worker_checks), _definition(plan), artifacts
+
+    return make
+
+
+def test_the_deployed_state_machine_trains_to_the_end_and_stops_the_ps(
+    s3: Any, deployed: Any
+) -> None:
+    plan = _plan(iterations=24)
+    aws, definition, artifacts = deployed(plan, worker_checks=10)
+    machine = Interpreter(definition, aws.tasks())
+    machine.run({})
+    assert machine.trace.end == "TrainingFinished"
+    assert aws.ec2 == [("start", ["i-0", "i-1"]), ("stop", ["i-0", "i-1"])]
+    # 10 iterations per link: every worker went round the re-invocation loop three times.
+    assert aws.invocations == {0: 3, 1: 3}
+    assert machine.trace.states.count("WorkerDone") == 6
+    report = json.loads(s3.get_object(Bucket=artifacts, Key="sfn/report.json")["Body"].read())
+    assert report["iteration"] == plan.training.iterations and report["complete"]
+    assert s3.head_object(Bucket=artifacts, Key="sfn/model.pt")["ContentLength"] > 0
+
+
+def test_a_worker_that_keeps_failing_stops_the_ps_and_fails_the_run(deployed: Any) -> None:
+    plan = _plan(iterations=24)
+    aws, definition, _ = deployed(plan, worker_checks=10)
+    aws.fail_workers = True
+    machine = Interpreter(definition, aws.tasks())
+    with pytest.raises(StatesError):
+        machine.run({})
+    assert machine.trace.states[-2:] == ["StopPsAfterFailure", "TrainingFailed"]
+    assert aws.ec2[-1] == ("stop", ["i-0", "i-1"])
+    # The definition retries a failed link twice before the run gives up.
+    assert aws.invocations == {0: 3, 1: 3}
+    assert "Finalize" not in machine.trace.states

@@ -33,7 +33,7 @@ from emulator.invocation import (
 )
 from emulator.naming import SECRET_ENV, bucket_name
 from emulator.procs import Supervisor, wait_for_log_line
-from emulator.progress import ProgressBar
+from emulator.progress import ProgressBar, logged_loss
 from emulator.ps_status import current_iteration
 from emulator.report import finish_report
 from emulator.s3server import S3Endpoint, s3_server
@@ -184,7 +184,14 @@ def start_ps_shards(
 
 
 def _last_loss(workers: list[WorkerState]) -> float | None:
-    """The newest loss any worker has reported (rank 0 first)."""
+    """The newest loss of a worker: its live progress line, else its last returned losses."""
+    logged = [
+        found
+        for w in workers
+        if w.environment is not None and (found := logged_loss(w.environment.log_path))
+    ]
+    if logged:
+        return max(logged)[1]  # the furthest iteration any worker has logged
     for worker in workers:
         for link in reversed(worker.links):
             losses = link.get("losses") or []

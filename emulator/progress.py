@@ -6,10 +6,15 @@ a log file) it prints a full line at most every few seconds, so logs stay readab
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
+
+# functions.worker.progress_line, as it lands in an environment's log.
+PROGRESS_RE = re.compile(r"progress rank=(\d+) iteration=(\d+) loss=([-+0-9.eEinfa]+)")
 
 
 def eta_s(iteration: int, total: int, elapsed_s: float) -> float | None:
@@ -17,6 +22,22 @@ def eta_s(iteration: int, total: int, elapsed_s: float) -> float | None:
     if iteration <= 0 or total <= 0:
         return None
     return elapsed_s / iteration * max(0, total - iteration)
+
+
+def logged_loss(log_path: Path, max_bytes: int = 4096) -> tuple[int, float] | None:
+    """(iteration, loss) of the newest progress line in a worker's log, or None."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(0, 2)
+            log.seek(max(0, log.tell() - max_bytes))
+            tail = log.read().decode(errors="replace")
+    except OSError:
+        return None
+    matches = PROGRESS_RE.findall(tail)
+    if not matches:
+        return None
+    _, iteration, loss = matches[-1]
+    return int(iteration), float(loss)
 
 
 def _fmt_s(seconds: float | None) -> str:

@@ -77,6 +77,15 @@ class _Run:
     timings: Timings = field(default_factory=Timings)
     losses: list[list[float]] = field(default_factory=list)
     iteration_s: list[float] = field(default_factory=list)
+    logged_s: float = 0.0  # when the last progress line was printed
+
+
+PROGRESS_EVERY_S = 2.0  # a progress line this often: readable live in CloudWatch, cheap to store
+
+
+def progress_line(rank: int, iteration: int, loss: float) -> str:
+    """What a worker prints while it trains (CloudWatch in AWS, the environment log here)."""
+    return f"progress rank={rank} iteration={iteration} loss={loss:.6f}"
 
 
 def _sync(run: _Run) -> int:
@@ -177,6 +186,9 @@ def _train(run: _Run, context: Any) -> tuple[int, str]:
         try:
             _step(run, iteration)
             iteration += 1
+            if time.monotonic() - run.logged_s >= PROGRESS_EVERY_S:
+                run.logged_s = time.monotonic()
+                print(progress_line(run.task.rank, iteration, run.losses[-1][1]), flush=True)
         except wire.PSTimeout as exc:
             LOG.warning(
                 "rank %d: PS wait timed out at iteration %d: %s", run.task.rank, iteration, exc

@@ -18,12 +18,12 @@ from provisioner.plan import Plan
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, None: 1.0}
-MIN_INVOCATION_LIMIT_S = 5.0
+MIN_INVOCATION_LIMIT_S = 3.0  # the handler needs about 1 s to build, load and sync
 MAX_INVOCATION_LIMIT_S = 900.0  # Lambda's hard limit
 
 
 def parse_limit_s(value: str) -> float:
-    """`--invocation-limit`: '60s', '2m', '90' (seconds); between 5 s and Lambda's 900 s."""
+    """`--invocation-limit`: '60s', '2m', '90' (seconds); between 3 s and Lambda's 900 s."""
     match = _DURATION.match(value)
     if not match:
         raise ValueError(

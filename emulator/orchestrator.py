@@ -34,7 +34,7 @@ from emulator.invocation import (
 from emulator.naming import SECRET_ENV, bucket_name
 from emulator.procs import Supervisor, wait_for_log_line
 from emulator.progress import ProgressBar, logged_loss
-from emulator.ps_status import current_iteration
+from emulator.ps_status import current_iteration, update_seconds
 from emulator.report import finish_report
 from emulator.s3server import S3Endpoint, s3_server
 from provisioner.plan import Plan
@@ -108,6 +108,7 @@ class RunRecord:
     out_dir: Path
     throttled_s: dict[str, float]
     child_pids: list[int]  # every process the run started (all gone when run() returns)
+    ps_update_s: float | None = None  # slowest PS shard's total update time (STATUS)
 
 
 def default_safety_margin_s(limit_s: float) -> float:
@@ -465,6 +466,7 @@ def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | Non
             deadline_monotonic_s=train_started + run_timeout_s,
         )
         train_wall_s = time.monotonic() - train_started
+        ps_update_s = update_seconds(endpoints, job_id=plan.job, secret=secret.encode())
         throttled = {
             f"worker-{r}": limiter.throttled_s(f"worker-{r}") for r in range(plan.n_workers)
         }
@@ -495,6 +497,7 @@ def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | Non
             out_dir=out_dir,
             throttled_s=throttled,
             child_pids=supervisor.pgids(),
+            ps_update_s=ps_update_s,
         )
         finish_report(record, endpoint)
     return record

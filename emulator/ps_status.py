@@ -1,6 +1,7 @@
 """Ask a PS shard where training is, as a control client (rank -1), for the progress bar.
 
-Workers report only when an invocation ends; the PS knows the current iteration at all times.
+Workers report only when an invocation ends; the PS knows the current iteration at all times,
+and how long its updates took (the model's PS aggregation term).
 This uses the runtime's own wire protocol and handshake (`functions.wire`), authenticated with
 the job's secret like any worker; a control connection never pushes or pulls.
 """
@@ -49,3 +50,21 @@ def current_iteration(endpoint: str, *, job_id: str, shards: int, secret: bytes)
         return None
     iteration = status.get("iteration")
     return int(iteration) if isinstance(iteration, int) and iteration >= 0 else None
+
+
+def update_seconds(endpoints: list[str], *, job_id: str, secret: bytes) -> float | None:
+    """The PS aggregation the model predicts, measured: the slowest shard's total update time
+    (shards update in parallel). None if a shard cannot say."""
+    seconds = []
+    for shard, endpoint in enumerate(endpoints):
+        try:
+            status = query_status(
+                endpoint, job_id=job_id, shard=shard, shards=len(endpoints), secret=secret
+            )
+        except (OSError, wire.WireError, wire.RemoteError, ValueError):
+            return None
+        value = status.get("update_s")
+        if not isinstance(value, int | float):
+            return None
+        seconds.append(float(value))
+    return max(seconds, default=None)

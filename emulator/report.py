@@ -147,7 +147,8 @@ def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str
     plan = record.plan
     per_worker = [worker_terms(w) for w in record.workers]
     measured = {t: max((w[t] for w in per_worker), default=0.0) for t in per_worker[0]}
-    measured["ps_aggregation"] = math.nan  # inside the PS; part of the workers' communication
+    # Inside the PS (the workers wait through it): the slowest shard's own update time.
+    measured["ps_aggregation"] = math.nan if record.ps_update_s is None else record.ps_update_s
     measured["total"] = record.train_wall_s
     predicted = {t: float(getattr(plan.prediction, f)) for t, f in PREDICTED_FIELDS.items()}
     curve = loss_curve(record.workers)

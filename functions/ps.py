@@ -108,6 +108,7 @@ class ShardState:
         self.updates_applied = 0
         self.duplicates_ignored = 0
         self.generation = 0  # bumped whenever parameters are (re)installed: ends stale waits
+        self.update_s = 0.0  # time spent averaging and applying updates (the model's PS term)
         self.rollbacks = 0
 
     @property
@@ -171,6 +172,7 @@ class ShardState:
         block by block (in rank order, so rounding does not depend on arrival order) inside the
         same cache-sized loop as the update: each buffer is read once.
         """
+        started_s = time.perf_counter()
         grads = [self.pending[r] for r in sorted(self.pending)]
         new = self.prev_params  # t-1 is no longer needed once t+1 exists
         size = self.params.size
@@ -190,6 +192,7 @@ class ShardState:
         self.iteration += 1
         self.pending = {}
         self.updates_applied += 1
+        self.update_s += time.perf_counter() - started_s
         self.cond.notify_all()
 
     def _update_range(
@@ -655,6 +658,7 @@ class ParameterServer:
             "duplicates_ignored": st.duplicates_ignored,
             "checkpointed_iteration": st.checkpointed_iteration,
             "rollbacks": st.rollbacks,
+            "update_s": round(st.update_s, 6),
             "rejected_connections": self.rejected_connections,
             "truncated_frames": self.truncated_frames,
         }

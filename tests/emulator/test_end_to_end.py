@@ -45,6 +45,9 @@ def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) 
         "chaining",
         "total",
     }
+    measured = {row["term"]: row["measured_s"] for row in report["terms"]}
+    # The PS's own update time, from its STATUS: part of the run, never all of it.
+    assert 0 < measured["ps_aggregation"] < measured["total"]
     assert (tmp_path / "loss.png").stat().st_size > 0
 
     s3 = boto3.session.Session().client(

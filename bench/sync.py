@@ -310,6 +310,18 @@ def summary(rows: Sequence[Row]) -> list[str]:
     return out
 
 
+
+def cpu_model() -> str:
+    """The CPU's model name: loopback speed differs a lot between hosts of the same kind."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
 def write_markdown(
     rows: Sequence[Row], path: Path, seconds: float, load: tuple[float, float], rounds: int
 ) -> None:
@@ -321,7 +333,7 @@ def write_markdown(
             "`bench/results/sync.json`; took "
             f"{seconds:.0f} s here).",
             "",
-            f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+            f"Machine: {cpu_model()} ({platform.machine()}), {os.cpu_count()} CPUs, Python "
             f"{platform.python_version()}; all processes on one machine over 127.0.0.1, so the "
             "clients and the server share the CPUs. The machine is shared with other work: 1-min "
             f"load average {load[0]:.1f} at the start and {load[1]:.1f} at the end of this run "

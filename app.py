@@ -25,6 +25,7 @@ from provisioner import (
     load_catalog,
     load_profile,
     parse_duration_s,
+    parse_slack,
     parse_usd,
     plan_job,
 )
@@ -43,7 +44,7 @@ def plan_for(ctx: JobContext) -> PlanResult:
         ps_types=ctx.ps_types,
         reserve_concurrency=ctx.reserve_concurrency,
     )
-    goal = Goal(deadline_s=ctx.deadline_s, budget_usd=ctx.budget_usd)
+    goal = Goal(deadline_s=ctx.deadline_s, budget_usd=ctx.budget_usd, slack=ctx.slack)
     profile, catalog = load_profile(ctx.workload), load_catalog(ctx.catalog)
     return plan_job(profile, catalog, goal, limits, ctx.job)
 
@@ -54,7 +55,13 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
     goals = []
     if ctx.deadline_s is not None:
         default = " (default_deadline)" if ctx.deadline_is_default else ""
-        goals.append(f"deadline {format_duration_s(ctx.deadline_s)}{default}")
+        reserve = (
+            f", planned for {format_duration_s(ctx.deadline_s * (1 - ctx.slack))} "
+            f"({ctx.slack:.0%} slack)"
+            if ctx.slack
+            else ""
+        )
+        goals.append(f"deadline {format_duration_s(ctx.deadline_s)}{default}{reserve}")
     if ctx.budget_usd is not None:
         goals.append(f"budget {format_usd(ctx.budget_usd)}")
     return [
@@ -84,6 +91,7 @@ def synth_job(app: App, *, err: TextIO) -> int:
             parse_usd=parse_usd,
             cwd=os.getcwd(),
             loaders={"workload": load_profile, "catalog": load_catalog},
+            parse_slack=parse_slack,
         )
     except ContextError as exc:
         for line in exc.errors:

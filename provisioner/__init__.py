@@ -4,7 +4,13 @@ A pure library (standard library + numpy): importing it never pulls in aws_cdk, 
 """
 
 from provisioner.catalog import Catalog, PsType, load_catalog
-from provisioner.parse import format_duration_s, format_usd, parse_duration_s, parse_usd
+from provisioner.parse import (
+    format_duration_s,
+    format_usd,
+    parse_duration_s,
+    parse_slack,
+    parse_usd,
+)
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.planner import FrontierPoint, Infeasible, Limits, PlanResult, plan_job
 from provisioner.profile import WorkloadProfile, load_profile
@@ -27,6 +33,7 @@ __all__ = [
     "load_catalog",
     "load_profile",
     "parse_duration_s",
+    "parse_slack",
     "parse_usd",
     "plan_job",
 ]

@@ -12,7 +12,13 @@ import sys
 from collections.abc import Sequence
 
 from provisioner.catalog import load_catalog
-from provisioner.parse import format_duration_s, format_usd, parse_duration_s, parse_usd
+from provisioner.parse import (
+    format_duration_s,
+    format_usd,
+    parse_duration_s,
+    parse_slack,
+    parse_usd,
+)
 from provisioner.plan import Goal, Plan
 from provisioner.planner import ARCH_CHOICES, Infeasible, Limits, PlanResult, plan_job
 from provisioner.profile import load_profile
@@ -49,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--workload", required=True, help="profile name or path to a .json")
         p.add_argument("--deadline", help="e.g. 2h, 90m, 1h30m, 5400s, 5400")
         p.add_argument("--budget", help="e.g. 5, $5, 5.00")
+        p.add_argument("--slack", default="0", help="share of the deadline kept in reserve: 10%%")
         p.add_argument("--catalog", default="lambda-2025", help="catalog name or path")
         p.add_argument("--max-memory-mb", type=_positive_int)
         p.add_argument("--max-concurrency", type=_positive_int)
@@ -163,6 +170,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         goal = Goal(
             deadline_s=None if args.deadline is None else parse_duration_s(args.deadline),
             budget_usd=None if args.budget is None else parse_usd(args.budget),
+            slack=parse_slack(args.slack),
         )
         ps_types = None
         if args.ps_types:

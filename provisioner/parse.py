@@ -11,6 +11,8 @@ import re
 
 DURATION_FORMS = "accepted: 2h, 90m, 1h30m, 45s, 5400s or 5400 (seconds), a positive amount"
 USD_FORMS = "accepted: 5, $5, 5.00 or $0.50 (US dollars), a positive amount"
+SLACK_FORMS = "accepted: 10%, 0.1 or 0, a share of the deadline below 90%"
+MAX_SLACK = 0.9
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
 _USD = re.compile(r"\$?(\d+(?:\.\d+)?)")
 
@@ -57,6 +59,23 @@ def parse_usd(value: object) -> float:
     if usd <= 0:
         raise ValueError(f"amount {value!r} is not positive ({USD_FORMS})")
     return usd
+
+
+def parse_slack(value: object) -> float:
+    """`10%`, `0.1` or `0` → the share of the deadline kept in reserve, in [0, 0.9)."""
+    if isinstance(value, bool):
+        raise ValueError(f"slack {value!r} is not understood ({SLACK_FORMS})")
+    if isinstance(value, int | float):
+        share = float(value)
+    else:
+        text = value.strip() if isinstance(value, str) else ""
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(%?)", text)
+        if match is None:
+            raise ValueError(f"slack {value!r} is not understood ({SLACK_FORMS})")
+        share = float(match.group(1)) / (100.0 if match.group(2) else 1.0)
+    if not (math.isfinite(share) and 0.0 <= share < MAX_SLACK):
+        raise ValueError(f"slack {value!r} is out of range ({SLACK_FORMS})")
+    return share
 
 
 def format_duration_s(seconds: float) -> str:

@@ -14,10 +14,20 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Goal:
-    """What the user asked for: a deadline, a budget, or both."""
+    """What the user asked for: a deadline, a budget, or both.
+
+    `slack` keeps a share of the deadline in reserve for what the model does not see (a busy
+    host, a slow cold start): plans must meet deadline × (1 − slack).
+    """
 
     deadline_s: float | None = None
     budget_usd: float | None = None
+    slack: float = 0.0
+
+    @property
+    def planning_deadline_s(self) -> float | None:
+        """The deadline plans are held to."""
+        return None if self.deadline_s is None else self.deadline_s * (1.0 - self.slack)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import numpy as np
 
 from provisioner.catalog import Catalog
 from provisioner.model import Arr, Axis, Cells, evaluate, training_rate_samples_s, vcpu_share
-from provisioner.parse import format_duration_s, format_usd
+from provisioner.parse import MAX_SLACK, SLACK_FORMS, format_duration_s, format_usd
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
 from provisioner.search import SLACK, Pool, fastest_cell, goal_order, solve_budget, solve_deadline
@@ -195,7 +195,12 @@ def _infeasible_message(
     cheap = solve_deadline(profile, catalog, space, math.inf)
     wanted = []
     if goal.deadline_s is not None:
-        wanted.append(f"deadline {format_duration_s(goal.deadline_s)}")
+        reserve = (
+            f" less {goal.slack:.0%} slack = {format_duration_s(goal.planning_deadline_s or 0.0)}"
+            if goal.slack
+            else ""
+        )
+        wanted.append(f"deadline {format_duration_s(goal.deadline_s)}{reserve}")
     if goal.budget_usd is not None:
         wanted.append(f"budget {format_usd(goal.budget_usd)}")
     text = (
@@ -279,9 +284,11 @@ def plan_job(
     for value, what in ((goal.deadline_s, "deadline"), (goal.budget_usd, "budget")):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise ValueError(f"{what} {value!r} is not a positive finite number")
+    if not 0.0 <= goal.slack < MAX_SLACK:
+        raise ValueError(f"slack {goal.slack!r} is out of range ({SLACK_FORMS})")
     space = build_space(profile, catalog, limits)
-    if goal.deadline_s is not None:
-        res = solve_deadline(profile, catalog, space, goal.deadline_s)
+    if goal.planning_deadline_s is not None:
+        res = solve_deadline(profile, catalog, space, goal.planning_deadline_s)
         cost_first = True
         over = (
             res is not None
@@ -302,6 +309,11 @@ def plan_job(
         if cost_first
         else "fastest plan within the budget (ties: cheaper)"
     )
+    if cost_first and goal.slack:
+        why = (
+            f"cheapest plan meeting the deadline less {goal.slack:.0%} slack, "
+            f"{format_duration_s(goal.planning_deadline_s or 0.0)} (ties: faster)"
+        )
     notes = (
         why,
         "exact search over n, memory, arch, PS type and shard count",

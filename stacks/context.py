@@ -34,6 +34,7 @@ KNOWN_KEYS = (
     "max_memory_mb",
     "ps_types",
     "reserve_concurrency",
+    "slack",
     "workload",
 )
 _OWN_KEY_SHAPE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -82,6 +83,7 @@ class JobContext:
     max_concurrency: int | None
     reserve_concurrency: bool
     ps_types: tuple[str, ...] | None
+    slack: float = 0.0  # share of the deadline kept in reserve (plans aim at the rest)
 
 
 def _is_missing(value: object) -> bool:
@@ -231,6 +233,22 @@ def parse_goal(
     return None, None, False
 
 
+def _slack(value: object, parse: DurationParser | None, errors: list[str]) -> float:
+    """`slack`: the share of the deadline held back, 0 when absent."""
+    if _is_missing(value):
+        return 0.0
+    try:
+        if parse is None:
+            raise ValueError("no slack parser")
+        return parse(value)
+    except ValueError:
+        errors.append(
+            f"slack={value!r} is not accepted; use a share of the deadline below 90%, "
+            "e.g. 10% or 0.1"
+        )
+        return 0.0
+
+
 def unknown_keys(keys: list[str]) -> list[str]:
     """Keys shaped like ours that we do not read: almost always a typo of a real key."""
     return sorted(k for k in keys if _OWN_KEY_SHAPE.match(k) and k not in KNOWN_KEYS)
@@ -243,6 +261,7 @@ def read_context(
     parse_usd: DurationParser,
     cwd: str = ".",
     loaders: Mapping[str, Callable[[str], object]] | None = None,
+    parse_slack: DurationParser | None = None,
 ) -> JobContext:
     """Validate every key; raise ContextError with all problems, one line each.
 
@@ -296,6 +315,7 @@ def read_context(
             "reserve_concurrency", values.get("reserve_concurrency"), errors
         ),
         ps_types=parse_ps_types(values.get("ps_types"), errors),
+        slack=_slack(values.get("slack"), parse_slack, errors),
     )
     if errors:
         raise ContextError(tuple(errors))

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.parse import format_duration_s, format_usd, parse_duration_s, parse_usd
+from provisioner.parse import (
+    format_duration_s,
+    format_usd,
+    parse_duration_s,
+    parse_slack,
+    parse_usd,
+)
 
 D_FORMS = "accepted: 2h, 90m, 1h30m, 45s, 5400s or 5400 (seconds), a positive amount"
 U_FORMS = "accepted: 5, $5, 5.00 or $0.50 (US dollars), a positive amount"
@@ -86,3 +92,15 @@ def test_bad_money(value: object, message: str) -> None:
 def test_formatting() -> None:
     assert [format_duration_s(s) for s in (12.34, 245, 3723)] == ["12.3s", "4m05s", "1h02m03s"]
     assert [format_usd(u) for u in (0.12345, 12.345)] == ["$0.1235", "$12.35"]
+
+
+@pytest.mark.parametrize(("value", "share"), [("10%", 0.1), ("0.1", 0.1), ("0", 0.0), (0.25, 0.25),
+                                             (" 5 % ", 0.05), ("89.5%", 0.895)])  # fmt: skip
+def test_slack(value: object, share: float) -> None:
+    assert parse_slack(value) == pytest.approx(share)
+
+
+@pytest.mark.parametrize("value", ["90%", "0.9", "-1%", "ten", True, float("nan"), ""])
+def test_bad_slack_names_value_and_forms(value: object) -> None:
+    with pytest.raises(ValueError, match=r"slack .* \(accepted: 10%, 0\.1 or 0, a share of the"):
+        parse_slack(value)

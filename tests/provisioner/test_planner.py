@@ -37,6 +37,24 @@ def test_deadline_goal_meets_the_deadline_and_tighter_costs_more(catalog_2025: C
     assert tight.plan.cost.total_usd > loose.plan.cost.total_usd
 
 
+def test_slack_plans_for_the_deadline_less_the_reserve(catalog_2025: Catalog) -> None:
+    """deadline=1500 s with 20% slack is the plan for 1200 s, and the goal says what was asked."""
+    def plan(**goal: float) -> object:
+        return plan_job(RESNET, catalog_2025, Goal(**goal), Limits(), "t", frontier_points=0).plan
+
+    held, direct, full = plan(deadline_s=1500, slack=0.2), plan(deadline_s=1200), plan(
+        deadline_s=1500
+    )
+    assert held.prediction.total_s <= 1200 < full.prediction.total_s  # type: ignore[attr-defined]
+    assert (held.prediction, held.cost) == (direct.prediction, direct.cost)  # type: ignore[attr-defined]
+    assert held.goal == Goal(deadline_s=1500, slack=0.2)  # type: ignore[attr-defined]
+    assert "less 20% slack" in held.notes[0]  # type: ignore[attr-defined]
+    with pytest.raises(Infeasible, match="deadline 16m40s less 20% slack = 13m20s"):
+        plan(deadline_s=1000, slack=0.2)
+    with pytest.raises(ValueError, match="slack 0.95 is out of range"):
+        plan(deadline_s=1000, slack=0.95)
+
+
 def test_budget_goal_stays_within_budget_and_more_money_is_faster(catalog_2025: Catalog) -> None:
     cheap = plan_job(RESNET, catalog_2025, Goal(budget_usd=1.5), Limits(), "t", frontier_points=0)
     rich = plan_job(RESNET, catalog_2025, Goal(budget_usd=3.0), Limits(), "t", frontier_points=0)

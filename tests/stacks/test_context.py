@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from provisioner import parse_duration_s, parse_usd
+from provisioner import parse_duration_s, parse_slack, parse_usd
 from stacks.context import ContextError, DatasetSource, read_context
 
 BASE: dict[str, Any] = {
@@ -24,6 +24,7 @@ def read(**values: Any) -> Any:
         {k: v for k, v in merged.items() if v is not ...},
         parse_duration_s=parse_duration_s,
         parse_usd=parse_usd,
+        parse_slack=parse_slack,
     )
 
 
@@ -35,10 +36,13 @@ def errors_of(**values: Any) -> tuple[str, ...]:
 
 def test_cli_strings_and_json_types_give_the_same_context() -> None:
     from_cli = read(deadline="5400", max_memory_mb="3008", max_concurrency="10",
-                    reserve_concurrency="true", ps_types="c5.large, m5.large", arch="arm64")
+                    reserve_concurrency="true", ps_types="c5.large, m5.large", arch="arm64",
+                    slack="10%")
     from_json = read(deadline=5400, max_memory_mb=3008, max_concurrency=10,
-                     reserve_concurrency=True, ps_types=["c5.large", "m5.large"], arch="arm64")
+                     reserve_concurrency=True, ps_types=["c5.large", "m5.large"], arch="arm64",
+                     slack=0.1)
     assert from_cli == from_json
+    assert from_cli.slack == pytest.approx(0.1)
     assert from_cli.deadline_s == 5400.0
     assert from_cli.max_memory_mb == 3008
     assert from_cli.reserve_concurrency is True
@@ -49,7 +53,7 @@ def test_defaults_when_only_cdk_json_values_are_given() -> None:
     ctx = read()
     assert (ctx.deadline_s, ctx.deadline_is_default, ctx.budget_usd) == (7200.0, True, None)
     assert (ctx.arch, ctx.max_memory_mb, ctx.max_concurrency) == ("any", None, None)
-    assert ctx.reserve_concurrency is False and ctx.ps_types is None
+    assert ctx.reserve_concurrency is False and ctx.ps_types is None and ctx.slack == 0.0
     assert ctx.dataset == DatasetSource(kind="builtin", spec="builtin:digits", name="digits")
 
 
@@ -130,10 +134,14 @@ def test_a_local_folder_without_npz_files_is_rejected(tmp_path: Any) -> None:
         ({"job": "9lives"},
          "job='9lives' is not a job name; use 1-32 letters, digits or hyphens starting with a "
          "letter"),
+        ({"slack": "95%"},
+         "slack='95%' is not accepted; use a share of the deadline below 90%, e.g. 10% or 0.1"),
+        ({"slack": "lots"},
+         "slack='lots' is not accepted; use a share of the deadline below 90%, e.g. 10% or 0.1"),
         ({"deadlin": "2h"},
          "deadlin='2h' is not a context key of this app; accepted keys: arch, budget, catalog, "
          "dataset, deadline, default_deadline, job, max_concurrency, max_memory_mb, ps_types, "
-         "reserve_concurrency, workload"),
+         "reserve_concurrency, slack, workload"),
     ],
 )  # fmt: skip
 def test_each_message_names_key_value_and_what_is_accepted(

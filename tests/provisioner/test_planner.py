@@ -11,6 +11,7 @@ import pytest
 from provisioner import Goal, Infeasible, Limits, load_catalog, load_profile, plan_job
 from provisioner.catalog import Catalog
 from provisioner.parse import format_duration_s, format_usd
+from provisioner.plan import Plan
 from provisioner.search import Pool, exhaustive, fastest_cell, goal_order, solve_deadline
 from provisioner.space import build_space, dominated_ps_types
 from tests.provisioner.conftest import make_profile
@@ -39,16 +40,16 @@ def test_deadline_goal_meets_the_deadline_and_tighter_costs_more(catalog_2025: C
 
 def test_slack_plans_for_the_deadline_less_the_reserve(catalog_2025: Catalog) -> None:
     """deadline=1500 s with 20% slack is the plan for 1200 s, and the goal says what was asked."""
-    def plan(**goal: float) -> object:
+
+    def plan(**goal: float) -> Plan:
         return plan_job(RESNET, catalog_2025, Goal(**goal), Limits(), "t", frontier_points=0).plan
 
-    held, direct, full = plan(deadline_s=1500, slack=0.2), plan(deadline_s=1200), plan(
-        deadline_s=1500
-    )
-    assert held.prediction.total_s <= 1200 < full.prediction.total_s  # type: ignore[attr-defined]
-    assert (held.prediction, held.cost) == (direct.prediction, direct.cost)  # type: ignore[attr-defined]
-    assert held.goal == Goal(deadline_s=1500, slack=0.2)  # type: ignore[attr-defined]
-    assert "less 20% slack" in held.notes[0]  # type: ignore[attr-defined]
+    held, direct = plan(deadline_s=1500, slack=0.2), plan(deadline_s=1200)
+    full = plan(deadline_s=1500)
+    assert held.prediction.total_s <= 1200 < full.prediction.total_s
+    assert (held.prediction, held.cost) == (direct.prediction, direct.cost)
+    assert held.goal == Goal(deadline_s=1500, slack=0.2)
+    assert "less 20% slack" in held.notes[0]
     with pytest.raises(Infeasible, match="deadline 16m40s less 20% slack = 13m20s"):
         plan(deadline_s=1000, slack=0.2)
     with pytest.raises(ValueError, match="slack 0.95 is out of range"):

@@ -100,7 +100,10 @@ def _sync(run: _Run) -> int:
         # Some shards restarted from their checkpoint while the others went on: all go back
         # to the newest checkpoint they share and the iterations since are done again.
         LOG.warning("rank %d: PS shards at iterations %s; rolling back", run.task.rank, iterations)
-        iterations = client.rollback()
+        try:
+            iterations = client.rollback()
+        except wire.RemoteError as exc:  # e.g. a PS without checkpoints cannot roll back
+            raise PSInconsistent(f"PS shards are at iterations {iterations}: {exc}") from exc
         if max(iterations) - min(iterations) > 1:
             raise PSInconsistent(
                 f"PS shards are at iterations {iterations} and share no checkpoint to roll back"

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
-from functions import wire, worker
+from functions import wire, worker, zoo
 from functions.aws import resolve_secret
 from functions.ps import ParameterServer
 from functions.ps_client import PSClient
@@ -286,3 +287,19 @@ def test_one_shard_restarted_alone_rolls_every_shard_back_and_ends_exact(
         rtol=1e-4,
         atol=1e-5,
     )
+
+
+def test_shards_apart_without_checkpoints_stop_with_a_clear_error(
+    s3: Any, bucket: str, digits: Any, ps_cluster: Any
+) -> None:
+    """No artifacts bucket, so no common checkpoint: the worker says so instead of looping."""
+    digits(1)
+    servers = ps_cluster(2, 1, learning_rate=0.05, momentum=0.9)
+    event = worker_event(0, 1, endpoints(servers), bucket, iterations=4, learning_rate=0.05)
+    total = zoo.parameter_count(zoo.build("mlp", [1, 8, 8], 10, seed=0))
+    start, stop = wire.shard_bounds(total, 2, 0)
+    zeros = np.zeros(stop - start, np.float32)
+    with servers[0].state.cond:  # shard 0 has gone on to iteration 5; shard 1 starts at 0
+        servers[0].state.adopt(total, zeros, zeros, 5)
+    with pytest.raises(worker.PSInconsistent, match="ROLLBACK without checkpoints"):
+        worker.handler(event, None)

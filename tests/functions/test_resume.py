@@ -40,6 +40,14 @@ class SlowContext:
         return 900_000
 
 
+def _assert_uninterrupted(got: np.ndarray, s3: Any, bucket: str, event: dict[str, Any],
+                          iterations: int) -> None:  # fmt: skip
+    """The parameters equal one uninterrupted process's after `iterations` (float tolerance)."""
+    np.testing.assert_allclose(
+        got, reference_params(s3, bucket, event, iterations), rtol=1e-4, atol=1e-5
+    )
+
+
 def _wait_for_iteration(server: ParameterServer, iteration: int, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while server.state.iteration < iteration:
@@ -72,12 +80,7 @@ def test_worker_stops_before_time_limit_and_chain_resumes(
     assert links[0]["next_event"]["start_iteration"] == 3
     assert links[0]["next_event"]["invocation"] == 1
     assert links[1]["next_event"]["invocation"] == 2
-    np.testing.assert_allclose(
-        ps_vector(servers),
-        reference_params(s3, bucket, events[0], ITERATIONS),
-        rtol=1e-4,
-        atol=1e-5,
-    )
+    _assert_uninterrupted(ps_vector(servers), s3, bucket, events[0], ITERATIONS)
 
 
 def test_worker_that_died_after_pushing_to_one_shard_resumes_exactly(
@@ -119,12 +122,7 @@ def test_worker_that_died_after_pushing_to_one_shard_resumes_exactly(
     assert second["done"] and second["iteration"] == ITERATIONS
     assert servers[0].state.duplicates_ignored >= 1
     assert [s.state.iteration for s in servers] == [ITERATIONS, ITERATIONS]
-    np.testing.assert_allclose(
-        ps_vector(servers),
-        reference_params(s3, bucket, events[0], ITERATIONS),
-        rtol=1e-4,
-        atol=1e-5,
-    )
+    _assert_uninterrupted(ps_vector(servers), s3, bucket, events[0], ITERATIONS)
 
 
 def _half_run(task: WorkerTask) -> Any:
@@ -185,12 +183,7 @@ def test_worker_killed_with_sigkill_and_reinvoked_matches(
     rank0.join(120)
     assert second["done"] and rank0_result[0]["done"]
     assert second["losses"][0][0] >= killed_at  # it resumed, it did not start over
-    np.testing.assert_allclose(
-        ps_vector(servers),
-        reference_params(s3, bucket, events[0], iterations),
-        rtol=1e-4,
-        atol=1e-5,
-    )
+    _assert_uninterrupted(ps_vector(servers), s3, bucket, events[0], iterations)
 
 
 @dataclass
@@ -256,12 +249,7 @@ def test_ps_restart_restores_checkpoint_and_workers_resume(
     assert restarted[1].restored_iteration == restored
     # Iterations after the checkpoint were redone from the checkpoint, not from scratch.
     assert restarted[0].state.updates_applied == iterations - restored
-    np.testing.assert_allclose(
-        ps_vector(restarted),
-        reference_params(s3, bucket, run.events[0], iterations),
-        rtol=1e-4,
-        atol=1e-5,
-    )
+    _assert_uninterrupted(ps_vector(restarted), s3, bucket, run.events[0], iterations)
 
 
 def test_one_shard_restarted_alone_rolls_every_shard_back_and_ends_exact(
@@ -281,12 +269,8 @@ def test_one_shard_restarted_alone_rolls_every_shard_back_and_ends_exact(
     run.join()
     assert restarted[0].restored_iteration == 8 and ahead >= 10
     assert run.servers[0].state.rollbacks == 1
-    np.testing.assert_allclose(
-        np.concatenate([run.servers[0].state.params, restarted[0].state.params]),
-        reference_params(s3, bucket, run.events[0], iterations),
-        rtol=1e-4,
-        atol=1e-5,
-    )
+    both = np.concatenate([run.servers[0].state.params, restarted[0].state.params])
+    _assert_uninterrupted(both, s3, bucket, run.events[0], iterations)
 
 
 def test_shards_apart_without_checkpoints_stop_with_a_clear_error(

@@ -161,3 +161,14 @@ def test_a_worker_that_keeps_failing_stops_the_ps_and_fails_the_run(deployed: An
     # The definition retries a failed link twice before the run gives up.
     assert aws.invocations == {0: 3, 1: 3}
     assert "Finalize" not in machine.trace.states
+
+
+def test_the_emulator_plays_the_definitions_retry_policy() -> None:
+    """`make demo` plays the state machine's role: it must retry a failed link as often."""
+    from emulator.orchestrator import Options
+
+    workers = _definition(_plan(iterations=24))["States"]["Workers"]
+    run_worker = workers["ItemProcessor"]["States"]["RunWorker"]
+    (task_failed,) = [r for r in run_worker["Retry"] if r["ErrorEquals"] == ["States.TaskFailed"]]
+    assert Options().max_attempts == 1 + task_failed["MaxAttempts"]
+    assert workers["MaxConcurrency"] == 2  # all n at once: BSP needs every worker running

@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -109,6 +110,7 @@ class RunRecord:
     throttled_s: dict[str, float]
     child_pids: list[int]  # every process the run started (all gone when run() returns)
     ps_update_s: float | None = None  # slowest PS shard's total update time (STATUS)
+    ps_restarts: int = 0  # PS shard processes that died and were started again
 
 
 def default_safety_margin_s(limit_s: float) -> float:
@@ -158,11 +160,23 @@ def run_step(
     return outcome.result, outcome.wall_s
 
 
+@dataclass
+class PsShard:
+    """One PS shard process; restarted on the same port when it dies (Docker's --restart)."""
+
+    shard: int
+    argv: list[str]
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    endpoint: str = ""
+    restarts: int = 0
+
+
 def start_ps_shards(
     supervisor: Supervisor, plan: Plan, *, env: dict[str, str], artifacts_bucket: str, logs: Path
-) -> list[str]:
-    """Start every PS shard (the EC2 entry point, bound to 127.0.0.1); their endpoints in order."""
-    procs = []
+) -> list[PsShard]:
+    """Start every PS shard (the EC2 entry point, bound to 127.0.0.1); wait for each READY."""
+    shards = []
     for shard in range(plan.ps_count):
         argv = events.ps_command(
             plan,
@@ -174,14 +188,42 @@ def start_ps_shards(
         )
         argv[0] = sys.executable
         log_path = logs / f"ps-{shard}.log"
-        procs.append((supervisor.spawn(argv, env=env, log_path=log_path), log_path))
-    endpoints = []
-    for shard, (proc, log_path) in enumerate(procs):
-        try:
-            endpoints.append(wait_for_log_line(proc, log_path, "READY", PS_READY_TIMEOUT_S))
-        except (TimeoutError, RuntimeError) as err:
-            raise EmulatorError(f"PS shard {shard} did not start: {err}; see {log_path}") from None
-    return endpoints
+        proc = supervisor.spawn(argv, env=env, log_path=log_path)
+        shards.append(PsShard(shard=shard, argv=argv, proc=proc, log_path=log_path))
+    for ps in shards:
+        ps.endpoint = _wait_ready(ps)
+    return shards
+
+
+def _wait_ready(ps: PsShard) -> str:
+    try:
+        return wait_for_log_line(ps.proc, ps.log_path, "READY", PS_READY_TIMEOUT_S)
+    except (TimeoutError, RuntimeError) as err:
+        message = f"PS shard {ps.shard} did not start: {err}; see {ps.log_path}"
+        raise EmulatorError(message) from None
+
+
+def restart_dead_shards(
+    supervisor: Supervisor, shards: list[PsShard], *, env: dict[str, str], logs: Path
+) -> list[str]:
+    """What Docker's `--restart unless-stopped` does on the PS instance: a shard process that
+    exited is started again on its port; it restores the newest common checkpoint and the
+    workers roll the other shards back to it. Returns one note per restart."""
+    notes = []
+    for ps in shards:
+        code = ps.proc.poll()
+        if code is None:
+            continue
+        supervisor.stop(ps.proc, grace_s=1.0)
+        ps.restarts += 1
+        port = ps.endpoint.rsplit(":", 1)[1]
+        argv = list(ps.argv)
+        argv[argv.index("--port") + 1] = port
+        ps.log_path = logs / f"ps-{ps.shard}-restart-{ps.restarts}.log"
+        ps.proc = supervisor.spawn(argv, env=env, log_path=ps.log_path)
+        ps.endpoint = _wait_ready(ps)
+        notes.append(f"PS shard {ps.shard} exited with code {code}; restarted on {ps.endpoint}")
+    return notes
 
 
 def _last_loss(workers: list[WorkerState]) -> float | None:
@@ -213,6 +255,7 @@ def fan_out(
     status: Callable[[], int | None],
     progress: ProgressBar | None,
     deadline_monotonic_s: float,
+    keep_ps_alive: Callable[[], list[str]] = list,
 ) -> list[WorkerState]:
     """Invoke every worker and re-invoke each until it returns done; retry failed invocations."""
     workers = [WorkerState(rank=r, event=e) for r, e in enumerate(first_events)]
@@ -295,6 +338,8 @@ def fan_out(
                 f"run timeout: training not done after {time.monotonic() - started_s:.0f} s "
                 f"(workers at iterations {[w.iteration for w in workers]})"
             )
+        for message in keep_ps_alive():
+            note(message)
         for worker in workers:
             if worker.current is not None and (outcome := poll(supervisor, worker.current)):
                 settle(worker, outcome)
@@ -422,9 +467,10 @@ def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | Non
             supervisor, name="prepare", handler=PREPARE_HANDLER, event=prepare, env=env, logs=logs
         )
         ps_started = time.monotonic()
-        endpoints = start_ps_shards(
+        shards = start_ps_shards(
             supervisor, plan, env=env, artifacts_bucket=artifacts_bucket, logs=logs
         )
+        endpoints = [ps.endpoint for ps in shards]
         ps_start_s = time.monotonic() - ps_started
         say(f"PS: {plan.ps_count} shard(s) at {', '.join(endpoints)}")
         first_events = [
@@ -464,6 +510,7 @@ def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | Non
             status=status,
             progress=progress,
             deadline_monotonic_s=train_started + run_timeout_s,
+            keep_ps_alive=lambda: restart_dead_shards(supervisor, shards, env=env, logs=logs),
         )
         train_wall_s = time.monotonic() - train_started
         ps_update_s = update_seconds(endpoints, job_id=plan.job, secret=secret.encode())
@@ -498,6 +545,7 @@ def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | Non
             throttled_s=throttled,
             child_pids=supervisor.pgids(),
             ps_update_s=ps_update_s,
+            ps_restarts=sum(ps.restarts for ps in shards),
         )
         finish_report(record, endpoint)
     return record

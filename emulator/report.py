@@ -195,6 +195,7 @@ def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str
             "finalize_s": record.finalize_s,
         },
         "iterations": {"planned": plan.training.iterations, "completed": completed},
+        "ps_restarts": record.ps_restarts,
         "invocations": {
             "per_worker": links,
             "reinvocations": sum(n - 1 for n in links),
@@ -270,7 +271,9 @@ def format_table(report: dict[str, Any]) -> str:
         f" per worker (cpu_scale {em['cpu_scale_cores_per_vcpu']:.3f}); {em['cpu_share']}",
         f"iterations: {report['iterations']['completed']}/{report['iterations']['planned']}; "
         f"invocations per worker {inv['per_worker']} ({inv['reinvocations']} re-invocations, "
-        f"{inv['failed_attempts']} failed attempts, {inv['cold_starts']} cold starts)",
+        f"{inv['failed_attempts']} failed attempts, {inv['cold_starts']} cold starts"
+        + (f", {report['ps_restarts']} PS shard restart(s)" if report.get("ps_restarts") else "")
+        + ")",
         f"loss: {loss['first']:.4f} -> {loss['last']:.4f} (mean of first/last 10 iterations)",
     ]
     acc = report.get("accuracy")

@@ -597,9 +597,13 @@ class ParameterServer:
                         )
                 else:
                     st.add_gradient(rank, it, buf)
-            self._maybe_periodic_checkpoint(before)
             if kind == MsgType.INIT:
+                # Iteration 0 in S3 at once: a shard that restarts before the first periodic
+                # checkpoint then has a common checkpoint to roll every shard back to.
+                self.checkpoint()
                 wire.send_frame(conn, MsgType.ACK, st.iteration, b"", deadline)
+            else:
+                self._maybe_periodic_checkpoint(before)
         elif kind == MsgType.PULL:
             self._serve_pull(conn, it)
         elif kind == MsgType.CHECKPOINT:

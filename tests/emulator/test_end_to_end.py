@@ -7,7 +7,12 @@ worker through at least one checkpoint-and-re-invoke.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import re
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -108,3 +113,60 @@ def test_a_failed_run_leaves_a_failed_report(tmp_path: Path, s3_endpoint: S3Endp
         run(plan, options, endpoint=s3_endpoint)
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["status"] == "failed" and report["error"].startswith("worker ")
+
+
+def test_a_ps_shard_killed_mid_run_is_restarted_and_training_completes(
+    tmp_path: Path, s3_endpoint: S3Endpoint
+) -> None:
+    """SIGKILL one of two PS shard processes mid-run: the emulator restarts it on its port (as
+    Docker does on EC2), it restores the newest common checkpoint, the workers roll the other
+    shard back, and the run still completes every iteration and learns."""
+    base = with_iterations(planned_digits("emu-psfail"), 4000)
+    plan = dataclasses.replace(
+        base, ps_count=2,
+        training=dataclasses.replace(base.training, checkpoint_every_iterations=200),
+    )  # fmt: skip
+    killed: list[int] = []
+
+    def kill_shard_1_once_training_runs() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not killed:
+            for pid in _pids_of("functions.ps", "--job-id emu-psfail --shard 1 "):
+                if _shard_log_shows_progress(tmp_path):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+            time.sleep(0.2)
+
+    chaos = threading.Thread(target=kill_shard_1_once_training_runs, daemon=True)
+    chaos.start()
+    record = run(
+        plan, Options(invocation_limit_s=30.0, out_dir=tmp_path, quiet=True), endpoint=s3_endpoint
+    )
+    chaos.join(5)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert killed, "the PS shard was never killed: the run ended first"
+    assert report["ps_restarts"] == 1
+    assert report["iterations"] == {"planned": 4000, "completed": 4000}
+    assert report["loss"]["last"] < report["loss"]["first"]
+    assert report["accuracy"]["accuracy"] > 0.8
+    assert not [p for p in record.child_pids if pid_alive(p)]
+
+
+def _pids_of(*fragments: str) -> list[int]:
+    """Pids whose command line holds every fragment (the PS shard processes of a job)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if all(f in text for f in fragments):
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+def _shard_log_shows_progress(out_dir: Path) -> bool:
+    """Shard 1 has checkpointed past iteration 0 (a restart then rolls back, not to the start)."""
+    log = out_dir / "logs" / "ps-1.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return any(int(i) > 0 for i in re.findall(r"checkpointed iteration (\d+)", text))

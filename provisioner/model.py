@@ -182,11 +182,13 @@ def s3_requests_usd(get_usd: float, put_usd: float, n: Arr, links: Arr, ps_count
     """Extension: shard GETs per link; dataset upload, a checkpoint per shard per link, results.
 
     After each checkpoint a shard lists the checkpoints (LIST is billed as a PUT) to delete
-    its own older ones (DELETE is free), so a checkpoint costs two PUT-class requests.
+    its own older ones (DELETE is free), so a checkpoint costs two PUT-class requests; each
+    shard also checkpoints iteration 0 when it is initialised.
     """
     n = np.asarray(n, dtype=np.float64)
     gets = n * links
-    puts = 2.0 * ps_count * links + n + 4.0  # checkpoints + lists, shards, manifest, split, results
+    # checkpoints + lists (one per link and the initial one), shards, manifest, split, results
+    puts = 2.0 * ps_count * (links + 1) + n + 4.0
     return get_usd * gets + put_usd * puts
 
 

@@ -143,7 +143,7 @@ def test_full_prediction_by_hand(catalog_2020: object) -> None:
     lam = 0.0000166667 * 1.0 * 4 * billed
     ps = 0.096 / 3600 * max(total, 60)
     sfn = 0.000025 * (12 + 4 * 4 * links)
-    s3 = 0.0000004 * 4 * links + 0.000005 * (2 * 1 * links + 4 + 4)  # checkpoint PUT + LIST
+    s3 = 0.0000004 * 4 * links + 0.000005 * (2 * 1 * (links + 1) + 4 + 4)  # checkpoint PUT + LIST
     req = 0.0000002 * 4 * links
     endpoints = 0.01 * 8 * math.ceil(total / 3600)  # 8 interface endpoints, started hours
     assert float(c.lambda_usd[0]) == pytest.approx(lam, rel=1e-12)

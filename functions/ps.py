@@ -279,20 +279,23 @@ class CheckpointStore:
                     found.setdefault(int(match.group(1)), set()).add(int(match.group(3)))
         return found
 
-    def latest_common_iteration(self) -> int | None:
-        """Newest iteration checkpointed by every shard, or None."""
-        sets = list(self.iterations_by_shard().values())
+    def latest_common_iteration(self, found: dict[int, set[int]] | None = None) -> int | None:
+        """Newest iteration checkpointed by every shard (of `found`, else listed now), or None."""
+        sets = list((found if found is not None else self.iterations_by_shard()).values())
         common = set.intersection(*sets) if sets else set()
         return max(common) if common else None
 
-    def prune(self, shard: int, keep_from: int) -> list[int]:
+    def prune(
+        self, shard: int, keep_from: int, found: dict[int, set[int]] | None = None
+    ) -> list[int]:
         """Delete `shard`'s checkpoints older than `keep_from`; returns the iterations deleted.
 
         Only ever called with `keep_from` = the newest iteration every shard has: restore reads
         exactly that one, and no shard deletes anything at or after it, so a restore in
-        progress on another shard still finds its file.
+        progress on another shard still finds its file. `found` is a listing already made.
         """
-        stale = sorted(i for i in self.iterations_by_shard().get(shard, set()) if i < keep_from)
+        listing = found if found is not None else self.iterations_by_shard()
+        stale = sorted(i for i in listing.get(shard, set()) if i < keep_from)
         for i in stale:
             self.s3.delete_object(Bucket=self.bucket, Key=self.key(shard, i))
         return stale
@@ -448,9 +451,10 @@ class ParameterServer:
         """
         assert self.store is not None
         try:
-            common = self.store.latest_common_iteration()
+            found = self.store.iterations_by_shard()  # one LIST serves both (the model's one)
+            common = self.store.latest_common_iteration(found)
             if common is not None:
-                deleted = self.store.prune(self.config.shard, common)
+                deleted = self.store.prune(self.config.shard, common, found)
                 if deleted:
                     LOG.info(
                         "shard %d deleted %d checkpoint(s) older than iteration %d",

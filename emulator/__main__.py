@@ -38,6 +38,16 @@ def parse_limit_s(value: str) -> float:
     return seconds
 
 
+def parse_iterations_per_invocation(value: str) -> int:
+    """`--iterations-per-invocation`: a whole number >= 0 (0: only the time limit ends one)."""
+    if not value.strip().isdigit():
+        raise ValueError(
+            f"bad --iterations-per-invocation {value!r}: expected a whole number >= 0 "
+            "(0 = only the invocation limit ends an invocation)"
+        )
+    return int(value)
+
+
 def load_plan(path: Path) -> Plan:
     """The Plan in a cdk.out/plan.json (or a bare Plan JSON); ValueError with one line if bad."""
     try:
@@ -89,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="start every worker invocation in a fresh environment (default: "
         "reuse the worker's warm environment, as Lambda usually does)",
     )
+    parser.add_argument(
+        "--iterations-per-invocation",
+        default="0",
+        help="end each worker invocation after this many iterations as well (re-invocation at "
+        "a chosen iteration on any machine; default 0: only the invocation limit)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -98,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         limit_s = parse_limit_s(args.invocation_limit)
         scale = None if args.cpu_scale == "auto" else parse_cpu_scale(args.cpu_scale)
+        per_invocation = parse_iterations_per_invocation(args.iterations_per_invocation)
         if args.max_attempts < 1:
             raise ValueError(f"bad --max-attempts {args.max_attempts}: expected 1 or more")
         plan = load_plan(args.plan)
@@ -111,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         s3=args.s3,
         max_attempts=args.max_attempts,
         quiet=args.quiet,
+        iterations_per_invocation=per_invocation,
     )
     try:
         run(plan, options)

@@ -71,6 +71,9 @@ class Options:
     kill_grace_s: float = 10.0  # past the limit before a silent invocation is killed
     print_report: bool = True
     warm: bool = True  # reuse a worker's environment for its next link, as Lambda often does
+    # End each invocation after this many iterations too (0: only the limit): re-invocation at a
+    # chosen iteration whatever the machine's speed (tests, `--iterations-per-invocation`).
+    iterations_per_invocation: int = 0
 
 
 @dataclass
@@ -484,6 +487,7 @@ def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | Non
                     secret_ref=f"env:{SECRET_ENV}",
                 ),
                 "safety_margin_s": margin_s,
+                "iterations_per_invocation": options.iterations_per_invocation,
             }
             for rank in range(plan.n_workers)
         ]

@@ -142,6 +142,20 @@ def _compute_s_at_share(record: RunRecord, share: float) -> float | None:
     return training.iterations * training.local_batch / rate
 
 
+def redone_iterations(workers: list[WorkerState]) -> int:
+    """Iterations trained more than once (after a PS restart or rollback), the most of any worker.
+
+    Every step a worker completes is in its links' losses with its iteration number, so an
+    iteration seen twice was redone; a link lost with its environment (SIGKILL) returns no
+    losses and is not counted here (its iterations are redone by the retry, visible once).
+    """
+    most = 0
+    for worker in workers:
+        seen = [int(it) for link in worker.links for it, _ in link.get("losses") or []]
+        most = max(most, len(seen) - len(set(seen)))
+    return most
+
+
 def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str, Any]:
     """The JSON report (also printed as a table)."""
     plan = record.plan
@@ -194,7 +208,12 @@ def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str
             "train_s": record.train_wall_s,
             "finalize_s": record.finalize_s,
         },
-        "iterations": {"planned": plan.training.iterations, "completed": completed},
+        "iterations": {
+            "planned": plan.training.iterations,
+            "completed": completed,
+            "redone": redone_iterations(record.workers),
+            "checkpoint_every": plan.training.checkpoint_every_iterations,
+        },
         "ps_restarts": record.ps_restarts,
         "invocations": {
             "per_worker": links,
@@ -269,7 +288,13 @@ def format_table(report: dict[str, Any]) -> str:
         f"{plan['local_batch']}",
         f"emulation: {em['invocation_limit_s']:.0f} s invocations, {em['worker_cores']:.3f} cores"
         f" per worker (cpu_scale {em['cpu_scale_cores_per_vcpu']:.3f}); {em['cpu_share']}",
-        f"iterations: {report['iterations']['completed']}/{report['iterations']['planned']}; "
+        f"iterations: {report['iterations']['completed']}/{report['iterations']['planned']}"
+        + (
+            f" ({report['iterations']['redone']} redone)"
+            if report["iterations"].get("redone")
+            else ""
+        )
+        + "; "
         f"invocations per worker {inv['per_worker']} ({inv['reinvocations']} re-invocations, "
         f"{inv['failed_attempts']} failed attempts, {inv['cold_starts']} cold starts"
         + (f", {report['ps_restarts']} PS shard restart(s)" if report.get("ps_restarts") else "")

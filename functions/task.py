@@ -45,6 +45,10 @@ class WorkerTask:
     # Optional additions (not in the original contract; defaults keep old events valid).
     ephemeral_storage_mb: int = 512  # the function's /tmp size, to check a shard fits
     ps_timeout_s: float = 300.0  # deadline on any single PS wait (a PULL waits for all workers)
+    # End the invocation after this many iterations (0 = only the time limit ends it): lets the
+    # emulator and tests take the checkpoint-and-re-invoke path at a chosen iteration, whatever
+    # the machine's speed.
+    iterations_per_invocation: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -76,6 +80,12 @@ class WorkerTask:
             (self.memory_mb >= 128, "memory_mb", self.memory_mb, "an integer >= 128"),
             (self.start_iteration >= 0, "start_iteration", self.start_iteration, ">= 0"),
             (self.safety_margin_s >= 0, "safety_margin_s", self.safety_margin_s, ">= 0"),
+            (
+                self.iterations_per_invocation >= 0,
+                "iterations_per_invocation",
+                self.iterations_per_invocation,
+                "an integer >= 0 (0 = no cap)",
+            ),
             (
                 len(self.ps_endpoints) >= 1,
                 "ps_endpoints",

@@ -179,11 +179,19 @@ def _out_of_time(run: _Run, context: Any) -> bool:
     return remaining_s < run.task.safety_margin_s + next_iteration_estimate_s(run.iteration_s)
 
 
+def _iteration_cap_reached(run: _Run) -> bool:
+    """The event's `iterations_per_invocation` steps are done in this invocation."""
+    cap = run.task.iterations_per_invocation
+    return cap > 0 and len(run.losses) >= cap
+
+
 def _train(run: _Run, context: Any) -> tuple[int, str]:
     """The BSP loop; returns (iteration reached, why it stopped)."""
     iteration = _resync(run)  # a peer's rollback may drop this worker's fresh connections
     reconnects = 0
     while iteration < run.task.iterations:
+        if _iteration_cap_reached(run):
+            return iteration, "iteration_limit"
         if _out_of_time(run, context):
             return iteration, "time_limit"
         try:

@@ -50,15 +50,71 @@ def chain(event: dict[str, Any], context: Any) -> dict[str, Any]:
     }
 
 
-def crash_midway(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """The real worker handler, except rank 0's first invocation dies abruptly 1.5 s into it
-    (os._exit: no checkpoint, no goodbye to the PS), once per marker file."""
-    import threading
+CRASH_POINTS = ("start", "after_push", "after_step", "before_checkpoint")
+
+
+def crash_at(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The real worker handler, except rank 0's first attempt SIGKILLs itself (no checkpoint, no
+    goodbye to the PS) at the point EMU_TEST_CRASH_POINT names, after EMU_TEST_CRASH_AFTER
+    steps where that applies; once per marker file EMU_TEST_CRASH_MARKER.
+
+    - start: before the handler touches S3 or the PS;
+    - after_push: gradients of step N pushed, its parameters never pulled (the PS holds a
+      gradient from a worker that is gone; the retry must not apply it twice);
+    - after_step: step N complete;
+    - before_checkpoint: at the end of the link, when rank 0 asks the PS to checkpoint.
+    """
+    import signal
+
+    from functions import worker
+    from functions.ps_client import PSClient
+
+    marker = Path(os.environ["EMU_TEST_CRASH_MARKER"])
+    point = os.environ["EMU_TEST_CRASH_POINT"]
+    after = int(os.environ.get("EMU_TEST_CRASH_AFTER", "100"))
+    if event["rank"] != 0 or marker.exists():
+        return worker.handler(event, context)
+    marker.write_text(point)
+
+    def die(*_: Any, **__: Any) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def die_after(method: Any) -> Any:
+        calls = [0]
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            result = method(*args, **kwargs)
+            calls[0] += 1
+            if calls[0] >= after:
+                die()
+            return result
+
+        return wrapped
+
+    if point == "start":
+        die()
+    elif point == "after_push":
+        PSClient.push = die_after(PSClient.push)  # type: ignore[method-assign]
+    elif point == "after_step":
+        worker._step = die_after(worker._step)
+    elif point == "before_checkpoint":
+        PSClient.checkpoint = die  # type: ignore[method-assign,assignment]
+    else:
+        raise ValueError(f"EMU_TEST_CRASH_POINT {point!r}: expected one of {CRASH_POINTS}")
+    return worker.handler(event, context)
+
+
+def after_marker(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The real worker handler, except links after the first wait for the marker file
+    EMU_TEST_RESUME_MARKER (at most 120 s): the test's fault happens before the run can end."""
+    import time
 
     from functions.worker import handler
 
-    marker = Path(os.environ["EMU_TEST_CRASH_MARKER"])
-    if event["rank"] == 0 and not marker.exists():
-        marker.write_text("crashed once")
-        threading.Timer(1.5, os._exit, args=(137,)).start()
+    marker = Path(os.environ["EMU_TEST_RESUME_MARKER"])
+    deadline = time.monotonic() + 120
+    while int(event.get("invocation", 0)) >= 1 and not marker.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{marker} never appeared")
+        time.sleep(0.05)
     return handler(event, context)

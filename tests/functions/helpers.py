@@ -54,6 +54,32 @@ class CountdownContext:
         return 900_000 if self.calls >= 0 else 0
 
 
+class GateContext:
+    """Never runs out of time, but its `park_at`-th check blocks until the test opens the gate.
+
+    The worker checks the time once before each step, so with start_iteration 0 it parks with
+    iterations 0 .. park_at - 2 done: the PS is at iteration park_at - 1, whatever the speed.
+    """
+
+    def __init__(self, park_at: int) -> None:
+        self.park_at = park_at
+        self.calls = 0
+        self.parked = threading.Event()
+        self.gate = threading.Event()
+        self.memory_limit_in_mb = 1769
+
+    def get_remaining_time_in_millis(self) -> int:
+        self.calls += 1
+        if self.calls == self.park_at:
+            self.parked.set()
+            if not self.gate.wait(120):
+                raise TimeoutError("the test never opened the gate")
+        return 900_000
+
+    def wait_parked(self, timeout_s: float = 120) -> None:
+        assert self.parked.wait(timeout_s), "the worker never reached its parking iteration"
+
+
 def run_threads(fn: Any, args_list: list[tuple[Any, ...]], timeout_s: float = 120) -> list[Any]:
     """Run fn(*args) for each args in threads; re-raise the first failure."""
     results: list[Any] = [None] * len(args_list)

@@ -23,21 +23,16 @@ from functions.ps_client import PSClient
 from functions.task import WorkerTask
 
 from .conftest import endpoints
-from .helpers import CountdownContext, ps_vector, reference_params, run_threads, worker_event
+from .helpers import (
+    CountdownContext,
+    GateContext,
+    ps_vector,
+    reference_params,
+    run_threads,
+    worker_event,
+)
 
 ITERATIONS = 8
-
-
-class SlowContext:
-    """Never runs out of time, but each check sleeps: keeps the BSP run going long enough for
-    the test to interrupt it mid-run (the assertion never depends on when that happens)."""
-
-    def __init__(self, sleep_s: float = 0.03) -> None:
-        self.sleep_s = sleep_s
-
-    def get_remaining_time_in_millis(self) -> int:
-        time.sleep(self.sleep_s)
-        return 900_000
 
 
 def _assert_uninterrupted(got: np.ndarray, s3: Any, bucket: str, event: dict[str, Any],
@@ -168,17 +163,18 @@ def test_worker_killed_with_sigkill_and_reinvoked_matches(
         env=dict(os.environ),
     )
     rank0_result: list[Any] = []
-    rank0 = threading.Thread(
-        target=lambda: rank0_result.append(worker.handler(events[0], SlowContext()))
-    )
+    gate = GateContext(park_at=7)  # rank 0 waits after iteration 5; BSP holds rank 1 there too
+    rank0 = threading.Thread(target=lambda: rank0_result.append(worker.handler(events[0], gate)))
     rank0.start()
     try:
-        _wait_for_iteration(servers[0], 5)
+        gate.wait_parked()
+        _wait_for_iteration(servers[0], 6)
     finally:
         proc.kill()
         proc.wait()
+        gate.gate.set()
     killed_at = min(s.state.iteration for s in servers)  # a shard may be one ahead
-    assert killed_at < iterations, "the worker finished before it could be killed"
+    assert killed_at == 6
     second = worker.handler(events[1])  # the original event: start_iteration 0
     rank0.join(120)
     assert second["done"] and rank0_result[0]["done"]
@@ -195,16 +191,23 @@ class _Run:
     events: list[dict[str, Any]]
     threads: list[threading.Thread]
     results: list[Any]
+    gates: list[GateContext]
+
+    def go(self) -> None:
+        for gate in self.gates:
+            gate.gate.set()
 
     def join(self) -> None:
+        self.go()
         for t in self.threads:
             t.join(120)
         assert self.results[0]["done"] and self.results[1]["done"]
 
 
 def _start_checkpointed_run(
-    bucket: str, ps_cluster: Any, *, iterations: int, checkpoint_every: int, sleep_s: float
+    bucket: str, ps_cluster: Any, *, iterations: int, checkpoint_every: int, park_at: int
 ) -> _Run:
+    """Both workers park at the PS's iteration `park_at` (gates the test opens with `go`)."""
     ps_kwargs: dict[str, Any] = dict(
         learning_rate=0.05,
         momentum=0.9,
@@ -218,14 +221,17 @@ def _start_checkpointed_run(
         for r in range(2)
     ]
     results: list[Any] = [None, None]
+    gates = [GateContext(park_at=park_at + 1) for _ in range(2)]
 
     def run(rank: int) -> None:
-        results[rank] = worker.handler(events[rank], SlowContext(sleep_s))
+        results[rank] = worker.handler(events[rank], gates[rank])
 
     threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
     for t in threads:
         t.start()
-    return _Run(servers, ps_kwargs, events, threads, results)
+    for gate in gates:
+        gate.wait_parked()
+    return _Run(servers, ps_kwargs, events, threads, results, gates)
 
 
 def test_ps_restart_restores_checkpoint_and_workers_resume(
@@ -234,18 +240,17 @@ def test_ps_restart_restores_checkpoint_and_workers_resume(
     digits(2)
     iterations = 30
     run = _start_checkpointed_run(
-        bucket, ps_cluster, iterations=iterations, checkpoint_every=2, sleep_s=0.03
+        bucket, ps_cluster, iterations=iterations, checkpoint_every=2, park_at=7
     )
     ports = [s.address[1] for s in run.servers]
-    _wait_for_iteration(run.servers[1], 7)
     for server in run.servers:
         server.stop()
-    stopped_at = min(s.state.iteration for s in run.servers)
+    stopped_at = [s.state.iteration for s in run.servers]
     restarted = ps_cluster(2, 2, ports=ports, **run.ps_kwargs)
     run.join()
     restored = restarted[0].restored_iteration
-    assert stopped_at < iterations
-    assert restored is not None and restored % 2 == 0 and restored >= 2
+    assert stopped_at == [7, 7]
+    assert restored == 6  # the newest checkpoint both shards have (every 2 iterations)
     assert restarted[1].restored_iteration == restored
     # Iterations after the checkpoint were redone from the checkpoint, not from scratch.
     assert restarted[0].state.updates_applied == iterations - restored
@@ -260,9 +265,8 @@ def test_one_shard_restarted_alone_rolls_every_shard_back_and_ends_exact(
     digits(2)
     iterations = 24
     run = _start_checkpointed_run(
-        bucket, ps_cluster, iterations=iterations, checkpoint_every=4, sleep_s=0.05
+        bucket, ps_cluster, iterations=iterations, checkpoint_every=4, park_at=10
     )
-    _wait_for_iteration(run.servers[1], 10)
     run.servers[1].stop()
     ahead = run.servers[0].state.iteration
     restarted = ps_cluster(2, 2, ports=[run.servers[1].address[1]], only=[1], **run.ps_kwargs)

@@ -14,8 +14,14 @@ def test_remaining_time_counts_down_from_the_limit() -> None:
 
 
 def test_context_carries_lambda_attributes() -> None:
-    ctx = CountdownContext(limit_s=1.0, function_name="job-worker", memory_limit_in_mb=2048)
+    ticks = iter([100.0, 100.25])  # a clock the test drives: created at 100 s, asked at 100.25
+    ctx = CountdownContext(
+        limit_s=1.0,
+        function_name="job-worker",
+        memory_limit_in_mb=2048,
+        clock=lambda: next(ticks),
+    )
     assert ctx.invoked_function_arn.endswith(":function:job-worker")
     assert ctx.memory_limit_in_mb == 2048
     assert ctx.aws_request_id != CountdownContext(limit_s=1.0).aws_request_id
-    assert 0 < ctx.get_remaining_time_in_millis() <= 1000
+    assert ctx.get_remaining_time_in_millis() == 750

@@ -94,6 +94,8 @@ class Catalog:
     s3_usd_per_get: float
     interface_endpoints: tuple[str, ...]  # VPC interface endpoints the stacks create
     endpoint_usd_per_hour: float  # per endpoint (one AZ), partial hours billed as full
+    checkpoint_max_loss_s: float = 60.0  # policy: training a PS crash may redo
+    checkpoint_max_overhead: float = 0.02  # policy: share of training periodic checkpoints take
 
     def arch(self, name: str) -> LambdaArch:
         for a in self.architectures:
@@ -246,6 +248,8 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         s3_usd_per_get=float(of("s3_usd_per_get")),
         interface_endpoints=tuple(str(s) for s in nf("vpc_interface_endpoints")),
         endpoint_usd_per_hour=float(nf("vpc_endpoint_usd_per_hour")),
+        checkpoint_max_loss_s=float(of("checkpoint_max_loss_s")),
+        checkpoint_max_overhead=float(of("checkpoint_max_overhead")),
     )
     _validate(cat)
     return cat
@@ -263,6 +267,11 @@ def _validate(cat: Catalog) -> None:
         raise ValueError(f"catalog {cat.name}: invocation timeout must exceed the safety margin")
     if not cat.ps_types or cat.ps_default_type not in {p.name for p in cat.ps_types}:
         raise ValueError(f"catalog {cat.name}: default PS type must be one of the candidates")
+    if cat.checkpoint_max_loss_s <= 0 or not 0 < cat.checkpoint_max_overhead < 1:
+        raise ValueError(
+            f"catalog {cat.name}: checkpoint_max_loss_s must be > 0 and checkpoint_max_overhead"
+            " in (0, 1)"
+        )
     if cat.ps_max_shards < 1 or not cat.architectures:
         raise ValueError(f"catalog {cat.name}: needs at least one architecture and one PS shard")
 

@@ -112,6 +112,30 @@ def checkpoint_time_s(model_mb: float, ps_count: Arr, ps_s3_mb_s: float) -> Arr:
     return 2.0 * model_mb / np.asarray(ps_count, dtype=np.float64) / ps_s3_mb_s
 
 
+def checkpoint_interval_s(checkpoint_s: Arr, max_loss_s: float, max_overhead: float) -> Arr:
+    """Extension: training seconds between periodic PS checkpoints.
+
+    A PS shard that crashes restores its newest checkpoint, so the interval bounds the training
+    redone (λDNN checkpoints proactively for the same reason); each checkpoint stalls the
+    iteration that writes it by checkpoint_s, so the interval is never shorter than
+    checkpoint_s / max_overhead (Young, CACM 1974: the interval trades the two).
+    """
+    return np.maximum(max_loss_s, np.asarray(checkpoint_s, dtype=np.float64) / max_overhead)
+
+
+def checkpoint_every_iterations(step_s: Arr, interval_s: Arr) -> Arr:
+    """Extension: the interval in iterations (every shard counts the same iterations, so the
+    shards' checkpoints always share an iteration a restore can return to); at least 1."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        every = np.ceil(np.asarray(interval_s, dtype=np.float64) / step_s)
+    return np.where(np.isfinite(every), np.maximum(every, 1.0), 1.0)
+
+
+def periodic_checkpoint_s(step_s: Arr, checkpoint_s: Arr, interval_s: Arr) -> Arr:
+    """Extension: the periodic checkpoint's time per iteration, C every ⌈τ/step⌉ iterations."""
+    return np.asarray(checkpoint_s) / checkpoint_every_iterations(step_s, interval_s)
+
+
 def iterations_per_invocation(usable_s: float, overhead_s: Arr, iteration_s: Arr, k: Arr) -> Arr:
     """Extension (15-minute limit): iterations one invocation completes after its fixed overhead.
 
@@ -178,18 +202,21 @@ def endpoints_usd(usd_per_hour: float, endpoints: int, total_s: Arr) -> Arr:
     return usd_per_hour * endpoints * hours
 
 
-def s3_requests_usd(get_usd: float, put_usd: float, n: Arr, links: Arr, ps_count: Arr) -> Arr:
-    """Extension: shard GETs per link; dataset upload, a checkpoint per shard per link, results.
+def s3_requests_usd(
+    get_usd: float, put_usd: float, n: Arr, links: Arr, ps_count: Arr, periodic: Arr
+) -> Arr:
+    """Extension: shard GETs per link; dataset upload, checkpoints per shard, results.
 
     After each checkpoint a shard lists the checkpoints (LIST is billed as a PUT) to delete
     its own older ones (DELETE is free), so a checkpoint costs two PUT-class requests; each
-    shard also checkpoints iteration 0 when it is initialised.
+    shard checkpoints iteration 0 when it is initialised, at the end of every link and
+    `periodic` times in between.
     """
     n = np.asarray(n, dtype=np.float64)
     gets = n * links
-    # checkpoints + lists (one per link and the initial one), shards, manifest, split, results
-    puts = 2.0 * ps_count * (links + 1) + n + 4.0
-    return get_usd * gets + put_usd * puts
+    # checkpoints + lists (initial, one per link, periodic), shards, manifest, split, results
+    puts = 2.0 * ps_count * (links + 1 + np.asarray(periodic, dtype=np.float64)) + n + 4.0
+    return np.asarray(get_usd * gets + put_usd * puts)
 
 
 # --- one evaluation over a grid of cells ---------------------------------------------------------
@@ -210,6 +237,8 @@ class Cells:
     aggregation_per_iteration_s: Arr
     iteration_s: Arr
     checkpoint_s: Arr
+    checkpoint_every: Arr
+    periodic_checkpoint_s: Arr
     iterations_per_invocation: Arr
     invocations: Arr
     ephemeral_mb: Arr
@@ -274,7 +303,9 @@ class Timeline:
     s3_mb_s: Arr
     load_s: Arr
     compute_s: Arr  # per iteration
-    iteration_s: Arr
+    iteration_s: Arr  # compute + exchange + the periodic checkpoint's share
+    checkpoint_every: Arr  # iterations between periodic PS checkpoints
+    periodic_checkpoint_s: Arr  # per iteration
     iterations_per_invocation: Arr
     invocations: Arr
     chaining_s: Arr
@@ -327,7 +358,12 @@ def timeline(
     )
     load = load_time_s(profile.dataset_bytes / 1e6, nt.n, s3)
     comp = compute_time_s(nt.local_batch, rate_samples_s)
-    it = comp + nt.exchange_s
+    step = comp + nt.exchange_s
+    interval = checkpoint_interval_s(
+        nt.checkpoint_s, catalog.checkpoint_max_loss_s, catalog.checkpoint_max_overhead
+    )
+    periodic = periodic_checkpoint_s(step, nt.checkpoint_s, interval)
+    it = step + periodic
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
     link_overhead = profile.startup_s + load
     per_inv = iterations_per_invocation(usable, link_overhead + nt.checkpoint_s, it, nt.iterations)
@@ -342,6 +378,8 @@ def timeline(
         load_s=load,
         compute_s=comp,
         iteration_s=it,
+        checkpoint_every=checkpoint_every_iterations(step, interval),
+        periodic_checkpoint_s=periodic,
         iterations_per_invocation=per_inv,
         invocations=links,
         chaining_s=chaining,
@@ -376,7 +414,10 @@ def costs(
             n,
             links,
         )
-        s3c = s3_requests_usd(catalog.s3_usd_per_get, catalog.s3_usd_per_put, n, links, nt.ps_count)
+        periodic = np.floor(nt.iterations / tl.checkpoint_every)
+        s3c = s3_requests_usd(
+            catalog.s3_usd_per_get, catalog.s3_usd_per_put, n, links, nt.ps_count, periodic
+        )
         net = endpoints_usd(
             catalog.endpoint_usd_per_hour, len(catalog.interface_endpoints), tl.total_s
         )
@@ -393,6 +434,8 @@ def costs(
         aggregation_per_iteration_s=nt.aggregation_s,
         iteration_s=tl.iteration_s,
         checkpoint_s=nt.checkpoint_s,
+        checkpoint_every=tl.checkpoint_every,
+        periodic_checkpoint_s=tl.periodic_checkpoint_s,
         iterations_per_invocation=tl.iterations_per_invocation,
         invocations=links,
         ephemeral_mb=nt.ephemeral_mb,

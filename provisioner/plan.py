@@ -41,11 +41,12 @@ class Prediction:
     startup_s: float  # cold start of the first link (image load, import torch, model build)
     chaining_s: float  # extra links: checkpoint + restart + start-up per re-invocation
     total_s: float
-    iteration_s: float  # one BSP iteration: compute + communication + aggregation
+    iteration_s: float  # one BSP iteration: compute + communication + aggregation + checkpoints
     compute_per_iteration_s: float
     communication_per_iteration_s: float
     ps_bandwidth_mb_s: float  # B_p(n): the per-function share of PS bandwidth actually used
     s3_bandwidth_mb_s: float  # B_s(m)
+    checkpoint_s: float = 0.0  # periodic PS checkpoints: k × their share of an iteration
 
 
 @dataclass(frozen=True)

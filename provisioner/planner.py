@@ -127,6 +127,7 @@ def build_plan(
         communication_per_iteration_s=_f(c.communication_per_iteration_s),
         ps_bandwidth_mb_s=_f(c.ps_mb_s),
         s3_bandwidth_mb_s=_f(c.s3_mb_s),
+        checkpoint_s=k * _f(c.periodic_checkpoint_s),
     )
     cost = CostBreakdown(
         lambda_compute_usd=_f(c.lambda_usd),
@@ -139,7 +140,8 @@ def build_plan(
         vpc_endpoints_usd=_f(c.endpoints_usd),
     )
     b_l = _i(c.local_batch)
-    every = profile.checkpoint_every_iterations or per_inv
+    # The profile may pin the interval; otherwise the model's time-based one (checkpoint_interval_s)
+    every = profile.checkpoint_every_iterations or _i(c.checkpoint_every)
     training = TrainingSpec(
         model=profile.model,
         dataset=profile.dataset,

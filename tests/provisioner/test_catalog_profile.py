@@ -31,7 +31,7 @@ def test_every_catalog_figure_has_unit_source_date_and_tag(path: Path) -> None:
     assert len(figures) > 30
     for fig in figures:
         assert {"unit", "source", "date", "tag"} <= set(fig), fig
-        assert fig["tag"] in {"AWS", "3rd", "est"}
+        assert fig["tag"] in set(doc["tags"]) == {"AWS", "3rd", "est", "policy"}
     assert "describe_instance_types" in doc["refresh"] and "pricing" in doc["refresh"]
     load_catalog(path)
 

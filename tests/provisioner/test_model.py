@@ -132,18 +132,22 @@ def test_full_prediction_by_hand(catalog_2020: object) -> None:
     comm = 2 * 10 / (93.75 / 4) + 2 * 0.0005  # 2·d_m / (B_ps / n) + 2 RTT
     agg = 4 * 10 / 500
     ckpt = 2 * 10 / 100
-    it = comp + (comm + agg)
+    step = comp + (comm + agg)
+    every = math.ceil(max(60, ckpt / 0.02) / step)  # a checkpoint per minute of training
+    it = step + ckpt / every
     per_inv = math.floor((870 - (5 + load + ckpt)) / it)
     links = math.ceil(k / per_inv)
     chaining = (links - 1) * (ckpt + 0.5 + 5 + load)
     total = 5 + load + k * it + chaining
-    assert (per_inv, links) == (452, 3)
+    assert (per_inv, links, every) == (450, 3, 32)
+    assert float(c.checkpoint_every[0]) == every
     assert float(c.total_s[0]) == pytest.approx(total, rel=1e-12)
     billed = total - (links - 1) * 0.5
     lam = 0.0000166667 * 1.0 * 4 * billed
     ps = 0.096 / 3600 * max(total, 60)
     sfn = 0.000025 * (12 + 4 * 4 * links)
-    s3 = 0.0000004 * 4 * links + 0.000005 * (2 * 1 * (links + 1) + 4 + 4)  # checkpoint PUT + LIST
+    periodic = k // every
+    s3 = 0.0000004 * 4 * links + 0.000005 * (2 * 1 * (links + 1 + periodic) + 4 + 4)  # PUT + LIST
     req = 0.0000002 * 4 * links
     endpoints = 0.01 * 8 * math.ceil(total / 3600)  # 8 interface endpoints, started hours
     assert float(c.lambda_usd[0]) == pytest.approx(lam, rel=1e-12)
@@ -151,6 +155,16 @@ def test_full_prediction_by_hand(catalog_2020: object) -> None:
     assert float(c.endpoints_usd[0]) == pytest.approx(endpoints, rel=1e-12)
     assert float(c.total_usd[0]) == pytest.approx(lam + req + ps + sfn + s3 + endpoints, rel=1e-12)
     assert float(c.ephemeral_usd[0]) == 0.0  # 2020: /tmp fixed at 512 MB
+
+
+def test_checkpoint_interval_bounds_the_loss_unless_checkpoints_are_slow() -> None:
+    """A minute of training between checkpoints, stretched so they take at most 2% of it."""
+    got = model.checkpoint_interval_s(np.array([0.01, 1.2, 3.0]), 60.0, 0.02)
+    assert got.tolist() == [60.0, 60.0, 150.0]
+    every = model.checkpoint_every_iterations(np.array([0.002, 7.0, 120.0, np.inf]), 60.0)
+    assert every.tolist() == [30_000, 9, 1, 1]
+    share = model.periodic_checkpoint_s(np.array([7.0]), np.array([0.9]), 60.0)
+    assert float(share[0]) == pytest.approx(0.1)  # 0.9 s every 9 iterations
 
 
 def test_too_slow_to_fit_one_invocation_is_infeasible(catalog_2025: object) -> None:

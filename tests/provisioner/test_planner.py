@@ -199,6 +199,7 @@ def test_plan_fields_are_consistent(catalog_2025: Catalog) -> None:
     assert p.vcpu_share == pytest.approx(p.memory_mb / 1769, abs=1e-4)
     pr = p.prediction
     parts = pr.startup_s + pr.load_s + pr.compute_s + pr.communication_s + pr.ps_aggregation_s
+    parts += pr.checkpoint_s  # periodic PS checkpoints
     assert pr.total_s == pytest.approx(parts + pr.chaining_s, rel=1e-9)
     c = p.cost
     items = (
@@ -247,3 +248,20 @@ def test_worker_count_is_capped_by_1000_and_the_global_batch(catalog_2025: Catal
     )
     assert int(big.n.max()) == 1000
     assert int(build_space(DIGITS, catalog_2025, Limits()).n.max()) == 256  # b_g^max
+
+
+def test_checkpoints_come_every_minute_of_training_not_once_per_invocation() -> None:
+    """A PS crash redoes at most about a minute of training (the catalog's policy), not a
+    whole 15-minute invocation: ResNet-18 in an hour checkpoints every ~23 iterations, not 318."""
+    catalog = load_catalog("lambda-2025")
+    plan = plan_job(
+        load_profile("cifar10-resnet18"), catalog, Goal(deadline_s=3600), Limits(), job="t"
+    ).plan
+    every = plan.training.checkpoint_every_iterations
+    step_s = plan.prediction.iteration_s - plan.prediction.checkpoint_s / plan.training.iterations
+    assert (every - 1) * step_s < catalog.checkpoint_max_loss_s <= every * step_s
+    per_invocation = math.ceil(plan.training.iterations / plan.invocations_per_worker)
+    assert every < per_invocation
+    # Priced: periodic checkpoints take their time, within the catalog's overhead share.
+    share = plan.prediction.checkpoint_s / plan.prediction.total_s
+    assert 0 < share <= catalog.checkpoint_max_overhead

@@ -91,7 +91,7 @@ class TrainingNetwork(Construct):
             description="Interface endpoints: HTTPS from workers and parameter servers",
             allow_all_outbound=False,
         )
-        self._restrict_egress(ps_port)
+        self._connect(ps_port)
         for service in interface_endpoints:
             self.vpc.add_interface_endpoint(
                 endpoint_id(service),
@@ -102,9 +102,10 @@ class TrainingNetwork(Construct):
                 security_groups=[self.endpoint_security_group],
             )
 
-    def _restrict_egress(self, ps_port: int) -> None:
-        """Workers reach the PS port and HTTPS; the PS reaches HTTPS only (it never calls out to
-        a worker: workers connect to it and the groups are stateful).
+    def _connect(self, ps_port: int) -> None:
+        """The only connections: workers reach the PS port and HTTPS, the PS reaches HTTPS only
+        (it never calls a worker: workers connect to it and groups are stateful). `allow_to`
+        writes the egress rule on one group and the matching ingress rule on the other.
 
         HTTPS to 0.0.0.0/0 is the S3 gateway endpoint: its route targets S3's AWS-managed prefix
         list, whose id CloudFormation does not return for a gateway endpoint and CDK can only

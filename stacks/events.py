@@ -20,6 +20,11 @@ def checkpoint_prefix(plan: Plan) -> str:
     return f"{plan.job}/checkpoints"
 
 
+def result_keys(plan: Plan) -> tuple[str, str]:
+    """The final model and the run report: all that functions/finalize.py writes."""
+    return f"{plan.job}/model.pt", f"{plan.job}/report.json"
+
+
 def shards_prefix(plan: Plan) -> str:
     """Shards are one per worker, so the prefix names n: a new n never reads stale shards."""
     return f"{plan.job}/shards-n{plan.n_workers}"

@@ -2,11 +2,13 @@
 
 CDK's `bucket.grant_read_write` adds wildcard actions (`s3:GetObject*`, `s3:List*`, ...) that
 cdk-nag rightly flags; these statements name each action and scope objects to one prefix, so the
-only wildcard left is the object key under that prefix, which the runtime chooses.
+only wildcard left is the object key under that prefix, which the runtime chooses. Keys the
+runtime does not choose (the final model and report) are granted by their exact names.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aws_cdk import Aws
@@ -38,23 +40,44 @@ def job_bucket(job: str, purpose: str) -> BucketRef:
     return BucketRef(name=f"{stem}-{Aws.ACCOUNT_ID}", nag_name=f"{stem}-<AWS::AccountId>")
 
 
-def prefix_access(bucket: BucketRef, prefix: str, *, write: bool,
-                  delete: bool = False) -> list[iam.PolicyStatement]:  # fmt: skip
-    """Read (optionally write, delete) the objects under `prefix/`, and list only that prefix."""
+def prefix_access(bucket: BucketRef, prefix: str, *, write: bool, delete: bool = False,
+                  read: bool = True) -> list[iam.PolicyStatement]:  # fmt: skip
+    """Read (GetObject, and ListBucket of that prefix only), write (PutObject), delete the objects
+    under `prefix/`, each only if asked.
+
+    Listing stays with reading: without s3:ListBucket a missing key answers 403 instead of 404, and
+    a reader could not tell "not prepared yet" from "not allowed". The runtime writes with a single
+    PutObject (no multipart upload), so no s3:AbortMultipartUpload.
+    """
     objects = [f"{bucket.arn}/{prefix}/*"] if prefix else [f"{bucket.arn}/*"]
-    actions = ["s3:GetObject"] + (["s3:PutObject", "s3:AbortMultipartUpload"] if write else [])
+    actions = (["s3:GetObject"] if read else []) + (["s3:PutObject"] if write else [])
     actions += ["s3:DeleteObject"] if delete else []
     listing = {"StringLike": {"s3:prefix": [f"{prefix}/*", prefix]}} if prefix else None
-    return [
-        iam.PolicyStatement(actions=actions, resources=objects),
-        iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.arn], conditions=listing),
-    ]
+    statements = [iam.PolicyStatement(actions=actions, resources=objects)]
+    if read:
+        listing_statement = iam.PolicyStatement(
+            actions=["s3:ListBucket"], resources=[bucket.arn], conditions=listing
+        )
+        statements.append(listing_statement)
+    return statements
+
+
+def put_exact_objects(bucket: BucketRef, keys: Sequence[str]) -> iam.PolicyStatement:
+    """PutObject on exactly these keys: no wildcard, so nothing for cdk-nag to acknowledge."""
+    objects = [f"{bucket.arn}/{key}" for key in keys]
+    return iam.PolicyStatement(actions=["s3:PutObject"], resources=objects)
+
+
+def read_secret_value(secret_arn: str) -> iam.PolicyStatement:
+    """The one call the runtime makes on the shared secret (`functions/aws.py`): no Describe."""
+    return iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[secret_arn])
 
 
 def grant_prefix(principal: iam.IGrantable, owner: IConstruct, bucket: BucketRef, prefix: str,
-                 *, write: bool, reason: str, delete: bool = False) -> None:  # fmt: skip
+                 *, write: bool, reason: str, delete: bool = False,
+                 read: bool = True) -> None:  # fmt: skip
     """Add `prefix_access` to `principal` and acknowledge its one key wildcard on `owner`."""
-    for statement in prefix_access(bucket, prefix, write=write, delete=delete):
+    for statement in prefix_access(bucket, prefix, write=write, delete=delete, read=read):
         principal.grant_principal.add_to_principal_policy(statement)
     key = f"{prefix}/*" if prefix else "*"
     acknowledge(

@@ -74,19 +74,14 @@ class TrainingNetwork(Construct):
             "Workers",
             vpc=self.vpc,
             description="Training workers (Lambda): reach the PS, S3 and the endpoints only",
-            allow_all_outbound=True,
+            allow_all_outbound=False,
         )
         self.ps_security_group = ec2.SecurityGroup(
             self,
             "ParameterServers",
             vpc=self.vpc,
             description="Parameter servers: PS port open to the workers group only",
-            allow_all_outbound=True,
-        )
-        self.ps_security_group.add_ingress_rule(
-            self.worker_security_group,
-            ec2.Port.tcp(ps_port),
-            "PS protocol from the training workers only",
+            allow_all_outbound=False,
         )
         # Endpoints accept HTTPS from our two groups only (not the whole VPC range).
         self.endpoint_security_group = ec2.SecurityGroup(
@@ -96,8 +91,7 @@ class TrainingNetwork(Construct):
             description="Interface endpoints: HTTPS from workers and parameter servers",
             allow_all_outbound=False,
         )
-        for peer in (self.worker_security_group, self.ps_security_group):
-            self.endpoint_security_group.add_ingress_rule(peer, ec2.Port.tcp(443), "AWS APIs")
+        self._connect(ps_port)
         for service in interface_endpoints:
             self.vpc.add_interface_endpoint(
                 endpoint_id(service),
@@ -106,4 +100,29 @@ class TrainingNetwork(Construct):
                 private_dns_enabled=True,
                 open=False,
                 security_groups=[self.endpoint_security_group],
+            )
+
+    def _connect(self, ps_port: int) -> None:
+        """The only connections: workers reach the PS port and HTTPS, the PS reaches HTTPS only
+        (it never calls a worker: workers connect to it and groups are stateful). `allow_to`
+        writes the egress rule on one group and the matching ingress rule on the other.
+
+        HTTPS to 0.0.0.0/0 is the S3 gateway endpoint: its route targets S3's AWS-managed prefix
+        list, whose id CloudFormation does not return for a gateway endpoint and CDK can only
+        look up with AWS credentials at synth; the subnets have no route to anything else
+        outside the VPC (no NAT, no internet gateway). DNS, instance metadata and time sync are
+        not filtered by security groups.
+        """
+        https = ec2.Port.tcp(443)
+        self.worker_security_group.connections.allow_to(
+            self.ps_security_group,
+            ec2.Port.tcp(ps_port),
+            "PS protocol from the training workers only",
+        )
+        for group in (self.worker_security_group, self.ps_security_group):
+            group.connections.allow_to(self.endpoint_security_group, https, "AWS APIs")
+            group.add_egress_rule(
+                ec2.Peer.any_ipv4(),
+                https,
+                "S3 via the gateway endpoint; no other route leaves the VPC",
             )

@@ -21,7 +21,7 @@ from constructs import Construct
 
 from provisioner.plan import Plan
 from stacks.events import PS_PORT, checkpoint_prefix, ps_command
-from stacks.grants import BucketRef, grant_prefix
+from stacks.grants import BucketRef, grant_prefix, read_secret_value
 from stacks.image import ImageSpec
 from stacks.nag import acknowledge
 
@@ -85,7 +85,7 @@ class ParameterServers(Construct):
             description=f"Parameter servers of job {plan.job}",
         )  # fmt: skip
         image.repository.grant_pull(self.role)
-        secret.grant_read(self.role)
+        self.role.add_to_policy(read_secret_value(secret.secret_arn))
         self.log_group.grant_write(self.role)
         # Delete: each shard removes its own checkpoints older than the newest common one.
         grant_prefix(self.role, self.role, artifacts, checkpoint_prefix(plan), write=True,

@@ -8,9 +8,15 @@ from constructs import Construct
 
 from provisioner.plan import Plan
 from stacks.data import DataLayout
-from stacks.events import checkpoint_prefix, prepare_event, shards_prefix, worker_event
+from stacks.events import (
+    checkpoint_prefix,
+    prepare_event,
+    result_keys,
+    shards_prefix,
+    worker_event,
+)
 from stacks.functions import ImageFunction, VpcPlacement
-from stacks.grants import grant_prefix
+from stacks.grants import grant_prefix, put_exact_objects, read_secret_value
 from stacks.image import ImageSpec
 from stacks.nag import acknowledge, logical_id
 from stacks.network import TrainingNetwork
@@ -87,22 +93,32 @@ class TrainingStack(Stack):
         self._outputs(plan, layout, machine.state_machine_arn)
 
     def _grant(self, plan: Plan, layout: DataLayout, secret: secretsmanager.ISecret) -> None:
-        """Each function gets exactly the prefixes it touches."""
+        """Each role gets exactly what its handler does, read from the handlers themselves.
+
+        Worker (functions/worker.py): the manifest and its shard, the secret; it writes nothing
+        to S3 (the PS writes the checkpoints). Finalize (functions/finalize.py): the manifest and
+        test split, the PS checkpoints, the secret (it asks the PS for a last checkpoint); writes
+        exactly model.pt and report.json. Prepare (functions/datasets.py): reads the source,
+        writes the shards and manifest, reads nothing back.
+        """
         shards = shards_prefix(plan)
         grant_prefix(self.worker.function, self.worker, layout.dataset, shards, write=False,
                      reason="Reads its shard; keys are listed in the run's manifest.")
         grant_prefix(self.finalize.function, self.finalize, layout.dataset, shards, write=False,
                      reason="Reads the manifest and the held-out split for the run report.")
-        grant_prefix(self.prepare.function, self.prepare, layout.dataset, shards, write=True,
-                     reason="Writes this run's shards and manifest under one prefix.")
+        grant_prefix(self.finalize.function, self.finalize, layout.artifacts,
+                     checkpoint_prefix(plan), write=False,
+                     reason="Reads the PS checkpoints; shard and iteration are in the key.")
+        self.finalize.function.add_to_role_policy(
+            put_exact_objects(layout.artifacts, result_keys(plan)))
+        grant_prefix(self.prepare.function, self.prepare, layout.dataset, shards, read=False,
+                     write=True, reason="Writes this run's shards and manifest under one prefix.")
         if layout.source_bucket is not None:
             grant_prefix(self.prepare.function, self.prepare, layout.source_bucket,
                          layout.source_prefix, write=False,
                          reason="Reads the user's dataset objects under the given prefix.")
         for fn in (self.worker, self.finalize):
-            secret.grant_read(fn.function)
-            grant_prefix(fn.function, fn, layout.artifacts, plan.job, write=True,
-                         reason="Checkpoints, final model and report under this job's prefix.")
+            fn.function.add_to_role_policy(read_secret_value(secret.secret_arn))
 
     def _acknowledge_orchestration(self) -> str:
         """Acknowledge the state machine's findings; return its executions' nag ARN form."""

@@ -186,7 +186,7 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
 
 
 def check_dataset(profile: WorkloadProfile, dataset: str, spec: str) -> None:
-    """ValueError unless `dataset` (as written `spec`) has the input shape the profile was built on."""
+    """ValueError unless `dataset` (written `spec`) has the input shape the profile was made on."""
     given, profiled = INPUT_SHAPES.get(dataset), INPUT_SHAPES[profile.dataset]
     if given != profiled:
         shape = "×".join(map(str, given)) if given else "unknown"

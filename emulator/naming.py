@@ -39,7 +39,8 @@ def run_dir(job: str, given: Path | None, runs_root: Path) -> Path:
     for folder in (out, *out.parents):
         if folder.exists():
             if not folder.is_dir():
-                raise ValueError(f"output folder {str(out)!r}: {str(folder)!r} is not a folder")
+                where = "" if folder == out else f" ({str(folder)!r} is a file)"
+                raise ValueError(f"output folder {str(out)!r} is not a folder{where}")
             if not os.access(folder, os.W_OK):
                 raise ValueError(f"output folder {str(out)!r}: {str(folder)!r} is not writable")
             break

@@ -59,7 +59,8 @@ def png_file(text: str) -> str:
     if os.path.isdir(text) or not text.lower().endswith(".png"):
         raise argparse.ArgumentTypeError(f"{text!r} is not a .png file path, e.g. frontier.png")
     if not os.path.isdir(folder):
-        raise argparse.ArgumentTypeError(f"{text!r}: folder {folder!r} does not exist")
+        problem = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text!r}: {folder!r} {problem}")
     if not os.access(folder, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text!r}: folder {folder!r} is not writable")
     return text

@@ -36,7 +36,7 @@ from emulator.naming import SECRET_ENV, bucket_name, run_dir
 from emulator.procs import Supervisor, wait_for_log_line
 from emulator.progress import ProgressBar, logged_loss
 from emulator.ps_status import current_iteration, update_seconds
-from emulator.report import finish_report
+from emulator.report import finish_report, write_text_atomically
 from emulator.s3server import S3Endpoint, s3_server
 from provisioner.plan import Plan
 from stacks import events
@@ -416,7 +416,7 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
     except EmulatorError as err:
         failed = {"job": plan.job, "status": "failed", "error": str(err)}
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "report.json").write_text(json.dumps(failed, indent=2) + "\n")
+        write_text_atomically(out_dir / "report.json", json.dumps(failed, indent=2) + "\n")
         raise
 
 

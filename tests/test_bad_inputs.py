@@ -319,6 +319,27 @@ def test_a_full_disk_while_writing_plan_json_keeps_the_old_one(
     assert "Traceback" not in result.stderr
 
 
+def test_a_full_disk_while_writing_the_report_keeps_the_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from emulator.report import write_text_atomically
+
+    real_write = Path.write_text
+
+    def full_disk(self: Path, text: str, **kwargs: Any) -> int:
+        real_write(self, text[:5], **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+
+    report = tmp_path / "report.json"
+    report.write_text('{"status": "old"}')
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        write_text_atomically(report, '{"status": "new"}')
+    monkeypatch.undo()
+    assert report.read_text() == '{"status": "old"}'
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
 def test_a_symlinked_run_folder_is_refused_before_anything_is_deleted(tmp_path: Path) -> None:
     from emulator.naming import run_dir
 

@@ -3,7 +3,9 @@
 `cdk synth -c deadline=90m` (or budget=, workload=, dataset=, ...; see docs/stacks.md) reads the
 context once (stacks/context.py), calls the planner once, prints why this plan, writes
 `cdk.out/plan.json` for the emulator, and builds the stacks from the Plan.
-Exit codes: 2 bad input (every problem listed, one line each), 3 no plan meets the goal.
+Exit codes: 2 bad input (every problem listed, one line each), 3 no plan meets the goal, 1 the
+plan could not be written (one line naming the path). `cdk synth` itself reports any non-zero
+exit of this app as 1 ("Subprocess exited with error 2"); the app's own line says which it was.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from provisioner import (
     Infeasible,
     Limits,
     PlanResult,
+    check_dataset,
     format_duration_s,
     format_usd,
     load_catalog,
@@ -32,7 +35,7 @@ from provisioner import (
 from stacks.context import ContextError, JobContext, read_context
 from stacks.image import DOCKERFILE, REPO_ROOT
 
-EXIT_BAD_INPUT, EXIT_INFEASIBLE = 2, 3
+EXIT_WRITE_FAILED, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 1, 2, 3
 
 
 def plan_for(ctx: JobContext) -> PlanResult:
@@ -46,6 +49,10 @@ def plan_for(ctx: JobContext) -> PlanResult:
     )
     goal = Goal(deadline_s=ctx.deadline_s, budget_usd=ctx.budget_usd, slack=ctx.slack)
     profile, catalog = load_profile(ctx.workload), load_catalog(ctx.catalog)
+    # Generated data has a known shape; local and s3:// data is first seen by the prepare step.
+    generated = {"builtin": ctx.dataset.name, "synthetic": "synthetic-cifar"}.get(ctx.dataset.kind)
+    if generated is not None:
+        check_dataset(profile, generated, ctx.dataset.spec)
     return plan_job(profile, catalog, goal, limits, ctx.job)
 
 
@@ -80,6 +87,20 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
     ]
 
 
+def write_atomically(path: str, text: str) -> None:
+    """Written beside and renamed into place: an interrupted synth never leaves half a plan."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = path + ".tmp"
+    try:
+        with open(partial, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(partial, path)
+    except OSError:
+        if os.path.exists(partial):
+            os.remove(partial)
+        raise
+
+
 def synth_job(app: App, *, err: TextIO) -> int:
     """Build the job's stacks into `app`; return the process exit code (0 when synthesized)."""
     from stacks.job import add_job_stacks  # after validation: aws_cdk constructs are slow-ish
@@ -110,12 +131,12 @@ def synth_job(app: App, *, err: TextIO) -> int:
         return EXIT_BAD_INPUT
     for line in summary_lines(ctx, result):
         print(line, file=err)
-    os.makedirs(app.outdir, exist_ok=True)
     plan_path = os.path.join(app.outdir, "plan.json")
-    # Written beside and renamed into place, so an interrupted synth never leaves half a plan.
-    with open(plan_path + ".tmp", "w", encoding="utf-8") as handle:
-        handle.write(result.to_json())
-    os.replace(plan_path + ".tmp", plan_path)
+    try:
+        write_atomically(plan_path, result.to_json())
+    except OSError as exc:  # a full disk, cdk.out a file: one line, the old plan.json intact
+        print(f"error: cannot write {plan_path}: {exc.strerror or exc}", file=err)
+        return EXIT_WRITE_FAILED
     shown = os.path.relpath(plan_path)
     print(f"plan written to {plan_path if shown.startswith('..') else shown}", file=err)
     add_job_stacks(app, plan=result.plan, dataset=ctx.dataset)

@@ -1,7 +1,8 @@
 """`python -m emulator cdk.out/plan.json [--invocation-limit 60s] [--cpu-scale auto] [--out DIR]`.
 
-Bad input gets one line naming the bad value and what is accepted, and exit code 2; a run that
-fails gets one line saying what failed and exit code 1; no traceback either way.
+Bad input gets one line naming the bad value and what is accepted, and exit code 2, before any
+server starts or any file is touched; a run that fails (a full disk included) gets one line saying
+what failed and exit code 1; no traceback either way.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import re
 import sys
 from pathlib import Path
 
-from emulator.cpu import parse_cpu_scale
-from emulator.orchestrator import EmulatorError, Options, run
+from emulator.cpu import check_cpu_scale, parse_cpu_scale
+from emulator.naming import run_dir
+from emulator.orchestrator import REPO_ROOT, EmulatorError, Options, run
+from provisioner.cli import OneLineParser
 from provisioner.plan import Plan
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
@@ -48,24 +51,37 @@ def parse_iterations_per_invocation(value: str) -> int:
     return int(value)
 
 
+def parse_attempts(value: str) -> int:
+    """`--max-attempts`: a whole number of tries, at least 1."""
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"bad --max-attempts {value!r}: expected a whole number, 1 or more")
+    return int(value)
+
+
 def load_plan(path: Path) -> Plan:
     """The Plan in a cdk.out/plan.json (or a bare Plan JSON); ValueError with one line if bad."""
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as err:
         raise ValueError(
             f"cannot read plan {str(path)!r}: {err.strerror}; run `npx cdk synth` first"
         ) from None
     try:
-        return Plan.from_json(text)
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        return Plan.from_json(raw.decode("utf-8"))
+    except UnicodeDecodeError:
         raise ValueError(
-            f"{str(path)!r} is not a plan.json written by app.py ({type(err).__name__}: {err})"
+            f"{str(path)!r} is not a plan.json written by app.py (not UTF-8)"
         ) from None
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"{str(path)!r} is not a plan.json written by app.py (not JSON: {err})"
+        ) from None
+    except ValueError as err:  # Plan.from_dict names the first missing or bad field
+        raise ValueError(f"{str(path)!r} is not a plan.json written by app.py: {err}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m emulator",
         description="Run a synthesized plan locally: S3 server, PS processes, Lambda workers.",
     )
@@ -89,8 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--max-attempts",
-        type=int,
-        default=3,
+        default="3",
         help="tries per invocation before the run fails (default 3)",
     )
     parser.add_argument(
@@ -115,18 +130,20 @@ def main(argv: list[str] | None = None) -> int:
         limit_s = parse_limit_s(args.invocation_limit)
         scale = None if args.cpu_scale == "auto" else parse_cpu_scale(args.cpu_scale)
         per_invocation = parse_iterations_per_invocation(args.iterations_per_invocation)
-        if args.max_attempts < 1:
-            raise ValueError(f"bad --max-attempts {args.max_attempts}: expected 1 or more")
+        max_attempts = parse_attempts(args.max_attempts)
         plan = load_plan(args.plan)
+        if scale is not None:
+            check_cpu_scale(args.cpu_scale, scale, plan.memory_mb)
+        out_dir = run_dir(plan.job, args.out, REPO_ROOT / "runs")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     options = Options(
         invocation_limit_s=limit_s,
         cpu_scale=scale,
-        out_dir=args.out,
+        out_dir=out_dir,
         s3=args.s3,
-        max_attempts=args.max_attempts,
+        max_attempts=max_attempts,
         quiet=args.quiet,
         iterations_per_invocation=per_invocation,
     )
@@ -134,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         run(plan, options)
     except EmulatorError as err:
         print(f"emulator: run failed: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:  # e.g. ENOSPC writing logs or the report
+        print(
+            f"emulator: run failed: cannot write {err.filename or 'a file'}: {err.strerror or err}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print("emulator: interrupted; every process it started has been stopped", file=sys.stderr)

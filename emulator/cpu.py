@@ -69,6 +69,20 @@ def parse_cpu_scale(value: str) -> float:
     return scale
 
 
+def check_cpu_scale(text: str, scale: float, memory_mb: float) -> None:
+    """ValueError unless `scale` gives a worker of `memory_mb` a quota the kernel can enforce.
+
+    Below MIN_QUOTA_US per period the quota would be raised to the minimum without a word, and
+    the run would measure another scale than the one asked for.
+    """
+    lowest = MIN_QUOTA_US / CFS_PERIOD_US / lambda_vcpu_share(memory_mb)
+    if scale < lowest:
+        raise ValueError(
+            f"bad --cpu-scale {text!r}: a {memory_mb:g} MB worker needs at least {lowest:.3g} "
+            f"(the kernel's smallest CPU quota, {MIN_QUOTA_US} µs per {CFS_PERIOD_US} µs)"
+        )
+
+
 def local_cores(memory_mb: float, cpu_scale: float) -> float:
     """Local cores one worker of `memory_mb` gets: its Lambda vCPU share × cpu_scale."""
     return lambda_vcpu_share(memory_mb) * cpu_scale

@@ -32,11 +32,11 @@ from emulator.invocation import (
     start_environment,
     submit,
 )
-from emulator.naming import SECRET_ENV, bucket_name
+from emulator.naming import SECRET_ENV, bucket_name, run_dir
 from emulator.procs import Supervisor, wait_for_log_line
 from emulator.progress import ProgressBar, logged_loss
 from emulator.ps_status import current_iteration, update_seconds
-from emulator.report import finish_report
+from emulator.report import finish_report, write_text_atomically
 from emulator.s3server import S3Endpoint, s3_server
 from provisioner.plan import Plan
 from stacks import events
@@ -413,13 +413,13 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
     With `endpoint`, that running S3 server is used (tests share one); otherwise one is started
     for the run and stopped with it. A failed run still leaves a report.json saying what failed.
     """
-    out_dir = options.out_dir or (REPO_ROOT / "runs" / plan.job)
+    out_dir = run_dir(plan.job, options.out_dir, REPO_ROOT / "runs")  # before anything is deleted
     try:
         return _run(plan, options, out_dir, endpoint)
     except EmulatorError as err:
         failed = {"job": plan.job, "status": "failed", "error": str(err)}
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "report.json").write_text(json.dumps(failed, indent=2) + "\n")
+        write_text_atomically(out_dir / "report.json", json.dumps(failed, indent=2) + "\n")
         raise
 
 

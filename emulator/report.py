@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -372,6 +373,17 @@ def mirror_prefix(s3: Any, bucket: str, prefix: str, local_dir: Path) -> list[st
     return copied
 
 
+def write_text_atomically(path: Path, text: str) -> None:
+    """Written beside and renamed into place: a full disk leaves no half report (the OSError
+    names the path; the CLI makes it one line)."""
+    partial = path.with_name(path.name + ".partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 def finish_report(record: RunRecord, endpoint: S3Endpoint) -> dict[str, Any]:
     """Evaluate, write report.json + loss.png locally and to the artifacts bucket, print."""
 
@@ -397,7 +409,7 @@ def finish_report(record: RunRecord, endpoint: S3Endpoint) -> dict[str, Any]:
     }
     body = json.dumps(json_safe(report), indent=2, sort_keys=True, default=str, allow_nan=False)
     body += "\n"
-    (out / "report.json").write_text(body)
+    write_text_atomically(out / "report.json", body)
     s3.upload_fileobj(io.BytesIO(body.encode()), bucket, f"{prefix}/report.json")
     mirror_prefix(s3, bucket, f"{record.plan.job}/", out / "artifacts")
     if record.options.print_report:

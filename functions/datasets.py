@@ -31,6 +31,9 @@ import numpy as np
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
 SYNTHETIC_CIFAR_CLASSES = 10
+# Generated whole in memory: the same bound as provisioner.parse.MAX_SYNTHETIC_SAMPLES (the image
+# does not ship the planner; a test holds the two equal).
+MAX_SYNTHETIC_SAMPLES = 60_000
 
 
 class DatasetError(ValueError):
@@ -48,9 +51,10 @@ def load_source(source: str, seed: int = 0, s3: Any = None) -> tuple[np.ndarray,
         return x, digits.target.astype(np.int64), False
     if source.startswith("synthetic-cifar:"):
         count = source.split(":", 1)[1]
-        if not count.isdigit() or int(count) < 1:
+        if not count.isdigit() or not 1 <= int(count) <= MAX_SYNTHETIC_SAMPLES:
             raise DatasetError(
-                f"bad source {source!r}: expected synthetic-cifar:<samples> with samples >= 1"
+                f"bad source {source!r}: expected synthetic-cifar:<samples> with samples "
+                f"from 1 to {MAX_SYNTHETIC_SAMPLES}"
             )
         return (*synthetic_cifar(int(count), seed), True)
     if source.startswith("s3://"):

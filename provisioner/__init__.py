@@ -13,7 +13,7 @@ from provisioner.parse import (
 )
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.planner import FrontierPoint, Infeasible, Limits, PlanResult, plan_job
-from provisioner.profile import WorkloadProfile, load_profile
+from provisioner.profile import WorkloadProfile, check_dataset, load_profile
 
 __all__ = [
     "Catalog",
@@ -28,6 +28,7 @@ __all__ = [
     "PsType",
     "TrainingSpec",
     "WorkloadProfile",
+    "check_dataset",
     "format_duration_s",
     "format_usd",
     "load_catalog",

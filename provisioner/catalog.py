@@ -143,6 +143,12 @@ def read_data_json(name_or_path: str | Path, directory: Path, kind: str) -> tupl
         raise ValueError(
             f"{kind} {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}"
         ) from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{kind} {str(path)!r} is not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON"
+        ) from None
+    except OSError as exc:
+        raise ValueError(f"{kind} {str(path)!r} cannot be read: {exc.strerror}") from None
 
 
 def _figure(section: dict[str, Any], key: str, where: str) -> Any:

@@ -1,6 +1,7 @@
 """`python -m provisioner plan|frontier`: plan a job from a profile and print or chart it.
 
-Exit codes: 0 plan found, 2 bad input (one line on stderr), 3 infeasible (one line on stderr).
+Exit codes: 0 plan found, 2 bad input (one line on stderr), 3 infeasible (one line on stderr),
+1 the chart could not be written (e.g. a full disk; one line naming the path, no partial file).
 matplotlib is imported inside the frontier command only, so the library stays pure.
 """
 
@@ -16,6 +17,7 @@ from provisioner.parse import (
     format_duration_s,
     format_usd,
     parse_duration_s,
+    parse_job_name,
     parse_slack,
     parse_usd,
 )
@@ -23,10 +25,10 @@ from provisioner.plan import Goal, Plan
 from provisioner.planner import ARCH_CHOICES, Infeasible, Limits, PlanResult, plan_job
 from provisioner.profile import load_profile
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 2, 3
+EXIT_OK, EXIT_WRITE_FAILED, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
 
 
-class _Parser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     """argparse that reports bad input as one line and exit code 2 (no usage dump)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]  # never returns
@@ -44,9 +46,29 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _job_name(text: str) -> str:
+    try:
+        return parse_job_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def png_file(text: str) -> str:
+    """A .png path whose folder exists and is writable (checked before any work is done)."""
+    folder = os.path.dirname(os.path.abspath(text))
+    if os.path.isdir(text) or not text.lower().endswith(".png"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a .png file path, e.g. frontier.png")
+    if not os.path.isdir(folder):
+        problem = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text!r}: {folder!r} {problem}")
+    if not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text!r}: folder {folder!r} is not writable")
+    return text
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m provisioner", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = OneLineParser(prog="python -m provisioner", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for name, text in (
         ("plan", "print the cheapest plan for a goal"),
         ("frontier", "write the time-cost Pareto frontier chart"),
@@ -62,10 +84,10 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--arch", default="any", choices=ARCH_CHOICES)
         p.add_argument("--ps-types", help="comma-separated EC2 types, e.g. c5.large,c5n.xlarge")
         p.add_argument("--reserve-concurrency", action="store_true")
-        p.add_argument("--job", default="job", help="job name written into the plan")
+        p.add_argument("--job", default="job", type=_job_name, help="job name in the plan")
         p.add_argument("--json", action="store_true", help="print the plan.json document")
         if name == "frontier":
-            p.add_argument("--png", required=True, help="output PNG path")
+            p.add_argument("--png", required=True, type=png_file, help="output PNG path")
     return parser
 
 
@@ -129,7 +151,10 @@ def render_alternatives(result: PlanResult) -> str:
 
 
 def write_frontier_png(result: PlanResult, path: str) -> None:
-    """Frontier chart with the chosen plan marked (matplotlib imported here only, Agg backend)."""
+    """Frontier chart with the chosen plan marked (matplotlib imported here only, Agg backend).
+
+    Drawn beside `path` and renamed into place: a failed write (a full disk) leaves no half file.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -158,8 +183,16 @@ def write_frontier_png(result: PlanResult, path: str) -> None:
     ax.set_title(f"{plan.workload} on {plan.catalog}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    partial = f"{path}.partial"
+    try:
+        fig.savefig(partial, dpi=120, format="png")
+        os.replace(partial, path)
+    except BaseException:
+        if os.path.exists(partial):
+            os.remove(partial)
+        raise
+    finally:
+        plt.close(fig)
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -204,7 +237,11 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(render_plan(result.plan))
         print(render_alternatives(result))
     if args.command == "frontier":
-        write_frontier_png(result, args.png)
+        try:
+            write_frontier_png(result, args.png)
+        except OSError as exc:
+            print(f"error: cannot write {args.png!r}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_WRITE_FAILED
         if not args.json:
             print(f"frontier: {len(result.frontier)} points written to {args.png}")
     return EXIT_OK

@@ -1,4 +1,4 @@
-"""Parsing and formatting of user-facing durations and money amounts.
+"""Parsing and formatting of user-facing durations, money amounts and job names.
 
 Context values arrive as strings from `cdk -c` and as JSON numbers from cdk.json; both parse
 here, and every rejection is one line naming the value and the accepted forms.
@@ -13,6 +13,14 @@ DURATION_FORMS = "accepted: 2h, 90m, 1h30m, 45s, 5400s or 5400 (seconds), a posi
 USD_FORMS = "accepted: 5, $5, 5.00 or $0.50 (US dollars), a positive amount"
 SLACK_FORMS = "accepted: 10%, 0.1 or 0, a share of the deadline below 90%"
 MAX_SLACK = 0.9
+# A job name becomes CloudFormation stack names (`<job>-data`, `<job>-training`), S3 bucket names
+# (`<job>-artifacts-<12-digit account>`, lower-cased: 32 + 10 + 13 < 63) and emulator folders
+# (`runs/<job>`), so it is the set all three accept: no dots, slashes or underscores.
+JOB_NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,31}")
+JOB_NAME_FORMS = "1-32 letters, digits or hyphens starting with a letter, e.g. digits-demo"
+# synthetic-cifar:N is generated whole in the 3,008 MB prepare function: 60,000 samples (CIFAR-10's
+# size) are 737 MB of float32 images, room for the shuffled copy and the shards beside them.
+MAX_SYNTHETIC_SAMPLES = 60_000
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
 _USD = re.compile(r"\$?(\d+(?:\.\d+)?)")
 
@@ -76,6 +84,13 @@ def parse_slack(value: object) -> float:
     if not (math.isfinite(share) and 0.0 <= share < MAX_SLACK):
         raise ValueError(f"slack {value!r} is out of range ({SLACK_FORMS})")
     return share
+
+
+def parse_job_name(value: object) -> str:
+    """A job name as CloudFormation, S3 and the file system all accept it (JOB_NAME_PATTERN)."""
+    if isinstance(value, str) and JOB_NAME_PATTERN.fullmatch(value):
+        return value
+    raise ValueError(f"job name {value!r} is not accepted; use {JOB_NAME_FORMS}")
 
 
 def format_duration_s(seconds: float) -> str:

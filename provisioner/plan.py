@@ -1,15 +1,48 @@
 """The Plan: the planner's frozen, JSON-serialisable output.
 
 Everything downstream (stacks, the emulator, the worker events) reads its numbers from here and
-never re-derives them. Units are in the field names.
+never re-derives them. Units are in the field names. A plan read back from JSON (`from_dict`) is
+checked field by field first: a hand-edited plan.json fails in one line naming the field, before
+the emulator starts a server or builds a path from it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from provisioner.catalog import ARCHITECTURES
+from provisioner.parse import MAX_SYNTHETIC_SAMPLES, parse_job_name
+from provisioner.profile import DATASETS, MODELS
+
+# (low, high) of the numbers a runnable plan holds; None is unbounded. Lambda's ranges for memory,
+# timeout and /tmp; at least one of every count.
+_BOUNDS: dict[str, tuple[float, float | None]] = {
+    "n_workers": (1, None),
+    "memory_mb": (128, 10240),
+    "ps_count": (1, None),
+    "invocation_timeout_s": (1, 900),
+    "ephemeral_storage_mb": (512, 10240),
+    "invocations_per_worker": (1, None),
+    "iterations_per_invocation": (1, None),
+    "training.dataset_samples": (1, None),
+    "training.dataset_bytes": (1, None),
+    "training.model_bytes": (1, None),
+    "training.epochs": (1, None),
+    "training.local_batch": (1, None),
+    "training.global_batch": (1, None),
+    "training.iterations": (1, None),
+    "training.checkpoint_every_iterations": (1, None),
+}
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "arch": ARCHITECTURES,
+    "ps_arch": ARCHITECTURES,
+    "training.model": MODELS,
+    "training.dataset": DATASETS,
+}
 
 
 @dataclass(frozen=True)
@@ -116,6 +149,8 @@ class Plan:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
+        """The Plan in `data`; ValueError naming the first field that is missing or bad."""
+        check_plan_dict(data)
         return cls(
             **{
                 **data,
@@ -132,4 +167,89 @@ class Plan:
     def from_json(cls, text: str) -> Plan:
         """Read a Plan, or the `plan` member of a cdk.out/plan.json document."""
         data = json.loads(text)
-        return cls.from_dict(data.get("plan", data))
+        return cls.from_dict(data.get("plan", data) if isinstance(data, dict) else data)
+
+
+def _type_error(value: Any, kind: str) -> str | None:
+    """Why `value` is not of the annotated `kind` (a plan field's type as written), or None."""
+    if value is None:
+        return None if kind.endswith("| None") else "is missing (null)"
+    kind = kind.removesuffix(" | None")
+    if kind == "bool":
+        ok = isinstance(value, bool)
+    elif kind in ("int", "float"):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = ok and math.isfinite(value) and (kind == "float" or float(value).is_integer())
+        kind = "an integer" if kind == "int" else "a finite number"
+    elif kind == "str":
+        ok, kind = isinstance(value, str), "a string"
+    else:  # tuple[str, ...]
+        ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+        kind = "a list of strings"
+    return None if ok else f"is not {kind}"
+
+
+def _check_object(cls: type, data: Any, where: str) -> None:
+    """Every field of dataclass `cls` present (unless defaulted), known and of its type."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where or 'plan'}: expected a JSON object, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name in data:
+        if name not in fields:
+            raise ValueError(f"plan field {where + name!r} is not a plan field")
+    for name, spec in fields.items():
+        required = spec.default is dataclasses.MISSING
+        required = required and spec.default_factory is dataclasses.MISSING
+        if name not in data:
+            if required:
+                raise ValueError(f"plan field {where + name!r} is missing")
+            continue
+        nested = _NESTED.get(str(spec.type))
+        if nested is not None:
+            _check_object(nested, data[name], f"{where}{name}.")
+        elif (why := _type_error(data[name], str(spec.type))) is not None:
+            raise ValueError(f"plan field {where + name!r}: {data[name]!r} {why}")
+
+
+def _at(data: dict[str, Any], dotted: str) -> Any:
+    head, _, rest = dotted.partition(".")
+    return _at(data[head], rest) if rest else data.get(head)
+
+
+def check_plan_dict(data: Any) -> None:
+    """ValueError (one line naming the field, its value and what is accepted) for a bad plan."""
+    _check_object(Plan, data, "")
+    for dotted, (low, high) in _BOUNDS.items():
+        value = _at(data, dotted)
+        if value is not None and not (low <= value and (high is None or value <= high)):
+            accepted = f"from {low:g} to {high:g}" if high is not None else f"at least {low:g}"
+            raise ValueError(f"plan field {dotted!r}: {value!r} is out of range; use {accepted}")
+    for dotted, choices in _CHOICES.items():
+        if (value := _at(data, dotted)) not in choices:
+            raise ValueError(f"plan field {dotted!r}: {value!r} is not one of {', '.join(choices)}")
+    training = data["training"]
+    samples, synthetic = training["dataset_samples"], training["dataset"] == "synthetic-cifar"
+    if synthetic and samples > MAX_SYNTHETIC_SAMPLES:
+        raise ValueError(
+            f"plan field 'training.dataset_samples': {samples!r} synthetic samples is out of "
+            f"range; use from 1 to {MAX_SYNTHETIC_SAMPLES}"
+        )
+    if not 0 <= training["momentum"] < 1:
+        momentum = training["momentum"]
+        raise ValueError(f"plan field 'training.momentum': {momentum!r} is not in [0, 1)")
+    if not training["learning_rate"] > 0:
+        raise ValueError(
+            f"plan field 'training.learning_rate': {training['learning_rate']!r} is not positive"
+        )
+    try:
+        parse_job_name(data["job"])
+    except ValueError as exc:
+        raise ValueError(f"plan field 'job': {exc}") from None
+
+
+_NESTED: dict[str, type] = {
+    "Goal": Goal,
+    "TrainingSpec": TrainingSpec,
+    "Prediction": Prediction,
+    "CostBreakdown": CostBreakdown,
+}

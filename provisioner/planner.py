@@ -288,6 +288,11 @@ def plan_job(
             raise ValueError(f"{what} {value!r} is not a positive finite number")
     if not 0.0 <= goal.slack < MAX_SLACK:
         raise ValueError(f"slack {goal.slack!r} is out of range ({SLACK_FORMS})")
+    if goal.slack and goal.deadline_s is None:  # slack shortens a deadline; a budget has none
+        raise ValueError(
+            f"slack {goal.slack:.0%} holds back a share of the deadline, but only a budget was "
+            "given: add a deadline or drop the slack"
+        )
     space = build_space(profile, catalog, limits)
     if goal.planning_deadline_s is not None:
         res = solve_deadline(profile, catalog, space, goal.planning_deadline_s)

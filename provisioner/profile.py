@@ -19,6 +19,9 @@ PROFILE_DIR = REPO_ROOT / "profiles"
 MODELS = ("mlp", "cnn", "resnet18", "mobilenetv2")
 DATASETS = ("digits", "synthetic-cifar", "cifar10")
 SCHEMA_VERSION = 1
+# The input each dataset gives the model (channels, height, width), as functions/datasets.py
+# writes it: a model profiled on one shape is neither built nor timed for another.
+INPUT_SHAPES = {"digits": (1, 8, 8), "synthetic-cifar": (3, 32, 32), "cifar10": (3, 32, 32)}
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,14 @@ def _num(data: dict[str, Any], key: str, *, integer: bool = False, positive: boo
     return int(value) if integer else float(value)
 
 
+def _momentum(data: dict[str, Any]) -> float:
+    """SGD momentum in [0, 1): at 1 or above the velocity never decays and training diverges."""
+    value = _num(data, "momentum", positive=False)
+    if value >= 1.0:
+        raise ValueError(f"profile field 'momentum': {data['momentum']!r} is not in [0, 1)")
+    return float(value)
+
+
 def _choice(data: dict[str, Any], key: str, accepted: tuple[str, ...]) -> str:
     value = data.get(key)
     if value not in accepted:
@@ -156,7 +167,7 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         max_global_batch=_num(data, "max_global_batch", integer=True),
         min_memory_mb=_num(data, "min_memory_mb", integer=True),
         learning_rate=_num(data, "learning_rate"),
-        momentum=_num(data, "momentum", positive=False),
+        momentum=_momentum(data),
         rates=tuple(_rate(a, r) for a, r in sorted(rates_data.items())),
         startup_s=_num(data, "startup_s", positive=False),
         ps_aggregation_mb_s_per_core=_num(data, "ps_aggregation_mb_s_per_core"),
@@ -172,6 +183,18 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
             f"max_global_batch {profile.max_global_batch}"
         )
     return profile
+
+
+def check_dataset(profile: WorkloadProfile, dataset: str, spec: str) -> None:
+    """ValueError unless `dataset` (written `spec`) has the input shape the profile was made on."""
+    given, profiled = INPUT_SHAPES.get(dataset), INPUT_SHAPES[profile.dataset]
+    if given != profiled:
+        shape = "×".join(map(str, given)) if given else "unknown"
+        raise ValueError(
+            f"dataset {spec!r} gives {shape} inputs but workload {profile.name!r} was profiled "
+            f"on {profile.dataset} ({'×'.join(map(str, profiled))}); use a dataset of that "
+            "shape or a workload profiled on this one"
+        )
 
 
 def load_profile(name_or_path: str | Path) -> WorkloadProfile:

@@ -112,6 +112,8 @@ def validate_limits(catalog: Catalog, limits: Limits) -> None:
     if limits.max_concurrency is not None and limits.max_concurrency < 1:
         raise ValueError(f"max concurrency {limits.max_concurrency} is not a positive integer")
     known = [p.name for p in catalog.ps_types]
+    if limits.ps_types is not None and not limits.ps_types:  # e.g. `--ps-types ,,,`
+        raise ValueError(f"PS types: none given (accepted: a comma list of {', '.join(known)})")
     for name in limits.ps_types or ():
         if name not in known:
             raise ValueError(

@@ -12,9 +12,10 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from provisioner.parse import JOB_NAME_FORMS, JOB_NAME_PATTERN, MAX_SYNTHETIC_SAMPLES
+
 ARCH_CHOICES = ("x86_64", "arm64", "any")
 MEMORY_MB_MIN, MEMORY_MB_MAX = 128, 10240  # Lambda's configurable range (1 MB steps)
-JOB_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
 INSTANCE_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 SYNTHETIC_PATTERN = re.compile(r"^synthetic-cifar:(\d+)$")
@@ -150,14 +151,11 @@ def parse_ps_types(value: object, errors: list[str]) -> tuple[str, ...] | None:
 
 
 def parse_job(value: object, errors: list[str]) -> str:
-    """The job name: it names the stacks, so CloudFormation's stack-name rules apply."""
+    """The job name: it names the stacks, buckets and run folders (provisioner.parse's rule)."""
     text = "" if value is None else str(value).strip()
-    if JOB_PATTERN.match(text):
+    if JOB_NAME_PATTERN.fullmatch(text):
         return text
-    errors.append(
-        f"job={value!r} is not a job name; use 1-32 letters, digits or hyphens "
-        "starting with a letter"
-    )
+    errors.append(f"job={value!r} is not a job name; use {JOB_NAME_FORMS}")
     return "invalid"
 
 
@@ -165,13 +163,14 @@ def parse_dataset(value: object, errors: list[str], *, cwd: str) -> DatasetSourc
     """builtin:NAME, synthetic-cifar:N, s3://bucket/prefix, or an existing local folder."""
     spec = "" if value is None else str(value).strip()
     accepted = (
-        f"use builtin:{'|'.join(BUILTIN_DATASETS)}, synthetic-cifar:N (N > 0 samples), "
+        f"use builtin:{'|'.join(BUILTIN_DATASETS)}, "
+        f"synthetic-cifar:N (N from 1 to {MAX_SYNTHETIC_SAMPLES} samples), "
         "s3://bucket/prefix or an existing local folder"
     )
     if spec.startswith("builtin:") and spec[len("builtin:") :] in BUILTIN_DATASETS:
         return DatasetSource(kind="builtin", spec=spec, name=spec[len("builtin:") :])
     synthetic = SYNTHETIC_PATTERN.match(spec)
-    if synthetic and int(synthetic.group(1)) > 0:
+    if synthetic and 0 < int(synthetic.group(1)) <= MAX_SYNTHETIC_SAMPLES:
         return DatasetSource(kind="synthetic", spec=spec, samples=int(synthetic.group(1)))
     if spec.startswith("s3://"):
         bucket, _, prefix = spec[len("s3://") :].partition("/")

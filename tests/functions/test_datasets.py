@@ -95,7 +95,7 @@ def test_bad_source_and_cli_one_line_error(s3: Any, bucket: str) -> None:
     assert cli.returncode == 2
     assert cli.stderr.strip() == (
         "functions.datasets: error: bad source 'synthetic-cifar:x': "
-        "expected synthetic-cifar:<samples> with samples >= 1"
+        "expected synthetic-cifar:<samples> with samples from 1 to 60000"
     )
     ok = subprocess.run(
         [

@@ -106,14 +106,14 @@ def test_a_local_folder_without_npz_files_is_rejected(tmp_path: Any) -> None:
          "catalog=None is not accepted; use a catalog name (catalog/NAME.json) or a path to a "
          "catalog JSON file"),
         ({"dataset": "mnist"},
-         "dataset='mnist' is not accepted; use builtin:digits, synthetic-cifar:N (N > 0 "
-         "samples), s3://bucket/prefix or an existing local folder"),
+         "dataset='mnist' is not accepted; use builtin:digits, synthetic-cifar:N (N from 1 "
+         "to 60000 samples), s3://bucket/prefix or an existing local folder"),
         ({"dataset": "synthetic-cifar:0"},
          "dataset='synthetic-cifar:0' is not accepted; use builtin:digits, synthetic-cifar:N "
-         "(N > 0 samples), s3://bucket/prefix or an existing local folder"),
+         "(N from 1 to 60000 samples), s3://bucket/prefix or an existing local folder"),
         ({"dataset": "s3://Bad_Bucket/x"},
          "dataset='s3://Bad_Bucket/x' is not accepted; use builtin:digits, synthetic-cifar:N "
-         "(N > 0 samples), s3://bucket/prefix or an existing local folder"),
+         "(N from 1 to 60000 samples), s3://bucket/prefix or an existing local folder"),
         ({"arch": "x86"}, "arch='x86' is not accepted; use one of x86_64, arm64, any"),
         ({"max_memory_mb": "3GB"},
          "max_memory_mb='3GB' is not accepted; use an integer from 128 to 10240"),
@@ -130,10 +130,17 @@ def test_a_local_folder_without_npz_files_is_rejected(tmp_path: Any) -> None:
          "e.g. c5.large,m5.large"),
         ({"job": "my_job"},
          "job='my_job' is not a job name; use 1-32 letters, digits or hyphens starting with a "
-         "letter"),
+         "letter, e.g. digits-demo"),
+        ({"job": "../../victim"},
+         "job='../../victim' is not a job name; use 1-32 letters, digits or hyphens starting "
+         "with a letter, e.g. digits-demo"),
+        ({"dataset": "synthetic-cifar:99999999999999"},
+         "dataset='synthetic-cifar:99999999999999' is not accepted; use builtin:digits, "
+         "synthetic-cifar:N (N from 1 to 60000 samples), s3://bucket/prefix or an existing "
+         "local folder"),
         ({"job": "9lives"},
          "job='9lives' is not a job name; use 1-32 letters, digits or hyphens starting with a "
-         "letter"),
+         "letter, e.g. digits-demo"),
         ({"slack": "95%"},
          "slack='95%' is not accepted; use a share of the deadline below 90%, e.g. 10% or 0.1"),
         ({"slack": "lots"},

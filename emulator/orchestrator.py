@@ -38,6 +38,7 @@ from emulator.progress import ProgressBar, logged_loss
 from emulator.ps_status import current_iteration, update_seconds
 from emulator.report import finish_report, write_text_atomically
 from emulator.s3server import S3Endpoint, s3_server
+from functions import ps_health
 from provisioner.plan import Plan
 from stacks import events
 
@@ -48,6 +49,8 @@ FINALIZE_HANDLER = "functions.finalize:handler"
 STEP_LIMIT_S = 900.0  # prepare and finalize run as ordinary Lambda invocations
 PS_READY_TIMEOUT_S = 60.0
 POLL_INTERVAL_S = 0.2
+LIVENESS_EVERY_S = 5.0  # between liveness probes of one PS shard
+LIVENESS_FAILURES = 3  # probes failed in a row before a live shard process counts as dead
 
 
 class EmulatorError(RuntimeError):
@@ -173,6 +176,8 @@ class PsShard:
     log_path: Path
     endpoint: str = ""
     restarts: int = 0
+    failed_probes: int = 0  # liveness probes failed in a row
+    next_probe_s: float = 0.0  # monotonic time of the next liveness probe
 
 
 def start_ps_shards(
@@ -206,18 +211,39 @@ def _wait_ready(ps: PsShard) -> str:
         raise EmulatorError(message) from None
 
 
+def _unresponsive(ps: PsShard, probe: Callable[[str], ps_health.Probe], every_s: float) -> bool:
+    """True once `LIVENESS_FAILURES` probes in a row found the live process not serving (what
+    the container health check does on EC2); probes `ps` at most every `every_s` seconds."""
+    now_s = time.monotonic()
+    if now_s < ps.next_probe_s:
+        return False
+    ps.next_probe_s = now_s + every_s
+    ps.failed_probes = 0 if probe(ps.endpoint).serving else ps.failed_probes + 1
+    return ps.failed_probes >= LIVENESS_FAILURES
+
+
 def restart_dead_shards(
-    supervisor: Supervisor, shards: list[PsShard], *, env: dict[str, str], logs: Path
+    supervisor: Supervisor,
+    shards: list[PsShard],
+    *,
+    env: dict[str, str],
+    logs: Path,
+    probe: Callable[[str], ps_health.Probe] = ps_health.probe,
+    probe_every_s: float = LIVENESS_EVERY_S,
 ) -> list[str]:
-    """What Docker's `--restart unless-stopped` does on the PS instance: a shard process that
-    exited is started again on its port; it restores the newest common checkpoint and the
-    workers roll the other shards back to it. Returns one note per restart."""
+    """What Docker's `--restart unless-stopped` and the PS health check do on the instance: a
+    shard process that exited, or that failed its liveness probe `LIVENESS_FAILURES` times in a
+    row, is (killed and) started again on its port; it restores the newest common checkpoint
+    and the workers roll the other shards back to it. Returns one note per restart."""
     notes = []
     for ps in shards:
         code = ps.proc.poll()
-        if code is None:
+        if code is None and not _unresponsive(ps, probe, probe_every_s):
             continue
+        if code is None:
+            code = f"none (alive, {ps.failed_probes} liveness probes failed in a row)"
         supervisor.stop(ps.proc, grace_s=1.0)
+        ps.failed_probes = 0
         ps.restarts += 1
         port = ps.endpoint.rsplit(":", 1)[1]
         argv = list(ps.argv)

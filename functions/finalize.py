@@ -52,7 +52,11 @@ def request_checkpoints(task: WorkerTask, timeout_s: float = 30.0) -> list[int] 
 def assemble_parameters(s3: Any, task: WorkerTask) -> tuple[int, np.ndarray]:
     """(iteration, full parameter vector) from the newest checkpoint every shard holds."""
     store = CheckpointStore(
-        s3, task.artifacts_bucket, task.checkpoint_prefix, len(task.ps_endpoints)
+        s3,
+        task.artifacts_bucket,
+        task.checkpoint_prefix,
+        len(task.ps_endpoints),
+        secret=resolve_secret(task.secret_ref),  # a checkpoint that does not verify is refused
     )
     iteration = store.latest_common_iteration()
     if iteration is None:

@@ -31,6 +31,17 @@ iterations since the checkpoint with the same deterministic batches. After each 
 shard deletes its own checkpoints older than the newest common one, so the rollback target is
 always there.
 
+The shard never stops accepting: an accept() that fails for lack of file descriptors
+(EMFILE/ENFILE) is retried with a back-off and logged once, and at most `max_unauthenticated`
+connections may sit in the handshake (each for at most `handshake_timeout_s`; a new one evicts
+the oldest), so idle or slow peers cannot exhaust the descriptors. `python -m functions.ps_health`
+is the liveness check (a connection must be answered with a CHALLENGE).
+
+Each checkpoint carries an HMAC-SHA256 over its key and bytes with the job secret (S3 user
+metadata); one that does not verify is refused, logged with its key, and moved aside to
+`<key>.rejected`, so every shard's listing skips it and the shard falls back to the newest
+common checkpoint that verifies, or starts fresh (waits for INIT) if none does.
+
 Known limit: a periodic checkpoint is uploaded by the thread that completed the iteration, so
 it delays that one worker's next pull.
 """
@@ -40,11 +51,16 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import errno
+import hashlib
+import hmac
 import io
 import json
 import logging
+import math
 import os
 import re
+import resource
 import secrets as pysecrets
 import signal
 import socket
@@ -60,7 +76,12 @@ from functions import wire
 from functions.wire import MsgType
 
 LOG = logging.getLogger("functions.ps")
-HANDSHAKE_TIMEOUT_S = 10.0  # an unauthenticated peer gets this long to prove itself
+HANDSHAKE_TIMEOUT_S = 5.0  # an unauthenticated peer gets this long to prove itself
+MAX_UNAUTHENTICATED = 32  # connections in the handshake at once; a new one evicts the oldest
+ACCEPT_BACKOFF_S = (0.05, 1.0)  # first and longest wait after accept() failed
+# accept() errors that mean "out of resources, try again later", not "the listener is gone".
+RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+CHECKPOINT_MAC_META = "ldnn-hmac-sha256"  # S3 user metadata key of a checkpoint's HMAC
 UPDATE_BLOCK = 1 << 18  # floats per block of the SGD update (1 MiB per array)
 UPDATE_THREADS = max(1, min(4, os.cpu_count() or 1))
 
@@ -86,6 +107,8 @@ class PSConfig:
     idle_timeout_s: float = 900.0  # an authenticated worker may compute this long between frames
     wait_timeout_s: float = 900.0  # longest a PULL waits for the other workers
     max_shard_mb: float = 4096.0  # bound on a shard's size before INIT fixes it exactly
+    handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S
+    max_unauthenticated: int = MAX_UNAUTHENTICATED
 
 
 class ShardState:
@@ -235,13 +258,82 @@ class ShardState:
         )
 
 
+@dataclass(frozen=True)
+class Hello:
+    """A client's HELLO, type-checked (see `parse_hello`)."""
+
+    job_id: str
+    rank: int  # -1: a control client (status, checkpoint, rollback); 0..n-1: a worker
+    shard: int
+    shards: int
+    total_params: int  # 0 from a control client
+    learning_rate: float | None = None
+    momentum: float | None = None
+
+
+def _hello_int(value: dict[str, Any], name: str, default: int | None = None) -> int:
+    got = value.get(name, default)
+    if got is None:
+        raise wire.WireError(f"HELLO lacks {name!r}: expected an integer")
+    if type(got) is not int:  # bool is an int subclass, and 1.5 or "1" are not ranks
+        raise wire.WireError(f"HELLO {name} {got!r}: expected an integer")
+    return got
+
+
+def _hello_number(value: dict[str, Any], name: str) -> float | None:
+    got = value.get(name)
+    if got is None:
+        return None
+    if type(got) not in (int, float) or not math.isfinite(got):
+        raise wire.WireError(f"HELLO {name} {got!r}: expected a finite number or null")
+    return float(got)
+
+
+def parse_hello(raw: bytes) -> Hello:
+    """The HELLO JSON object with the type of every key checked; raises WireError naming the
+    first bad key (a list, a string, a non-integer rank: each is one ERROR frame, no more)."""
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise wire.WireError(f"HELLO is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise wire.WireError(f"HELLO must be a JSON object, got a JSON {type(value).__name__}")
+    job_id = value.get("job_id")
+    if not isinstance(job_id, str):
+        raise wire.WireError(f"HELLO job_id {job_id!r}: expected a string")
+    total = _hello_int(value, "total_params", 0)
+    if total < 0:
+        raise wire.WireError(f"HELLO total_params {total}: expected an integer >= 0")
+    return Hello(
+        job_id=job_id,
+        rank=_hello_int(value, "rank"),
+        shard=_hello_int(value, "shard"),
+        shards=_hello_int(value, "shards"),
+        total_params=total,
+        learning_rate=_hello_number(value, "learning_rate"),
+        momentum=_hello_number(value, "momentum"),
+    )
+
+
+class CheckpointRejected(RuntimeError):
+    """A checkpoint whose HMAC is missing or does not match its key and bytes."""
+
+
+def checkpoint_mac(secret: bytes, key: str, body: bytes) -> str:
+    """HMAC-SHA256 (hex) of a checkpoint, bound to its key: a file copied under another
+    shard's or iteration's key does not verify. The label keeps it apart from handshake MACs."""
+    message = b"ldnn-ps-checkpoint\0" + key.encode() + b"\0" + body
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()
+
+
 class CheckpointStore:
-    """PS checkpoints in S3: `<prefix>/ps-shard-KKK-of-NNN/iter-TTTTTTTTTT.npz`."""
+    """PS checkpoints in S3: `<prefix>/ps-shard-KKK-of-NNN/iter-TTTTTTTTTT.npz`, each with its
+    HMAC (job secret) in the object's user metadata, verified on every load."""
 
     KEY_RE = re.compile(r"ps-shard-(\d{3})-of-(\d{3})/iter-(\d{10})\.npz$")
 
-    def __init__(self, s3: Any, bucket: str, prefix: str, shards: int) -> None:
-        self.s3, self.bucket, self.shards = s3, bucket, shards
+    def __init__(self, s3: Any, bucket: str, prefix: str, shards: int, *, secret: bytes) -> None:
+        self.s3, self.bucket, self.shards, self.secret = s3, bucket, shards, secret
         self.prefix = prefix.strip("/")
 
     def key(self, shard: int, iteration: int) -> str:
@@ -264,8 +356,11 @@ class CheckpointStore:
             iteration=np.int64(iteration),
             total_params=np.int64(total_params),
         )
-        key = self.key(shard, iteration)
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=buf.getvalue())
+        key, body = self.key(shard, iteration), buf.getvalue()
+        mac = checkpoint_mac(self.secret, key, body)
+        self.s3.put_object(
+            Bucket=self.bucket, Key=key, Body=body, Metadata={CHECKPOINT_MAC_META: mac}
+        )
         return key
 
     def iterations_by_shard(self) -> dict[int, set[int]]:
@@ -301,9 +396,28 @@ class CheckpointStore:
         return stale
 
     def load(self, shard: int, iteration: int) -> dict[str, np.ndarray]:
-        body = self.s3.get_object(Bucket=self.bucket, Key=self.key(shard, iteration))["Body"]
-        with np.load(io.BytesIO(body.read())) as data:
+        """The checkpoint's arrays; raises CheckpointRejected before parsing unverified bytes."""
+        key = self.key(shard, iteration)
+        response = self.s3.get_object(Bucket=self.bucket, Key=key)
+        body = response["Body"].read()
+        mac = response.get("Metadata", {}).get(CHECKPOINT_MAC_META, "")
+        if not hmac.compare_digest(checkpoint_mac(self.secret, key, body), str(mac)):
+            reason = "has no HMAC" if not mac else "HMAC does not match its key and bytes"
+            raise CheckpointRejected(f"s3://{self.bucket}/{key} {reason}")
+        with np.load(io.BytesIO(body)) as data:
             return {name: data[name] for name in data.files}
+
+    def quarantine(self, shard: int, iteration: int) -> str:
+        """Move a refused checkpoint to `<key>.rejected` (kept for inspection, out of every
+        listing, so all shards agree it is gone); returns the new key."""
+        key = self.key(shard, iteration)
+        self.s3.copy_object(
+            Bucket=self.bucket,
+            Key=f"{key}.rejected",
+            CopySource={"Bucket": self.bucket, "Key": key},
+        )
+        self.s3.delete_object(Bucket=self.bucket, Key=key)
+        return f"{key}.rejected"
 
 
 class ParameterServer:
@@ -319,16 +433,25 @@ class ParameterServer:
 
                 s3 = s3_client()
             self.store = CheckpointStore(
-                s3, config.artifacts_bucket, config.checkpoint_prefix, config.shards
+                s3,
+                config.artifacts_bucket,
+                config.checkpoint_prefix,
+                config.shards,
+                secret=config.secret,
             )
         self._listener: socket.socket | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._conns: set[socket.socket] = set()
+        # Connections still in the handshake, oldest first (a dict keeps insertion order).
+        self._unauthenticated: dict[socket.socket, None] = {}
         self._conns_lock = threading.Lock()
         self._ckpt_lock = threading.Lock()
         self.rejected_connections = 0
         self.truncated_frames = 0
+        self.evicted_handshakes = 0
+        self.accept_errors = 0
+        self._accept_errors_logged: set[int] = set()  # errnos already logged (once each)
         self.restored_iteration: int | None = None
         self.address: tuple[str, int] = (config.host, config.port)
 
@@ -338,9 +461,9 @@ class ParameterServer:
         if self.store is None:
             return None
         with self._ckpt_lock:  # never interleaved with an upload or another restore
-            it = self.store.latest_common_iteration()
-            if it is not None:
-                self._adopt_checkpoint(it)
+            it = self._adopt_newest_verified()
+        if it is None:
+            LOG.info("shard %d: no verified common checkpoint, waiting for INIT", self.config.shard)
         return it
 
     def rollback(self, keep: socket.socket | None = None) -> int:
@@ -356,8 +479,11 @@ class ParameterServer:
             with self.state.cond:
                 if target is None or target == self.state.iteration:
                     return self.state.iteration
-            self._adopt_checkpoint(target)
+            restored = self._adopt_newest_verified()
             with self.state.cond:
+                if restored is None:  # every candidate was refused: keep what is held
+                    return self.state.iteration
+                target = restored
                 self.state.rollbacks += 1
         LOG.warning("shard %d rolled back to common checkpoint %d", self.config.shard, target)
         with self._conns_lock:
@@ -366,6 +492,28 @@ class ParameterServer:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
         return target
+
+    def _adopt_newest_verified(self) -> int | None:
+        """Install the newest common checkpoint whose HMAC verifies; its iteration, or None.
+
+        A refused one is logged with its key and quarantined, which removes it from every
+        shard's listing: the next candidate is one that all shards still hold. Caller holds the
+        checkpoint lock.
+        """
+        assert self.store is not None
+        while (it := self.store.latest_common_iteration()) is not None:
+            try:
+                self._adopt_checkpoint(it)
+                return it
+            except CheckpointRejected as exc:
+                moved = self.store.quarantine(self.config.shard, it)
+                LOG.error(
+                    "shard %d refused checkpoint %s; moved to %s, falling back to an older one",
+                    self.config.shard,
+                    exc,
+                    moved,
+                )
+        return None
 
     def _adopt_checkpoint(self, it: int) -> None:
         """Install this shard's checkpoint of `it`. Caller holds the checkpoint lock."""
@@ -405,18 +553,74 @@ class ParameterServer:
             thread.join(timeout=5)
 
     def _accept_loop(self) -> None:
+        """Accept until stopped. No error ends the loop: a shard that cannot accept is alive
+        but useless (no worker, status query or finalize gets in, and no restart fires)."""
         assert self._listener is not None
+        backoff_s = ACCEPT_BACKOFF_S[0]
         while not self._stop.is_set():
             try:
                 conn, peer = self._listener.accept()
             except TimeoutError:
                 continue
-            except OSError:
-                break
-            thread = threading.Thread(
-                target=self._serve_conn, args=(conn, peer), daemon=True, name=f"ps-conn-{peer[1]}"
-            )
+            except OSError as exc:
+                if self._stop.is_set():  # stop() closed the listener
+                    break
+                self._note_accept_error(exc, backoff_s)
+                # The connection stays in the kernel's backlog; it is accepted once a
+                # descriptor is free (a handshake times out or a peer leaves).
+                self._stop.wait(backoff_s)
+                backoff_s = min(2 * backoff_s, ACCEPT_BACKOFF_S[1])
+                continue
+            backoff_s = ACCEPT_BACKOFF_S[0]
+            self._admit(conn, peer)
+
+    def _note_accept_error(self, exc: OSError, backoff_s: float) -> None:
+        """Count every failed accept(); log each kind once (it may repeat thousands of times)."""
+        self.accept_errors += 1
+        code = exc.errno or 0
+        if code in self._accept_errors_logged:
+            return
+        self._accept_errors_logged.add(code)
+        soft_fds, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        kind = "out of resources" if code in RESOURCE_ERRNOS else "unexpected error"
+        LOG.error(
+            "shard %d cannot accept a connection (%s: %s; open-file limit %d, %d connections "
+            "held); retrying with back-off from %.2f s, further errors counted in STATUS "
+            "accept_errors",
+            self.config.shard,
+            kind,
+            exc,
+            soft_fds,
+            len(self._conns),
+            backoff_s,
+        )
+
+    def _admit(self, conn: socket.socket, peer: tuple[str, int]) -> None:
+        """Serve `conn` in its own thread; past the cap, the oldest unauthenticated connection
+        is dropped (an honest client authenticates in one round trip, an idle one never does)."""
+        with self._conns_lock:
+            self._conns.add(conn)
+            self._unauthenticated[conn] = None
+            evicted = []
+            while len(self._unauthenticated) > self.config.max_unauthenticated:
+                oldest = next(iter(self._unauthenticated))
+                del self._unauthenticated[oldest]
+                evicted.append(oldest)
+            self.evicted_handshakes += len(evicted)
+        for old in evicted:  # its thread sees the connection end and closes it
+            with contextlib.suppress(OSError):
+                old.shutdown(socket.SHUT_RDWR)
+        thread = threading.Thread(
+            target=self._serve_conn, args=(conn, peer), daemon=True, name=f"ps-conn-{peer[1]}"
+        )
+        try:
             thread.start()
+        except RuntimeError as exc:  # no thread to serve it: refuse this one, keep accepting
+            self._note_accept_error(OSError(errno.EAGAIN, str(exc)), 0.0)
+            with self._conns_lock:
+                self._conns.discard(conn)
+                self._unauthenticated.pop(conn, None)
+            conn.close()
 
     # -- checkpoints -----------------------------------------------------------------------
     def checkpoint(self) -> int:
@@ -473,26 +677,33 @@ class ParameterServer:
 
     # -- one connection --------------------------------------------------------------------
     def _serve_conn(self, conn: socket.socket, peer: tuple[str, int]) -> None:
-        with self._conns_lock:
-            self._conns.add(conn)
         rank = None
         try:
             wire.tune_socket(conn)
             rank, total, buf = self._handshake(conn)
+            with self._conns_lock:
+                self._unauthenticated.pop(conn, None)
             buffers = [buf]  # receive buffers; usually one (see _receive_buffer)
             while not self._stop.is_set():
                 self._serve_request(conn, rank, total, buffers)
         except wire.PSDisconnected:
-            LOG.info("rank %s from %s:%s disconnected", rank, *peer)
+            # Before the handshake this is a liveness probe or an evicted peer: not news.
+            level = logging.INFO if rank is not None else logging.DEBUG
+            LOG.log(level, "rank %s from %s:%s disconnected", rank, *peer)
         except (wire.WireError, wire.PSTimeout, wire.RemoteError, ValueError) as exc:
             self.rejected_connections += 1
             LOG.warning("closing connection from %s:%s (rank %s): %s", *peer, rank, exc)
             self._try_send_error(conn, str(exc))
         except OSError as exc:
             LOG.info("connection from %s:%s ended: %s", *peer, exc)
+        except Exception as exc:  # noqa: BLE001  # a bug must cost one connection, not a thread
+            self.rejected_connections += 1
+            LOG.error("internal error serving %s:%s (rank %s): %r", *peer, rank, exc)
+            self._try_send_error(conn, f"internal error: {type(exc).__name__}")
         finally:
             with self._conns_lock:
                 self._conns.discard(conn)
+                self._unauthenticated.pop(conn, None)
             conn.close()
 
     def _try_send_error(self, conn: socket.socket, message: str) -> None:
@@ -501,7 +712,7 @@ class ParameterServer:
 
     def _handshake(self, conn: socket.socket) -> tuple[int, int, np.ndarray]:
         cfg, st = self.config, self.state
-        deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
+        deadline = time.monotonic() + cfg.handshake_timeout_s
         nonce = pysecrets.token_bytes(wire.NONCE_BYTES)
         wire.send_frame(conn, MsgType.CHALLENGE, 0, nonce, deadline)
         header = wire.recv_header(conn, deadline)
@@ -512,11 +723,11 @@ class ParameterServer:
         mac, hello_bytes = raw[: wire.MAC_BYTES], raw[wire.MAC_BYTES :]
         if not wire.check_mac(cfg.secret, nonce, hello_bytes, mac):
             raise wire.AuthError("HMAC mismatch: wrong shared secret")
-        hello = json.loads(hello_bytes)
-        if hello.get("job_id") != cfg.job_id:
-            raise wire.AuthError(f"job id {hello.get('job_id')!r} is not this PS's job")
-        rank, total = int(hello.get("rank", -2)), int(hello.get("total_params", 0))
-        hyper = (hello.get("learning_rate"), hello.get("momentum"))
+        hello = parse_hello(hello_bytes)
+        if hello.job_id != cfg.job_id:
+            raise wire.AuthError(f"job id {hello.job_id!r} is not this PS's job")
+        rank, total = hello.rank, hello.total_params
+        hyper = (hello.learning_rate, hello.momentum)
         if rank >= 0 and hyper != (None, None) and hyper != (cfg.learning_rate, cfg.momentum):
             # Both sides are told the SGD hyper-parameters; a mismatch is a deployment bug.
             raise wire.WireError(
@@ -525,9 +736,9 @@ class ParameterServer:
             )
         if not -1 <= rank < cfg.workers:
             raise wire.WireError(f"rank {rank} out of range -1..{cfg.workers - 1}")
-        if hello.get("shard") != cfg.shard or hello.get("shards") != cfg.shards:
+        if hello.shard != cfg.shard or hello.shards != cfg.shards:
             raise wire.WireError(
-                f"client expects shard {hello.get('shard')}/{hello.get('shards')}, "
+                f"client expects shard {hello.shard}/{hello.shards}, "
                 f"this is shard {cfg.shard}/{cfg.shards}"
             )
         with st.cond:
@@ -669,6 +880,8 @@ class ParameterServer:
             "update_s": round(st.update_s, 6),
             "rejected_connections": self.rejected_connections,
             "truncated_frames": self.truncated_frames,
+            "evicted_handshakes": self.evicted_handshakes,
+            "accept_errors": self.accept_errors,
         }
 
 
@@ -698,6 +911,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-timeout-s", type=float, default=900.0)
     p.add_argument("--wait-timeout-s", type=float, default=900.0)
     p.add_argument("--max-shard-mb", type=float, default=4096.0)
+    p.add_argument(
+        "--handshake-timeout-s",
+        type=float,
+        default=HANDSHAKE_TIMEOUT_S,
+        help="how long a new connection may take to authenticate",
+    )
+    p.add_argument(
+        "--max-unauthenticated",
+        type=int,
+        default=MAX_UNAUTHENTICATED,
+        help="connections in the handshake at once; a new one evicts the oldest",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -712,13 +937,20 @@ def config_from_args(args: argparse.Namespace) -> PSConfig:
         raise ValueError(f"--shard {args.shard}: expected 0..{args.shards - 1}")
     if not 0 <= args.port < 65536:
         raise ValueError(f"--port {args.port}: expected 0..65535")
-    if args.learning_rate <= 0 or not 0 <= args.momentum < 1:
-        raise ValueError(
-            f"--learning-rate {args.learning_rate} / --momentum {args.momentum}: "
-            "expected learning rate > 0 and 0 <= momentum < 1"
-        )
+    # `not x > 0` rather than `x <= 0`: NaN compares false both ways and must be refused.
+    if not (math.isfinite(args.learning_rate) and args.learning_rate > 0):
+        raise ValueError(f"--learning-rate {args.learning_rate}: expected a finite number > 0")
+    if not 0 <= args.momentum < 1:
+        raise ValueError(f"--momentum {args.momentum}: expected a number in [0, 1)")
     if args.checkpoint_every < 0:
         raise ValueError(f"--checkpoint-every {args.checkpoint_every}: expected >= 0")
+    for flag in ("idle_timeout_s", "wait_timeout_s", "max_shard_mb", "handshake_timeout_s"):
+        value = getattr(args, flag)
+        if not (math.isfinite(value) and value > 0):
+            name = "--" + flag.replace("_", "-")
+            raise ValueError(f"{name} {value}: expected a finite number > 0")
+    if args.max_unauthenticated < 1:
+        raise ValueError(f"--max-unauthenticated {args.max_unauthenticated}: expected >= 1")
     from functions.aws import resolve_secret
 
     return PSConfig(
@@ -739,6 +971,8 @@ def config_from_args(args: argparse.Namespace) -> PSConfig:
         idle_timeout_s=args.idle_timeout_s,
         wait_timeout_s=args.wait_timeout_s,
         max_shard_mb=args.max_shard_mb,
+        handshake_timeout_s=args.handshake_timeout_s,
+        max_unauthenticated=args.max_unauthenticated,
     )
 
 

@@ -29,6 +29,21 @@ ROOT_VOLUME_GB = 30  # AL2023 base + the PyTorch image, unpacked
 READY_TIMEOUT = Duration.minutes(30)  # boot, dnf, image pull and PS start on the slowest type
 
 
+def ps_health_cmd(container: list[str]) -> str:
+    """The container's health check: `functions.ps_health` against the PS's own port.
+
+    Docker marks a container unhealthy but never restarts it, so the check itself ends a PS that
+    listens but no longer greets connections (out of descriptors, a dead accept thread): it
+    sends SIGTERM to PID 1 (the PS; its handler checkpoints and exits) after 3 failed attempts,
+    and `--restart unless-stopped` starts it again. A refused connection (the PS still restoring
+    its checkpoint before it listens) never triggers it. Chosen over a host-side watchdog loop,
+    which a stop/start of the instance would not bring back (user data runs once).
+    """
+    port = container[container.index("--port") + 1]
+    return (f"{container[0]} -m functions.ps_health 127.0.0.1:{port}"
+            " --attempts 3 --timeout-s 5 --terminate-pid 1")  # fmt: skip
+
+
 def ps_user_data_lines(*, region: str, registry: str, image_uri: str, container: list[str],
                        log_group: str, shard: int) -> list[str]:
     """Boot script: Docker from the AL2023 repos, the image from ECR, the PS in a container."""
@@ -43,6 +58,9 @@ def ps_user_data_lines(*, region: str, registry: str, image_uri: str, container:
         "docker run -d --name ps --restart unless-stopped --network host"
         f" --log-driver awslogs --log-opt awslogs-region={region}"
         f" --log-opt awslogs-group={log_group} --log-opt awslogs-stream=ps-{shard}"
+        # 3 attempts x (5 s + 1 s pause) stay inside the 30 s health timeout (see ps_health_cmd).
+        f" --health-cmd {shlex.quote(ps_health_cmd(container))} --health-interval 30s"
+        " --health-timeout 30s --health-retries 3 --health-start-period 300s"
         f" -e AWS_REGION={region} --entrypoint {shlex.quote(container[0])}"
         f" {image_uri} {shlex.join(container[1:])}",
         # grep -c reads all input (grep -q may exit early, SIGPIPE + pipefail = false failure);

@@ -10,6 +10,8 @@ from functions.ps import CheckpointStore, ParameterServer, PSConfig
 
 from .conftest import SECRET
 
+KEY = SECRET.encode()
+
 
 def _server(s3: Any, bucket: str, shard: int, shards: int = 2) -> ParameterServer:
     config = PSConfig(
@@ -31,7 +33,7 @@ def _at_iteration(server: ParameterServer, it: int) -> None:
 
 
 def test_prune_deletes_only_iterations_older_than_the_given_one(s3: Any, bucket: str) -> None:
-    store = CheckpointStore(s3, bucket, "ckpt", shards=2)
+    store = CheckpointStore(s3, bucket, "ckpt", shards=2, secret=KEY)
     zeros = np.zeros(4, np.float32)
     for shard, its in ((0, (2, 4, 6)), (1, (2, 4))):
         for it in its:
@@ -43,7 +45,7 @@ def test_prune_deletes_only_iterations_older_than_the_given_one(s3: Any, bucket:
 
 def test_checkpoints_are_pruned_to_the_newest_common_iteration(s3: Any, bucket: str) -> None:
     shards = [_server(s3, bucket, 0), _server(s3, bucket, 1)]
-    store = CheckpointStore(s3, bucket, "ckpt", shards=2)
+    store = CheckpointStore(s3, bucket, "ckpt", shards=2, secret=KEY)
     for it in (2, 4, 6, 8):
         for server in shards:
             _at_iteration(server, it)
@@ -73,4 +75,6 @@ def test_a_failed_prune_does_not_fail_the_checkpoint(s3: Any, bucket: str) -> No
     assert server.store is not None
     server.store.s3 = ListFails()
     assert server.checkpoint() == 2
-    assert CheckpointStore(s3, bucket, "ckpt", shards=1).iterations_by_shard() == {0: {2}}
+    assert CheckpointStore(s3, bucket, "ckpt", shards=1, secret=KEY).iterations_by_shard() == {
+        0: {2}
+    }

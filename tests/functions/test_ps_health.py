@@ -1,0 +1,58 @@
+"""The liveness check: healthy on a serving shard; a listener that never greets is 'listening,
+not serving' and gets SIGTERM with --terminate-pid; a refused port never does."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from functions import ps_health
+
+from .conftest import endpoints, free_port
+
+
+@pytest.fixture()
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A stand-in for the PS's PID 1 that --terminate-pid may signal."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture()
+def mute_listener() -> Iterator[str]:
+    """Listens (the kernel completes connections) but never accepts: a starved shard."""
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_a_serving_shard_is_healthy(ps_cluster: Any) -> None:
+    (server,) = ps_cluster(1, 1)
+    assert ps_health.main([endpoints([server])[0], "--attempts", "1"]) == 0
+
+
+def test_a_shard_that_does_not_greet_is_terminated(
+    mute_listener: str, sleeper: subprocess.Popen[bytes]
+) -> None:
+    argv = [mute_listener, "--attempts", "2", "--timeout-s", "0.5", "--retry-delay-s", "0"]
+    assert ps_health.main([*argv, "--terminate-pid", str(sleeper.pid)]) == 1
+    assert sleeper.wait(timeout=30) == -15  # SIGTERM
+
+
+def test_a_refused_port_is_unhealthy_but_not_terminated(sleeper: subprocess.Popen[bytes]) -> None:
+    argv = [f"127.0.0.1:{free_port()}", "--attempts", "2", "--retry-delay-s", "0"]
+    assert ps_health.main([*argv, "--terminate-pid", str(sleeper.pid)]) == 1
+    assert sleeper.poll() is None
+
+
+def test_a_bad_endpoint_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert ps_health.main(["nohost"]) == 2
+    assert capsys.readouterr().err == (
+        "functions.ps_health: error: bad PS endpoint 'nohost': expected 'host:port' with port "
+        "1-65535\n"
+    )

@@ -1,7 +1,9 @@
 """`python -m emulator cdk.out/plan.json [--invocation-limit 60s] [--cpu-scale auto] [--out DIR]`.
 
 Bad input gets one line naming the bad value and what is accepted, and exit code 2; a run that
-fails gets one line saying what failed and exit code 1; no traceback either way.
+fails gets one line saying what failed and exit code 1; Ctrl-C or SIGTERM stop every process
+of the run, leave report.json with `status: interrupted`, and exit with 128 + the signal number;
+no traceback in any case.
 """
 
 from __future__ import annotations
@@ -9,11 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import sys
 from pathlib import Path
 
 from emulator.cpu import parse_cpu_scale
 from emulator.orchestrator import EmulatorError, Options, run
+from emulator.procs import Interrupted
 from provisioner.plan import Plan
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
@@ -117,9 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     except EmulatorError as err:
         print(f"emulator: run failed: {err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("emulator: interrupted; every process it started has been stopped", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
+        print(
+            f"emulator: interrupted by {signal.Signals(signum).name}; every process it started "
+            "has been stopped; report.json says how far it got",
+            file=sys.stderr,
+        )
+        return 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
     return 0
 
 

@@ -475,7 +475,7 @@ def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | Non
     server = (
         contextlib.nullcontext(endpoint) if endpoint else s3_server(options.s3, log_dir=logs / "s3")
     )
-    with supervisor.guard(), limiter, server as endpoint:
+    with supervisor.guard(), limiter, server as endpoint, supervisor.stopping():
         say(f"S3 ({endpoint.kind}) at {endpoint.url}")
         env = child_env(endpoint, secret, tmp_dir=out_dir / "tmp")
         create_buckets(endpoint, [dataset_bucket, artifacts_bucket])

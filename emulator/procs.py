@@ -114,6 +114,15 @@ class Supervisor:
             if log is not None and not log.closed:
                 log.close()
 
+    @contextlib.contextmanager
+    def stopping(self) -> Iterator[Supervisor]:
+        """Every child is stopped when the block exits, however it exits. Nested inside the
+        S3 server's block, so a PS stopped by SIGTERM can still write its last checkpoint."""
+        try:
+            yield self
+        finally:
+            self.stop_all()
+
     def pgids(self) -> list[int]:
         return [proc.pid for proc, _ in self._children]
 

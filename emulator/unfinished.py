@@ -51,12 +51,15 @@ def unfinished_report(
     *, job: str, status: str, planned: int, shards: int, logs: Path, **detail: Any
 ) -> dict[str, Any]:
     """report.json of a run that ended as `status` ("failed" or "interrupted")."""
+    checkpoint = last_common_checkpoint(logs, shards)
+    # The PS may have got further than any worker said (a checkpoint when it was stopped).
+    completed = max(iterations_completed(logs), checkpoint or 0)
     return {
         "job": job,
         "status": status,
         **detail,
-        "iterations": {"planned": planned, "completed": iterations_completed(logs)},
-        "last_checkpoint_iteration": last_common_checkpoint(logs, shards),
+        "iterations": {"planned": planned, "completed": completed},
+        "last_checkpoint_iteration": checkpoint,
         "logs": str(logs),
     }
 

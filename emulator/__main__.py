@@ -2,7 +2,8 @@
 
 Bad input gets one line naming the bad value and what is accepted, and exit code 2, before any
 server starts or any file is touched; a run that fails (a full disk included) gets one line saying
-what failed and exit code 1; no traceback either way.
+what failed and exit code 1; Ctrl-C or SIGTERM stop every process of the run, leave report.json
+with `status: interrupted`, and exit with 128 + the signal number; no traceback in any case.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import sys
 from pathlib import Path
 
 from emulator.cpu import check_cpu_scale, parse_cpu_scale
 from emulator.naming import run_dir
 from emulator.orchestrator import REPO_ROOT, EmulatorError, Options, run
+from emulator.procs import Interrupted
 from provisioner.cli import OneLineParser
 from provisioner.plan import Plan
 
@@ -158,9 +161,14 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    except KeyboardInterrupt:
-        print("emulator: interrupted; every process it started has been stopped", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
+        print(
+            f"emulator: interrupted by {signal.Signals(signum).name}; every process it started "
+            "has been stopped; report.json says how far it got",
+            file=sys.stderr,
+        )
+        return 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
     return 0
 
 

@@ -11,7 +11,7 @@ child is killed on the way out, whatever the way out is.
 from __future__ import annotations
 
 import contextlib
-import json
+import functools
 import os
 import secrets
 import shutil
@@ -33,12 +33,14 @@ from emulator.invocation import (
     submit,
 )
 from emulator.naming import SECRET_ENV, bucket_name, run_dir
-from emulator.procs import Supervisor, wait_for_log_line
+from emulator.procs import Interrupted, Supervisor, wait_for_log_line
 from emulator.progress import ProgressBar, logged_loss
 from emulator.ps_status import current_iteration, update_seconds
-from emulator.report import finish_report, write_text_atomically
+from emulator.report import finish_report
 from emulator.s3server import S3Endpoint, s3_server
+from emulator.unfinished import unfinished_report, write_report
 from functions import ps_health
+from functions.aws import S3Unreachable, naming_s3_failures, s3_config
 from provisioner.plan import Plan
 from stacks import events
 
@@ -130,9 +132,12 @@ def default_run_timeout_s(plan: Plan, options: Options) -> float:
     return 600.0 + 20.0 * plan.prediction.total_s + 4 * links * options.invocation_limit_s
 
 
-def child_env(endpoint: S3Endpoint, secret: str) -> dict[str, str]:
-    """Environment of every child: the S3 endpoint, dummy credentials, the PS secret."""
+def child_env(endpoint: S3Endpoint, secret: str, tmp_dir: Path | None = None) -> dict[str, str]:
+    """Environment of every child: the S3 endpoint, dummy credentials, the PS secret, and
+    `tmp_dir` as TMPDIR (the functions' /tmp, e.g. the shard cache, stays in the run's folder)."""
     env = dict(os.environ)
+    if tmp_dir is not None:
+        env["TMPDIR"] = str(tmp_dir)
     env.update(endpoint.client_env())
     env[SECRET_ENV] = secret
     env["PYTHONPATH"] = os.pathsep.join(
@@ -405,6 +410,7 @@ def create_buckets(endpoint: S3Endpoint, names: list[str]) -> None:
         aws_access_key_id=endpoint.client_env()["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=endpoint.client_env()["AWS_SECRET_ACCESS_KEY"],
         region_name=endpoint.client_env()["AWS_DEFAULT_REGION"],
+        config=s3_config(),
     )
     for name in names:
         try:
@@ -440,24 +446,39 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
     for the run and stopped with it. A failed run still leaves a report.json saying what failed.
     """
     out_dir = run_dir(plan.job, options.out_dir, REPO_ROOT / "runs")  # before anything is deleted
+    unfinished = functools.partial(
+        unfinished_report,
+        job=plan.job,
+        planned=plan.training.iterations,
+        shards=plan.ps_count,
+        logs=out_dir / "logs",
+    )
     try:
-        return _run(plan, options, out_dir, endpoint)
-    except EmulatorError as err:
-        failed = {"job": plan.job, "status": "failed", "error": str(err)}
-        out_dir.mkdir(parents=True, exist_ok=True)
-        write_text_atomically(out_dir / "report.json", json.dumps(failed, indent=2) + "\n")
+        with naming_s3_failures():
+            return _run(plan, options, out_dir, endpoint)
+    except (EmulatorError, S3Unreachable) as err:
+        write_report(out_dir, unfinished(status="failed", error=str(err)))
+        if isinstance(err, S3Unreachable):
+            raise EmulatorError(str(err)) from None
         raise
+    except KeyboardInterrupt as err:
+        name = err.signal_name if isinstance(err, Interrupted) else "SIGINT"
+        write_report(out_dir, unfinished(status="interrupted", signal=name))
+        raise
+    finally:
+        shutil.rmtree(out_dir / "tmp", ignore_errors=True)  # the functions' /tmp
 
 
 def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | None) -> RunRecord:
     """The body of `run`."""
     logs = out_dir / "logs"
     # A fresh run: stale logs or artifacts of an earlier run must not be mistaken for this one's.
-    for stale in (logs, out_dir / "artifacts"):
+    for stale in (logs, out_dir / "artifacts", out_dir / "tmp"):
         shutil.rmtree(stale, ignore_errors=True)
     for stale_file in (out_dir / "report.json", out_dir / "loss.png"):
         stale_file.unlink(missing_ok=True)
     logs.mkdir(parents=True, exist_ok=True)
+    (out_dir / "tmp").mkdir()
     scale = resolve_cpu_scale(plan, options)
     worker_cores = cpu.local_cores(plan.memory_mb, scale)
     margin_s = options.safety_margin_s
@@ -480,10 +501,12 @@ def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | Non
         f"worker of {plan.memory_mb} MB ({plan.n_workers} workers on {cpu.machine_cores():.0f})"
     )
     throttled: dict[str, float] = {}
-    server = contextlib.nullcontext(endpoint) if endpoint else s3_server(options.s3)
-    with supervisor.guard(), limiter, server as endpoint:
+    server = (
+        contextlib.nullcontext(endpoint) if endpoint else s3_server(options.s3, log_dir=logs / "s3")
+    )
+    with supervisor.guard(), limiter, server as endpoint, supervisor.stopping():
         say(f"S3 ({endpoint.kind}) at {endpoint.url}")
-        env = child_env(endpoint, secret)
+        env = child_env(endpoint, secret, tmp_dir=out_dir / "tmp")
         create_buckets(endpoint, [dataset_bucket, artifacts_bucket])
         prepare = events.prepare_event(
             plan, source=dataset_source(plan), dataset_bucket=dataset_bucket

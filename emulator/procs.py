@@ -45,6 +45,18 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived while children ran; by convention the exit code is 128 + signum.
+
+    A KeyboardInterrupt, so every `finally` on the way out runs and Ctrl-C handlers still match.
+    """
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(f"signal {self.signal_name}")
+
+
 class Supervisor:
     """Starts children in new sessions and guarantees they are gone when it stops."""
 
@@ -102,6 +114,15 @@ class Supervisor:
             if log is not None and not log.closed:
                 log.close()
 
+    @contextlib.contextmanager
+    def stopping(self) -> Iterator[Supervisor]:
+        """Every child is stopped when the block exits, however it exits. Nested inside the
+        S3 server's block, so a PS stopped by SIGTERM can still write its last checkpoint."""
+        try:
+            yield self
+        finally:
+            self.stop_all()
+
     def pgids(self) -> list[int]:
         return [proc.pid for proc, _ in self._children]
 
@@ -111,8 +132,11 @@ class Supervisor:
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             # Raise in the main thread so the orchestrator's finally blocks run (upload what
-            # can be uploaded, remove cgroups) before the children are killed.
-            raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+            # can be uploaded, remove cgroups) before the children are killed. A second Ctrl-C
+            # must not cut that cleanup short: further signals wait until the block has exited.
+            for ignored in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(ignored, signal.SIG_IGN)
+            raise Interrupted(signum)
 
         atexit.register(self.stop_all)
         # Signal handlers can only be set from the main thread; elsewhere atexit and the

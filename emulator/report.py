@@ -351,6 +351,8 @@ def evaluate(record: RunRecord, s3: Any) -> dict[str, Any] | None:
 def s3_client_for(endpoint: S3Endpoint) -> Any:
     import boto3
 
+    from functions.aws import s3_config  # the runtime's timeouts and bounded retries
+
     env = endpoint.client_env()
     return boto3.session.Session().client(
         "s3",
@@ -358,6 +360,7 @@ def s3_client_for(endpoint: S3Endpoint) -> Any:
         aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
         region_name=env["AWS_DEFAULT_REGION"],
+        config=s3_config(),
     )
 
 

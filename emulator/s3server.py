@@ -6,7 +6,9 @@ boto3 code runs unchanged with only `AWS_ENDPOINT_URL_S3` set. moto's threaded s
 documented fallback (`--s3 moto`) for machines where the Go binary cannot run.
 
 Every port `weed mini` would open is chosen free and bound to 127.0.0.1; telemetry is off; the
-whole process group is killed on exit, whatever happened.
+whole process group is killed on exit, whatever happened. Its logs go to a folder we name (the
+run's `logs/s3`), not the system temp folder, and the gRPC socket files it puts in /tmp are
+removed when it stops, so a run leaves nothing in the temp folder.
 """
 
 from __future__ import annotations
@@ -81,10 +83,13 @@ def weed_binary() -> str:
     return found
 
 
-def weed_command(binary: str, data_dir: Path, ports: dict[str, int]) -> list[str]:
-    """The `weed mini` command line: everything on 127.0.0.1, no telemetry, no extra gateways."""
+def weed_command(binary: str, data_dir: Path, ports: dict[str, int], log_dir: Path) -> list[str]:
+    """The `weed mini` command line: everything on 127.0.0.1, no telemetry, no extra gateways,
+    glog files in `log_dir` (glog's default is the system temp folder)."""
     args = [
         binary,
+        f"-logdir={log_dir}",
+        "-alsologtostderr=false",  # the glog files hold them; stdout keeps only crashes
         "mini",
         f"-dir={data_dir}",
         f"-ip={HOST}",
@@ -101,6 +106,17 @@ def weed_command(binary: str, data_dir: Path, ports: dict[str, int]) -> list[str
         args.append(f"-{name}.port={ports[name]}")
         args.append(f"-{name}.port.grpc={ports[name + '.grpc']}")
     return args
+
+
+def weed_socket_paths(ports: dict[str, int]) -> list[Path]:
+    """The gRPC socket files weed puts in /tmp (no flag moves them), one per component.
+
+    weed removes some of them when it stops cleanly and none when it is killed.
+    """
+    return [
+        Path(f"/tmp/seaweedfs-{name}-grpc-{ports[name + '.grpc']}.sock")
+        for name in _WEED_COMPONENTS
+    ]
 
 
 def weed_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
@@ -141,18 +157,24 @@ def kill_process_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> N
 
 @contextlib.contextmanager
 def weed_server(
-    data_dir: Path | None = None, ready_timeout_s: float = 60.0, log_path: Path | None = None
+    data_dir: Path | None = None, ready_timeout_s: float = 60.0, log_dir: Path | None = None
 ) -> Iterator[S3Endpoint]:
-    """Run `weed mini` until the block exits; yields once its S3 endpoint answers."""
+    """Run `weed mini` until the block exits; yields once its S3 endpoint answers.
+
+    Without `data_dir` the data lives in a temporary folder removed at the end; without
+    `log_dir` the logs go to `<data_dir>/logs` (and are removed with a temporary data dir).
+    """
     binary = weed_binary()
     owned_dir = data_dir is None
     work_dir = Path(tempfile.mkdtemp(prefix="emu-weed-")) if data_dir is None else data_dir
     work_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = log_dir or work_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
     names = [n for c in _WEED_COMPONENTS for n in (c, c + ".grpc")]
     ports = dict(zip(names, free_ports(len(names)), strict=True))
-    log_file = open(log_path or work_dir / "weed.log", "wb")  # noqa: SIM115 - closed in finally
+    log_file = open(log_dir / "weed.log", "wb")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(
-        weed_command(binary, work_dir, ports),
+        weed_command(binary, work_dir, ports, log_dir),
         cwd=work_dir,
         env=weed_env(os.environ),
         stdout=log_file,
@@ -173,8 +195,8 @@ def weed_server(
     finally:
         kill_process_group(proc)
         log_file.close()
-        # The admin server's gRPC socket has no flag for its path; it is always here.
-        Path(f"/tmp/seaweedfs-admin-grpc-{ports['admin.grpc']}.sock").unlink(missing_ok=True)
+        for socket_path in weed_socket_paths(ports):
+            socket_path.unlink(missing_ok=True)
         if owned_dir:
             shutil.rmtree(work_dir, ignore_errors=True)
 
@@ -194,11 +216,11 @@ def moto_server() -> Iterator[S3Endpoint]:
 
 
 def s3_server(
-    kind: str = "weed", data_dir: Path | None = None
+    kind: str = "weed", data_dir: Path | None = None, log_dir: Path | None = None
 ) -> contextlib.AbstractContextManager[S3Endpoint]:
-    """The server named by `--s3`: "weed" (default) or "moto"."""
+    """The server named by `--s3`: "weed" (default) or "moto" (in-process: no logs of its own)."""
     if kind == "weed":
-        return weed_server(data_dir=data_dir)
+        return weed_server(data_dir=data_dir, log_dir=log_dir)
     if kind == "moto":
         return moto_server()
     raise ValueError(f"unknown S3 server {kind!r}: expected 'weed' or 'moto'")

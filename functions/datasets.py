@@ -281,7 +281,7 @@ def batch_indices(
 def prepare_handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     """Lambda/emulator step: {source, n_shards, dataset_bucket, dataset_prefix, seed?,
     test_fraction?} → the manifest (also written to S3)."""
-    from functions.aws import s3_client
+    from functions.aws import naming_s3_failures, s3_client
 
     try:
         source = str(event["source"])
@@ -290,15 +290,16 @@ def prepare_handler(event: Mapping[str, Any], context: Any = None) -> dict[str, 
         prefix = str(event["dataset_prefix"])
     except KeyError as exc:
         raise DatasetError(f"prepare event is missing key {exc.args[0]!r}") from None
-    return write_shards(
-        s3_client(),
-        source,
-        n_shards,
-        bucket,
-        prefix,
-        seed=int(event.get("seed", 0)),
-        test_fraction=float(event.get("test_fraction", 0.2)),
-    )
+    with naming_s3_failures():
+        return write_shards(
+            s3_client(),
+            source,
+            n_shards,
+            bucket,
+            prefix,
+            seed=int(event.get("seed", 0)),
+            test_fraction=float(event.get("test_fraction", 0.2)),
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ import torch
 from torch.nn import functional as F
 
 from functions import datasets, wire, zoo
-from functions.aws import resolve_secret, s3_client
+from functions.aws import naming_s3_failures, resolve_secret, s3_client
 from functions.ps import CheckpointStore
 from functions.ps_client import PSClient
 from functions.task import WorkerTask
@@ -78,6 +78,7 @@ def evaluate(model: torch.nn.Module, x: np.ndarray, y: np.ndarray) -> dict[str, 
     return {"test_samples": len(x), "test_loss": loss, "test_accuracy": accuracy}
 
 
+@naming_s3_failures()
 def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     task = WorkerTask.from_event(event)
     s3 = s3_client()

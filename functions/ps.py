@@ -73,6 +73,7 @@ from typing import Any
 import numpy as np
 
 from functions import wire
+from functions.aws import S3Unreachable, naming_s3_failures
 from functions.wire import MsgType
 
 LOG = logging.getLogger("functions.ps")
@@ -684,8 +685,14 @@ class ParameterServer:
             with self._conns_lock:
                 self._unauthenticated.pop(conn, None)
             buffers = [buf]  # receive buffers; usually one (see _receive_buffer)
-            while not self._stop.is_set():
-                self._serve_request(conn, rank, total, buffers)
+            with naming_s3_failures():  # a checkpoint, restore or rollback reaches S3
+                while not self._stop.is_set():
+                    self._serve_request(conn, rank, total, buffers)
+        except S3Unreachable as exc:
+            # The client that asked (or whose push completed the iteration) fails with the
+            # cause; checkpoints already in S3 are untouched (a PUT is all or nothing).
+            LOG.error("shard %d: checkpoint storage failed: %s", self.config.shard, exc)
+            self._try_send_error(conn, str(exc))
         except wire.PSDisconnected:
             # Before the handshake this is a liveness probe or an evicted peer: not news.
             level = logging.INFO if rank is not None else logging.DEBUG
@@ -984,10 +991,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = config_from_args(args)
         server = ParameterServer(config)
-        host, port = server.start()
+        with naming_s3_failures():  # start() restores the newest checkpoint from S3
+            host, port = server.start()
     except (ValueError, OSError) as exc:
         print(f"functions.ps: error: {exc}", file=sys.stderr)
         return 2
+    except S3Unreachable as exc:
+        print(f"functions.ps: error: {exc}", file=sys.stderr)
+        return 1
     stop = threading.Event()
     # SIGTERM (EC2 stop, emulator teardown) checkpoints before leaving.
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -996,7 +1007,8 @@ def main(argv: list[str] | None = None) -> int:
     while not stop.wait(0.5):
         pass
     try:
-        server.checkpoint()
+        with naming_s3_failures():
+            server.checkpoint()
     except Exception as exc:  # noqa: BLE001  # the exit path must not hide the shutdown
         LOG.error("final checkpoint failed: %s", exc)
     server.stop()

@@ -25,13 +25,14 @@ import torch  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from functions import datasets, wire, zoo  # noqa: E402
-from functions.aws import resolve_secret, s3_client  # noqa: E402
+from functions.aws import naming_s3_failures, resolve_secret, s3_client  # noqa: E402
 from functions.ps_client import PSClient  # noqa: E402
 from functions.task import WorkerTask  # noqa: E402
 
 IMPORT_S = time.perf_counter() - _MODULE_START
 LOG = logging.getLogger("functions.worker")
 VCPU_MEMORY_MB = 1769  # Lambda: 1,769 MB buys one vCPU of CPU time
+S3_CALLS_TO_LOAD = 3  # manifest GET, shard HEAD + GET
 _cold = True
 
 
@@ -219,6 +220,16 @@ def _train(run: _Run, context: Any) -> tuple[int, str]:
     return iteration, "done"
 
 
+def s3_budget_s(task: WorkerTask, context: Any) -> float | None:
+    """Worst case one S3 call may take, so that loading the data ends before the invocation's
+    safety margin even on a dead or stalled S3: the invocation then fails naming S3, instead of
+    being killed at its limit. None without a Lambda context (no deadline to keep)."""
+    if context is None or not hasattr(context, "get_remaining_time_in_millis"):
+        return None
+    remaining_s = context.get_remaining_time_in_millis() / 1000.0
+    return max(0.0, remaining_s - task.safety_margin_s) / S3_CALLS_TO_LOAD
+
+
 def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
     """One invocation of one worker; the body of `handler`."""
     global _cold
@@ -227,7 +238,7 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
     _cold = False
     torch.set_num_threads(torch_threads(task.memory_mb))
 
-    s3 = s3_client()
+    s3 = s3_client(budget_s=s3_budget_s(task, context))
     manifest = datasets.read_manifest(s3, task.dataset_bucket, task.dataset_prefix)
     x, y = datasets.load_shard(
         s3, task.dataset_bucket, task.dataset_prefix, task.rank, manifest, task.ephemeral_storage_mb
@@ -279,4 +290,5 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
 def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     """Lambda entry point (CMD functions.worker.handler)."""
     task = WorkerTask.from_event(event)
-    return run_task(task, context)
+    with naming_s3_failures():
+        return run_task(task, context)

@@ -118,3 +118,27 @@ def after_marker(event: dict[str, Any], context: Any) -> dict[str, Any]:
             raise TimeoutError(f"{marker} never appeared")
         time.sleep(0.05)
     return handler(event, context)
+
+
+def gated(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The real worker handler, except that rank 0 stops once before computing iteration
+    $EMU_TEST_GATE_ITERATION: it writes `reached` in $EMU_TEST_GATE_DIR and waits until the
+    test writes `go` there (the test injects its fault in between)."""
+    from functions import worker
+
+    gate = Path(os.environ["EMU_TEST_GATE_DIR"])
+    at_iteration = int(os.environ["EMU_TEST_GATE_ITERATION"])
+    real_step = worker._step
+
+    def step(run: Any, iteration: int) -> None:
+        if iteration == at_iteration and not (gate / "reached").exists():
+            (gate / "reached").write_text(str(iteration))
+            deadline = time.monotonic() + 120  # the invocation limit usually ends it first
+            while not (gate / "go").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        real_step(run, iteration)
+
+    if event["rank"] == 0 and not getattr(real_step, "gated", False):
+        step.gated = True  # type: ignore[attr-defined]  # a warm environment patches once
+        worker._step = step
+    return worker.handler(event, context)

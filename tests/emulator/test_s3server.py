@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import re
+import tempfile
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 
 from emulator.procs import group_alive
-from emulator.s3server import S3Endpoint, s3_server, weed_command, weed_env
+from emulator.s3server import (
+    S3Endpoint,
+    s3_server,
+    weed_command,
+    weed_env,
+    weed_server,
+    weed_socket_paths,
+)
 
 
 def test_weed_round_trips_an_object_through_boto3(s3_client: Any, s3_endpoint: S3Endpoint) -> None:
@@ -28,7 +38,8 @@ def test_weed_command_binds_loopback_and_disables_telemetry(tmp_path) -> None:  
             [f"{c}{s}" for c in ("master", "volume", "filer", "s3", "admin") for s in ("", ".grpc")]
         )
     }
-    argv = weed_command("weed", tmp_path, ports)
+    argv = weed_command("weed", tmp_path, ports, tmp_path / "logs")
+    assert argv.index(f"-logdir={tmp_path / 'logs'}") < argv.index("mini")  # a global flag
     assert "-ip.bind=127.0.0.1" in argv
     assert "-master.telemetry=false" in argv
     assert "-s3.port=6" in argv
@@ -41,6 +52,37 @@ def test_server_process_group_is_gone_after_the_block(tmp_path) -> None:  # type
         with urllib.request.urlopen(endpoint.url + "/", timeout=5) as response:
             assert response.status < 500
     assert not group_alive(pid)
+
+
+def test_weed_leaves_nothing_in_the_temp_folder_and_logs_where_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """glog writes to the temp folder unless told otherwise, and weed's gRPC sockets live in
+    /tmp whatever TMPDIR says: after the block neither is left, and the logs are in log_dir."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # tempfile caches the folder
+    log_dir = tmp_path / "run" / "logs" / "s3"
+    with weed_server(log_dir=log_dir) as endpoint:
+        assert endpoint.pid is not None
+        sockets = _grpc_sockets_of(endpoint.pid)
+        assert any(path.exists() for path in sockets), sockets  # the check below means something
+        assert list(temp.iterdir())  # the data folder, for now
+    assert sorted(temp.iterdir()) == []
+    assert [path for path in sockets if path.exists()] == []
+    assert any(p.name.startswith("weed.") and ".log.INFO." in p.name for p in log_dir.iterdir())
+
+
+def _grpc_sockets_of(pid: int) -> list[Path]:
+    """The /tmp socket files of a running weed, from the gRPC ports on its command line."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    ports = {
+        arg[1:].split("=")[0]: int(arg.split("=")[1])
+        for arg in argv
+        if re.fullmatch(r"-\w+\.port(\.grpc)?=\d+", arg)
+    }
+    return weed_socket_paths({k.replace(".port", ""): v for k, v in ports.items()})
 
 
 def test_unknown_server_kind_is_a_clear_error() -> None:

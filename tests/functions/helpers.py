@@ -60,10 +60,11 @@ class GateContext:
 
     The worker checks the time once before each step, so with start_iteration 0 it parks with
     iterations 0 .. park_at - 2 done: the PS is at iteration park_at - 1, whatever the speed.
+    The worker's first look, which sizes its S3 timeouts, is not counted.
     """
 
     def __init__(self, park_at: int) -> None:
-        self.park_at = park_at
+        self.park_at = park_at + 1
         self.calls = 0
         self.parked = threading.Event()
         self.gate = threading.Event()

@@ -79,6 +79,7 @@ class Options:
     # End each invocation after this many iterations too (0: only the limit): re-invocation at a
     # chosen iteration whatever the machine's speed (tests, `--iterations-per-invocation`).
     iterations_per_invocation: int = 0
+    ps_secret: str | None = None  # the PS handshake and checkpoint HMAC key; default: fresh per run
 
 
 @dataclass
@@ -486,7 +487,7 @@ def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | Non
         margin_s = default_safety_margin_s(options.invocation_limit_s)
     dataset_bucket = bucket_name(plan.job, "dataset")
     artifacts_bucket = bucket_name(plan.job, "artifacts")
-    secret = secrets.token_hex(32)  # a fresh PS secret per run
+    secret = options.ps_secret or secrets.token_hex(32)  # a fresh PS secret per run
     supervisor = Supervisor()
     cpu.remove_stale_groups("lambda-dnn-emu")
     limiter = cpu.CpuLimiter(f"lambda-dnn-emu-{os.getpid()}")

@@ -45,12 +45,16 @@ def _plan(job: str, iterations: int) -> Plan:
     return dataclasses.replace(base, training=training)
 
 
+SECRET = "fault-test-secret"
+
+
 def _gated_options(out_dir: Path) -> Options:
     return Options(
         invocation_limit_s=60.0,
         out_dir=out_dir,
         quiet=True,
         worker_handler="tests.emulator.fake_handlers:gated",
+        ps_secret=SECRET,  # the test verifies the checkpoints' HMAC after the run
     )
 
 
@@ -137,7 +141,7 @@ def test_s3_paused_mid_run_is_waited_out_and_training_completes(
         chaos.join(WAIT_S)
     assert request_held, "no S3 request met the paused server"
     report = json.loads((tmp_path / "run" / "report.json").read_text())
-    assert report["iterations"] == {"planned": 300, "completed": 300}
+    assert report["iterations"]["planned"] == report["iterations"]["completed"] == 300
     ps_log = (tmp_path / "run" / "logs" / "ps-0.log").read_text()
     assert "checkpointed iteration 100 " in ps_log
     assert not [p for p in record.child_pids if pid_alive(p)]
@@ -178,7 +182,11 @@ def test_s3_killed_mid_run_fails_the_run_naming_s3_and_keeps_the_last_checkpoint
 
     with weed_server(data_dir=data_dir) as restarted:
         store = CheckpointStore(
-            s3_client_for(restarted), bucket_name(plan.job, "artifacts"), checkpoint_prefix(plan), 1
+            s3_client_for(restarted),
+            bucket_name(plan.job, "artifacts"),
+            checkpoint_prefix(plan),
+            1,
+            secret=SECRET.encode(),
         )
         assert store.latest_common_iteration() == CHECKPOINT_EVERY
         checkpoint = store.load(0, CHECKPOINT_EVERY)

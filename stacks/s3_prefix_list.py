@@ -57,3 +57,13 @@ class S3PrefixList(Construct):
             reason="ec2:DescribeManagedPrefixLists supports no resource-level permissions; "
             "it only reads the names and ids of prefix lists.",
         )
+        # The stack's singleton function that runs the call; on its role only, not the stack.
+        role = self.resource.grant_principal
+        assert isinstance(role, Construct), role
+        acknowledge(
+            role,
+            rule="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AWSLambdaBasicExecutionRole]",
+            reason="CDK's custom-resource function (looks up the prefix list) writes only its "
+            "own logs with AWS's minimal managed policy.",
+        )

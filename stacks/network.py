@@ -9,6 +9,7 @@ for a run to work or be followed:
 - cloudformation: the PS signals "ready" so the stack, and the training start, wait for it.
 - logs: the PS container ships its log to CloudWatch, where the user follows the run.
 Lambda's own logs and invokes do not go through the VPC, so they need no endpoint.
+HTTPS to S3 goes to S3's managed prefix list, whose id a custom resource looks up at deploy.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+
+from stacks.s3_prefix_list import S3PrefixList
 
 # The default when a Plan does not list them (plans from before `Plan.interface_endpoints`).
 INTERFACE_ENDPOINTS = (
@@ -38,7 +41,7 @@ class TrainingNetwork(Construct):
     One AZ on purpose: the PS and the workers talk every iteration, and cross-AZ traffic is
     both slower and billed; each interface endpoint also bills per AZ.
     Attributes: `vpc`, `subnets` (selection for everything we place), `worker_security_group`,
-    `ps_security_group`, `endpoint_security_group`.
+    `ps_security_group`, `endpoint_security_group`, `s3_prefix_list`.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, ps_port: int,
@@ -91,7 +94,8 @@ class TrainingNetwork(Construct):
             description="Interface endpoints: HTTPS from workers and parameter servers",
             allow_all_outbound=False,
         )
-        self._connect(ps_port)
+        self.s3_prefix_list = S3PrefixList(self, "S3PrefixList")
+        self._connect(ps_port, s3=ec2.Peer.prefix_list(self.s3_prefix_list.prefix_list_id))
         for service in interface_endpoints:
             self.vpc.add_interface_endpoint(
                 endpoint_id(service),
@@ -102,16 +106,14 @@ class TrainingNetwork(Construct):
                 security_groups=[self.endpoint_security_group],
             )
 
-    def _connect(self, ps_port: int) -> None:
+    def _connect(self, ps_port: int, *, s3: ec2.IPeer) -> None:
         """The only connections: workers reach the PS port and HTTPS, the PS reaches HTTPS only
         (it never calls a worker: workers connect to it and groups are stateful). `allow_to`
         writes the egress rule on one group and the matching ingress rule on the other.
 
-        HTTPS to 0.0.0.0/0 is the S3 gateway endpoint: its route targets S3's AWS-managed prefix
-        list, whose id CloudFormation does not return for a gateway endpoint and CDK can only
-        look up with AWS credentials at synth; the subnets have no route to anything else
-        outside the VPC (no NAT, no internet gateway). DNS, instance metadata and time sync are
-        not filtered by security groups.
+        HTTPS goes to the interface endpoints' group and to `s3`, S3's managed prefix list (the
+        gateway endpoint's route). DNS, instance metadata and time sync are not filtered by
+        security groups.
         """
         https = ec2.Port.tcp(443)
         self.worker_security_group.connections.allow_to(
@@ -121,8 +123,4 @@ class TrainingNetwork(Construct):
         )
         for group in (self.worker_security_group, self.ps_security_group):
             group.connections.allow_to(self.endpoint_security_group, https, "AWS APIs")
-            group.add_egress_rule(
-                ec2.Peer.any_ipv4(),
-                https,
-                "S3 via the gateway endpoint; no other route leaves the VPC",
-            )
+            group.add_egress_rule(s3, https, "S3 via the gateway endpoint")

@@ -1,5 +1,6 @@
 """Least privilege on the synthesized templates: each function role allows exactly what its handler
-does, and the workers' and PS security groups reach only the PS port and HTTPS.
+does, and the workers' and PS security groups reach only the PS port, the interface endpoints and
+S3's prefix list.
 
 Roles are found through the function that runs a handler (`ImageConfig.Command`), security groups
 through their description: never hashed logical ids.
@@ -140,16 +141,22 @@ def test_prepare_writes_its_shards_and_reads_nothing_of_ours(
 
 def egress_by_group(template: Template) -> dict[str, set[tuple[str, int, int, str]]]:
     """Security group description → its egress rules as (protocol, from, to, destination), the
-    destination a CIDR or the description of the destination group; inline rules and
-    AWS::EC2::SecurityGroupEgress resources alike."""
+    destination a CIDR, the description of the destination group, or "prefix list <id>" with
+    the logical id of the resource that returns it; inline rules and AWS::EC2::SecurityGroupEgress
+    resources alike."""
     resources = template.to_json()["Resources"]
     groups = template.find_resources("AWS::EC2::SecurityGroup")
     names = {lid: g["Properties"]["GroupDescription"] for lid, g in groups.items()}
 
+    def destination(r: dict[str, Any]) -> str:
+        if "DestinationSecurityGroupId" in r:
+            return names[r["DestinationSecurityGroupId"]["Fn::GetAtt"][0]]
+        if "DestinationPrefixListId" in r:
+            return f"prefix list {r['DestinationPrefixListId']['Fn::GetAtt'][0]}"
+        return r.get("CidrIp") or r.get("CidrIpv6") or str(r)
+
     def rule(r: dict[str, Any]) -> tuple[str, int, int, str]:
-        target = r.get("DestinationSecurityGroupId", {}).get("Fn::GetAtt", [None])[0]
-        destination = names[target] if target else r.get("CidrIp", str(r))
-        return (r["IpProtocol"], r.get("FromPort", -1), r.get("ToPort", -1), destination)
+        return (r["IpProtocol"], r.get("FromPort", -1), r.get("ToPort", -1), destination(r))
 
     rules = {names[lid]: {rule(r) for r in g["Properties"].get("SecurityGroupEgress", [])}
              for lid, g in groups.items()}  # fmt: skip
@@ -160,30 +167,78 @@ def egress_by_group(template: Template) -> dict[str, set[tuple[str, int, int, st
     return rules
 
 
+def s3_prefix_list_lookup(template: Template) -> tuple[str, dict[str, Any]]:
+    """(logical id, SDK call with the region as "REGION") of the one custom resource that looks
+    up S3's managed prefix list."""
+    lookups = {
+        lid: json.loads(with_region(r["Properties"]["Create"]))
+        for lid, r in template.find_resources("Custom::AWS").items()
+        if "describeManagedPrefixLists" in json.dumps(r["Properties"]["Create"])
+    }
+    ((lid, call),) = lookups.items()
+    return lid, call
+
+
+def with_region(value: Any) -> str:
+    """A Fn::Join whose only tokens are the stack's region, with "REGION" in their place."""
+    if isinstance(value, str):
+        return value
+    parts = value["Fn::Join"][1]
+    assert all(isinstance(p, str) or p == {"Ref": "AWS::Region"} for p in parts), parts
+    return "".join(p if isinstance(p, str) else "REGION" for p in parts)
+
+
 def one(names: Any, start: str) -> str:
     (name,) = [n for n in names if n.startswith(start)]
     return name
 
 
-def test_workers_and_ps_reach_only_the_ps_port_and_https(
+def test_workers_and_ps_reach_only_the_ps_port_the_endpoints_and_s3(
     built: tuple[Plan, dict[str, Template]],
 ) -> None:
     _, templates = built
     egress = egress_by_group(templates["ps"])
     workers, ps = one(egress, "Training workers"), one(egress, "Parameter servers")
     endpoints = one(egress, "Interface endpoints")
-    https_anywhere = ("tcp", 443, 443, "0.0.0.0/0")  # S3 gateway endpoint; see docs/stacks.md
-    assert egress[workers] == {("tcp", PS_PORT, PS_PORT, ps), ("tcp", 443, 443, endpoints),
-                               https_anywhere}  # fmt: skip
-    assert egress[ps] == {("tcp", 443, 443, endpoints), https_anywhere}
+    lookup, _ = s3_prefix_list_lookup(templates["ps"])
+    s3 = ("tcp", 443, 443, f"prefix list {lookup}")
+    assert egress[workers] == {("tcp", PS_PORT, PS_PORT, ps), ("tcp", 443, 443, endpoints), s3}
+    assert egress[ps] == {("tcp", 443, 443, endpoints), s3}
     for rules in egress.values():  # no group anywhere may send all traffic
         assert not [r for r in rules if r[0] == "-1"], rules
+
+
+def test_no_egress_rule_anywhere_goes_to_the_whole_internet(
+    built: tuple[Plan, dict[str, Template]],
+) -> None:
+    _, templates = built
+    for name, template in templates.items():
+        for rules in egress_by_group(template).values():
+            assert not [r for r in rules if r[3] in ("0.0.0.0/0", "::/0")], (name, rules)
+
+
+def test_the_s3_prefix_list_is_looked_up_by_name_in_the_stacks_region(
+    built: tuple[Plan, dict[str, Template]],
+) -> None:
+    _, templates = built
+    lookup, call = s3_prefix_list_lookup(templates["ps"])
+    assert (call["service"], call["action"]) == ("EC2", "describeManagedPrefixLists")
+    assert call["parameters"] == {
+        "Filters": [{"Name": "prefix-list-name", "Values": ["com.amazonaws.REGION.s3"]}]
+    }
+    assert call["outputPaths"] == ["PrefixLists.0.PrefixListId"]
+    depends_on = set(templates["ps"].to_json()["Resources"][lookup]["DependsOn"])
+    policies = templates["ps"].find_resources("AWS::IAM::Policy")
+    (policy,) = [p for lid, p in policies.items() if lid in depends_on]  # the call's own policy
+    assert policy["Properties"]["PolicyDocument"]["Statement"] == [
+        {"Action": "ec2:DescribeManagedPrefixLists", "Effect": "Allow", "Resource": "*"}
+    ]
 
 
 def test_the_vpc_has_no_route_out_but_the_s3_gateway(
     built: tuple[Plan, dict[str, Template]],
 ) -> None:
-    """What makes HTTPS-to-anywhere reach S3 only: no route but the VPC's own and the endpoint."""
+    """Defence in depth under the egress rules: no route out but the VPC's own and the endpoint."""
     _, templates = built
     ps = templates["ps"]
     for kind in ("AWS::EC2::Route", "AWS::EC2::InternetGateway", "AWS::EC2::NatGateway",

@@ -36,6 +36,7 @@ UNSCOPABLE_ACTIONS = {
     "logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery",
     "logs:DeleteLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy",
     "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
+    "ec2:DescribeManagedPrefixLists",
 }  # fmt: skip
 
 

@@ -17,10 +17,11 @@ export PATH := $(CURDIR)/$(VENV)/node-bin:$(PATH)
 .PHONY: setup demo test lint synth diff bench clean
 
 # The demo's defaults: digits-mlp trains in well under a minute, so a 20 s deadline makes the
-# planner fan out (n = 2) and 4 s invocations make every worker re-invoke from its checkpoint
-# (twice here; still once on a machine twice as fast).
+# planner fan out (n = 2); 4 s invocations, and at most 1200 iterations per invocation, make
+# every worker checkpoint and re-invoke at least twice on any machine, fast or slow.
 DEADLINE ?= 20s
 INVOCATION_LIMIT ?= 4s
+ITERATIONS_PER_INVOCATION ?= 1200
 CDK := node_modules/.bin/cdk
 
 $(STAMP): requirements.txt requirements-dev.txt
@@ -37,7 +38,8 @@ $(NODE_STAMP): package.json package-lock.json $(STAMP)
 setup: $(STAMP) $(NODE_STAMP)
 
 demo: synth
-	$(PY) -m emulator cdk.out/plan.json --invocation-limit $(INVOCATION_LIMIT)
+	$(PY) -m emulator cdk.out/plan.json --invocation-limit $(INVOCATION_LIMIT) \
+		--iterations-per-invocation $(ITERATIONS_PER_INVOCATION)
 
 synth: setup
 	$(CDK) synth --quiet -c deadline=$(DEADLINE) > /dev/null

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 from typing import Any
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
-from functions import datasets, zoo
+from functions import datasets, wire, zoo
 from functions.ps import ParameterServer
 
 from .conftest import SECRET_ENV
@@ -130,3 +132,13 @@ def reference_params(s3: Any, bucket: str, event: dict[str, Any], iterations: in
         loss.backward()
         opt.step()
     return torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy()
+
+
+def challenged_socket(endpoint: str, timeout_s: float = 30) -> tuple[socket.socket, bytes]:
+    """A raw connection to a PS shard that has read the shard's CHALLENGE; (socket, nonce)."""
+    host, port = wire.parse_endpoint(endpoint)
+    sock = socket.create_connection((host, port), timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    header = wire.recv_header(sock, deadline)
+    assert header.msg_type == wire.MsgType.CHALLENGE
+    return sock, wire.recv_control(sock, header, deadline)

@@ -22,18 +22,9 @@ from functions.ps_client import PSClient
 from functions.wire import MsgType
 
 from .conftest import SECRET, endpoints
-from .helpers import ps_vector, reference_params, run_threads, worker_event
+from .helpers import challenged_socket, ps_vector, reference_params, run_threads, worker_event
 
 MLP_DIGITS_PARAMS = 64 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10
-
-
-def _connect(endpoint: str) -> tuple[socket.socket, bytes]:
-    host, port = wire.parse_endpoint(endpoint)
-    sock = socket.create_connection((host, port), timeout=10)
-    deadline = time.monotonic() + 10
-    header = wire.recv_header(sock, deadline)
-    assert header.msg_type == MsgType.CHALLENGE
-    return sock, wire.recv_control(sock, header, deadline)
 
 
 def _hello(
@@ -54,7 +45,7 @@ def _hello(
 
 
 def _authenticated(endpoint: str, shard: int = 0) -> socket.socket:
-    sock, nonce = _connect(endpoint)
+    sock, nonce = challenged_socket(endpoint)
     _hello(sock, nonce, shard=shard)
     deadline = time.monotonic() + 10
     header = wire.recv_header(sock, deadline)
@@ -80,25 +71,25 @@ def _closed_by_server(sock: socket.socket) -> bool:
 
 
 def garbage(endpoint: str, shard: int) -> socket.socket:
-    sock, _ = _connect(endpoint)
+    sock, _ = challenged_socket(endpoint)
     sock.sendall(b"GET / HTTP/1.1\r\nHost: ps\r\n\r\n" + bytes(range(256)))
     return sock
 
 
 def wrong_hmac(endpoint: str, shard: int) -> socket.socket:
-    sock, nonce = _connect(endpoint)
+    sock, nonce = challenged_socket(endpoint)
     _hello(sock, nonce, secret="not-the-secret", shard=shard)
     return sock
 
 
 def wrong_job(endpoint: str, shard: int) -> socket.socket:
-    sock, nonce = _connect(endpoint)
+    sock, nonce = challenged_socket(endpoint)
     _hello(sock, nonce, job_id="another-job", shard=shard)
     return sock
 
 
 def oversize_hello(endpoint: str, shard: int) -> socket.socket:
-    sock, _ = _connect(endpoint)
+    sock, _ = challenged_socket(endpoint)
     sock.sendall(wire.encode_header(MsgType.HELLO, 0, 1 << 40))  # 1 TiB announced, never sent
     return sock
 
@@ -140,7 +131,7 @@ def nan_push(endpoint: str, shard: int) -> socket.socket:
 
 
 def bad_version(endpoint: str, shard: int) -> socket.socket:
-    sock, _ = _connect(endpoint)
+    sock, _ = challenged_socket(endpoint)
     sock.sendall(struct.pack("!4sBBHqQ", b"LDNN", 99, 2, 0, 0, 10))
     return sock
 

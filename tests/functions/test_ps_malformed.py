@@ -16,17 +16,9 @@ from functions import ps, wire
 from functions.wire import MsgType
 
 from .conftest import SECRET, endpoints
+from .helpers import challenged_socket
 
 GOOD_HELLO = {"job_id": "job-test", "rank": 0, "shard": 0, "shards": 1, "total_params": 10}
-
-
-def _challenge(endpoint: str) -> tuple[socket.socket, bytes]:
-    host, port = wire.parse_endpoint(endpoint)
-    sock = socket.create_connection((host, port), timeout=30)
-    deadline = time.monotonic() + 30
-    header = wire.recv_header(sock, deadline)
-    assert header.msg_type == MsgType.CHALLENGE
-    return sock, wire.recv_control(sock, header, deadline)
 
 
 def _send_hello(sock: socket.socket, nonce: bytes, body: bytes) -> None:
@@ -91,7 +83,7 @@ def test_each_malformed_hello_gets_an_error_frame_and_a_close(
 ) -> None:
     (server,) = ps_cluster(1, 2)
     body, expected = BAD_HELLOS[case]
-    sock, nonce = _challenge(endpoints([server])[0])
+    sock, nonce = challenged_socket(endpoints([server])[0])
     _send_hello(sock, nonce, body)
     message = _error_then_close(sock)
     assert expected in message
@@ -136,7 +128,7 @@ def test_each_malformed_frame_gets_an_error_frame_and_a_close(
     expected: str,
 ) -> None:
     (server,) = ps_cluster(1, 2)
-    sock, nonce = _challenge(endpoints([server])[0])
+    sock, nonce = challenged_socket(endpoints([server])[0])
     if after_handshake:
         _send_hello(sock, nonce, _hello_with())
         deadline = time.monotonic() + 30

@@ -131,9 +131,9 @@ def checkpoint_every_iterations(step_s: Arr, interval_s: Arr) -> Arr:
     return np.where(np.isfinite(every), np.maximum(every, 1.0), 1.0)
 
 
-def periodic_checkpoint_s(step_s: Arr, checkpoint_s: Arr, interval_s: Arr) -> Arr:
+def periodic_checkpoint_s(checkpoint_s: Arr, every: Arr) -> Arr:
     """Extension: the periodic checkpoint's time per iteration, C every ⌈τ/step⌉ iterations."""
-    return np.asarray(checkpoint_s) / checkpoint_every_iterations(step_s, interval_s)
+    return np.asarray(checkpoint_s) / every
 
 
 def iterations_per_invocation(usable_s: float, overhead_s: Arr, iteration_s: Arr, k: Arr) -> Arr:
@@ -362,7 +362,8 @@ def timeline(
     interval = checkpoint_interval_s(
         nt.checkpoint_s, catalog.checkpoint_max_loss_s, catalog.checkpoint_max_overhead
     )
-    periodic = periodic_checkpoint_s(step, nt.checkpoint_s, interval)
+    every = checkpoint_every_iterations(step, interval)
+    periodic = periodic_checkpoint_s(nt.checkpoint_s, every)
     it = step + periodic
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
     link_overhead = profile.startup_s + load
@@ -378,7 +379,7 @@ def timeline(
         load_s=load,
         compute_s=comp,
         iteration_s=it,
-        checkpoint_every=checkpoint_every_iterations(step, interval),
+        checkpoint_every=every,
         periodic_checkpoint_s=periodic,
         iterations_per_invocation=per_inv,
         invocations=links,

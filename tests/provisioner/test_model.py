@@ -163,7 +163,9 @@ def test_checkpoint_interval_bounds_the_loss_unless_checkpoints_are_slow() -> No
     assert got.tolist() == [60.0, 60.0, 150.0]
     every = model.checkpoint_every_iterations(np.array([0.002, 7.0, 120.0, np.inf]), 60.0)
     assert every.tolist() == [30_000, 9, 1, 1]
-    share = model.periodic_checkpoint_s(np.array([7.0]), np.array([0.9]), 60.0)
+    share = model.periodic_checkpoint_s(
+        np.array([0.9]), model.checkpoint_every_iterations(np.array([7.0]), 60.0)
+    )
     assert float(share[0]) == pytest.approx(0.1)  # 0.9 s every 9 iterations
 
 

@@ -480,7 +480,7 @@ class ParameterServer:
             with self.state.cond:
                 if target is None or target == self.state.iteration:
                     return self.state.iteration
-            restored = self._adopt_newest_verified()
+            restored = self._adopt_newest_verified(target)
             with self.state.cond:
                 if restored is None:  # every candidate was refused: keep what is held
                     return self.state.iteration
@@ -494,15 +494,17 @@ class ParameterServer:
                 conn.shutdown(socket.SHUT_RDWR)
         return target
 
-    def _adopt_newest_verified(self) -> int | None:
+    def _adopt_newest_verified(self, newest: int | None = None) -> int | None:
         """Install the newest common checkpoint whose HMAC verifies; its iteration, or None.
 
-        A refused one is logged with its key and quarantined, which removes it from every
-        shard's listing: the next candidate is one that all shards still hold. Caller holds the
-        checkpoint lock.
+        `newest`: the newest common iteration when the caller has just listed it (one LIST
+        fewer). A refused one is logged with its key and quarantined, which removes it from
+        every shard's listing: the next candidate is one that all shards still hold. Caller
+        holds the checkpoint lock.
         """
         assert self.store is not None
-        while (it := self.store.latest_common_iteration()) is not None:
+        it = newest if newest is not None else self.store.latest_common_iteration()
+        while it is not None:
             try:
                 self._adopt_checkpoint(it)
                 return it
@@ -514,6 +516,7 @@ class ParameterServer:
                     exc,
                     moved,
                 )
+            it = self.store.latest_common_iteration()
         return None
 
     def _adopt_checkpoint(self, it: int) -> None:
@@ -892,7 +895,7 @@ class ParameterServer:
         }
 
 
-class _OneLineParser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad flag gives one line on stderr and exit code 2 (no usage dump)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]  # argparse returns NoReturn
@@ -900,7 +903,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _OneLineParser(prog="python -m functions.ps", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m functions.ps", description=__doc__.splitlines()[0])
     p.add_argument("--job-id", required=True)
     p.add_argument("--shard", type=int, default=0, help="this shard's index (0-based)")
     p.add_argument("--shards", type=int, default=1, help="number of PS shards of the job")

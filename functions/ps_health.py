@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 from functions import wire
-from functions.ps import _OneLineParser
+from functions.ps import OneLineParser
 from functions.wire import MsgType
 
 PROBE_TIMEOUT_S = 5.0
@@ -72,7 +72,7 @@ def check(endpoint: str, *, attempts: int, timeout_s: float, delay_s: float) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _OneLineParser(prog="python -m functions.ps_health", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m functions.ps_health", description=__doc__.splitlines()[0])
     p.add_argument("endpoint", help="HOST:PORT of the shard")
     p.add_argument("--timeout-s", type=float, default=PROBE_TIMEOUT_S, help="per attempt")
     p.add_argument("--attempts", type=int, default=ATTEMPTS, help="unhealthy after this many")

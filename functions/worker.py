@@ -173,11 +173,17 @@ def next_iteration_estimate_s(recent_s: list[float], window: int = 9) -> float:
     return 2.0 * statistics.median(recent_s[-window:])
 
 
-def _out_of_time(run: _Run, context: Any) -> bool:
+def remaining_s(context: Any) -> float | None:
+    """Seconds left in this invocation; None without a Lambda context (no deadline to keep)."""
     if context is None or not hasattr(context, "get_remaining_time_in_millis"):
-        return False
-    remaining_s = context.get_remaining_time_in_millis() / 1000.0
-    return remaining_s < run.task.safety_margin_s + next_iteration_estimate_s(run.iteration_s)
+        return None
+    return float(context.get_remaining_time_in_millis()) / 1000.0
+
+
+def _out_of_time(run: _Run, context: Any) -> bool:
+    left_s = remaining_s(context)
+    reserve_s = run.task.safety_margin_s + next_iteration_estimate_s(run.iteration_s)
+    return left_s is not None and left_s < reserve_s
 
 
 def _iteration_cap_reached(run: _Run) -> bool:
@@ -224,10 +230,8 @@ def s3_budget_s(task: WorkerTask, context: Any) -> float | None:
     """Worst case one S3 call may take, so that loading the data ends before the invocation's
     safety margin even on a dead or stalled S3: the invocation then fails naming S3, instead of
     being killed at its limit. None without a Lambda context (no deadline to keep)."""
-    if context is None or not hasattr(context, "get_remaining_time_in_millis"):
-        return None
-    remaining_s = context.get_remaining_time_in_millis() / 1000.0
-    return max(0.0, remaining_s - task.safety_margin_s) / S3_CALLS_TO_LOAD
+    left_s = remaining_s(context)
+    return None if left_s is None else max(0.0, left_s - task.safety_margin_s) / S3_CALLS_TO_LOAD
 
 
 def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:

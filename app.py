@@ -32,6 +32,7 @@ from provisioner import (
     parse_usd,
     plan_job,
 )
+from provisioner.files import write_text_atomically
 from stacks.context import ContextError, JobContext, read_context
 from stacks.image import DOCKERFILE, REPO_ROOT
 
@@ -87,20 +88,6 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
     ]
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Written beside and renamed into place: an interrupted synth never leaves half a plan."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    partial = path + ".tmp"
-    try:
-        with open(partial, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(partial, path)
-    except OSError:
-        if os.path.exists(partial):
-            os.remove(partial)
-        raise
-
-
 def synth_job(app: App, *, err: TextIO) -> int:
     """Build the job's stacks into `app`; return the process exit code (0 when synthesized)."""
     from stacks.job import add_job_stacks  # after validation: aws_cdk constructs are slow-ish
@@ -132,8 +119,9 @@ def synth_job(app: App, *, err: TextIO) -> int:
     for line in summary_lines(ctx, result):
         print(line, file=err)
     plan_path = os.path.join(app.outdir, "plan.json")
-    try:
-        write_atomically(plan_path, result.to_json())
+    try:  # whole or not at all: an interrupted synth never leaves half a plan
+        os.makedirs(app.outdir, exist_ok=True)
+        write_text_atomically(plan_path, result.to_json())
     except OSError as exc:  # a full disk, cdk.out a file: one line, the old plan.json intact
         print(f"error: cannot write {plan_path}: {exc.strerror or exc}", file=err)
         return EXIT_WRITE_FAILED

@@ -12,13 +12,13 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from emulator import cpu
+from provisioner.files import write_text_atomically
 
 if TYPE_CHECKING:
     from emulator.orchestrator import RunRecord, WorkerState
@@ -374,17 +374,6 @@ def mirror_prefix(s3: Any, bucket: str, prefix: str, local_dir: Path) -> list[st
             s3.download_file(bucket, obj["Key"], str(target))
             copied.append(obj["Key"])
     return copied
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Written beside and renamed into place: a full disk leaves no half report (the OSError
-    names the path; the CLI makes it one line)."""
-    partial = path.with_name(path.name + ".partial")
-    try:
-        partial.write_text(text, encoding="utf-8")
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 def finish_report(record: RunRecord, endpoint: S3Endpoint) -> dict[str, Any]:

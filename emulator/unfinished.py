@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.progress import PROGRESS_RE
+from provisioner.files import write_text_atomically
 
 _CHECKPOINTED_RE = re.compile(r"shard (\d+) checkpointed iteration (\d+)")
 
@@ -65,8 +66,6 @@ def unfinished_report(
 
 def write_report(out_dir: Path, report: dict[str, Any]) -> Path:
     """Write report.json atomically: an interrupt while writing leaves the old file or the new."""
-    from emulator.report import write_text_atomically  # report imports this module's callers
-
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "report.json"
     write_text_atomically(path, json.dumps(report, indent=2) + "\n")

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from provisioner.catalog import load_catalog
+from provisioner.files import replace_atomically
 from provisioner.parse import (
     format_duration_s,
     format_usd,
@@ -183,14 +184,8 @@ def write_frontier_png(result: PlanResult, path: str) -> None:
     ax.set_title(f"{plan.workload} on {plan.catalog}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    partial = f"{path}.partial"
     try:
-        fig.savefig(partial, dpi=120, format="png")
-        os.replace(partial, path)
-    except BaseException:
-        if os.path.exists(partial):
-            os.remove(partial)
-        raise
+        replace_atomically(path, lambda partial: fig.savefig(partial, dpi=120, format="png"))
     finally:
         plt.close(fig)
 

@@ -315,7 +315,7 @@ def test_a_full_disk_while_writing_plan_json_keeps_the_old_one(
         f"error: cannot write {plan_json}: No space left on device"
     )
     assert plan_json.read_text() == "the old plan"
-    assert not (tmp_path / "plan.json.tmp").exists()
+    assert not (tmp_path / "plan.json.partial").exists()
     assert "Traceback" not in result.stderr
 
 

@@ -15,7 +15,10 @@ from pathlib import Path
 
 from provisioner.parse import parse_job_name
 
-RUN_ENTRIES = ("logs", "artifacts", "report.json", "loss.png")  # what a run deletes, then writes
+# What a run deletes at its start, then writes: folders, then files (`tmp` is the functions' /tmp).
+RUN_FOLDERS = ("logs", "artifacts", "tmp")
+RUN_FILES = ("report.json", "loss.png")
+RUN_ENTRIES = RUN_FOLDERS + RUN_FILES
 SECRET_ENV = "LAMBDA_DNN_PS_SECRET"  # the worker event's secret_ref is f"env:{SECRET_ENV}"
 
 

@@ -32,7 +32,7 @@ from emulator.invocation import (
     start_environment,
     submit,
 )
-from emulator.naming import SECRET_ENV, bucket_name, run_dir
+from emulator.naming import RUN_FILES, RUN_FOLDERS, SECRET_ENV, bucket_name, run_dir
 from emulator.procs import Interrupted, Supervisor, wait_for_log_line
 from emulator.progress import ProgressBar, logged_loss
 from emulator.ps_status import current_iteration, update_seconds
@@ -473,11 +473,12 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
 def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | None) -> RunRecord:
     """The body of `run`."""
     logs = out_dir / "logs"
-    # A fresh run: stale logs or artifacts of an earlier run must not be mistaken for this one's.
-    for stale in (logs, out_dir / "artifacts", out_dir / "tmp"):
-        shutil.rmtree(stale, ignore_errors=True)
-    for stale_file in (out_dir / "report.json", out_dir / "loss.png"):
-        stale_file.unlink(missing_ok=True)
+    # A fresh run: stale logs or artifacts of an earlier run must not be mistaken for this one's
+    # (run_dir checked that none of these leads outside out_dir).
+    for stale in RUN_FOLDERS:
+        shutil.rmtree(out_dir / stale, ignore_errors=True)
+    for stale_file in RUN_FILES:
+        (out_dir / stale_file).unlink(missing_ok=True)
     logs.mkdir(parents=True, exist_ok=True)
     (out_dir / "tmp").mkdir()
     scale = resolve_cpu_scale(plan, options)

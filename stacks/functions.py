@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy, Size
+from aws_cdk import Duration, Size
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from stacks.image import ImageSpec
 from stacks.nag import acknowledge
+from stacks.provider_logs import stack_log_group
 
 
 @dataclass(frozen=True)
@@ -46,12 +46,7 @@ class ImageFunction(Construct):
         placement: VpcPlacement | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        self.log_group = stack_log_group(self, "Logs")
         self.function = lambda_.DockerImageFunction(
             self,
             "Function",

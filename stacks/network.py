@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import re
 
-from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from stacks.provider_logs import stack_log_group
 from stacks.s3_prefix_list import S3PrefixList
 
 # The default when a Plan does not list them (plans from before `Plan.interface_endpoints`).
@@ -63,12 +62,7 @@ class TrainingNetwork(Construct):
             },
         )
         self.subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
-        flow_log_group = logs.LogGroup(
-            self,
-            "FlowLogs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        flow_log_group = stack_log_group(self, "FlowLogs")
         self.vpc.add_flow_log(
             "FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group)
         )

@@ -12,14 +12,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+
+from stacks.provider_logs import stack_log_group
 
 INVOKE_MARGIN_S = 120  # a task waits this much longer than the function's own timeout
 
@@ -113,10 +114,7 @@ class TrainingOrchestration(Construct):
             .next(_ec2_call(self, "StopPs", "stopInstances", **ps))
             .next(sfn.Succeed(self, "TrainingFinished"))
         )  # fmt: skip
-        self.log_group = logs.LogGroup(
-            self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
-        )  # fmt: skip
+        self.log_group = stack_log_group(self, "Logs")
         self.state_machine = sfn.StateMachine(
             self, "StateMachine",
             definition_body=sfn.DefinitionBody.from_chainable(definition),
@@ -162,10 +160,7 @@ class StartOnDeploy(Construct):
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )  # fmt: skip
         # CDK's provider function would otherwise get a retained log group of its own.
-        self.log_group = logs.LogGroup(
-            self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
-        )  # fmt: skip
+        self.log_group = stack_log_group(self, "Logs")
         self.resource = cr.AwsCustomResource(
             self, "Start", on_create=start, on_update=start, on_delete=stop,
             install_latest_aws_sdk=False, log_group=self.log_group,

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import shlex
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
@@ -24,6 +23,7 @@ from stacks.events import PS_PORT, checkpoint_prefix, ps_command
 from stacks.grants import BucketRef, grant_prefix, read_secret_value
 from stacks.image import ImageSpec
 from stacks.nag import acknowledge
+from stacks.provider_logs import stack_log_group
 
 ROOT_VOLUME_GB = 30  # AL2023 base + the PyTorch image, unpacked
 READY_TIMEOUT = Duration.minutes(30)  # boot, dnf, image pull and PS start on the slowest type
@@ -94,10 +94,7 @@ class ParameterServers(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         image = ImageSpec(plan.ps_arch).asset(self, "Image")
-        self.log_group = logs.LogGroup(
-            self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
-        )  # fmt: skip
+        self.log_group = stack_log_group(self, "Logs")
         self.role = iam.Role(
             self, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description=f"Parameter servers of job {plan.job}",

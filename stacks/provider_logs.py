@@ -13,8 +13,20 @@ from __future__ import annotations
 from aws_cdk import CfnResource, RemovalPolicy, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from constructs import Construct
 
 PROVIDER_MARK = "CustomResourceProvider"  # in the construct path of CDK's singleton providers
+
+
+def stack_log_group(scope: Construct, construct_id: str) -> logs.LogGroup:
+    """Every log group of a job: kept a month and removed with its stack (the group Lambda would
+    create on first use has neither)."""
+    return logs.LogGroup(
+        scope,
+        construct_id,
+        retention=logs.RetentionDays.ONE_MONTH,
+        removal_policy=RemovalPolicy.DESTROY,
+    )
 
 
 def own_provider_log_groups(stack: Stack) -> list[logs.LogGroup]:
@@ -25,12 +37,7 @@ def own_provider_log_groups(stack: Stack) -> list[logs.LogGroup]:
     for handler in handlers:
         provider = handler.node.scope
         assert provider is not None
-        group = logs.LogGroup(
-            stack,
-            f"{provider.node.id.replace('::', '')}Logs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        group = stack_log_group(stack, f"{provider.node.id.replace('::', '')}Logs")
         handler.add_property_override("LoggingConfig.LogGroup", group.log_group_name)
         handler.node.add_dependency(group)
         groups.append(group)

@@ -8,13 +8,13 @@ deterministic and region-agnostic.
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from stacks.nag import acknowledge
+from stacks.provider_logs import stack_log_group
 
 ID_FIELD = "PrefixLists.0.PrefixListId"
 
@@ -39,10 +39,7 @@ class S3PrefixList(Construct):
             output_paths=[ID_FIELD],  # keeps the response well under the 4 KB limit
         )
         # CDK's provider function would otherwise get a retained log group of its own.
-        self.log_group = logs.LogGroup(
-            self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
-        )  # fmt: skip
+        self.log_group = stack_log_group(self, "Logs")
         self.resource = cr.AwsCustomResource(
             self, "Lookup", on_create=lookup, on_update=lookup, install_latest_aws_sdk=False,
             log_group=self.log_group,

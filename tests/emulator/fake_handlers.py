@@ -104,19 +104,24 @@ def crash_at(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return worker.handler(event, context)
 
 
+def _wait_for_file(path: Path, timeout_s: float = 120.0) -> bool:
+    """Wait until the test creates `path`; False if it did not within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def after_marker(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The real worker handler, except links after the first wait for the marker file
     EMU_TEST_RESUME_MARKER (at most 120 s): the test's fault happens before the run can end."""
-    import time
-
     from functions.worker import handler
 
     marker = Path(os.environ["EMU_TEST_RESUME_MARKER"])
-    deadline = time.monotonic() + 120
-    while int(event.get("invocation", 0)) >= 1 and not marker.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{marker} never appeared")
-        time.sleep(0.05)
+    if int(event.get("invocation", 0)) >= 1 and not _wait_for_file(marker):
+        raise TimeoutError(f"{marker} never appeared")
     return handler(event, context)
 
 
@@ -133,9 +138,7 @@ def gated(event: dict[str, Any], context: Any) -> dict[str, Any]:
     def step(run: Any, iteration: int) -> None:
         if iteration == at_iteration and not (gate / "reached").exists():
             (gate / "reached").write_text(str(iteration))
-            deadline = time.monotonic() + 120  # the invocation limit usually ends it first
-            while not (gate / "go").exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
+            _wait_for_file(gate / "go")  # the invocation limit usually ends a longer wait
         real_step(run, iteration)
 
     if event["rank"] == 0 and not getattr(real_step, "gated", False):

@@ -1,4 +1,8 @@
-"""CPU share arithmetic, the cgroup v1 limiter and its clearly reported fallback."""
+"""CPU share arithmetic, the cgroup v1 and v2 limiters and their clearly reported fallback.
+
+The v2 paths run against FakeCgroup2 (a tmp tree keeping the kernel's rules): this machine's
+unified hierarchy has no cpu controller (cpu is bound to v1), which the real-kernel test checks.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import pytest
 from emulator import cpu
 from emulator.invocation import poll, start_environment, submit
 from emulator.procs import Supervisor
+from tests.emulator.fake_cgroup2 import FakeCgroup2, fake_proc
 
 
 def test_vcpu_share_is_memory_over_1769_capped_at_lambda_max() -> None:
@@ -49,9 +54,13 @@ def test_parse_cpu_scale_names_the_bad_value(bad: str) -> None:
 
 
 def test_fallback_without_cgroup_is_reported_and_placement_is_a_no_op(tmp_path: Path) -> None:
-    limiter = cpu.CpuLimiter("emu-test", root=tmp_path / "nothing-here")
+    limiter = cpu.CpuLimiter("emu-test", root=tmp_path / "nothing-here", proc=tmp_path / "no-proc")
     assert not limiter.enforced
-    assert limiter.status().startswith("CPU share not enforced: no cgroup v1 cpu controller")
+    assert limiter.status() == (
+        f"CPU share not enforced: no cgroup v1 cpu controller at {tmp_path / 'nothing-here'}; "
+        f"cgroup v2: cannot read {tmp_path / 'no-proc' / 'mountinfo'}: No such file or directory"
+    )
+    assert limiter.mechanism is None
     placement = limiter.place("w0", 0.5)
     placement.enter()  # must not fail
     assert placement.procs_file is None
@@ -87,7 +96,7 @@ def test_stale_groups_of_dead_runs_are_removed_and_live_ones_kept(tmp_path: Path
     dead.wait()
     (tmp_path / f"emu-{dead.pid}" / "worker-0").mkdir(parents=True)
     (tmp_path / f"emu-{os.getpid()}" / "worker-0").mkdir(parents=True)
-    removed = cpu.remove_stale_groups("emu", root=tmp_path)
+    removed = cpu.remove_stale_groups("emu", root=tmp_path, proc=tmp_path / "no-proc")
     assert removed == [f"emu-{dead.pid}"]
     assert (tmp_path / f"emu-{os.getpid()}").is_dir()
 
@@ -114,3 +123,210 @@ def test_init_phase_runs_unthrottled_and_invocations_in_the_group(tmp_path: Path
     group = f"{limiter.group.name}/w0"
     assert outcome.result["invoked_in"].endswith(group)
     assert not outcome.result["imported_in"].endswith(group)
+
+
+HYBRID_MOUNTINFO = (
+    "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+    "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+    "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"
+)
+
+
+def test_cgroup2_mount_and_our_group_are_read_from_proc_files() -> None:
+    assert cpu.cgroup2_mount(HYBRID_MOUNTINFO) == (Path("/sys/fs/cgroup/unified"), "/")
+    spaced = "29 1 0:26 /ctr /mnt/cg\\0402 rw shared:4 master:1 - cgroup2 cgroup2 rw\n"
+    assert cpu.cgroup2_mount(spaced) == (Path("/mnt/cg 2"), "/ctr")
+    assert cpu.cgroup2_mount(HYBRID_MOUNTINFO.splitlines()[1]) is None
+    assert cpu.own_cgroup2_path("1:cpu:/\n0::/user.slice/s 1.scope\n") == "/user.slice/s 1.scope"
+    assert cpu.own_cgroup2_path("1:cpu:/\n") is None
+
+
+def test_our_group_is_found_below_the_mount_root(tmp_path: Path) -> None:
+    proc = fake_proc(tmp_path / "proc", tmp_path / "cg", "/docker/c1/app", mount_root="/docker/c1")
+    location, _ = cpu.locate_cgroup2(proc)
+    assert location == cpu.Cgroup2Location(mount=tmp_path / "cg", own=tmp_path / "cg" / "app")
+    outside = fake_proc(tmp_path / "p2", tmp_path / "cg", "/other", mount_root="/docker/c1")
+    assert cpu.locate_cgroup2(outside) == (
+        None,
+        "our cgroup /other is outside the cgroup2 mount of /docker/c1",
+    )
+
+
+def test_stat_throttling_is_read_in_either_hierarchy_s_unit() -> None:
+    v1 = "nr_periods 10\nnr_throttled 3\nthrottled_time 2500000000\n"
+    v2 = "usage_usec 9\nnr_periods 10\nnr_throttled 3\nthrottled_usec 1500000\n"
+    assert cpu.throttled_s_from_stat(v1) == pytest.approx(2.5)
+    assert cpu.throttled_s_from_stat(v2) == pytest.approx(1.5)
+
+
+def test_v2_at_the_hierarchy_root_writes_cpu_max_and_removes_its_groups(tmp_path: Path) -> None:
+    """The root group may hold processes and still delegate cpu: the group goes under it."""
+    kernel = FakeCgroup2(tmp_path / "cg")
+    kernel.add("", pids=(1, os.getpid()))
+    proc = fake_proc(tmp_path / "proc", kernel.mount, "/")
+    limiter = cpu.CpuLimiter("emu-7", root=tmp_path / "no-v1", proc=proc, files=kernel)
+    group = kernel.mount / "emu-7"
+    assert limiter.status() == (
+        f"CPU share enforced: cgroup v2 cpu.max under {group} (in our group {kernel.mount}; "
+        "period 20000 us)"
+    )
+    assert limiter.mechanism == "cgroup v2 cpu.max"
+    placement = limiter.place("w0", 0.25)
+    assert placement.procs_file == group / "w0" / "cgroup.procs"
+    assert kernel.writes == [
+        ("cgroup.subtree_control", "+cpu"),
+        ("emu-7/cgroup.subtree_control", "+cpu"),
+        ("emu-7/w0/cpu.max", "5000 20000"),
+    ]
+    (group / "w0" / "cpu.stat").write_text("usage_usec 4\nthrottled_usec 250000\n")
+    assert limiter.throttled_s("w0") == pytest.approx(0.25)
+    kernel.write(group / "w0" / "cgroup.procs", "4242")  # a straggler the run left behind
+    limiter.close()
+    assert not group.exists()
+    assert "4242" in kernel.pids(kernel.mount)
+
+
+def test_v2_group_with_other_processes_puts_ours_next_to_it(tmp_path: Path) -> None:
+    """No internal processes: a busy non-root group cannot delegate; its parent already does."""
+    kernel = FakeCgroup2(tmp_path / "cg")
+    kernel.add("a", delegate="cpu")
+    own = kernel.add("a/b", pids=(os.getpid(), 999))
+    proc = fake_proc(tmp_path / "proc", kernel.mount, "/a/b")
+    limiter = cpu.CpuLimiter("emu-7", root=tmp_path / "no-v1", proc=proc, files=kernel)
+    assert limiter.enforced, limiter.status()
+    assert limiter.group == kernel.mount / "a" / "emu-7"
+    assert f"(next to our group {own};" in limiter.reason
+    limiter.place("w0", 1.5)
+    assert kernel.writes == [
+        ("a/emu-7/cgroup.subtree_control", "+cpu"),
+        ("a/emu-7/w0/cpu.max", "30000 20000"),
+    ]
+    kernel.write(limiter.group / "w0" / "cgroup.procs", "4242")
+    limiter.close()
+    assert not limiter.group.exists()
+    assert kernel.pids(own) == [str(os.getpid()), "999", "4242"]
+
+
+def _delegated_group(tmp_path: Path, pids: tuple[int, ...]) -> tuple[FakeCgroup2, Path, Path]:
+    """A group delegated to us (we may write below it, not next to it) holding `pids`."""
+    kernel = FakeCgroup2(tmp_path / "cg")
+    parent = kernel.add("a", delegate="cpu")
+    own = kernel.add("a/b", pids=pids)
+    kernel.refused.add(parent)
+    return kernel, own, fake_proc(tmp_path / "proc", kernel.mount, "/a/b")
+
+
+def test_v2_alone_in_a_delegated_group_moves_itself_to_a_leaf_and_back(tmp_path: Path) -> None:
+    pid = str(os.getpid())
+    kernel, own, proc = _delegated_group(tmp_path, (os.getpid(),))
+    limiter = cpu.CpuLimiter("emu-7", root=tmp_path / "no-v1", proc=proc, files=kernel)
+    leaf = own / "emu-7" / "self"
+    assert limiter.enforced, limiter.status()
+    assert f"(this process moved to {leaf} so that {own} may delegate cpu;" in limiter.reason
+    assert kernel.pids(leaf) == [pid] and kernel.pids(own) == []
+    limiter.place("w0", 0.5)
+    limiter.close()
+    assert kernel.writes == [
+        ("a/b/emu-7/self/cgroup.procs", pid),
+        ("a/b/cgroup.subtree_control", "+cpu"),
+        ("a/b/emu-7/cgroup.subtree_control", "+cpu"),
+        ("a/b/emu-7/w0/cpu.max", "10000 20000"),
+        ("a/b/emu-7/cgroup.subtree_control", "-cpu"),
+        ("a/b/cgroup.subtree_control", "-cpu"),
+        ("a/b/cgroup.procs", pid),
+    ]
+    assert kernel.pids(own) == [pid]
+    assert not (own / "emu-7").exists()
+
+
+def test_v2_refused_everywhere_names_each_attempt_and_undoes_them(tmp_path: Path) -> None:
+    """Another process shares our delegated group: no attempt can work, and none leaves a trace."""
+    kernel, own, proc = _delegated_group(tmp_path, (os.getpid(), 999))
+    limiter = cpu.CpuLimiter("emu-7", root=tmp_path / "no-v1", proc=proc, files=kernel)
+    assert not limiter.enforced
+    assert limiter.status() == (
+        f"CPU share not enforced: no cgroup v1 cpu controller at {tmp_path / 'no-v1'}; "
+        f"cgroup v2 at {own}: "
+        f"in place: {own}/cgroup.subtree_control: Device or resource busy; "
+        f"sibling: {own.parent}/emu-7: Permission denied; "
+        f"leaf: {own}/cgroup.subtree_control: Device or resource busy with this process moved "
+        f"out (others share {own})"
+    )
+    assert kernel.pids(own) == ["999", str(os.getpid())]
+    assert not [p for p in own.iterdir() if p.is_dir()]
+    assert limiter.place("w0", 0.5).procs_file is None
+
+
+def test_v2_without_a_cpu_controller_says_what_it_has(tmp_path: Path) -> None:
+    """This machine's layout: cpu is bound to the v1 hierarchy, unified offers only hugetlb."""
+    kernel = FakeCgroup2(tmp_path / "cg", controllers="hugetlb")
+    proc = fake_proc(tmp_path / "proc", kernel.mount, "/")
+    limiter = cpu.CpuLimiter("emu-7", root=tmp_path / "no-v1", proc=proc, files=kernel)
+    assert limiter.reason.endswith(
+        f"; cgroup v2 at {kernel.mount}: no cpu controller in its cgroup.controllers (has: hugetlb)"
+    )
+    assert kernel.writes == []
+
+
+def test_v1_is_preferred_when_both_hierarchies_can_hold_a_share(tmp_path: Path) -> None:
+    v1 = tmp_path / "v1"
+    v1.mkdir()
+    (v1 / "cpu.cfs_quota_us").write_text("-1")
+    kernel = FakeCgroup2(tmp_path / "cg")
+    proc = fake_proc(tmp_path / "proc", kernel.mount, "/")
+    limiter = cpu.CpuLimiter("emu-7", root=v1, proc=proc)
+    assert limiter.mechanism == "cgroup v1 CFS quota"
+    limiter.place("w0", 0.25)
+    assert (v1 / "emu-7" / "w0" / "cpu.cfs_period_us").read_text() == "20000"
+    assert (v1 / "emu-7" / "w0" / "cpu.cfs_quota_us").read_text() == "5000"
+    assert not (kernel.mount / "emu-7").exists()
+
+
+def test_stale_v2_groups_of_dead_runs_are_removed_next_to_and_under_ours(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    kernel = FakeCgroup2(tmp_path / "cg")
+    kernel.add("a", delegate="cpu")
+    kernel.add("a/b", pids=(os.getpid(),))
+    kernel.add(f"a/emu-{dead.pid}/w0")
+    kernel.add(f"a/b/emu-{dead.pid}/self")
+    kernel.add(f"a/emu-{os.getpid()}/w0")
+    survivor = kernel.add(f"a/b/emu-{dead.pid + 1}/w0", pids=(4242,))
+    proc = fake_proc(tmp_path / "proc", kernel.mount, "/a/b")
+    removed = cpu.remove_stale_groups("emu", root=tmp_path / "no-v1", proc=proc, files=kernel)
+    assert sorted(removed) == [f"emu-{dead.pid}", f"emu-{dead.pid}"]
+    assert not (kernel.mount / "a" / f"emu-{dead.pid}").exists()
+    assert not (kernel.mount / "a" / "b" / f"emu-{dead.pid}").exists()
+    assert (kernel.mount / "a" / f"emu-{os.getpid()}" / "w0").is_dir()
+    # A group that still holds a process is left alone, not emptied (its pid may be another
+    # namespace's).
+    assert kernel.pids(survivor) == ["4242"]
+
+
+def _real_v2_offers_cpu() -> bool:
+    location, _ = cpu.locate_cgroup2()
+    if location is None:
+        return False
+    controllers = (location.own / "cgroup.controllers").read_text().split()
+    return "cpu" in controllers
+
+
+def test_real_unified_hierarchy_is_used_exactly_when_it_offers_cpu(tmp_path: Path) -> None:
+    """Against this kernel, with v1 out of the way: enforced by v2 iff the unified group has cpu."""
+    name = f"emu-test-v2-{os.getpid()}"
+    with cpu.CpuLimiter(name, root=tmp_path / "no-v1") as limiter:
+        if not _real_v2_offers_cpu():
+            assert not limiter.enforced
+            assert "no cpu controller in its cgroup.controllers" in limiter.reason
+            return
+        assert limiter.mechanism == "cgroup v2 cpu.max", limiter.status()
+        placement = limiter.place("w0", 0.25)
+        assert (limiter.group / "w0" / "cpu.max").read_text().split() == ["5000", "20000"]
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "print(open('/proc/self/cgroup').read())"],
+            stdout=subprocess.PIPE,
+            preexec_fn=placement.enter,
+        )
+        out, _ = proc.communicate(timeout=30)
+        assert f"{name}/w0" in out.decode()
+    assert not limiter.group.exists()

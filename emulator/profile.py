@@ -2,13 +2,15 @@
 
 `python -m emulator.profile --workload digits-mlp [--shares 0.25,0.5,1,2] [--write]`
 
-For each vCPU share a fresh process is started inside a cgroup v1 CPU group limited to that many
-cores (one local core stands for one Lambda vCPU, cpu_scale 1.0) with torch threads set as the
-worker sets them (memory/1769, at least 1). It builds the zoo model, loads the dataset with the
-runtime's own loader and times forward + backward at the profile's local batch — the R(m) of
-λDNN, i.e. compute only; communication is modelled separately. The same child reports its
-start-up (interpreter start to model built). The PS update rate is timed on one core with the
-PS's own arithmetic. Without cgroups the shares cannot be held and the tool refuses to write.
+For each vCPU share a fresh process is started inside a CPU group limited to that many cores, made
+by the limiter the emulator's workers run under (emulator.cpu: cgroup v1 CFS quota, else cgroup v2
+cpu.max) so that profiles and runs are held the same way; one local core stands for one Lambda vCPU
+(cpu_scale 1.0), and torch threads are set as the worker sets them (memory/1769, at least 1). It
+builds the zoo model, loads the dataset with the runtime's own loader and times forward + backward
+at the profile's local batch — the R(m) of λDNN, i.e. compute only; communication is modelled
+separately. The same child reports its start-up (interpreter start to model built). The PS update
+rate is timed on one core with the PS's own arithmetic. Without cgroups the shares cannot be held
+and the tool refuses to write.
 
 The profile JSON is updated in place of its measured fields only (training_rate of this
 machine's architecture, startup_s, ps_aggregation_mb_s_per_core), each with a `sources` entry
@@ -148,8 +150,13 @@ def updated_profile(
     arch: str,
     when: str,
     machine: str,
+    *,
+    cpu_limit: str,
 ) -> dict[str, Any]:
-    """The profile document with the measured fields and their sources replaced."""
+    """The profile document with the measured fields and their sources replaced.
+
+    `cpu_limit` names how the shares were held (CpuLimiter.mechanism), for the source entry.
+    """
     out = json.loads(json.dumps(raw))
     out.setdefault("training_rate", {})[arch] = {
         "points": [
@@ -164,7 +171,7 @@ def updated_profile(
     sources["training_rate"] = {
         "method": "measured: python -m emulator.profile (fastest of the repeats); forward+backward"
         f" at local batch "
-        f"{raw['profiled_local_batch']} in a cgroup v1 CFS quota of {shares} cores "
+        f"{raw['profiled_local_batch']} in a {cpu_limit} of {shares} cores "
         "(1 local core = 1 Lambda vCPU), torch threads = max(1, floor(share)); " + machine,
         "date": when,
         "tag": "measured",
@@ -236,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         if not limiter.enforced:
             print("error: cannot hold the vCPU shares here; no profile written", file=sys.stderr)
             return 1
+        cpu_limit = str(limiter.mechanism)  # enforced, so the mechanism's name
         points = []
         for share in sorted(shares):
             runs = [
@@ -270,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         platform.machine().replace("aarch64", "arm64"),
         when,
         machine_description(),
+        cpu_limit=cpu_limit,
     )
     text = json.dumps(doc, indent=2) + "\n"
     target = path if args.write else args.output

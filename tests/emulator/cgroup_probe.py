@@ -7,11 +7,15 @@ from typing import Any
 
 
 def cpu_cgroup() -> str:
+    """The v1 cpu hierarchy's group if cpu is bound there, else the unified (v2) group."""
+    unified = ""
     for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
+        hierarchy, controllers, path = line.split(":", 2)
         if "cpu" in controllers.split(","):
             return path
-    return ""
+        if hierarchy == "0":
+            unified = path
+    return unified
 
 
 IMPORTED_IN = cpu_cgroup()

@@ -17,7 +17,16 @@ def test_updated_profile_loads_and_replaces_only_measured_fields(tmp_path: Path)
         {"vcpu_share": 0.5, "samples_per_s": 1000.0, "startup_s": 9.0},
         {"vcpu_share": 1.0, "samples_per_s": 1800.0, "startup_s": 4.0},
     ]
-    doc = updated_profile(raw, points, 4.0, 900.0, "x86_64", "2026-11-22", "test machine")
+    doc = updated_profile(
+        raw,
+        points,
+        4.0,
+        900.0,
+        "x86_64",
+        "2026-11-22",
+        "test machine",
+        cpu_limit="cgroup v2 cpu.max",
+    )
     path = tmp_path / "digits-mlp.json"
     path.write_text(json.dumps(doc))
     profile = load_profile(path)
@@ -28,6 +37,7 @@ def test_updated_profile_loads_and_replaces_only_measured_fields(tmp_path: Path)
     assert profile.dataset_samples == raw["dataset_samples"]  # untouched
     assert doc["sources"]["training_rate"]["tag"] == "measured"
     assert "test machine" in doc["sources"]["training_rate"]["method"]
+    assert "in a cgroup v2 cpu.max of 0.5, 1 cores" in doc["sources"]["training_rate"]["method"]
     assert doc["sources"]["training_rate"]["date"] == "2026-11-22"
     assert raw["training_rate"] != doc["training_rate"]  # the input was not mutated
 

@@ -47,6 +47,11 @@ def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) 
 
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["iterations"]["planned"] == report["iterations"]["completed"] == ITERATIONS
+    # The report names how the share was held (v1 here, v2 on unified hosts) or why it was not.
+    assert re.match(
+        r"CPU share (enforced: cgroup v1 CFS quota|enforced: cgroup v2 cpu\.max|not enforced: )",
+        report["emulation"]["cpu_share"],
+    ), report["emulation"]["cpu_share"]
     assert report["iterations"]["redone"] == 0  # nothing failed: no iteration ran twice
     # The cap ends a link after 1500 iterations; a machine slow enough to hit the 120 s limit
     # first only adds links, so at least three per worker holds on any machine.

@@ -162,9 +162,9 @@ def locate_cgroup2(proc: Path = PROC_SELF) -> tuple[Cgroup2Location | None, str]
     if own_path is None:
         return None, f"no '0::' line in {proc}/cgroup"
     relative = os.path.relpath(own_path, mount_root)
-    if relative.startswith(".."):
+    if relative == ".." or relative.startswith("../"):
         return None, f"our cgroup {own_path} is outside the cgroup2 mount of {mount_root}"
-    return Cgroup2Location(mount=mount_point, own=(mount_point / relative).resolve()), ""
+    return Cgroup2Location(mount=mount_point, own=mount_point / relative), ""
 
 
 class CgroupFiles:

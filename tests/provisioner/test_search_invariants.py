@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provisioner.search import _compute_bound
-from provisioner.space import Infeasible, Limits, build_space, cells_at
+from provisioner.space import Infeasible, Limits, build_space, cells_at, flatten
 from tests.provisioner.conftest import make_profile, small_catalog
 from tests.provisioner.test_planner_exact import workload
 
@@ -70,17 +70,13 @@ def test_compute_bound_never_exceeds_the_lambda_cost(fields: dict[str, object]) 
     if got is None:
         return
     space, cells = got
-    top = space.memory_mb.size - 1  # type: ignore[attr-defined]
-    routes, ns = np.meshgrid(*(np.arange(k) for k in cells.total_s.shape[:2]), indexing="ij")  # type: ignore[attr-defined]
-    at_top = cells_at(
-        make_profile(**fields),
-        small_catalog(memory_max_mb=3008, step_mb=8, shards=2),
-        space,
-        routes,
-        ns,
-        np.full_like(routes, top),
-    )  # type: ignore[arg-type]
-    bound = _compute_bound(space, routes, ns, at_top)  # type: ignore[arg-type]
+    catalog = small_catalog(memory_max_mb=3008, step_mb=8, shards=2)
+    profile = make_profile(**fields)
+    f = flatten(profile, catalog, space)  # type: ignore[arg-type]
+    top = np.full(f.r.size, space.memory_mb.size - 1)  # type: ignore[attr-defined]
+    at_top = cells_at(profile, catalog, space, f.r, f.ni, top)  # type: ignore[arg-type]
+    period_s = catalog.cpu_throttle_period_s
+    bound = _compute_bound(space, f.r, f.ni, at_top, f.nt, period_s)  # type: ignore[arg-type]
     lam = np.where(np.isfinite(cells.total_s), cells.lambda_usd, np.inf)  # type: ignore[attr-defined]
     ok = np.isfinite(at_top.total_s)
-    assert np.all(bound[ok] <= lam.min(axis=2)[ok] * (1 + 1e-9))
+    assert np.all(bound[ok] <= lam.min(axis=2).ravel()[ok] * (1 + 1e-9))

@@ -94,37 +94,43 @@ def shared_core_rate_samples_s(
     return training_rate_samples_s(curve, share, share * mb_per_vcpu)
 
 
-def cfs_compute_time_s(core_s: Arr, throttled_s: Arr, idle_s: Arr, period_s: float) -> Arr:
-    """Extension of λDNN's t_comp = b_l/R(m) to a CPU quota refilled every period (Linux CFS;
+def cfs_step_s(core_s: Arr, throttled_s: Arr, idle_s: Arr, period_s: float) -> Arr:
+    """Extension of λDNN's t_comp + t_comm to a CPU quota refilled every period (Linux CFS;
     Lambda throttles the same way, every 20 ms: pwrdrvr/lambda-dispatch issue 246).
 
     x = b_l/R(s) is the compute time the profile measured back to back at share s; c = b_l/R(1)
     the same work at full single-core speed; the worker then idles e seconds (the exchange).
-    Its quota is q = s·P per period P, with s = c/x its effective share. The step takes c plus
-    the time it waits for a refill, the larger of
+    Its quota is q = s·P per period P, with s = c/x its effective share. The compute takes c
+    plus the time it waits for a refill, the larger of
     - the fluid wait x − c − e: the average share cannot exceed s, and the idle e gives quota
       back (all of it when c + e ≪ P);
     - the fresh-quota wait (P−q)/P·[(c−q) + (P−q)(⌈c/q⌉ − 3/2)] of a step starting at a
       uniformly random phase with a full quota (0 when c ≤ q), weighted by min(1, (c + e)/P),
       the chance that a refill came between two starts.
-    So t → x when e → 0 or c ≫ q, t = c when the demand fits the quota, and t is non-decreasing
-    in x (the planner's T(m) stays non-increasing). s ≥ 1 (x ≤ c) or P = 0: t = x.
+    So compute → x when e → 0 or c ≫ q, = c when the demand fits the quota, and the step is
+    non-decreasing in x and in e (the planner's T(m) stays non-increasing). s ≥ 1 (x ≤ c) or
+    P = 0: x + e, λDNN's step. Written as max(x, c + e + wait) so that a step the fluid bound
+    decides is x to the last bit, whatever e (PS types that differ only in e tie exactly).
     """
     c = np.asarray(core_s, dtype=np.float64)
     x = np.asarray(throttled_s, dtype=np.float64)
     e = np.asarray(idle_s, dtype=np.float64)
     if period_s <= 0:
-        return np.asarray(np.broadcast_arrays(x, c, e)[0], dtype=np.float64).copy()
+        return x + e
     p = period_s
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         q = p * c / x
-        fluid = np.maximum(x - c - e, 0.0)
         # ⌈c/q⌉ = ⌈x/P⌉, less a relative hair so an exact multiple does not round up
         refills = np.ceil(x / p * (1.0 - 1e-12))
         fresh = np.where(c > q, (p - q) / p * ((c - q) + (p - q) * (refills - 1.5)), 0.0)
         chance = np.minimum((c + e) / p, 1.0)
-        t = c + np.maximum(fluid, chance * fresh)
-    return np.where(x > c, t, x)
+        quota_step = np.maximum(x, c + e + chance * fresh)
+    return np.where(x > c, quota_step, x + e)
+
+
+def cfs_compute_time_s(core_s: Arr, throttled_s: Arr, idle_s: Arr, period_s: float) -> Arr:
+    """The compute part of cfs_step_s (the step less its idle exchange)."""
+    return cfs_step_s(core_s, throttled_s, idle_s, period_s) - np.asarray(idle_s, dtype=np.float64)
 
 
 def burst_iterations(burst_s: Arr, communication_burst_s: Arr, k: Arr) -> Arr:
@@ -453,7 +459,7 @@ def timeline(
     The worker's timeline: start-up and shard load, then iterations until the invocation's usable
     time (timeout − safety margin) is spent, a PS checkpoint, and a new link (restart, start-up
     and shard reload, assuming a cold environment) until k iterations are done. t_comp is the
-    CPU-quota one (cfs_compute_time_s) at min(R(m), R(C/n)); the first iterations, while the PS
+    CPU-quota one (cfs_step_s) at min(R(m), R(C/n)); the first iterations, while the PS
     has burst credits, exchange at the burst bandwidth, the rest at the baseline.
     """
     s3 = s3_bandwidth_mb_s(
@@ -462,11 +468,11 @@ def timeline(
     load = load_time_s(profile.dataset_bytes / 1e6, nt.n, s3)
     throttled = np.maximum(compute_time_s(nt.local_batch, rate_samples_s), nt.compute_floor_s)
     period = catalog.cpu_throttle_period_s
-    comp_base = cfs_compute_time_s(nt.core_compute_s, throttled, nt.exchange_s, period)
-    comp_burst = cfs_compute_time_s(nt.core_compute_s, throttled, nt.exchange_burst_s, period)
-    step_base = comp_base + nt.exchange_s
+    step_base = cfs_step_s(nt.core_compute_s, throttled, nt.exchange_s, period)
     # never slower than the baseline step (the quota refund shrinks with a shorter exchange)
-    step_burst = np.minimum(comp_burst + nt.exchange_burst_s, step_base)
+    step_burst = np.minimum(
+        cfs_step_s(nt.core_compute_s, throttled, nt.exchange_burst_s, period), step_base
+    )
     k_burst = nt.burst_iterations
     step = two_rate_mean(nt.iterations, k_burst, step_burst, step_base)
     exchange = two_rate_mean(nt.iterations, k_burst, nt.exchange_burst_s, nt.exchange_s)

@@ -108,21 +108,25 @@ def test_quota_term_tends_to_the_throttled_time_for_steps_long_against_the_quota
 
 def test_quota_term_is_full_speed_when_the_demand_fits_the_quota() -> None:
     """c ≤ q and c ≤ s·(c + e): the step never waits for a refill."""
-    assert model_compute_s(0.004, 0.02, 0.25, 0.02) == 0.004  # c = 0.8 q, idle ≥ c/s − c
+    assert model_compute_s(0.004, 0.02, 0.25, 0.02) == pytest.approx(
+        0.004, abs=1e-15
+    )  # c = 0.8 q, idle ≥ c/s − c
 
 
 def test_quota_term_keeps_the_curve_at_a_full_core_and_without_a_period() -> None:
     c, x = np.array([1.0, 1.0]), np.array([0.5, 2.0])  # s = 2 (x < c), s = 0.5
-    assert model.cfs_compute_time_s(c, x, np.array(0.3), 0.02)[0] == 0.5
-    assert model.cfs_compute_time_s(c, x, np.array(0.3), 0.0).tolist() == [0.5, 2.0]
+    assert model.cfs_compute_time_s(c, x, np.array(0.3), 0.02)[0] == pytest.approx(0.5)
+    assert model.cfs_compute_time_s(c, x, np.array(0.3), 0.0) == pytest.approx([0.5, 2.0])
 
 
-def test_quota_term_is_non_decreasing_in_the_throttled_time() -> None:
-    """x grows as memory shrinks; the step must never get faster with less CPU."""
+def test_quota_step_is_non_decreasing_in_the_throttled_time_and_the_exchange() -> None:
+    """x grows as memory shrinks, e as the PS slows: the step must never get faster."""
     x = np.linspace(0.01, 5.0, 20_000)
     for c, e, p in [(0.01, 0.0, 0.02), (0.01, 0.015, 0.02), (0.3, 0.07, 0.1), (1.0, 5.0, 0.02)]:
-        t = model.cfs_compute_time_s(np.array(c), x, np.array(e), p)
-        assert np.all(np.diff(t) >= -1e-12), (c, e, p)
+        assert np.all(np.diff(model.cfs_step_s(np.array(c), x, np.array(e), p)) >= -1e-12)
+        e_axis = np.linspace(0.0, 0.5, 5_000)
+        step_e = model.cfs_step_s(np.array(c), np.array(c * 3.3), e_axis, p)
+        assert np.all(np.diff(step_e) >= -1e-12), (c, e, p)
 
 
 def test_shared_cores_cap_the_rate_per_n() -> None:

@@ -1,4 +1,5 @@
-"""The CPU-quota compute term against a CFS simulator; shared cores; PS burst credits.
+"""The CPU-quota compute term against a CFS simulator; shared cores; PS burst credits; the
+catalog figures behind them.
 
 The simulator is the reference for `cfs_compute_time_s`: a quota of s·P CPU-seconds refilled at
 every multiple of the period P, a task alternating c CPU-seconds with an idle gap of mean e.
@@ -10,17 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 
 from provisioner import model
-from provisioner.catalog import Catalog, PsType
+from provisioner.catalog import CATALOG_DIR, Catalog, PsType, catalog_from_dict
 from provisioner.plan import Goal
 from provisioner.planner import plan_job, predict
 from provisioner.profile import RateCurve
-from provisioner.space import Choice, Limits
+from provisioner.space import Choice, Limits, dominated_ps_types
 from tests.provisioner.conftest import make_profile
 
 HAIR = 1e-15
@@ -224,3 +227,54 @@ def test_a_peak_below_the_baseline_bursts_at_the_baseline() -> None:
     )
     assert odd.burst_mb_s == odd.baseline_mb_s
     assert dataclasses.replace(odd, burst_s=0.0, peak_gbps=10.0).burst_mb_s == odd.baseline_mb_s
+
+
+def _catalog_doc(**lambda_figures: object) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((CATALOG_DIR / "lambda-2020.json").read_text("utf-8"))
+    for key, value in lambda_figures.items():
+        if value is None:
+            doc["lambda"].pop(key, None)
+        else:
+            doc["lambda"][key] = {
+                "value": value,
+                "unit": "x",
+                "source": "t",
+                "date": "t",
+                "tag": "est",
+            }
+    return doc
+
+
+def test_catalogs_without_the_new_figures_load_with_the_old_model() -> None:
+    """No period, no core limit, no burst: λDNN's back-to-back compute and baseline bandwidth."""
+    doc = _catalog_doc(cpu_throttle_period_s=None)
+    for ps in doc["parameter_servers"]["candidates"]:
+        ps.pop("burst_s", None)
+    cat = catalog_from_dict(doc)
+    assert (cat.cpu_throttle_period_s, cat.total_vcpu) == (0.0, None)
+    assert cat.ps_type("m5.large").burst_s == 0.0
+    assert cat.ps_type("m5.large").burst_mb_s == cat.ps_type("m5.large").baseline_mb_s
+
+
+def test_committed_aws_catalogs_carry_the_period_and_bursts(catalog_2025: Catalog) -> None:
+    assert catalog_2025.cpu_throttle_period_s == 0.02 and catalog_2025.total_vcpu is None
+    assert all(p.burst_s == 300 for p in catalog_2025.ps_types if p.peak_gbps > p.baseline_gbps)
+
+
+def test_total_vcpu_is_read_and_must_be_positive() -> None:
+    assert catalog_from_dict(_catalog_doc(total_vcpu=2)).total_vcpu == 2.0
+    with pytest.raises(ValueError) as err:
+        catalog_from_dict(_catalog_doc(total_vcpu=0))
+    assert str(err.value) == (
+        "catalog lambda-2020: lambda.total_vcpu 0 must be > 0 (or absent: unlimited)"
+    )
+
+
+def test_a_type_with_a_longer_burst_is_kept_even_with_a_lower_baseline() -> None:
+    """Pruning compares bandwidth at every moment: baseline, burst bandwidth and burst length."""
+    short = PsType("a.large", "x86_64", 2, 8.0, 1.0, 10.0, 0.10, burst_s=60.0)
+    long = dataclasses.replace(short, name="b.large", baseline_gbps=0.75, burst_s=600.0)
+    assert dominated_ps_types((short, long)) == set()
+    assert dominated_ps_types((short, dataclasses.replace(long, burst_s=30.0))) == {"b.large"}
+    no_burst = dataclasses.replace(long, name="c.large", burst_s=0.0)
+    assert dominated_ps_types((short, no_burst)) == {"c.large"}

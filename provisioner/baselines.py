@@ -34,6 +34,8 @@ def fixed_route_space(profile: WorkloadProfile, catalog: Catalog, limits: Limits
             "route_shard_mb_s": space.route_shard_mb_s[one],
             "route_count": space.route_count[one],
             "route_usd_per_hour": space.route_usd_per_hour[one],
+            "route_burst_mb_s": space.route_burst_mb_s[one],
+            "route_burst_s": space.route_burst_s[one],
         }
     )
 

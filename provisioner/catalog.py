@@ -49,10 +49,18 @@ class PsType:
     baseline_gbps: float  # sustained bandwidth; the run is sized on this, not the burst peak
     peak_gbps: float
     usd_per_hour: float
+    burst_s: float = 0.0  # seconds a fresh instance runs at peak (network I/O credits); 0 = none
 
     @property
     def baseline_mb_s(self) -> float:
         return gbps_to_mb_s(self.baseline_gbps)
+
+    @property
+    def burst_mb_s(self) -> float:
+        """Bandwidth while credits last: the peak, never below the baseline (no burst: baseline)."""
+        return gbps_to_mb_s(
+            max(self.peak_gbps, self.baseline_gbps) if self.burst_s > 0 else self.baseline_gbps
+        )
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,8 @@ class Catalog:
     endpoint_usd_per_hour: float  # per endpoint (one AZ), partial hours billed as full
     checkpoint_max_loss_s: float = 60.0  # policy: training a PS crash may redo
     checkpoint_max_overhead: float = 0.02  # policy: share of training periodic checkpoints take
+    cpu_throttle_period_s: float = 0.0  # CPU quota period (CFS); 0 = compute back to back
+    total_vcpu: float | None = None  # cores all functions share; None = unlimited (AWS)
 
     def arch(self, name: str) -> LambdaArch:
         for a in self.architectures:
@@ -172,6 +182,11 @@ def _figure(section: dict[str, Any], key: str, where: str) -> Any:
     return value
 
 
+def _optional_figure(section: dict[str, Any], key: str, where: str, default: float) -> float:
+    """A figure that older catalogs do not have: absent means `default`, present is checked."""
+    return float(_figure(section, key, where)) if key in section else default
+
+
 def _arch(name: str, data: dict[str, Any]) -> LambdaArch:
     if name not in ARCHITECTURES:
         raise ValueError(
@@ -201,6 +216,7 @@ def _ps(data: dict[str, Any]) -> PsType:
         baseline_gbps=float(_figure(data, "baseline_gbps", where)),
         peak_gbps=float(_figure(data, "peak_gbps", where)),
         usd_per_hour=float(_figure(data, "usd_per_hour", where)),
+        burst_s=_optional_figure(data, "burst_s", where, 0.0),
     )
 
 
@@ -256,6 +272,8 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         endpoint_usd_per_hour=float(nf("vpc_endpoint_usd_per_hour")),
         checkpoint_max_loss_s=float(of("checkpoint_max_loss_s")),
         checkpoint_max_overhead=float(of("checkpoint_max_overhead")),
+        cpu_throttle_period_s=_optional_figure(lam, "cpu_throttle_period_s", "lambda", 0.0),
+        total_vcpu=float(lf("total_vcpu")) if "total_vcpu" in lam else None,
     )
     _validate(cat)
     return cat
@@ -277,6 +295,11 @@ def _validate(cat: Catalog) -> None:
         raise ValueError(
             f"catalog {cat.name}: checkpoint_max_loss_s must be > 0 and checkpoint_max_overhead"
             " in (0, 1)"
+        )
+    if cat.total_vcpu is not None and cat.total_vcpu <= 0:
+        raise ValueError(
+            f"catalog {cat.name}: lambda.total_vcpu {cat.total_vcpu:g} must be > 0 (or absent:"
+            " unlimited)"
         )
     if cat.ps_max_shards < 1 or not cat.architectures:
         raise ValueError(f"catalog {cat.name}: needs at least one architecture and one PS shard")

@@ -79,6 +79,82 @@ def compute_time_s(local_batch_: Arr, rate_samples_s: Arr) -> Arr:
         return np.asarray(local_batch_, dtype=np.float64) / rate_samples_s
 
 
+def shared_core_rate_samples_s(
+    curve: RateCurve, n: Arr, total_vcpu: float | None, mb_per_vcpu: float
+) -> Arr:
+    """Extension: R(C/n) when n functions share C cores (the local platform); inf if unlimited.
+
+    A function's share is min(s, C/n), and R is non-decreasing, so R(min(s, C/n)) =
+    min(R(s), R(C/n)): the shared cores cap the rate per n, whatever the memory size.
+    """
+    n = np.asarray(n, dtype=np.float64)
+    if total_vcpu is None:
+        return np.full(n.shape, np.inf)
+    share = total_vcpu / np.maximum(n, 1.0)
+    return training_rate_samples_s(curve, share, share * mb_per_vcpu)
+
+
+def cfs_step_s(core_s: Arr, throttled_s: Arr, idle_s: Arr, period_s: float) -> Arr:
+    """Extension of λDNN's t_comp + t_comm to a CPU quota refilled every period (Linux CFS;
+    Lambda throttles the same way, every 20 ms: pwrdrvr/lambda-dispatch issue 246).
+
+    x = b_l/R(s) is the compute time the profile measured back to back at share s; c = b_l/R(1)
+    the same work at full single-core speed; the worker then idles e seconds (the exchange).
+    Its quota is q = s·P per period P, with s = c/x its effective share. The compute takes c
+    plus the time it waits for a refill, the larger of
+    - the fluid wait x − c − e: the average share cannot exceed s, and the idle e gives quota
+      back (all of it when c + e ≪ P);
+    - the fresh-quota wait (P−q)/P·[(c−q) + (P−q)(⌈c/q⌉ − 3/2)] of a step starting at a
+      uniformly random phase with a full quota (0 when c ≤ q), weighted by min(1, (c + e)/P),
+      the chance that a refill came between two starts.
+    So compute → x when e → 0 or c ≫ q, = c when the demand fits the quota, and the step is
+    non-decreasing in x and in e (the planner's T(m) stays non-increasing). s ≥ 1 (x ≤ c) or
+    P = 0: x + e, λDNN's step. Written as max(x, c + e + wait) so that a step the fluid bound
+    decides is x to the last bit, whatever e (PS types that differ only in e tie exactly).
+    """
+    c = np.asarray(core_s, dtype=np.float64)
+    x = np.asarray(throttled_s, dtype=np.float64)
+    e = np.asarray(idle_s, dtype=np.float64)
+    if period_s <= 0:
+        return x + e
+    p = period_s
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        q = p * c / x
+        # ⌈c/q⌉ = ⌈x/P⌉, less a relative hair so an exact multiple does not round up
+        refills = np.ceil(x / p * (1.0 - 1e-12))
+        fresh = np.where(c > q, (p - q) / p * ((c - q) + (p - q) * (refills - 1.5)), 0.0)
+        chance = np.minimum((c + e) / p, 1.0)
+        quota_step = np.maximum(x, c + e + chance * fresh)
+    return np.where(x > c, quota_step, x + e)
+
+
+def cfs_compute_time_s(core_s: Arr, throttled_s: Arr, idle_s: Arr, period_s: float) -> Arr:
+    """The compute part of cfs_step_s (the step less its idle exchange)."""
+    return cfs_step_s(core_s, throttled_s, idle_s, period_s) - np.asarray(idle_s, dtype=np.float64)
+
+
+def burst_iterations(burst_s: Arr, communication_burst_s: Arr, k: Arr) -> Arr:
+    """Extension: iterations done while the PS has network I/O credits, at most k.
+
+    EC2 instances whose bandwidth is "up to" a peak run at the peak for a limited time (the
+    catalog's burst_s, spent while the instance sends above its baseline) and at the baseline
+    after. The PS sends only during the exchange, so a fresh instance's credits last
+    ⌊burst_s / t_comm at the peak⌋ iterations. Credits earned while the PS idles are not
+    counted (conservative), and this depends on n and the PS only, never on memory.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fit = np.floor(np.asarray(burst_s, dtype=np.float64) / communication_burst_s)
+    fit = np.where(np.isfinite(fit), fit, 0.0)
+    return np.minimum(fit, np.asarray(k, dtype=np.float64))
+
+
+def two_rate_mean(k: Arr, k_burst: Arr, burst: Arr, baseline: Arr) -> Arr:
+    """The mean over k iterations of a term that is `burst` for k_burst and `baseline` after."""
+    k = np.maximum(np.asarray(k, dtype=np.float64), 1.0)
+    with np.errstate(invalid="ignore"):  # 0 · inf of an infeasible cell stays NaN → masked
+        return np.where(k_burst > 0, (k_burst * burst + (k - k_burst) * baseline) / k, baseline)
+
+
 def ps_bandwidth_mb_s(
     n: Arr, function_mb_s: float, shard_mb_s: Arr, ps_count: Arr, flow_cap_mb_s: float
 ) -> Arr:
@@ -233,7 +309,8 @@ class Cells:
     ps_mb_s: Arr
     load_s: Arr
     compute_per_iteration_s: Arr
-    communication_per_iteration_s: Arr
+    communication_per_iteration_s: Arr  # mean over the run (PS burst, then baseline)
+    burst_iterations: Arr
     aggregation_per_iteration_s: Arr
     iteration_s: Arr
     checkpoint_s: Arr
@@ -266,6 +343,10 @@ class Axis:
     shard_mb_s: Arr  # baseline bandwidth of one PS shard
     ps_count: Arr
     ps_usd_per_hour: Arr
+    core_rate_samples_s: Arr  # R(1 vCPU) for this cell's architecture
+    shared_rate_samples_s: Arr  # R(C/n) (shared_core_rate_samples_s), inf when unlimited
+    burst_shard_mb_s: Arr  # bandwidth of one PS shard while its credits last
+    burst_s: Arr  # seconds of burst of a fresh PS instance
 
 
 @dataclass(frozen=True)
@@ -279,10 +360,15 @@ class NTerms:
     ps_mb_s: Arr
     communication_s: Arr  # per iteration
     aggregation_s: Arr  # per iteration
-    exchange_s: Arr  # communication + aggregation, per iteration
+    exchange_s: Arr  # communication + aggregation, per iteration (baseline PS bandwidth)
     checkpoint_s: Arr
     ephemeral_mb: Arr
     ok: Arr  # b_l ≥ 1 and the shard fits in /tmp
+    core_compute_s: Arr  # b_l / R(1 vCPU): the step at full single-core speed
+    compute_floor_s: Arr  # b_l / R(C/n): shared cores (0 when unlimited)
+    communication_burst_s: Arr  # per iteration while the PS has burst credits
+    exchange_burst_s: Arr
+    burst_iterations: Arr  # iterations the PS runs at its burst bandwidth (fresh instance)
 
     def flat(self) -> NTerms:
         """Every field broadcast to one shape and flattened, so cells can be taken by index."""
@@ -302,7 +388,9 @@ class Timeline:
 
     s3_mb_s: Arr
     load_s: Arr
-    compute_s: Arr  # per iteration
+    compute_s: Arr  # per iteration, mean over the run
+    communication_s: Arr  # per iteration, mean over the run (burst, then baseline)
+    burst_iterations: Arr  # iterations run at the PS burst bandwidth
     iteration_s: Arr  # compute + exchange + the periodic checkpoint's share
     checkpoint_every: Arr  # iterations between periodic PS checkpoints
     periodic_checkpoint_s: Arr  # per iteration
@@ -315,16 +403,30 @@ class Timeline:
 
 
 def n_terms(
-    profile: WorkloadProfile, catalog: Catalog, n: Arr, shard_mb_s: Arr, ps_count: Arr
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    n: Arr,
+    shard_mb_s: Arr,
+    ps_count: Arr,
+    *,
+    core_rate_samples_s: Arr,
+    shared_rate_samples_s: Arr,
+    burst_shard_mb_s: Arr,
+    burst_s: Arr,
 ) -> NTerms:
-    """λDNN's batch rule, k and t_comm, plus PS aggregation, checkpoint and /tmp size, per n."""
+    """λDNN's batch rule, k and t_comm, plus PS aggregation, checkpoint and /tmp size, per n;
+    the step at full core speed, the shared-core floor, and t_comm while the PS bursts."""
     model_mb = profile.model_bytes / 1e6
     b_l = local_batch(n, profile.profiled_local_batch, profile.max_global_batch)
     k = iterations(profile.dataset_samples, profile.epochs, n * b_l)
-    bw = ps_bandwidth_mb_s(
-        n, catalog.function_ps_mb_s, shard_mb_s, ps_count, gbps_to_mb_s(catalog.per_flow_cap_gbps)
-    )
+    flow_cap = gbps_to_mb_s(catalog.per_flow_cap_gbps)
+    bw = ps_bandwidth_mb_s(n, catalog.function_ps_mb_s, shard_mb_s, ps_count, flow_cap)
     comm = communication_time_s(model_mb, bw, catalog.function_ps_rtt_s)
+    # a burst never slows the PS down (a catalog peak below the baseline counts as the baseline)
+    burst_bw = ps_bandwidth_mb_s(
+        n, catalog.function_ps_mb_s, np.maximum(burst_shard_mb_s, shard_mb_s), ps_count, flow_cap
+    )
+    comm_burst = communication_time_s(model_mb, burst_bw, catalog.function_ps_rtt_s)
     agg = aggregation_time_s(n, model_mb, ps_count, profile.ps_aggregation_mb_s_per_core)
     eph = ephemeral_storage_mb(
         profile.dataset_bytes, n, profile.model_bytes, catalog.ephemeral_min_mb
@@ -341,6 +443,11 @@ def n_terms(
         checkpoint_s=checkpoint_time_s(model_mb, ps_count, catalog.ps_s3_mb_s),
         ephemeral_mb=eph,
         ok=(b_l >= 1) & (eph <= catalog.ephemeral_max_mb),
+        core_compute_s=compute_time_s(b_l, core_rate_samples_s),
+        compute_floor_s=compute_time_s(b_l, shared_rate_samples_s),
+        communication_burst_s=comm_burst,
+        exchange_burst_s=comm_burst + agg,
+        burst_iterations=burst_iterations(burst_s, comm_burst, k),
     )
 
 
@@ -351,14 +458,26 @@ def timeline(
 
     The worker's timeline: start-up and shard load, then iterations until the invocation's usable
     time (timeout − safety margin) is spent, a PS checkpoint, and a new link (restart, start-up
-    and shard reload, assuming a cold environment) until k iterations are done.
+    and shard reload, assuming a cold environment) until k iterations are done. t_comp is the
+    CPU-quota one (cfs_step_s) at min(R(m), R(C/n)); the first iterations, while the PS
+    has burst credits, exchange at the burst bandwidth, the rest at the baseline.
     """
     s3 = s3_bandwidth_mb_s(
         memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
     )
     load = load_time_s(profile.dataset_bytes / 1e6, nt.n, s3)
-    comp = compute_time_s(nt.local_batch, rate_samples_s)
-    step = comp + nt.exchange_s
+    throttled = np.maximum(compute_time_s(nt.local_batch, rate_samples_s), nt.compute_floor_s)
+    period = catalog.cpu_throttle_period_s
+    step_base = cfs_step_s(nt.core_compute_s, throttled, nt.exchange_s, period)
+    # never slower than the baseline step (the quota refund shrinks with a shorter exchange)
+    step_burst = np.minimum(
+        cfs_step_s(nt.core_compute_s, throttled, nt.exchange_burst_s, period), step_base
+    )
+    k_burst = nt.burst_iterations
+    step = two_rate_mean(nt.iterations, k_burst, step_burst, step_base)
+    exchange = two_rate_mean(nt.iterations, k_burst, nt.exchange_burst_s, nt.exchange_s)
+    comm = two_rate_mean(nt.iterations, k_burst, nt.communication_burst_s, nt.communication_s)
+    comp = step - exchange
     interval = checkpoint_interval_s(
         nt.checkpoint_s, catalog.checkpoint_max_loss_s, catalog.checkpoint_max_overhead
     )
@@ -378,6 +497,8 @@ def timeline(
         s3_mb_s=s3,
         load_s=load,
         compute_s=comp,
+        communication_s=comm,
+        burst_iterations=k_burst,
         iteration_s=it,
         checkpoint_every=every,
         periodic_checkpoint_s=periodic,
@@ -431,7 +552,8 @@ def costs(
         ps_mb_s=nt.ps_mb_s,
         load_s=tl.load_s,
         compute_per_iteration_s=tl.compute_s,
-        communication_per_iteration_s=nt.communication_s,
+        communication_per_iteration_s=tl.communication_s,
+        burst_iterations=tl.burst_iterations,
         aggregation_per_iteration_s=nt.aggregation_s,
         iteration_s=tl.iteration_s,
         checkpoint_s=nt.checkpoint_s,
@@ -456,6 +578,16 @@ def costs(
 
 def evaluate(profile: WorkloadProfile, catalog: Catalog, x: Axis) -> Cells:
     """Every term and cost item at the cells `x` spans (n-terms, then timeline, then costs)."""
-    nt = n_terms(profile, catalog, x.n, x.shard_mb_s, x.ps_count)
+    nt = n_terms(
+        profile,
+        catalog,
+        x.n,
+        x.shard_mb_s,
+        x.ps_count,
+        core_rate_samples_s=x.core_rate_samples_s,
+        shared_rate_samples_s=x.shared_rate_samples_s,
+        burst_shard_mb_s=x.burst_shard_mb_s,
+        burst_s=x.burst_s,
+    )
     tl = timeline(profile, catalog, nt, x.memory_mb, x.rate_samples_s)
     return costs(catalog, nt, tl, x.memory_mb, x.usd_per_gb_s, x.ps_usd_per_hour)

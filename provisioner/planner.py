@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 
 from provisioner.catalog import Catalog
-from provisioner.model import Arr, Axis, Cells, evaluate, training_rate_samples_s, vcpu_share
+from provisioner.model import (
+    Arr,
+    Axis,
+    Cells,
+    evaluate,
+    shared_core_rate_samples_s,
+    training_rate_samples_s,
+    vcpu_share,
+)
 from provisioner.parse import MAX_SLACK, SLACK_FORMS, format_duration_s, format_usd
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
@@ -75,6 +83,8 @@ def predict(profile: WorkloadProfile, catalog: Catalog, choice: Choice) -> Cells
         raise ValueError(f"workload {profile.name} has no training rate for {choice.arch}")
     mem = np.array([choice.memory_mb])
     share = vcpu_share(mem, catalog.mb_per_vcpu, catalog.max_vcpu)
+    n = np.array([choice.n_workers])
+    one = np.ones(1)
     return evaluate(
         profile,
         catalog,
@@ -82,10 +92,16 @@ def predict(profile: WorkloadProfile, catalog: Catalog, choice: Choice) -> Cells
             memory_mb=mem,
             rate_samples_s=training_rate_samples_s(curve, share, mem),
             usd_per_gb_s=np.array([catalog.arch(choice.arch).usd_per_gb_s]),
-            n=np.array([choice.n_workers]),
+            n=n,
             shard_mb_s=np.array([ps.baseline_mb_s]),
             ps_count=np.array([choice.ps_count]),
             ps_usd_per_hour=np.array([ps.usd_per_hour]),
+            core_rate_samples_s=training_rate_samples_s(curve, one, one * catalog.mb_per_vcpu),
+            shared_rate_samples_s=shared_core_rate_samples_s(
+                curve, n, catalog.total_vcpu, catalog.mb_per_vcpu
+            ),
+            burst_shard_mb_s=np.array([ps.burst_mb_s]),
+            burst_s=np.array([ps.burst_s]),
         ),
     )
 

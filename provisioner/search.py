@@ -130,12 +130,16 @@ def _bisect_deadline(
     return lo
 
 
-def _compute_bound(space: Space, r: Arr, ni: Arr, at_top: Cells) -> Arr:
+def _compute_bound(
+    space: Space, r: Arr, ni: Arr, at_top: Cells, nt: NTerms, period_s: float
+) -> Arr:
     """Lower bound on the Lambda compute cost of a (route, n) over every memory size.
 
-    GB-s = m·n·billed(m)/1024 with billed(m) = k·b_l/R(m) + rest(m); m/R(m) is at least its
-    minimum over the grid, and rest(m) — start-up, load, exchange, chaining — is non-increasing
-    in m, so it is at least its value at the top memory, paid at the smallest memory.
+    GB-s = m·n·billed(m)/1024 with billed(m) = k·t(m) + rest(m); rest(m) — start-up, load,
+    exchange, chaining — is non-increasing in m, so it is at least its value at the top memory,
+    paid at the smallest memory. The step t(m) is at least min(c, x(m)) and x(m) − e (the CPU
+    quota refunds at most the exchange e, and none without a period), with x(m) ≥ b_l/R(m), so
+    m·t(m) is at least max(min(m_0·c, B), B − m_top·e) with B = b_l·min(m/R(m)) over the grid.
     """
     a = space.route_arch[r]
     with np.errstate(divide="ignore"):
@@ -143,11 +147,14 @@ def _compute_bound(space: Space, r: Arr, ni: Arr, at_top: Cells) -> Arr:
     k = np.asarray(at_top.iterations, dtype=np.float64)
     with np.errstate(invalid="ignore"):  # an infeasible cell (inf − inf) gets NaN: never chosen
         rest_s = at_top.billed_s - k * at_top.compute_per_iteration_s
-    gb_s = (
-        (k * at_top.local_batch * best_mb_per_rate[a] + space.memory_mb[0] * rest_s)
-        * space.n[ni]
-        / 1024.0
-    )
+    b = at_top.local_batch * best_mb_per_rate[a]
+    refund = nt.exchange_s if period_s > 0 else np.zeros_like(b)
+    with np.errstate(invalid="ignore"):
+        mb_s_per_step = np.maximum(
+            np.minimum(space.memory_mb[0] * nt.core_compute_s, b),
+            b - space.memory_mb[-1] * refund,
+        )
+    gb_s = (k * mb_s_per_step + space.memory_mb[0] * rest_s) * space.n[ni] / 1024.0
     return np.asarray(space.usd_per_gb_s[a] * gb_s)
 
 
@@ -182,7 +189,10 @@ def solve_deadline(
         return np.nonzero(lower_bound <= best_usd * (1 + SLACK))[0]
 
     # A cheap first pass: bisect the pairs with the lowest bound to tighten best_usd.
-    lb0 = np.maximum(base + slope * space.memory_mb[0], _compute_bound(space, r, ni, at_top) + base)
+    period_s = catalog.cpu_throttle_period_s
+    lb0 = np.maximum(
+        base + slope * space.memory_mb[0], _compute_bound(space, r, ni, at_top, nt, period_s) + base
+    )
     probe = np.argsort(lb0, kind="stable")[:64]
     j_probe = _bisect_deadline(profile, catalog, space, r[probe], nt.take(probe), deadline_s)
     probe_cells = _cells(profile, catalog, space, r[probe], nt.take(probe), j_probe)

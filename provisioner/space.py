@@ -20,6 +20,7 @@ from provisioner.model import (
     NTerms,
     evaluate,
     n_terms,
+    shared_core_rate_samples_s,
     training_rate_samples_s,
     vcpu_share,
 )
@@ -68,6 +69,10 @@ class Space:
     route_shard_mb_s: Arr  # (R,)
     route_count: Arr  # (R,)
     route_usd_per_hour: Arr  # (R,)
+    core_rate: Arr  # (A,) R(1 vCPU): full single-core speed, for the CPU-quota term
+    shared_rate: Arr  # (A, N) R(C/n) when n functions share C cores; inf when unlimited
+    route_burst_mb_s: Arr  # (R,) bandwidth of one shard while its network credits last
+    route_burst_s: Arr  # (R,) seconds of burst of a fresh instance
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -82,18 +87,26 @@ def concurrency_cap(catalog: Catalog, limits: Limits) -> int:
 
 
 def dominated_ps_types(types: tuple[PsType, ...]) -> set[str]:
-    """Types another type beats on baseline bandwidth and price (never better in the model).
+    """Types another type beats on bandwidth at every moment and on price (never better).
 
-    The model uses one core per shard and the baseline bandwidth, so a type with no more
-    bandwidth at no lower price can only tie or lose; on exact equality the first name is kept.
+    The model uses one core per shard, the burst bandwidth for the first burst_s of training and
+    the baseline after, so a type with no more bandwidth at any time at no lower price can only
+    tie or lose; on exact equality the first name is kept.
     """
+
+    def profile(p: PsType) -> tuple[float, float, float, float]:
+        return (p.baseline_gbps, p.burst_mb_s if p.burst_s > 0 else 0.0, p.burst_s, -p.usd_per_hour)
+
     out: set[str] = set()
     for b in types:
         for a in types:
             if a.name == b.name:
                 continue
-            no_worse = a.baseline_gbps >= b.baseline_gbps and a.usd_per_hour <= b.usd_per_hour
-            equal = a.baseline_gbps == b.baseline_gbps and a.usd_per_hour == b.usd_per_hour
+            burst_ok = b.burst_s == 0 or (a.burst_mb_s >= b.burst_mb_s and a.burst_s >= b.burst_s)
+            no_worse = (
+                a.baseline_gbps >= b.baseline_gbps and a.usd_per_hour <= b.usd_per_hour and burst_ok
+            )
+            equal = profile(a) == profile(b)
             if no_worse and (not equal or a.name < b.name):
                 out.add(b.name)
                 break
@@ -150,15 +163,16 @@ def build_space(
     n_max = min(concurrency_cap(catalog, limits), profile.max_global_batch)
     if n_max < 1:
         raise Infeasible(f"no worker count fits: the concurrency limit leaves {n_max} workers")
-    rate = np.stack(
-        [
-            training_rate_samples_s(
-                profile.rate(a),  # type: ignore[arg-type]  # archs only holds profiled ones
-                vcpu_share(mem, catalog.mb_per_vcpu, catalog.max_vcpu),
-                mem,
-            )
-            for a in archs
-        ]
+    curves = [c for c in map(profile.rate, archs) if c is not None]  # archs are all profiled
+    share = vcpu_share(mem, catalog.mb_per_vcpu, catalog.max_vcpu)
+    n = np.arange(1, n_max + 1, dtype=np.int64)
+    one = np.ones(1)
+    rate = np.stack([training_rate_samples_s(c, share, mem) for c in curves])
+    core_rate = np.array(
+        [training_rate_samples_s(c, one, one * catalog.mb_per_vcpu)[0] for c in curves]
+    )
+    shared_rate = np.stack(
+        [shared_core_rate_samples_s(c, n, catalog.total_vcpu, catalog.mb_per_vcpu) for c in curves]
     )
     types = [p for p in catalog.ps_types if limits.ps_types is None or p.name in limits.ps_types]
     drop = dominated_ps_types(tuple(types)) if prune else set()
@@ -172,14 +186,14 @@ def build_space(
     notes = (
         (
             f"PS types {', '.join(sorted(drop))} skipped: another type has ≥ baseline "
-            f"bandwidth at ≤ price",
+            f"and burst bandwidth at ≤ price",
         )
         if drop
         else ()
     )
     return Space(
         memory_mb=mem,
-        n=np.arange(1, n_max + 1, dtype=np.int64),
+        n=n,
         archs=archs,
         rate=rate,
         usd_per_gb_s=np.array([catalog.arch(a).usd_per_gb_s for a in archs]),
@@ -188,6 +202,10 @@ def build_space(
         route_shard_mb_s=np.array([r[1].baseline_mb_s for r in routes]),
         route_count=np.array([r[2] for r in routes], dtype=np.int64),
         route_usd_per_hour=np.array([r[1].usd_per_hour for r in routes]),
+        core_rate=core_rate,
+        shared_rate=shared_rate,
+        route_burst_mb_s=np.array([r[1].burst_mb_s for r in routes]),
+        route_burst_s=np.array([r[1].burst_s for r in routes]),
         notes=notes,
     )
 
@@ -208,6 +226,10 @@ def cells_at(
             shard_mb_s=space.route_shard_mb_s[r],
             ps_count=space.route_count[r],
             ps_usd_per_hour=space.route_usd_per_hour[r],
+            core_rate_samples_s=space.core_rate[a],
+            shared_rate_samples_s=space.shared_rate[a, ni],
+            burst_shard_mb_s=space.route_burst_mb_s[r],
+            burst_s=space.route_burst_s[r],
         ),
     )
 
@@ -229,7 +251,18 @@ class Flat:
 
 def flatten(profile: WorkloadProfile, catalog: Catalog, space: Space) -> Flat:
     r, ni = grid(space)
-    nt = n_terms(profile, catalog, space.n[ni], space.route_shard_mb_s[r], space.route_count[r])
+    a = space.route_arch[r]
+    nt = n_terms(
+        profile,
+        catalog,
+        space.n[ni],
+        space.route_shard_mb_s[r],
+        space.route_count[r],
+        core_rate_samples_s=space.core_rate[a],
+        shared_rate_samples_s=space.shared_rate[a, ni],
+        burst_shard_mb_s=space.route_burst_mb_s[r],
+        burst_s=space.route_burst_s[r],
+    )
     shape = (r.shape[0], ni.shape[1])
     return Flat(
         r=np.broadcast_to(r, shape).ravel(), ni=np.broadcast_to(ni, shape).ravel(), nt=nt.flat()

@@ -54,11 +54,23 @@ def make_profile(**overrides: Any) -> WorkloadProfile:
 
 
 def small_catalog(
-    *, memory_max_mb: int = 1280, step_mb: int = 64, shards: int = 3, ps: tuple[str, ...] = ()
+    *,
+    memory_max_mb: int = 1280,
+    step_mb: int = 64,
+    shards: int = 3,
+    ps: tuple[str, ...] = (),
+    total_vcpu: float | None = None,
+    burst_s: float | None = None,
 ) -> Catalog:
-    """Today's catalog cut down to a grid an exhaustive enumeration handles in milliseconds."""
+    """Today's catalog cut down to a grid an exhaustive enumeration handles in milliseconds.
+
+    `total_vcpu` shares cores among the functions (the local platform's cap); `burst_s` replaces
+    every PS type's burst (the catalog's 300 s outlasts most small test jobs).
+    """
     cat = load_catalog("lambda-2025")
     types = tuple(p for p in cat.ps_types if not ps or p.name in ps)
+    if burst_s is not None:
+        types = tuple(dataclasses.replace(p, burst_s=burst_s) for p in types)
     return dataclasses.replace(
         cat,
         memory_min_mb=128,
@@ -66,6 +78,7 @@ def small_catalog(
         memory_step_mb=step_mb,
         ps_max_shards=shards,
         ps_types=types,
+        total_vcpu=total_vcpu,
         ps_default_type=types[0].name
         if cat.ps_default_type not in {p.name for p in types}
         else cat.ps_default_type,

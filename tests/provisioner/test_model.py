@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 
 from provisioner import model
+from provisioner.catalog import Catalog
 from provisioner.planner import predict
 from provisioner.profile import RateCurve
 from provisioner.space import Choice
@@ -106,8 +108,21 @@ def test_cost_terms() -> None:
     )  # 60 s minimum
 
 
+def without_quota_or_burst(catalog: Catalog) -> Catalog:
+    """The catalog as λDNN models it: compute back to back, the PS at its baseline throughout."""
+    return dataclasses.replace(
+        catalog,
+        cpu_throttle_period_s=0.0,
+        ps_types=tuple(dataclasses.replace(p, burst_s=0.0) for p in catalog.ps_types),
+    )
+
+
 def test_full_prediction_by_hand(catalog_2020: object) -> None:
-    """One configuration of the 2020 catalog worked through term by term, with chaining."""
+    """One configuration of the 2020 catalog worked through term by term, with chaining.
+
+    λDNN's base terms: no CPU-quota period and no PS burst (test_burst_and_quota_by_hand adds
+    them to the same configuration).
+    """
     profile = make_profile(
         model_bytes=10_000_000,
         dataset_bytes=100_000_000,
@@ -123,7 +138,7 @@ def test_full_prediction_by_hand(catalog_2020: object) -> None:
     )
     c = predict(
         profile,
-        catalog_2020,  # type: ignore[arg-type]
+        without_quota_or_burst(catalog_2020),  # type: ignore[arg-type]
         Choice(n_workers=4, memory_mb=1024, arch="x86_64", ps_type="m5.large", ps_count=1),
     )
     k = 1000  # ⌈10,000·20 / (4·50)⌉

@@ -69,6 +69,9 @@ GRIDS = st.sampled_from(
         (1536, 2, 2, 6),
     ]
 )
+# (total vCPU shared by the functions, PS burst s): AWS as catalogued (unlimited, 300 s), and
+# a local-like platform whose cores n functions share, with a burst that ends mid-run.
+PLATFORMS = st.sampled_from([(None, None), (2.0, 20.0), (6.0, 1.0)])
 
 
 def _check(
@@ -76,10 +79,14 @@ def _check(
     limits: Limits,
     goal_of: object,
     grid: tuple[int, int, int, int],
+    platform: tuple[float | None, float | None] = (None, None),
 ) -> None:
     profile = make_profile(**profile_fields)
     top, step, shards, workers = grid
-    catalog = small_catalog(memory_max_mb=top, step_mb=step, shards=shards)
+    cores, burst_s = platform
+    catalog = small_catalog(
+        memory_max_mb=top, step_mb=step, shards=shards, total_vcpu=cores, burst_s=burst_s
+    )
     limits = dataclasses.replace(limits, max_concurrency=min(workers, limits.max_concurrency or 1))
     try:
         space = build_space(profile, catalog, limits)
@@ -105,34 +112,43 @@ def _check(
 
 
 @SETTINGS
-@given(workload(), LIMITS, st.floats(0.8, 20.0), GRIDS)
+@given(workload(), LIMITS, st.floats(0.8, 20.0), GRIDS, PLATFORMS)
 def test_deadline_goal_equals_exhaustive(
-    fields: dict[str, object], limits: Limits, factor: float, grid: tuple[int, int, int, int]
+    fields: dict[str, object],
+    limits: Limits,
+    factor: float,
+    grid: tuple[int, int, int, int],
+    platform: tuple[float | None, float | None],
 ) -> None:
-    _check(fields, limits, lambda fast_s, *_: Goal(deadline_s=fast_s * factor), grid)
+    _check(fields, limits, lambda fast_s, *_: Goal(deadline_s=fast_s * factor), grid, platform)
 
 
 @SETTINGS
-@given(workload(), LIMITS, st.floats(0.5, 30.0), GRIDS)
+@given(workload(), LIMITS, st.floats(0.5, 30.0), GRIDS, PLATFORMS)
 def test_budget_goal_equals_exhaustive(
-    fields: dict[str, object], limits: Limits, factor: float, grid: tuple[int, int, int, int]
+    fields: dict[str, object],
+    limits: Limits,
+    factor: float,
+    grid: tuple[int, int, int, int],
+    platform: tuple[float | None, float | None],
 ) -> None:
     def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
         cheapest = exhaustive(profile, catalog, lim, Goal(deadline_s=math.inf))  # type: ignore[arg-type]
         usd = cheapest[2] if cheapest else 1.0
         return Goal(budget_usd=usd * factor)
 
-    _check(fields, limits, goal, grid)
+    _check(fields, limits, goal, grid, platform)
 
 
 @SETTINGS
-@given(workload(), LIMITS, st.floats(0.8, 10.0), st.floats(0.5, 3.0), GRIDS)
+@given(workload(), LIMITS, st.floats(0.8, 10.0), st.floats(0.5, 3.0), GRIDS, PLATFORMS)
 def test_both_goals_equal_exhaustive(
     fields: dict[str, object],
     limits: Limits,
     d_factor: float,
     b_factor: float,
     grid: tuple[int, int, int, int],
+    platform: tuple[float | None, float | None],
 ) -> None:
     def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
         d = fast_s * d_factor
@@ -140,4 +156,4 @@ def test_both_goals_equal_exhaustive(
         usd = best[2] if best else 1.0
         return Goal(deadline_s=d, budget_usd=usd * b_factor)
 
-    _check(fields, limits, goal, grid)
+    _check(fields, limits, goal, grid, platform)

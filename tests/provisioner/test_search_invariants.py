@@ -2,6 +2,8 @@
 
 1. For a fixed route and n, total time (and billed time and links) never increases with memory.
 2. Over a memory block [a, b], cost ≥ cost formula at memory a with the times of memory b.
+3. The per-(route, n) bound on Lambda compute cost never exceeds the cost at any memory.
+Each on AWS as catalogued and on platforms with shared cores and a burst that ends mid-run.
 """
 
 from __future__ import annotations
@@ -10,16 +12,25 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from provisioner.catalog import Catalog
 from provisioner.search import _compute_bound
-from provisioner.space import Infeasible, Limits, build_space, cells_at
+from provisioner.space import Infeasible, Limits, build_space, cells_at, flatten
 from tests.provisioner.conftest import make_profile, small_catalog
-from tests.provisioner.test_planner_exact import workload
+from tests.provisioner.test_planner_exact import PLATFORMS, workload
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _all_cells(fields: dict[str, object]) -> tuple[object, object] | None:
-    catalog = small_catalog(memory_max_mb=3008, step_mb=8, shards=2)
+Platform = tuple[float | None, float | None]
+
+
+def _catalog(platform: Platform) -> Catalog:
+    cores, burst_s = platform
+    return small_catalog(memory_max_mb=3008, step_mb=8, shards=2, total_vcpu=cores, burst_s=burst_s)
+
+
+def _all_cells(fields: dict[str, object], platform: Platform) -> tuple[object, object] | None:
+    catalog = _catalog(platform)
     profile = make_profile(**fields)
     try:
         space = build_space(profile, catalog, Limits(max_concurrency=6))
@@ -31,9 +42,9 @@ def _all_cells(fields: dict[str, object]) -> tuple[object, object] | None:
 
 
 @SETTINGS
-@given(workload())
-def test_time_is_non_increasing_in_memory(fields: dict[str, object]) -> None:
-    got = _all_cells(fields)
+@given(workload(), PLATFORMS)
+def test_time_is_non_increasing_in_memory(fields: dict[str, object], platform: Platform) -> None:
+    got = _all_cells(fields, platform)
     if got is None:
         return
     _, cells = got
@@ -45,9 +56,11 @@ def test_time_is_non_increasing_in_memory(fields: dict[str, object]) -> None:
 
 
 @SETTINGS
-@given(workload(), st.data())
-def test_block_bound_never_exceeds_the_cost(fields: dict[str, object], data: st.DataObject) -> None:
-    got = _all_cells(fields)
+@given(workload(), st.data(), PLATFORMS)
+def test_block_bound_never_exceeds_the_cost(
+    fields: dict[str, object], data: st.DataObject, platform: Platform
+) -> None:
+    got = _all_cells(fields, platform)
     if got is None:
         return
     space, cells = got
@@ -64,23 +77,21 @@ def test_block_bound_never_exceeds_the_cost(fields: dict[str, object], data: st.
 
 
 @SETTINGS
-@given(workload())
-def test_compute_bound_never_exceeds_the_lambda_cost(fields: dict[str, object]) -> None:
-    got = _all_cells(fields)
+@given(workload(), PLATFORMS)
+def test_compute_bound_never_exceeds_the_lambda_cost(
+    fields: dict[str, object], platform: Platform
+) -> None:
+    got = _all_cells(fields, platform)
     if got is None:
         return
     space, cells = got
-    top = space.memory_mb.size - 1  # type: ignore[attr-defined]
-    routes, ns = np.meshgrid(*(np.arange(k) for k in cells.total_s.shape[:2]), indexing="ij")  # type: ignore[attr-defined]
-    at_top = cells_at(
-        make_profile(**fields),
-        small_catalog(memory_max_mb=3008, step_mb=8, shards=2),
-        space,
-        routes,
-        ns,
-        np.full_like(routes, top),
-    )  # type: ignore[arg-type]
-    bound = _compute_bound(space, routes, ns, at_top)  # type: ignore[arg-type]
+    catalog = _catalog(platform)
+    profile = make_profile(**fields)
+    f = flatten(profile, catalog, space)  # type: ignore[arg-type]
+    top = np.full(f.r.size, space.memory_mb.size - 1)  # type: ignore[attr-defined]
+    at_top = cells_at(profile, catalog, space, f.r, f.ni, top)  # type: ignore[arg-type]
+    period_s = catalog.cpu_throttle_period_s
+    bound = _compute_bound(space, f.r, f.ni, at_top, f.nt, period_s)  # type: ignore[arg-type]
     lam = np.where(np.isfinite(cells.total_s), cells.lambda_usd, np.inf)  # type: ignore[attr-defined]
     ok = np.isfinite(at_top.total_s)
-    assert np.all(bound[ok] <= lam.min(axis=2)[ok] * (1 + 1e-9))
+    assert np.all(bound[ok] <= lam.min(axis=2).ravel()[ok] * (1 + 1e-9))

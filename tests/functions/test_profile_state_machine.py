@@ -143,3 +143,37 @@ def test_a_run_where_every_size_fails_writes_nothing_and_fails(
     with pytest.raises(StatesError, match="no memory size was profiled"):
         machine.run({})
     assert s3.list_objects_v2(Bucket=buckets[1]).get("KeyCount") == 0
+
+
+@pytest.mark.parametrize(
+    ("uri", "body", "line"),
+    [
+        ("prof/profiles/x.json", None,
+         "error: bad URI 'prof/profiles/x.json': expected s3://bucket/key.json (the profile "
+         "stack's Profile output)"),
+        ("s3://{bucket}/prof/profiles/absent.json", None,
+         "error: cannot read s3://{bucket}/prof/profiles/absent.json: NoSuchKey"),
+        ("s3://{bucket}/p.json", b"{not json", "error: s3://{bucket}/p.json is not JSON: "),
+        ("s3://{bucket}/p.json", b'{"schema_version": 1, "name": "x"}',
+         "error: s3://{bucket}/p.json is not a valid profile: profile field 'training_rate': "
+         "expected an object keyed by x86_64/arm64"),
+    ],
+)  # fmt: skip
+def test_fetch_refuses_bad_input_in_one_line_and_writes_nothing(
+    s3: Any, bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], uri: str,
+    body: bytes | None, line: str,
+) -> None:  # fmt: skip
+    if body is not None:
+        s3.put_object(Bucket=bucket, Key="p.json", Body=body)
+    (tmp_path / "keep.json").write_text("{}")
+    assert fetch_profile.main([uri.format(bucket=bucket), "--output-dir", str(tmp_path)]) == 2
+    (printed,) = capsys.readouterr().err.splitlines()
+    assert printed.startswith(line.format(bucket=bucket))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.json"]
+
+
+def test_fetch_refuses_an_output_dir_that_is_not_one(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "missing"
+    assert fetch_profile.main(["s3://some-bucket/p.json", "--output-dir", str(target)]) == 2
+    assert capsys.readouterr().err == f"error: bad --output-dir {str(target)!r}: not a directory\n"

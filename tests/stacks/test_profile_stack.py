@@ -8,6 +8,7 @@ through their functions' handler and memory, never hashed logical ids.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 from typing import Any
 
@@ -179,3 +180,17 @@ def test_bad_profile_context_is_one_line_and_exit_2(
     assert result.code == 2
     assert line in result.stderr.splitlines(), result.stderr
     assert result.templates == {}
+
+
+def test_every_handler_the_profile_stack_runs_is_in_the_image(
+    built: tuple[ProfileRun, Template],
+) -> None:
+    _, template = built
+    commands = {f["Properties"]["ImageConfig"]["Command"][0]
+                for f in template.find_resources("AWS::Lambda::Function").values()
+                if "ImageConfig" in f["Properties"]}  # fmt: skip
+    assert commands == {PROFILER, FINALIZER, "functions.datasets.prepare_handler"}
+    for command in commands:
+        module, attr = command.rsplit(".", 1)
+        assert module.startswith("functions.")  # the only package functions/Dockerfile copies
+        assert callable(getattr(importlib.import_module(module), attr))

@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aws_cdk import App
 from aws_cdk.assertions import Match, Template
+from cfnlint.api import ManualArgs, lint_file
 
 from provisioner.catalog import read_data_json
 from provisioner.profile import PROFILE_DIR
@@ -22,6 +24,7 @@ from stacks.job import ProfileStacks, add_profile_stacks
 from stacks.nag import unacknowledged_findings
 from stacks.profile_run import ProfileRun, profile_key
 from tests.stacks.conftest import CDK_JSON_CONTEXT
+from tests.stacks.test_cfn_lint import IGNORED_RULES, REGIONS
 from tests.stacks.test_least_privilege import grants, listing_prefixes
 from tests.stacks.test_stacks import DIGITS, state_machine_definition
 
@@ -194,3 +197,20 @@ def test_every_handler_the_profile_stack_runs_is_in_the_image(
         module, attr = command.rsplit(".", 1)
         assert module.startswith("functions.")  # the only package functions/Dockerfile copies
         assert callable(getattr(importlib.import_module(module), attr))
+
+
+def test_profile_templates_lint_clean(synth: Any) -> None:
+    """cfn-lint as tests/stacks/test_cfn_lint.py runs it, on an arm64 run reading a user's data."""
+    result = synth(mode="profile", arch="arm64", dataset="s3://users-data/digits")
+    assert result.code == 0, result.stderr
+    assert unacknowledged_findings(result.app) == []
+    templates = sorted(Path(result.outdir).glob("*.template.json"))
+    assert [p.name for p in templates] == ["digits-demo-data.template.json",
+                                           "digits-demo-profile.template.json"]  # fmt: skip
+    problems = [
+        f"{path.name}: {match.rule.id} {match.message} (line {match.linenumber})"
+        for path in templates
+        for match in lint_file(path, ManualArgs(regions=REGIONS))
+        if match.rule.id not in IGNORED_RULES and not match.rule.id.startswith("I")
+    ]
+    assert problems == []

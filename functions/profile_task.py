@@ -171,9 +171,21 @@ def run_profile(task: ProfileTask, context: Any = None) -> dict[str, Any]:
     }
 
 
+def check_memory(task: ProfileTask, context: Any) -> None:
+    """The event's size must be the function's own: a point keyed by the wrong size misleads the
+    planner silently (no context, as in tests and the emulator: nothing to check against)."""
+    actual_mb = getattr(context, "memory_limit_in_mb", None)
+    if actual_mb is not None and int(actual_mb) != task.memory_mb:
+        raise ProfileError(
+            f"profile event key 'memory_mb' = {task.memory_mb}: this function has {actual_mb} MB;"
+            " send each size's event to its own function"
+        )
+
+
 def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     """Lambda entry point (CMD functions.profile_task.handler), one function per memory size."""
     task = ProfileTask.from_event(event)
+    check_memory(task, context)
     with naming_s3_failures():
         return run_profile(task, context)
 
@@ -209,7 +221,7 @@ def profile_document(base: Mapping[str, Any], results: list[Mapping[str, Any]], 
     if len(archs) != 1:
         raise ProfileError(f"profiled functions ran on several architectures: {sorted(archs)}")
     (arch,) = archs
-    out = json.loads(json.dumps(dict(base)))
+    out: dict[str, Any] = json.loads(json.dumps(dict(base)))  # a deep copy
     out["name"] = name
     points = sorted((int(m["memory_mb"]), round(float(m["samples_per_s"]), 1)) for m in measured)
     out.setdefault("training_rate", {})[arch] = {

@@ -53,6 +53,15 @@ def test_a_bad_event_names_the_key_and_what_is_accepted(
     assert str(caught.value) == message
 
 
+def test_an_event_for_another_size_is_refused_before_any_work() -> None:
+    class Context:
+        memory_limit_in_mb = "1024"  # as the Lambda runtime gives it
+
+    with pytest.raises(ProfileError, match="^profile event key 'memory_mb' = 1769: this function "
+                       "has 1024 MB; send each size's event to its own function$"):  # fmt: skip
+        profile_task.handler(event(memory_mb=1769), Context())
+
+
 def test_a_missing_key_is_named() -> None:
     bad = event()
     del bad["local_batch"]

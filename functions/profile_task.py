@@ -128,7 +128,7 @@ class ShardStep:
         self.flat.sync_grads()
 
 
-def _time_steps(step: ShardStep, context: Any) -> list[float]:
+def time_steps(step: ShardStep, context: Any) -> list[float]:
     """Seconds of each timed step; stops early (never before one) when the invocation runs out."""
     for iteration in range(step.warmup):
         step.run(iteration)
@@ -155,9 +155,9 @@ def run_profile(task: ProfileTask, context: Any = None) -> dict[str, Any]:
     t_loaded = time.perf_counter()
     model = zoo.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
     step = ShardStep(zoo.flat_parameters(model), x, y, task.seed, task.local_batch,
-                        task.warmup_iterations, task.iterations, task.safety_margin_s)  # fmt: skip
+                     task.warmup_iterations, task.iterations, task.safety_margin_s)  # fmt: skip
     build_s = time.perf_counter() - t_loaded
-    step_s = _time_steps(step, context)
+    step_s = time_steps(step, context)
     return {
         "memory_mb": task.memory_mb,
         "arch": lambda_arch(),

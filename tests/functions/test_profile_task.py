@@ -93,11 +93,11 @@ class RunsOutAfter:
 
 def test_timing_stops_before_the_invocation_runs_out_but_never_before_one_step() -> None:
     step = CountingStep()
-    assert len(profile_task._time_steps(step, RunsOutAfter(checks=4))) == 4  # type: ignore[arg-type]
+    assert len(profile_task.time_steps(step, RunsOutAfter(checks=4))) == 4  # type: ignore[arg-type]
     assert step.calls == 2 + 4  # the warm-up is never timed
     # Out of time from the start: one step is still timed, so the run reports a rate.
-    assert len(profile_task._time_steps(CountingStep(), RunsOutAfter(0))) == 1  # type: ignore[arg-type]
-    assert len(profile_task._time_steps(CountingStep(), None)) == 10  # type: ignore[arg-type]
+    assert len(profile_task.time_steps(CountingStep(), RunsOutAfter(0))) == 1  # type: ignore[arg-type]
+    assert len(profile_task.time_steps(CountingStep(), None)) == 10  # type: ignore[arg-type]
 
 
 def measured(memory_mb: int, rate: float, rss_mb: float = 400.0, arch: str = "x86_64") -> dict:

@@ -223,7 +223,8 @@ def profile_document(base: Mapping[str, Any], results: list[Mapping[str, Any]], 
     (arch,) = archs
     out: dict[str, Any] = json.loads(json.dumps(dict(base)))  # a deep copy
     out["name"] = name
-    points = sorted((int(m["memory_mb"]), round(float(m["samples_per_s"]), 1)) for m in measured)
+    # Three decimals: a large model at a small size trains well under one sample per second.
+    points = sorted((int(m["memory_mb"]), round(float(m["samples_per_s"]), 3)) for m in measured)
     out.setdefault("training_rate", {})[arch] = {
         "points": [{"memory_mb": mb, "samples_per_s": rate} for mb, rate in points]}  # fmt: skip
     out["startup_s"] = round(startup_s(measured), 2)

@@ -10,6 +10,7 @@ finalize handlers against moto S3. The profile it writes is brought into a profi
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,9 @@ class LocalLambda:
     def __init__(self, fail_mb: tuple[int, ...] = ()) -> None:
         self.fail_mb = fail_mb
         self.profiled: list[int] = []
+        # Each Lambda function has a /tmp of its own; here the branches' threads share one shard
+        # cache file (named by pid), so the profilers take turns, as their own sandboxes need not.
+        self.one_sandbox = threading.Lock()
 
     def invoke(self, params: dict[str, Any]) -> dict[str, Any]:
         function = params["FunctionName"].rsplit(":", 1)[-1]
@@ -64,7 +68,8 @@ class LocalLambda:
             self.profiled.append(event["memory_mb"])
             if event["memory_mb"] in self.fail_mb:
                 raise StatesError("Runtime.OutOfMemory", "RequestId: 1 Error: Runtime exited")
-            result = profile_task.handler(event)
+            with self.one_sandbox:
+                result = profile_task.handler(event)
         else:
             raise AssertionError(f"unexpected function {function} for {event}")
         return {"StatusCode": 200, "Payload": result}

@@ -3,6 +3,8 @@
 `cdk synth -c deadline=90m` (or budget=, workload=, dataset=, ...; see docs/stacks.md) reads the
 context once (stacks/context.py), calls the planner once, prints why this plan, writes
 `cdk.out/plan.json` for the emulator, and builds the stacks from the Plan.
+`cdk deploy -c mode=profile` instead builds a profiling run of the workload (no planner, no PS):
+the data stack and `<job>-profile`, which measures the workload in Lambda and writes its profile.
 Exit codes: 2 bad input (every problem listed, one line each), 3 no plan meets the goal, 1 the
 plan could not be written (one line naming the path). `cdk synth` itself reports any non-zero
 exit of this app as 1 ("Subprocess exited with error 2"); the app's own line says which it was.
@@ -11,6 +13,7 @@ exit of this app as 1 ("Subprocess exited with error 2"); the app's own line say
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 from typing import TextIO
@@ -22,6 +25,7 @@ from provisioner import (
     Infeasible,
     Limits,
     PlanResult,
+    WorkloadProfile,
     check_dataset,
     format_duration_s,
     format_usd,
@@ -32,11 +36,27 @@ from provisioner import (
     parse_usd,
     plan_job,
 )
+from provisioner.catalog import read_data_json
 from provisioner.files import write_text_atomically
+from provisioner.profile import PROFILE_DIR, profile_from_dict
 from stacks.context import ContextError, JobContext, read_context
 from stacks.image import DOCKERFILE, REPO_ROOT
+from stacks.profile_run import (
+    DEFAULT_PROFILE_ITERATIONS,
+    DEFAULT_PROFILE_MEMORY_MB,
+    WARMUP_ITERATIONS,
+    ProfileRun,
+    profile_key,
+)
 
 EXIT_WRITE_FAILED, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 1, 2, 3
+
+
+def _check_generated_dataset(ctx: JobContext, profile: WorkloadProfile) -> None:
+    """Generated data has a known shape; local and s3:// data is first seen by the prepare step."""
+    generated = {"builtin": ctx.dataset.name, "synthetic": "synthetic-cifar"}.get(ctx.dataset.kind)
+    if generated is not None:
+        check_dataset(profile, generated, ctx.dataset.spec)
 
 
 def plan_for(ctx: JobContext) -> PlanResult:
@@ -50,11 +70,56 @@ def plan_for(ctx: JobContext) -> PlanResult:
     )
     goal = Goal(deadline_s=ctx.deadline_s, budget_usd=ctx.budget_usd, slack=ctx.slack)
     profile, catalog = load_profile(ctx.workload), load_catalog(ctx.catalog)
-    # Generated data has a known shape; local and s3:// data is first seen by the prepare step.
-    generated = {"builtin": ctx.dataset.name, "synthetic": "synthetic-cifar"}.get(ctx.dataset.kind)
-    if generated is not None:
-        check_dataset(profile, generated, ctx.dataset.spec)
+    _check_generated_dataset(ctx, profile)
     return plan_job(profile, catalog, goal, limits, ctx.job)
+
+
+def profile_run_for(ctx: JobContext) -> ProfileRun:
+    """The profiling run the context asks for; the workload's committed profile is its base
+    (every figure it does not measure is kept, with its source)."""
+    _, document = read_data_json(ctx.workload, PROFILE_DIR, "profile")
+    profile = profile_from_dict(document)
+    _check_generated_dataset(ctx, profile)
+    cap_mb = ctx.max_memory_mb or max(DEFAULT_PROFILE_MEMORY_MB)
+    sizes = ctx.profile_memory_mb or tuple(m for m in DEFAULT_PROFILE_MEMORY_MB if m <= cap_mb)
+    if not sizes:
+        raise ValueError(
+            f"max_memory_mb={ctx.max_memory_mb} is below every default profile size "
+            f"{list(DEFAULT_PROFILE_MEMORY_MB)}; give the sizes with -c profile_memory=..."
+        )
+    return ProfileRun(
+        job=ctx.job, name=profile.name, model=profile.model,
+        local_batch=profile.profiled_local_batch, dataset_bytes=profile.dataset_bytes,
+        memory_mb=sizes, arch="x86_64" if ctx.arch == "any" else ctx.arch,
+        iterations=ctx.profile_iterations or DEFAULT_PROFILE_ITERATIONS,
+        base_profile_json=json.dumps(document, sort_keys=True),
+    )  # fmt: skip
+
+
+def profile_lines(run: ProfileRun) -> list[str]:
+    """What a user reads after a profile-mode synth: what will be measured and where it lands."""
+    sizes = ", ".join(str(mb) for mb in run.memory_mb)
+    return [
+        f"profile {run.name} (job {run.job}): {run.arch} Lambda at {sizes} MB, "
+        f"{run.iterations} timed iterations each after {WARMUP_ITERATIONS} warm-up, no PS",
+        f"writes <artifacts bucket>/{profile_key(run)} (stack output Profile); then: "
+        ".venv/bin/python -m tools.fetch_profile <that s3:// URI>",
+    ]
+
+
+def synth_profile(app: App, ctx: JobContext, *, err: TextIO) -> int:
+    """Build the profiling stacks into `app`; return the process exit code."""
+    from stacks.job import add_profile_stacks
+
+    try:
+        run = profile_run_for(ctx)
+    except ValueError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    for line in profile_lines(run):
+        print(line, file=err)
+    add_profile_stacks(app, run=run, dataset=ctx.dataset)
+    return 0
 
 
 def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
@@ -108,6 +173,8 @@ def synth_job(app: App, *, err: TextIO) -> int:
     if not os.path.isfile(os.path.join(REPO_ROOT, DOCKERFILE)):
         print(f"error: {DOCKERFILE} is missing: the job's image is built from it", file=err)
         return EXIT_BAD_INPUT
+    if ctx.mode == "profile":
+        return synth_profile(app, ctx, err=err)
     try:
         result = plan_for(ctx)
     except Infeasible as exc:

@@ -33,6 +33,9 @@ KNOWN_KEYS = (
     "job",
     "max_concurrency",
     "max_memory_mb",
+    "mode",
+    "profile_iterations",
+    "profile_memory",
     "ps_types",
     "reserve_concurrency",
     "slack",
@@ -85,6 +88,9 @@ class JobContext:
     reserve_concurrency: bool
     ps_types: tuple[str, ...] | None
     slack: float = 0.0  # share of the deadline kept in reserve (plans aim at the rest)
+    mode: str = "train"  # "profile": deploy a profiling run (stacks/profile_stack.py) instead
+    profile_memory_mb: tuple[int, ...] = ()  # sizes to profile; () = the default sizes
+    profile_iterations: int | None = None  # timed iterations per size; None = the default
 
 
 def _is_missing(value: object) -> bool:
@@ -148,6 +154,27 @@ def parse_ps_types(value: object, errors: list[str]) -> tuple[str, ...] | None:
         )
         return None
     return tuple(dict.fromkeys(names))  # keep the user's order, drop repeats
+
+
+def parse_memory_list(key: str, value: object, errors: list[str]) -> tuple[int, ...]:
+    """A comma list (string) or JSON list of Lambda memory sizes in MB; () when absent."""
+    if _is_missing(value):
+        return ()
+    items = value if isinstance(value, list) else str(value).split(",")
+    sizes: list[int] = []
+    for item in items:
+        text = str(item).strip()
+        if isinstance(item, bool) or not text.isdigit():
+            sizes = []
+            break
+        sizes.append(int(text))
+    if not sizes or any(not MEMORY_MB_MIN <= mb <= MEMORY_MB_MAX for mb in sizes):
+        errors.append(
+            f"{key}={value!r} is not accepted; use a comma list of memory sizes in MB from "
+            f"{MEMORY_MB_MIN} to {MEMORY_MB_MAX}, e.g. 1024,1769,3008"
+        )
+        return ()
+    return tuple(sorted(set(sizes)))
 
 
 def parse_job(value: object, errors: list[str]) -> str:
@@ -315,7 +342,18 @@ def read_context(
         ),
         ps_types=parse_ps_types(values.get("ps_types"), errors),
         slack=_slack(values.get("slack"), parse_slack, errors),
+        mode=parse_choice("mode", values.get("mode"), ("profile", "train"), errors),
+        profile_memory_mb=parse_memory_list("profile_memory", values.get("profile_memory"), errors),
+        profile_iterations=parse_int(
+            "profile_iterations", values.get("profile_iterations"), 1, 1000, errors
+        ),
     )
+    too_big = [mb for mb in context.profile_memory_mb if mb > (context.max_memory_mb or mb)]
+    if too_big:
+        errors.append(
+            f"profile_memory={values.get('profile_memory')!r} holds {too_big} MB above "
+            f"max_memory_mb={context.max_memory_mb}; use sizes up to max_memory_mb"
+        )
     if errors:
         raise ContextError(tuple(errors))
     return context

@@ -1,4 +1,5 @@
-"""Compose one job's three stacks from a Plan, tag everything, and register cdk-nag.
+"""Compose one job's three stacks from a Plan (or its two profiling stacks from a ProfileRun),
+tag everything, and register cdk-nag.
 
 This is what app.py and the tests call: stacks get the Plan (and where the dataset comes from)
 and nothing else.
@@ -17,6 +18,8 @@ from provisioner.plan import Plan
 from stacks.context import DatasetSource
 from stacks.data import data_layout
 from stacks.data_stack import DataStack
+from stacks.profile_run import ProfileRun
+from stacks.profile_stack import ProfileStack
 from stacks.provider_logs import own_provider_log_groups
 from stacks.ps_stack import ParameterServerStack
 from stacks.training_stack import TrainingStack
@@ -86,3 +89,29 @@ def add_job_stacks(app: App, *, plan: Plan, dataset: DatasetSource,
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return JobStacks(data=data, parameter_servers=ps, training=training)
+
+
+@dataclass(frozen=True)
+class ProfileStacks:
+    data: DataStack
+    profile: ProfileStack
+
+
+def add_profile_stacks(app: App, *, run: ProfileRun, dataset: DatasetSource,
+                       nag: bool = True) -> ProfileStacks:  # fmt: skip
+    """`<job>-data` (the same buckets a training run of the job uses) and `<job>-profile`."""
+    layout = data_layout(run.job, dataset)
+    data = DataStack(app, f"{run.job}-data", layout=layout, dataset=dataset,
+                     description=f"λDNN job {run.job}: buckets")  # fmt: skip
+    sizes = ", ".join(f"{mb}" for mb in run.memory_mb)
+    profile = ProfileStack(
+        app, f"{run.job}-profile", run=run, layout=layout,
+        description=f"λDNN job {run.job}: profiles {run.name} on {run.arch} at {sizes} MB",
+    )  # fmt: skip
+    profile.add_stack_dependency(data)  # it names the buckets rather than import them
+    for stack in (data, profile):
+        own_provider_log_groups(stack)
+    Tags.of(app).add("job", run.job)
+    if nag:
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return ProfileStacks(data=data, profile=profile)

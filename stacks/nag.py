@@ -34,3 +34,11 @@ def logical_id(construct: IConstruct) -> str:
     resource = construct.node.default_child
     assert resource is not None, f"{construct.node.path} has no CloudFormation resource"
     return Stack.of(construct).get_logical_id(resource)  # type: ignore[arg-type]
+
+
+def executions_nag_arn(machine: IConstruct) -> str:
+    """A state machine's executions ARN (without the name) as cdk-nag prints it in finding ids."""
+    return (
+        'arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{"Fn::Select":'
+        f'[6,{{"Fn::Split":[":",{{"Ref":"{logical_id(machine)}"}}]}}]}}'
+    )

@@ -18,7 +18,7 @@ from stacks.events import (
 from stacks.functions import ImageFunction, VpcPlacement
 from stacks.grants import grant_prefix, put_exact_objects, read_secret_value
 from stacks.image import ImageSpec
-from stacks.nag import acknowledge, logical_id
+from stacks.nag import acknowledge, executions_nag_arn, logical_id
 from stacks.network import TrainingNetwork
 from stacks.orchestration import StartOnDeploy, TrainingOrchestration
 from stacks.parameter_servers import ParameterServers
@@ -134,10 +134,7 @@ class TrainingStack(Stack):
             rule="AwsSolutions-IAM5[Resource::*]",
             reason="X-Ray tracing and log delivery actions take no resource-level scope.",
         )
-        executions = (
-            'arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{"Fn::Select":'
-            f'[6,{{"Fn::Split":[":",{{"Ref":"{logical_id(machine)}"}}]}}]}}'
-        )
+        executions = executions_nag_arn(machine)
         for suffix in (":*", "/*:*"):
             acknowledge(
                 machine,

@@ -3,7 +3,8 @@
 Just the subset the training state machine uses, with AWS's semantics for it: Task (Parameters
 with `.$` paths, ResultSelector, ResultPath incl. null, Retry, Catch), Pass (Result,
 ResultPath), Choice (BooleanEquals), Map (ItemsPath, ItemSelector with `$$.Map.Item.Value`,
-ItemProcessor, items run concurrently up to MaxConcurrency), Succeed (OutputPath) and Fail.
+ItemProcessor, items run concurrently up to MaxConcurrency), Parallel (Branches run at once,
+outputs in branch order), Succeed (OutputPath) and Fail.
 Task resources are dispatched to Python callables by resource ARN, so the real handlers run
 behind the real definition. Anything outside the subset raises `Unsupported`, never guesses.
 """
@@ -159,6 +160,8 @@ class Interpreter:
             result = self._task(state, render(state.get("Parameters", data), data, context))
         elif kind == "Map":
             result = self._map(state, data, context)
+        elif kind == "Parallel":
+            result = self._parallel(state, data, context)
         else:
             raise Unsupported(f"state type {kind}")
         if "ResultSelector" in state:
@@ -200,3 +203,11 @@ class Interpreter:
             futures = [pool.submit(one, i, v) for i, v in enumerate(items)]
             # The first failure fails the Map (AWS stops the other iterations too).
             return [f.result() for f in futures]
+
+    def _parallel(self, state: Mapping[str, Any], data: Any,
+                  context: Mapping[str, Any]) -> list[Any]:  # fmt: skip
+        """Every branch on the same input at once; the first failure fails the state."""
+        branches = state["Branches"]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(branches)) as pool:
+            futures = [pool.submit(self._machine, b, data, context) for b in branches]
+            return [f.result()[0] for f in futures]

@@ -147,8 +147,8 @@ def test_a_local_folder_without_npz_files_is_rejected(tmp_path: Any) -> None:
          "slack='lots' is not accepted; use a share of the deadline below 90%, e.g. 10% or 0.1"),
         ({"deadlin": "2h"},
          "deadlin='2h' is not a context key of this app; accepted keys: arch, budget, catalog, "
-         "dataset, deadline, default_deadline, job, max_concurrency, max_memory_mb, ps_types, "
-         "reserve_concurrency, slack, workload"),
+         "dataset, deadline, default_deadline, job, max_concurrency, max_memory_mb, mode, "
+         "profile_iterations, profile_memory, ps_types, reserve_concurrency, slack, workload"),
     ],
 )  # fmt: skip
 def test_each_message_names_key_value_and_what_is_accepted(

@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -220,7 +221,9 @@ def _cached_object(s3: Any, bucket: str, key: str, size: int, path: Path) -> Pat
     if path.exists() and path.stat().st_size == size:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_suffix(f".part{os.getpid()}")
+    # One partial file per thread, not per process: two threads of one process (the offline
+    # state-machine tests run handlers in threads) may fetch the same shard at once.
+    part = path.with_suffix(f".part{os.getpid()}-{threading.get_ident()}")
     s3.download_file(bucket, key, str(part))
     if part.stat().st_size != size:
         part.unlink()

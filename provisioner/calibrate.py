@@ -69,10 +69,13 @@ def _field(report: dict[str, Any], dotted: str, where: str) -> Any:
     return value
 
 
-def _count(report: dict[str, Any], dotted: str, where: str) -> int:
+def _count(report: dict[str, Any], dotted: str, where: str, least: int = 0) -> int:
     value = _field(report, dotted, where)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"report {where!r} field {dotted!r}: {value!r} is not a whole number")
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(
+            f"report {where!r} field {dotted!r}: {value!r} is not a whole number of at least "
+            f"{least}"
+        )
     return value
 
 
@@ -117,7 +120,7 @@ def run_facts(report: Any, where: str) -> RunFacts:
     iterations = completed + (redone if isinstance(redone, int) else 0)
     if iterations == 0:
         raise ValueError(f"report {where!r} completed 0 iterations: there is no rate to refit")
-    memory_mb = _count(report, "plan.memory_mb", where)
+    memory_mb = _count(report, "plan.memory_mb", where, 1)
     terms = measured_terms(report)
     compute_s = terms.get("compute")
     if compute_s is None or compute_s <= 0:
@@ -134,12 +137,12 @@ def run_facts(report: Any, where: str) -> RunFacts:
         dataset=str(_field(report, "plan.dataset", where)),
         workload=workload if isinstance(workload, str) else None,
         arch=str(_field(report, "plan.arch", where)),
-        n_workers=_count(report, "plan.n_workers", where),
+        n_workers=_count(report, "plan.n_workers", where, 1),
         memory_mb=memory_mb,
-        ps_count=_count(report, "plan.ps_count", where),
+        ps_count=_count(report, "plan.ps_count", where, 1),
         share_vcpu=share,
         share_unit=unit,
-        samples_trained=iterations * _count(report, "plan.local_batch", where),
+        samples_trained=iterations * _count(report, "plan.local_batch", where, 1),
         iterations=iterations,
         compute_s=compute_s,
         communication_s=terms.get("communication"),

@@ -256,8 +256,11 @@ def report_profile(report: Any, path: str) -> str:
     model, dataset = plan.get("model"), plan.get("dataset")
     matches = []
     for candidate in sorted(PROFILE_DIR.glob("*.json")):
-        doc = json.loads(candidate.read_text(encoding="utf-8"))
-        if (doc.get("model"), doc.get("dataset")) == (model, dataset):
+        try:
+            doc = json.loads(candidate.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a profile that cannot be read is no candidate; --profile names it
+        if isinstance(doc, dict) and (doc.get("model"), doc.get("dataset")) == (model, dataset):
             matches.append(candidate.stem)
     if len(matches) != 1:
         found = ", ".join(matches) or "none"

@@ -155,6 +155,7 @@ def test_the_result_loads_as_a_profile_and_the_input_is_untouched() -> None:
         (run_report_dict(iterations={"completed": 0}), "completed 0 iterations"),
         (_with_term("compute", None), "has no measured compute time"),
         (run_report_dict(iterations={}), "missing field 'iterations.completed'"),
+        (_with_plan(local_batch=0), "'plan.local_batch': 0 is not a whole number of at least 1"),
     ],
 )  # fmt: skip
 def test_a_report_that_cannot_be_refitted_from_says_why(report: Any, says: str) -> None:

@@ -186,7 +186,8 @@ def test_cli_names_the_committed_profile_of_the_runs_model_and_writes_beside_the
     assert out.returncode == 0, out.stderr
     assert "calibrated digits-mlp from" in out.stdout
     refit = load_profile(tmp_path / "digits-mlp.calibrated.json")
-    assert refit.startup_s == 2.5 and 0.75 in refit.rate("x86_64").vcpu_shares  # type: ignore[union-attr]
+    curve = refit.rate("x86_64")
+    assert refit.startup_s == 2.5 and curve is not None and 0.75 in curve.vcpu_shares
     override = json.loads((tmp_path / "catalog-override.json").read_text(encoding="utf-8"))
     assert override["network"]["function_ps_mb_s"]["unit"] == "MB/s"
     assert (ROOT / "profiles" / "digits-mlp.json").read_bytes() == committed

@@ -256,7 +256,14 @@ def bandwidth_override(
     """The suggested catalog override for `network.function_ps_mb_s` ({} when not measurable)."""
     mb_s = ps_bandwidth_mb_s(facts, model_bytes, rtt_s)
     if mb_s is None:
-        return {}, "worker<->PS bandwidth: no transfer time measured, no override"
+        if facts.communication_s is None:
+            return {}, "worker<->PS bandwidth: communication not measured in the run, no override"
+        net_s = facts.communication_s - (facts.ps_aggregation_s or 0.0)
+        return {}, (
+            f"worker<->PS bandwidth: no override, the {net_s:.3g} s of communication net of the "
+            f"PS update are within {facts.iterations} round trips of {rtt_s:g} s (the catalog's "
+            "rtt is too long for this platform: give the run's own catalog)"
+        )
     figure = {
         "value": round(mb_s, 1),
         "unit": "MB/s",

@@ -126,7 +126,10 @@ def test_bandwidth_is_a_catalog_override_net_of_the_ps_update_and_round_trips() 
     # rtt 5 ms: 8 s − 2 × 0.005 × 100 = 7 s for 800 MB
     override = _calibrate(run_report_dict(), rtt_s=0.005).catalog_override
     assert override["network"]["function_ps_mb_s"]["value"] == 114.3
-    assert _calibrate(_with_term("communication", 2.0)).catalog_override == {}
+    too_short = _calibrate(_with_term("communication", 2.5), rtt_s=0.005)
+    assert too_short.catalog_override == {}
+    why = "the 0.5 s of communication net of the PS update are within 100 round trips of 0.005"
+    assert why in too_short.changes[2]
 
 
 def test_the_override_is_a_catalog_figure_that_loads_in_place() -> None:

@@ -1,4 +1,5 @@
-"""`python -m provisioner plan|frontier`: plan a job from a profile and print or chart it.
+"""`python -m provisioner plan|frontier|calibrate`: plan a job from a profile and print or chart
+it, or refit a profile from a finished run's report.json (provisioner/calibrate.py).
 
 Exit codes: 0 plan found, 2 bad input (one line on stderr), 3 infeasible (one line on stderr),
 1 the chart could not be written (e.g. a full disk; one line naming the path, no partial file).
@@ -8,12 +9,17 @@ matplotlib is imported inside the frontier command only, so the library stays pu
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-from provisioner.catalog import load_catalog
-from provisioner.files import replace_atomically
+from provisioner.calibrate import Calibration, calibrate
+from provisioner.catalog import load_catalog, read_data_json
+from provisioner.files import replace_atomically, write_text_atomically
 from provisioner.parse import (
     format_duration_s,
     format_usd,
@@ -24,7 +30,7 @@ from provisioner.parse import (
 )
 from provisioner.plan import Goal, Plan
 from provisioner.planner import ARCH_CHOICES, Infeasible, Limits, PlanResult, plan_job
-from provisioner.profile import load_profile
+from provisioner.profile import PROFILE_DIR, load_profile, profile_from_dict
 
 EXIT_OK, EXIT_WRITE_FAILED, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
 
@@ -67,6 +73,35 @@ def png_file(text: str) -> str:
     return text
 
 
+def json_file(text: str) -> str:
+    """A .json path whose folder exists and is writable (checked before any work is done)."""
+    folder = os.path.dirname(os.path.abspath(text))
+    if os.path.isdir(text) or not text.lower().endswith(".json"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a .json file path, e.g. out.json")
+    if not os.path.isdir(folder):
+        problem = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text!r}: {folder!r} {problem}")
+    if not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text!r}: folder {folder!r} is not writable")
+    return text
+
+
+def _calibrate_parser(sub: Any) -> None:
+    p = sub.add_parser("calibrate", help="refit a profile from a finished run's report.json")
+    p.add_argument("report", help="runs/<job>/report.json, or an AWS run's report.json")
+    p.add_argument("--profile", help="profile name or path (default: the report's workload)")
+    p.add_argument(
+        "--out", type=json_file, help="refitted profile (default: <profile>.calibrated.json "
+        "beside the report; give profiles/<name>.json to update the committed one)"
+    )  # fmt: skip
+    p.add_argument(
+        "--catalog-out", type=json_file,
+        help="suggested catalog override (default: catalog-override.json beside the report)",
+    )  # fmt: skip
+    p.add_argument("--catalog", help="catalog whose worker<->PS round trip is taken out of the "
+                   "bandwidth (default: none, the bandwidth includes round trips)")  # fmt: skip
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m provisioner", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
@@ -89,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print the plan.json document")
         if name == "frontier":
             p.add_argument("--png", required=True, type=png_file, help="output PNG path")
+    _calibrate_parser(sub)
     return parser
 
 
@@ -190,8 +226,98 @@ def write_frontier_png(result: PlanResult, path: str) -> None:
         plt.close(fig)
 
 
+def read_report(path: str) -> Any:
+    """The parsed report.json at `path`; an unreadable or non-JSON file is one ValueError line."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"report {path!r} cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"report {path!r} is not UTF-8 text (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"report {path!r} is not valid JSON: {exc.msg} at line {exc.lineno}"
+        ) from None
+
+
+def report_date(path: str) -> str:
+    """The run's date: the report is written once, when the run ends (UTC)."""
+    return dt.datetime.fromtimestamp(os.stat(path).st_mtime, dt.UTC).date().isoformat()
+
+
+def report_profile(report: Any, path: str) -> str:
+    """The profile a report is a run of: the one it names, else the only one of its model and
+    dataset in profiles/ (a run report names the model and dataset, not always the profile)."""
+    plan = report.get("plan") if isinstance(report, dict) else None
+    if not isinstance(plan, dict):
+        return "?"  # calibrate() names what is wrong with such a report
+    if isinstance(plan.get("workload"), str):
+        return str(plan["workload"])
+    model, dataset = plan.get("model"), plan.get("dataset")
+    matches = []
+    for candidate in sorted(PROFILE_DIR.glob("*.json")):
+        try:
+            doc = json.loads(candidate.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a profile that cannot be read is no candidate; --profile names it
+        if isinstance(doc, dict) and (doc.get("model"), doc.get("dataset")) == (model, dataset):
+            matches.append(candidate.stem)
+    if len(matches) != 1:
+        found = ", ".join(matches) or "none"
+        raise ValueError(
+            f"report {path!r} is a run of {model} on {dataset} and names no profile "
+            f"(profiles of it: {found}): give --profile"
+        )
+    return matches[0]
+
+
+def _calibration(args: argparse.Namespace) -> tuple[Calibration, str, str]:
+    """(calibration, profile path, override path) of `calibrate`, everything checked first."""
+    report = read_report(args.report)
+    name = args.profile or report_profile(report, args.report)
+    if name == "?":
+        profile_doc: dict[str, Any] = {}
+    else:
+        _, profile_doc = read_data_json(name, PROFILE_DIR, "profile")
+        profile_from_dict(profile_doc)  # a bad profile fails here, naming its field
+    rtt_s = 0.0 if args.catalog is None else load_catalog(args.catalog).function_ps_rtt_s
+    result = calibrate(profile_doc, report, args.report, report_date(args.report), rtt_s)
+    folder = os.path.dirname(os.path.abspath(args.report))
+    out = args.out or os.path.join(folder, f"{result.profile['name']}.calibrated.json")
+    override = args.catalog_out or os.path.join(folder, "catalog-override.json")
+    if os.path.abspath(args.report) in {os.path.abspath(out), os.path.abspath(override)}:
+        raise ValueError(f"output {args.report!r} is the report itself: give another --out")
+    return result, out, override
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    """`calibrate`: write the refitted profile and the catalog override, print what changed."""
+    try:
+        result, out, override = _calibration(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    outputs = [(out, result.profile)]
+    if result.catalog_override:
+        outputs.append((override, result.catalog_override))
+    for path, doc in outputs:
+        try:
+            write_text_atomically(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        except OSError as exc:
+            print(f"error: cannot write {path!r}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_WRITE_FAILED
+    print(f"calibrated {result.profile['name']} from {args.report}")
+    print("\n".join(f"  {line}" for line in result.changes))
+    print(f"profile written to {out}")
+    if result.catalog_override:
+        print(f"catalog override written to {override}")
+    return EXIT_OK
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "calibrate":
+        return run_calibrate(args)
     try:
         if args.deadline is None and args.budget is None:
             raise ValueError("give --deadline (e.g. 2h) or --budget (e.g. 5) or both")

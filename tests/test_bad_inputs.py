@@ -28,6 +28,7 @@ import emulator.__main__ as emulator_cli
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.cli import run as provisioner_run
 from provisioner.parse import MAX_SYNTHETIC_SAMPLES
+from tests.provisioner.conftest import run_report_dict
 from tests.stacks.conftest import run_synth
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,7 +42,18 @@ def _profile(**changes: Any) -> str:
     return json.dumps({**data, **changes}, ensure_ascii=False)
 
 
+def _digits_report(**changes: Any) -> str:
+    """A finished run's report.json of digits-mlp with the top-level changes shown."""
+    report = run_report_dict(**changes)
+    report["plan"].update(model="mlp", dataset="digits", local_batch=16)
+    return json.dumps(report)
+
+
 FILES: dict[str, str | bytes] = {
+    "no-terms.json": json.dumps({"job_id": "demo", "complete": True, "workers": []}),
+    "interrupted.json": _digits_report(status="interrupted"),
+    "cnn-run.json": json.dumps(run_report_dict()),
+    "no-iterations.json": _digits_report(iterations={"planned": 100, "completed": 0}),
     "momentum.json": _profile(momentum=1.0),
     "nan-rate.json": _profile(learning_rate=float("nan")),
     "latin1.json": _profile(name="caf\u00e9").encode("latin-1"),
@@ -112,6 +124,20 @@ CASES = [
     plan_case("plan", "--workload", "{dir}/nan-rate.json", "--deadline", "1h",
               says="profile field 'learning_rate': nan is not a positive number",
               given="nan-rate.json: learning_rate NaN"),
+    # python -m provisioner calibrate report.json
+    plan_case("calibrate", "{dir}/no-report.json",
+              says="no-report.json' cannot be read: No such file or directory"),
+    plan_case("calibrate", "{dir}/no-terms.json", says="is not a run report: no 'terms'",
+              given="no-terms.json: a job summary, not a run report"),
+    plan_case("calibrate", "{dir}/interrupted.json",
+              says="is from an unfinished run (status 'interrupted')",
+              given="interrupted.json: status \"interrupted\""),
+    plan_case("calibrate", "{dir}/cnn-run.json", "--profile", "digits-mlp",
+              says="is a run of cnn on synthetic-cifar, but profile 'digits-mlp' is mlp on digits",
+              given="cnn-run.json: a run of the CNN"),
+    plan_case("calibrate", "{dir}/no-iterations.json",
+              says="completed 0 iterations: there is no rate to refit",
+              given="no-iterations.json: iterations.completed 0"),
     # python -m emulator plan.json
     Case("emulator", ("{dir}/missing.json",), 2, "cannot read plan"),
     emu(plan="[]", says="plan: expected a JSON object, got list"),

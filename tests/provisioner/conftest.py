@@ -93,3 +93,43 @@ def catalog_2025() -> Catalog:
 @pytest.fixture(scope="session")
 def catalog_2020() -> Catalog:
     return load_catalog("lambda-2020")
+
+
+def run_report_dict(**overrides: Any) -> dict[str, Any]:
+    """A finished run's report.json as emulator/report.py writes it, cut to what calibration
+    reads: profile_dict()'s workload, 2 workers × 1024 MB at 0.75 local cores, 100 iterations of
+    local batch 32 in 20 s of compute (160 samples/s). Keyword arguments replace top-level fields.
+    """
+
+    def term(name: str, measured_s: float | None) -> dict[str, Any]:
+        return {"term": name, "predicted_s": 1.0, "measured_s": measured_s}
+
+    base: dict[str, Any] = {
+        "job": "calib",
+        "status": "done",
+        "plan": {
+            "n_workers": 2,
+            "memory_mb": 1024,
+            "arch": "x86_64",
+            "vcpu_share": 0.5789,
+            "ps_type": "loopback",
+            "ps_count": 1,
+            "iterations": 100,
+            "local_batch": 32,
+            "model": "cnn",
+            "dataset": "synthetic-cifar",
+        },
+        "emulation": {"cpu_scale_cores_per_vcpu": 1.0, "worker_cores": 0.75},
+        "terms": [
+            term("load", 0.5),
+            term("compute", 20.0),
+            term("communication", 10.0),
+            term("ps_aggregation", 2.0),
+            term("startup", 2.5),
+            term("chaining", 0.0),
+            term("total", 40.0),
+        ],
+        "iterations": {"planned": 100, "completed": 100, "redone": 0},
+    }
+    base.update(overrides)
+    return base

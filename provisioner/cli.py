@@ -29,7 +29,14 @@ from provisioner.parse import (
     parse_usd,
 )
 from provisioner.plan import Goal, Plan
-from provisioner.planner import ARCH_CHOICES, Infeasible, Limits, PlanResult, plan_job
+from provisioner.planner import (
+    ARCH_CHOICES,
+    Infeasible,
+    Limits,
+    PlanResult,
+    alternatives_rule,
+    plan_job,
+)
 from provisioner.profile import PROFILE_DIR, load_profile, profile_from_dict
 
 EXIT_OK, EXIT_WRITE_FAILED, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
@@ -178,7 +185,7 @@ def render_plan(plan: Plan) -> str:
 def render_alternatives(result: PlanResult) -> str:
     if not result.alternatives:
         return "no alternatives"
-    lines = ["next-best alternatives"]
+    lines = [f"next-best alternatives: {alternatives_rule(result.plan.goal)}"]
     for a in result.alternatives:
         lines.append(
             f"  {a.n_workers:>4} × {a.memory_mb:>5} MB {a.arch:<7} {a.ps_type} × {a.ps_count}"

@@ -27,10 +27,11 @@ from provisioner.model import (
 from provisioner.parse import MAX_SLACK, SLACK_FORMS, format_duration_s, format_usd
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
-from provisioner.search import SLACK, Pool, fastest_cell, goal_order, solve_budget, solve_deadline
+from provisioner.search import SLACK, fastest_cell, solve_deadline, solve_goal
 from provisioner.space import (
     ARCH_CHOICES,
     Choice,
+    Flat,
     Infeasible,
     Limits,
     Space,
@@ -39,7 +40,15 @@ from provisioner.space import (
     flatten,
 )
 
-__all__ = ["ARCH_CHOICES", "FrontierPoint", "Infeasible", "Limits", "PlanResult", "plan_job"]
+__all__ = [
+    "ARCH_CHOICES",
+    "FrontierPoint",
+    "Infeasible",
+    "Limits",
+    "PlanResult",
+    "alternatives_rule",
+    "plan_job",
+]
 
 
 @dataclass(frozen=True)
@@ -236,15 +245,41 @@ def _infeasible_message(
     return text
 
 
-def _alternatives(pool: Pool, best: int, space: Space, cost_first: bool, count: int) -> list[int]:
-    """The best cell of each other (route, n) group, in goal order: next-best distinct shapes."""
-    order = goal_order(pool, cost_first)
-    order = order[np.isfinite(pool.total_s[order])]
-    group = pool.r[order] * space.n.size + pool.ni[order]
-    _, first = np.unique(group, return_index=True)
-    picks = order[np.sort(first)]
-    chosen = pool.r[best] * space.n.size + pool.ni[best]
-    return [int(i) for i in picks if pool.r[i] * space.n.size + pool.ni[i] != chosen][:count]
+def _alternatives(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    space: Space,
+    goal: Goal,
+    flat: Flat,
+    chosen_ni: int,
+    count: int,
+) -> list[Choice]:
+    """Next-best alternatives: the optimum at each other worker count n, best first.
+
+    The search runs again with the worker counts found so far left out: the best cell of the
+    counts that remain is, in particular, the best of its own count, so each alternative is the
+    exact optimum of its slice and they come in goal order (the same order `exhaustive_per_n`
+    enumerates).
+    """
+    left_out = flat.ni == chosen_ni
+    out: list[Choice] = []
+    for _ in range(count):
+        res = solve_goal(profile, catalog, space, goal, flat.without(left_out))
+        if res is None:
+            break
+        i, pool = res
+        out.append(choice_of(space, int(pool.r[i]), int(pool.ni[i]), int(pool.j[i])))
+        left_out = left_out | (flat.ni == pool.ni[i])
+    return out
+
+
+def alternatives_rule(goal: Goal, workers: str = "each other worker count n") -> str:
+    """What an alternative is, in one line: the CLI table's header, and each alternative's note
+    with `workers` naming its own count."""
+    if goal.deadline_s is None:
+        return f"the fastest plan at {workers}, within the budget (ties: cheaper)"
+    both = " and the budget" if goal.budget_usd is not None else ""
+    return f"the cheapest plan at {workers}, meeting the deadline{both} (ties: faster)"
 
 
 def frontier(
@@ -310,19 +345,9 @@ def plan_job(
             "given: add a deadline or drop the slack"
         )
     space = build_space(profile, catalog, limits)
-    if goal.planning_deadline_s is not None:
-        res = solve_deadline(profile, catalog, space, goal.planning_deadline_s)
-        cost_first = True
-        over = (
-            res is not None
-            and goal.budget_usd is not None
-            and (float(res[1].total_usd[res[0]]) > goal.budget_usd)
-        )
-        if over:  # the cheapest plan under the deadline is over budget: nothing fits both
-            res = None
-    else:
-        res = solve_budget(profile, catalog, space, float(goal.budget_usd))  # type: ignore[arg-type]
-        cost_first = False
+    flat = flatten(profile, catalog, space)
+    res = solve_goal(profile, catalog, space, goal, flat)
+    cost_first = goal.planning_deadline_s is not None
     if res is None:
         raise Infeasible(_infeasible_message(profile, catalog, space, goal))
     best, pool = res
@@ -350,13 +375,15 @@ def plan_job(
         build_plan(
             profile,
             catalog,
-            choice_of(space, int(pool.r[i]), int(pool.ni[i]), int(pool.j[i])),
+            alt,
             goal,
             limits,
             job,
-            ("next-best alternative",),
+            (f"next-best alternative: {alternatives_rule(goal, f'n = {alt.n_workers}')}",),
         )
-        for i in _alternatives(pool, best, space, cost_first, alternatives)
+        for alt in _alternatives(
+            profile, catalog, space, goal, flat, int(pool.ni[best]), alternatives
+        )
     )
     front = frontier(profile, catalog, space, frontier_points) if frontier_points else ()
     return PlanResult(plan=plan, frontier=front, alternatives=alts)

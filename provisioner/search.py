@@ -11,6 +11,7 @@ Strategy (exact, vectorised over (route, n) pairs):
 3. Before any bisection, pairs are pruned by the fastest time they can reach (at the top
    memory) and by a bound on their Lambda GB-s (k·b_l·min(m/R(m)) plus the rest at the top).
 Tie-breaks: cost, then time, then smaller n, smaller m, route order (budget: time first).
+`solve_goal` picks the solver for a Goal; the slices a search may use are the pairs `Flat` marks ok.
 `exhaustive` enumerates every cell, without pruning PS types, as the reference in tests.
 """
 
@@ -301,6 +302,20 @@ def solve_budget(
     return best, pool
 
 
+def solve_goal(
+    profile: WorkloadProfile, catalog: Catalog, space: Space, goal: Goal, flat: Flat | None = None
+) -> tuple[int, Pool] | None:
+    """The optimum for the goal: cheapest under the (planning) deadline and within the budget if
+    one is given, else fastest within the budget; None if no cell of `flat` meets the goal."""
+    if goal.planning_deadline_s is None:
+        return solve_budget(profile, catalog, space, float(goal.budget_usd or 0.0), flat)
+    res = solve_deadline(profile, catalog, space, goal.planning_deadline_s, flat)
+    if res is not None and goal.budget_usd is not None:
+        # The cheapest cell under the deadline is over budget: nothing meets both.
+        return None if float(res[1].total_usd[res[0]]) > goal.budget_usd else res
+    return res
+
+
 def fastest_cell(profile: WorkloadProfile, catalog: Catalog, space: Space) -> tuple[float, Choice]:
     """The fastest achievable configuration: T is non-increasing in m, so check the top memory."""
     r, ni = grid(space)
@@ -311,10 +326,10 @@ def fastest_cell(profile: WorkloadProfile, catalog: Catalog, space: Space) -> tu
     return float(cells.total_s[rr, nn]), choice_of(space, int(rr), int(nn), top[rr, nn])
 
 
-def exhaustive(
+def _enumerate(
     profile: WorkloadProfile, catalog: Catalog, limits: Limits, goal: Goal
-) -> tuple[Choice, float, float] | None:
-    """Reference optimum: evaluate every cell (no PS-type pruning) and sort. Small grids only."""
+) -> tuple[Space, Pool, Arr]:
+    """Every cell (no PS-type pruning) and the indices of those meeting the goal, in goal order."""
     space = build_space(profile, catalog, limits, prune=False)
     shape = (len(space.route_ps), space.n.size, space.memory_mb.size)
     r, ni, j = np.meshgrid(*(np.arange(k) for k in shape), indexing="ij")
@@ -324,12 +339,28 @@ def exhaustive(
         ok &= pool.total_s <= goal.deadline_s
     if goal.budget_usd is not None:
         ok &= pool.total_usd <= goal.budget_usd
-    if not np.any(ok):
-        return None
     order = goal_order(pool, cost_first=goal.deadline_s is not None)
-    best = int(order[ok[order]][0])
-    return (
-        choice_of(space, int(pool.r[best]), int(pool.ni[best]), int(pool.j[best])),
-        float(pool.total_s[best]),
-        float(pool.total_usd[best]),
-    )
+    return space, pool, order[ok[order]]
+
+
+def _found(space: Space, pool: Pool, i: int) -> tuple[Choice, float, float]:
+    choice = choice_of(space, int(pool.r[i]), int(pool.ni[i]), int(pool.j[i]))
+    return choice, float(pool.total_s[i]), float(pool.total_usd[i])
+
+
+def exhaustive(
+    profile: WorkloadProfile, catalog: Catalog, limits: Limits, goal: Goal
+) -> tuple[Choice, float, float] | None:
+    """Reference optimum: evaluate every cell (no PS-type pruning) and sort. Small grids only."""
+    space, pool, order = _enumerate(profile, catalog, limits, goal)
+    return _found(space, pool, int(order[0])) if order.size else None
+
+
+def exhaustive_per_n(
+    profile: WorkloadProfile, catalog: Catalog, limits: Limits, goal: Goal
+) -> list[tuple[Choice, float, float]]:
+    """Reference alternatives: the optimum of every worker count n that can meet the goal, in goal
+    order (the first is the optimum overall). Enumerates every cell: small grids only."""
+    space, pool, order = _enumerate(profile, catalog, limits, goal)
+    _, first = np.unique(pool.ni[order], return_index=True)
+    return [_found(space, pool, int(i)) for i in order[np.sort(first)]]

@@ -8,7 +8,7 @@ shards. A *route* is one (architecture, PS type, shard count); a cell is (route,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -247,6 +247,10 @@ class Flat:
     r: Arr
     ni: Arr
     nt: NTerms
+
+    def without(self, pairs: Arr) -> Flat:
+        """The same pairs, those marked in the boolean array `pairs` left out of every search."""
+        return replace(self, nt=replace(self.nt, ok=self.nt.ok & ~pairs))
 
 
 def flatten(profile: WorkloadProfile, catalog: Catalog, space: Space) -> Flat:

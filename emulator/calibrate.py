@@ -54,10 +54,10 @@ from provisioner.files import write_text_atomically
 REFERENCE_CATALOG = CATALOG_DIR / "lambda-2025.json"
 DEFAULT_OUT = CATALOG_DIR / "local.json"
 PS_SIZES_MB = (0.07, 1.0, 10.0, 40.0)
-PS_SIZES_QUICK_MB = (0.07, 1.0)
+PS_SIZES_QUICK_MB = (0.07, 8.0)  # far apart, so a busy machine's noise does not swamp the slope
 PS_CLIENTS = (1, 2, 4)
 S3_SIZES_MB = (0.064, 1.0, 8.0, 32.0)
-S3_SIZES_QUICK_MB = (0.064, 4.0)
+S3_SIZES_QUICK_MB = (0.064, 8.0)
 CPU_SHARES = (0.25, 0.5, 1.0)
 INVOCATION_TIMEOUT_S = 900
 CONCURRENCY_LIMIT = 8  # emulated functions this machine hosts at once (policy)
@@ -150,8 +150,10 @@ def _median_time(action: Callable[[], object], repeats: int) -> float:
     return statistics.median(samples)
 
 
-def _start_ps(supervisor: Supervisor, env: dict[str, str], workers: int, logs: Path) -> str:
-    """One real PS shard (no checkpoints) for `workers` clients; returns its endpoint."""
+def _start_ps(
+    supervisor: Supervisor, env: dict[str, str], workers: int, logs: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    """One real PS shard (no checkpoints) for `workers` clients: (process, endpoint)."""
     log_path = logs / f"ps-{workers}-{len(supervisor.pgids())}.log"
     argv = [
         sys.executable,
@@ -169,7 +171,7 @@ def _start_ps(supervisor: Supervisor, env: dict[str, str], workers: int, logs: P
         f"env:{SECRET_ENV}",
     ]
     proc = supervisor.spawn(argv, env=env, log_path=log_path)
-    return wait_for_log_line(proc, log_path, "READY", READY_TIMEOUT_S)
+    return proc, wait_for_log_line(proc, log_path, "READY", READY_TIMEOUT_S)
 
 
 def _exchange_s(endpoint: str, secret: bytes, n: int, size_mb: float, repeats: int) -> float:
@@ -224,14 +226,17 @@ def measure_ps(
     secret = env[SECRET_ENV].encode()
     times = []
     for size_mb in sizes_mb:
-        endpoint = _start_ps(supervisor, env, 1, logs)
+        # a fresh shard per size: a job's parameter count is fixed when the shard is initialised
+        proc, endpoint = _start_ps(supervisor, env, 1, logs)
         times.append(_exchange_s(endpoint, secret, 1, size_mb, repeats))
+        supervisor.stop(proc, grace_s=2.0)
     rtt_s, mb_s = fit_exchange(sizes_mb, times)
     largest = max(sizes_mb)
     aggregate = mb_s
     for n in PS_CLIENTS[1:]:
-        endpoint = _start_ps(supervisor, env, n, logs)
+        proc, endpoint = _start_ps(supervisor, env, n, logs)
         exchange = _exchange_s(endpoint, secret, n, largest, repeats)
+        supervisor.stop(proc, grace_s=2.0)
         aggregate = max(aggregate, aggregate_mb_s(n, largest, exchange, rtt_s))
     return rtt_s, mb_s, aggregate
 

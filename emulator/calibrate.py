@@ -44,7 +44,7 @@ from emulator import cpu
 from emulator.invocation import poll, start_environment, submit
 from emulator.naming import SECRET_ENV
 from emulator.orchestrator import POLL_INTERVAL_S, child_env, default_safety_margin_s
-from emulator.procs import Supervisor, wait_for_log_line
+from emulator.procs import Interrupted, Supervisor, wait_for_log_line
 from emulator.s3server import S3Endpoint, s3_server
 from functions.aws import s3_config
 from functions.ps_client import PSClient
@@ -137,6 +137,7 @@ class Measurements:
     warm_start_s: float
     restart_s: float
     memory_gib: float
+    arch: str  # "x86_64" | "arm64": the loopback PS type's architecture
     repeats: int
 
 
@@ -348,7 +349,7 @@ def measure(quick: bool, work: Path) -> Measurements:
     secret = secrets.token_hex(16)
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(s3_server(data_dir=work / "s3", log_dir=work / "s3-logs"))
-        supervisor = stack.enter_context(Supervisor().stopping())
+        supervisor = stack.enter_context(Supervisor().guard())
         env = child_env(endpoint, secret, tmp_dir=work)
         rtt_s, ps_mb_s, aggregate = measure_ps(
             supervisor, env, work, PS_SIZES_QUICK_MB if quick else PS_SIZES_MB, repeats
@@ -372,6 +373,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         warm_start_s=warm_s,
         restart_s=restart_s,
         memory_gib=machine_memory_gib(),
+        arch="arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64",
         repeats=repeats,
     )
 
@@ -524,7 +526,6 @@ def _ps_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict[str
         "highest n·2·d/(t − 2·rtt)"
     )
     gbps = round(mb_s_to_gbps(m.ps_aggregate_mb_s), 4)
-    arch = "arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64"
     return {
         "max_shards": _fig(
             PS_MAX_SHARDS, "shards", "shards this machine hosts beside workers", w, "policy"
@@ -534,7 +535,7 @@ def _ps_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict[str
         "candidates": [
             {
                 "name": "loopback",
-                "arch": arch,
+                "arch": m.arch,
                 "vcpu": _fig(m.cores, "vCPU", "os.sched_getaffinity", w, "measured"),
                 "memory_gib": _fig(
                     round(m.memory_gib, 2), "GiB", "sysconf physical pages", w, "measured"
@@ -608,8 +609,11 @@ def main(argv: list[str] | None = None) -> int:
         where = Provenance(machine_name(cpuinfo, m.cores), datetime.date.today().isoformat())
         reference = json.loads(REFERENCE_CATALOG.read_text(encoding="utf-8"))
         write_catalog(build_catalog(m, reference, where), args.out)
-    except (OSError, RuntimeError, ValueError, TimeoutError) as err:
-        print(f"error: calibration failed: {err}", file=sys.stderr)
+    except Interrupted as stop:
+        print(f"error: calibration stopped by {stop.signal_name}; nothing written", file=sys.stderr)
+        return 128 + stop.signum
+    except Exception as err:  # noqa: BLE001 - any failed measurement is one line, not a trace
+        print(f"error: calibration failed: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
     print(
         f"wrote {args.out}: worker<->PS {m.ps_mb_s:.0f} MB/s, rtt {m.ps_rtt_s * 1e3:.2f} ms; "

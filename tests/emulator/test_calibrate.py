@@ -41,6 +41,7 @@ def _measurements(**changes: Any) -> calibrate.Measurements:
         "warm_start_s": 0.005,
         "restart_s": 0.2,
         "memory_gib": 8.0,
+        "arch": "x86_64",
         "repeats": 3,
     }
     values.update(changes)
@@ -278,3 +279,19 @@ def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> No
     assert doc["lambda"]["total_vcpu"]["value"] == pytest.approx(0.75 * cores)
     assert doc["lambda"]["cold_start_s"]["value"] > doc["lambda"]["warm_start_s"]["value"]
     assert doc["lambda"]["cold_start_s"]["machine"].endswith(f", {cores} cores")
+
+
+def test_a_failed_measurement_is_one_line_and_keeps_the_old_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "local.json"
+    out.write_text("old")
+
+    def fail(quick: bool, work: Path) -> calibrate.Measurements:
+        raise TimeoutError("no 'READY' line within 60.0 s")
+
+    monkeypatch.setattr(calibrate, "measure", fail)
+    assert calibrate.main(["--quick", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: calibration failed: TimeoutError: no 'READY' line within 60.0 s\n"
+    assert out.read_text() == "old"

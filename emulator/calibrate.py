@@ -62,6 +62,14 @@ CPU_SHARES = (0.25, 0.5, 1.0)
 INVOCATION_TIMEOUT_S = 900
 CONCURRENCY_LIMIT = 8  # emulated functions this machine hosts at once (policy)
 PS_MAX_SHARDS = 4
+# Lambda figures kept from lambda-2025: /tmp sizes and prices (the objective stays the same)
+COPIED_LAMBDA_FIGURES = (
+    "ephemeral_min_mb",
+    "ephemeral_max_mb",
+    "ephemeral_free_mb",
+    "ephemeral_usd_per_gb_s",
+    "usd_per_request",
+)
 READY_TIMEOUT_S = 60.0
 BUSY_LOOP = (
     "import sys, time\n"
@@ -448,11 +456,7 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
         ),
         "cpu_share_achieved_ratio": share,
         "invocation_timeout_s": policy(INVOCATION_TIMEOUT_S, "s", "Lambda's limit, kept"),
-        "ephemeral_min_mb": _copied(ref["ephemeral_min_mb"], w),
-        "ephemeral_max_mb": _copied(ref["ephemeral_max_mb"], w),
-        "ephemeral_free_mb": _copied(ref["ephemeral_free_mb"], w),
-        "ephemeral_usd_per_gb_s": _copied(ref["ephemeral_usd_per_gb_s"], w),
-        "usd_per_request": _copied(ref["usd_per_request"], w),
+        **{key: _copied(ref[key], w) for key in COPIED_LAMBDA_FIGURES},
         "concurrency_limit": policy(
             CONCURRENCY_LIMIT, "functions", "emulated functions this machine hosts at once"
         ),

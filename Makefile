@@ -14,7 +14,7 @@ export MPLBACKEND := Agg
 # node on import, and the machine's Node 20 is end-of-life.
 export PATH := $(CURDIR)/$(VENV)/node-bin:$(PATH)
 
-.PHONY: setup demo test lint synth diff bench clean
+.PHONY: setup demo test lint synth diff bench clean calibrate
 
 # The demo's defaults: digits-mlp trains in well under a minute, so a 20 s deadline makes the
 # planner fan out (n = 2); 4 s invocations, and at most 1200 iterations per invocation, make
@@ -37,9 +37,17 @@ $(NODE_STAMP): package.json package-lock.json $(STAMP)
 
 setup: $(STAMP) $(NODE_STAMP)
 
-demo: synth
+demo: synth catalog/local.json
 	$(PY) -m emulator cdk.out/plan.json --invocation-limit $(INVOCATION_LIMIT) \
 		--iterations-per-invocation $(ITERATIONS_PER_INVOCATION)
+
+# This machine's platform catalog (git-ignored): measured once, when missing (order-only on the
+# install so a reinstall does not re-measure); `make calibrate` measures again.
+catalog/local.json: | $(STAMP)
+	$(PY) -m emulator.calibrate --out $@
+
+calibrate: setup
+	$(PY) -m emulator.calibrate --out catalog/local.json
 
 synth: setup
 	$(CDK) synth --quiet -c deadline=$(DEADLINE) > /dev/null

@@ -136,6 +136,12 @@ def resolve_data_path(name_or_path: str | Path, directory: Path, kind: str) -> P
         path = Path(text)
     else:
         path = directory / f"{text}.json"
+    if not path.is_file() and text == "local" and kind == "catalog":
+        # generated per machine and git-ignored, so a fresh checkout does not have it
+        raise ValueError(
+            f"catalog 'local' not found ({path} is missing): run `make calibrate` to measure"
+            " this machine"
+        )
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in directory.glob("*.json")))
         raise ValueError(

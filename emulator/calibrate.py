@@ -1,0 +1,630 @@
+"""Measure this machine the way catalog/*.json describes AWS; write catalog/local.json.
+
+`python -m emulator.calibrate [--quick] [--out PATH]` runs the project's real pieces on
+127.0.0.1 — PS shards (`functions.ps`) reached through the worker's client
+(`functions.ps_client`), the SeaweedFS server, the emulator's runner importing the worker
+module — and fits the catalog's figures to what they do:
+
+- worker<->PS: push+pull of several model sizes, time = 2·rtt + 2·d/B (λDNN's exchange term);
+  n = 1, 2, 4 clients on one shard give the shard's aggregate bandwidth;
+- S3: PUT and GET of 64 KB .. 32 MB objects, time = latency + size/B;
+- start-up: a cold and a warm invocation through the runner, and the orchestrator's gap;
+- CPU: the cores, the emulator's CFS period, and the share a busy loop achieves in a CFS group.
+
+The result is in the lambda-2025 schema (`load_catalog("local")` reads it): 1 local core = 1
+Lambda vCPU, one PS type `loopback`, no endpoints, prices copied from lambda-2025 so the
+planner's objective is unchanged. Every figure says how it was obtained, on which machine, when.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import datetime
+import json
+import math
+import os
+import platform
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from emulator import cpu
+from emulator.invocation import poll, start_environment, submit
+from emulator.naming import SECRET_ENV
+from emulator.orchestrator import POLL_INTERVAL_S, child_env, default_safety_margin_s
+from emulator.procs import Interrupted, Supervisor, wait_for_log_line
+from emulator.s3server import S3Endpoint, s3_server
+from functions.aws import s3_config
+from functions.ps_client import PSClient
+from provisioner.catalog import CATALOG_DIR, catalog_from_dict
+from provisioner.files import write_text_atomically
+
+REFERENCE_CATALOG = CATALOG_DIR / "lambda-2025.json"
+DEFAULT_OUT = CATALOG_DIR / "local.json"
+PS_SIZES_MB = (0.07, 1.0, 10.0, 40.0)
+PS_SIZES_QUICK_MB = (0.07, 8.0)  # far apart, so a busy machine's noise does not swamp the slope
+PS_CLIENTS = (1, 2, 4)
+S3_SIZES_MB = (0.064, 1.0, 8.0, 32.0)
+S3_SIZES_QUICK_MB = (0.064, 8.0)
+CPU_SHARES = (0.25, 0.5, 1.0)
+INVOCATION_TIMEOUT_S = 900
+CONCURRENCY_LIMIT = 8  # emulated functions this machine hosts at once (policy)
+PS_MAX_SHARDS = 4
+# Lambda figures kept from lambda-2025: /tmp sizes and prices (the objective stays the same)
+COPIED_LAMBDA_FIGURES = (
+    "ephemeral_min_mb",
+    "ephemeral_max_mb",
+    "ephemeral_free_mb",
+    "ephemeral_usd_per_gb_s",
+    "usd_per_request",
+)
+READY_TIMEOUT_S = 60.0
+BUSY_LOOP = (
+    "import sys, time\n"
+    "d = float(sys.argv[1]); w0 = time.monotonic(); c0 = time.process_time()\n"
+    "while time.monotonic() - w0 < d:\n"
+    "    pass\n"
+    "print((time.process_time() - c0) / (time.monotonic() - w0))\n"
+)
+
+
+# -- pure fits --------------------------------------------------------------------------------
+def fit_line(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """Least-squares (intercept, slope) of y = a + b·x; needs two distinct x."""
+    if len(x) != len(y) or len(set(x)) < 2:
+        raise ValueError("a line fit needs samples at two or more distinct sizes")
+    slope, intercept = np.polyfit(np.asarray(x, float), np.asarray(y, float), 1)
+    return float(intercept), float(slope)
+
+
+def fit_exchange(sizes_mb: Sequence[float], times_s: Sequence[float]) -> tuple[float, float]:
+    """(rtt_s, mb_s) of one push+pull: time = 2·rtt + 2·d/B (λDNN, Xu et al. 2022, eq. 5's
+    communication term). A negative intercept (noise at tiny sizes) is read as rtt 0."""
+    intercept, slope = fit_line(sizes_mb, times_s)
+    if slope <= 0:
+        raise ValueError("exchange time does not grow with size: bandwidth not measurable")
+    return max(0.0, intercept / 2.0), 2.0 / slope
+
+
+def fit_request(sizes_mb: Sequence[float], times_s: Sequence[float]) -> tuple[float, float]:
+    """(latency_s, mb_s) of one S3 request: time = latency + size/B."""
+    intercept, slope = fit_line(sizes_mb, times_s)
+    if slope <= 0:
+        raise ValueError("request time does not grow with size: bandwidth not measurable")
+    return max(0.0, intercept), 1.0 / slope
+
+
+def aggregate_mb_s(n_clients: int, size_mb: float, exchange_s: float, rtt_s: float) -> float:
+    """MB/s one shard moves when n clients each push and pull `size_mb` per exchange."""
+    moving_s = exchange_s - 2.0 * rtt_s
+    if moving_s <= 0:
+        raise ValueError(f"exchange of {exchange_s:.6f} s is not longer than 2·rtt")
+    return 2.0 * n_clients * size_mb / moving_s
+
+
+def mb_s_to_gbps(mb_s: float) -> float:
+    """MB/s (decimal) to Gbit/s, the unit of EC2 bandwidth figures."""
+    return mb_s * 8.0 / 1000.0
+
+
+def memory_max_mb(total_vcpu: float, mb_per_vcpu: float = cpu.MB_PER_VCPU) -> int:
+    """The largest memory whose vCPU share the workers' cores can give (1 MB steps)."""
+    return max(128, math.floor(total_vcpu * mb_per_vcpu))
+
+
+# -- measurements -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Measurements:
+    """What this machine did; every field a figure of the catalog or the basis of one."""
+
+    cores: int
+    total_vcpu: float
+    cfs_period_s: float
+    cpu_share_ratio: float | None  # None: CFS groups not usable here (cpu_share_note says why)
+    cpu_share_note: str
+    ps_rtt_s: float
+    ps_mb_s: float
+    ps_aggregate_mb_s: float
+    s3_get_latency_s: float
+    s3_get_mb_s: float
+    s3_put_latency_s: float
+    s3_put_mb_s: float
+    cold_start_s: float
+    warm_start_s: float
+    restart_s: float
+    memory_gib: float
+    arch: str  # "x86_64" | "arm64": the loopback PS type's architecture
+    repeats: int
+
+
+def _median_time(action: Callable[[], object], repeats: int) -> float:
+    action()  # the first call opens connections and fills caches: not what a figure describes
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def _start_ps(
+    supervisor: Supervisor, env: dict[str, str], workers: int, logs: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    """One real PS shard (no checkpoints) for `workers` clients: (process, endpoint)."""
+    log_path = logs / f"ps-{workers}-{len(supervisor.pgids())}.log"
+    argv = [
+        sys.executable,
+        "-m",
+        "functions.ps",
+        "--job-id",
+        "calibrate",
+        "--workers",
+        str(workers),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--secret-ref",
+        f"env:{SECRET_ENV}",
+    ]
+    proc = supervisor.spawn(argv, env=env, log_path=log_path)
+    return proc, wait_for_log_line(proc, log_path, "READY", READY_TIMEOUT_S)
+
+
+def _exchange_s(endpoint: str, secret: bytes, n: int, size_mb: float, repeats: int) -> float:
+    """Median wall time of one BSP push+pull of `size_mb` with n clients (threads) at once."""
+    params = max(1, round(size_mb * 1e6 / 4))
+    clients = [
+        PSClient((endpoint,), "calibrate", rank, secret, params, timeout_s=120.0)
+        for rank in range(n)
+    ]
+    vectors = [np.zeros(params, np.float32) for _ in range(n)]
+    try:
+        for client in clients:
+            client.connect()
+        clients[0].init_params(vectors[0])
+        start = clients[0].shard_iterations[0]
+        samples: list[float] = []
+        for k in range(repeats + 1):  # the first exchange warms buffers and is not counted
+            it = start + k
+            errors: list[BaseException] = []
+
+            def one(rank: int, it: int = it, errors: list[BaseException] = errors) -> None:
+                try:
+                    clients[rank].push(it, vectors[rank])
+                    clients[rank].pull(it + 1, vectors[rank])
+                except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
+                    errors.append(err)
+
+            threads = [threading.Thread(target=one, args=(r,)) for r in range(n)]
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
+            if k:
+                samples.append(time.perf_counter() - t0)
+        return statistics.median(samples)
+    finally:
+        for client in clients:
+            client.close()
+
+
+def measure_ps(
+    supervisor: Supervisor,
+    env: dict[str, str],
+    logs: Path,
+    sizes_mb: Sequence[float],
+    repeats: int,
+) -> tuple[float, float, float]:
+    """(rtt_s, per-flow MB/s, one shard's aggregate MB/s) through real PS shards."""
+    secret = env[SECRET_ENV].encode()
+    times = []
+    for size_mb in sizes_mb:
+        # a fresh shard per size: a job's parameter count is fixed when the shard is initialised
+        proc, endpoint = _start_ps(supervisor, env, 1, logs)
+        times.append(_exchange_s(endpoint, secret, 1, size_mb, repeats))
+        supervisor.stop(proc, grace_s=2.0)
+    rtt_s, mb_s = fit_exchange(sizes_mb, times)
+    largest = max(sizes_mb)
+    aggregate = mb_s
+    for n in PS_CLIENTS[1:]:
+        proc, endpoint = _start_ps(supervisor, env, n, logs)
+        exchange = _exchange_s(endpoint, secret, n, largest, repeats)
+        supervisor.stop(proc, grace_s=2.0)
+        aggregate = max(aggregate, aggregate_mb_s(n, largest, exchange, rtt_s))
+    return rtt_s, mb_s, aggregate
+
+
+def measure_s3(
+    endpoint: S3Endpoint, sizes_mb: Sequence[float], repeats: int
+) -> tuple[float, float, float, float]:
+    """(GET latency s, GET MB/s, PUT latency s, PUT MB/s) against the local S3 server."""
+    import boto3
+
+    creds = endpoint.client_env()
+    client = boto3.session.Session().client(
+        "s3",
+        endpoint_url=endpoint.url,
+        aws_access_key_id=creds["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"],
+        region_name=creds["AWS_DEFAULT_REGION"],
+        config=s3_config(),
+    )
+    bucket = "calibrate"
+    client.create_bucket(Bucket=bucket)
+    puts, gets = [], []
+    for size_mb in sizes_mb:
+        body = os.urandom(round(size_mb * 1e6))
+        key = f"object-{size_mb:g}"
+        puts.append(
+            _median_time(
+                lambda k=key, b=body: client.put_object(Bucket=bucket, Key=k, Body=b), repeats
+            )
+        )
+        gets.append(
+            _median_time(
+                lambda k=key: client.get_object(Bucket=bucket, Key=k)["Body"].read(), repeats
+            )
+        )
+    get_latency_s, get_mb_s = fit_request(sizes_mb, gets)
+    put_latency_s, put_mb_s = fit_request(sizes_mb, puts)
+    return get_latency_s, get_mb_s, put_latency_s, put_mb_s
+
+
+def _invoke_s(
+    supervisor: Supervisor, environment: Any, work: Path, name: str, poll_s: float
+) -> float:
+    inv = submit(environment, name=name, event={}, limit_s=60.0, work_dir=work)
+    while (outcome := poll(supervisor, inv)) is None:
+        time.sleep(poll_s)
+    if not outcome.ok:
+        raise RuntimeError(f"start-up probe failed: {outcome.error}")
+    return outcome.wall_s
+
+
+def measure_startup(
+    supervisor: Supervisor, env: dict[str, str], work: Path, repeats: int
+) -> tuple[float, float, float]:
+    """(cold_s, warm_s, restart_s): a fresh runner's first invocation (spawn included), a
+    second one in the same environment, and the same warm call polled at the orchestrator's
+    interval (the gap it adds between the links of a chain)."""
+    t0 = time.perf_counter()
+    environment = start_environment(
+        supervisor,
+        name="probe",
+        handler="emulator.startup_probe:handler",
+        memory_mb=1769,
+        work_dir=work,
+        env=env,
+    )
+    _invoke_s(supervisor, environment, work, "cold", 0.005)
+    cold_s = time.perf_counter() - t0
+    warm = [_invoke_s(supervisor, environment, work, f"warm-{k}", 0.005) for k in range(repeats)]
+    gaps = [
+        _invoke_s(supervisor, environment, work, f"gap-{k}", POLL_INTERVAL_S)
+        for k in range(repeats)
+    ]
+    supervisor.stop(environment.proc, grace_s=2.0)
+    return cold_s, statistics.median(warm), statistics.median(gaps)
+
+
+def measure_cpu_share(duration_s: float) -> tuple[float | None, str]:
+    """Mean achieved/asked CPU share of a busy loop in a CFS group at each of CPU_SHARES."""
+    limiter = cpu.CpuLimiter(f"lambda-dnn-calibrate-{os.getpid()}")
+    if not limiter.enforced:
+        return None, limiter.reason
+    with limiter:
+        ratios = []
+        for k, cores in enumerate(CPU_SHARES):
+            placement = limiter.place(f"share-{k}", cores)
+            out = subprocess.run(
+                [sys.executable, "-c", BUSY_LOOP, repr(duration_s)],
+                capture_output=True,
+                text=True,
+                timeout=60.0 + duration_s,
+                check=True,
+                preexec_fn=placement.enter,  # noqa: PLW1509 - only writes a pid to a cgroup file
+            )
+            ratios.append(float(out.stdout.strip()) / cores)
+    shares = ", ".join(f"{c:g}" for c in CPU_SHARES)
+    return statistics.mean(ratios), f"busy loop {duration_s:g} s in a CFS group at {shares} core"
+
+
+def machine_memory_gib() -> float:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+
+
+def measure(quick: bool, work: Path) -> Measurements:
+    """Run every measurement against real local servers; all children stopped on return."""
+    repeats = 3 if quick else 7
+    cores = int(cpu.machine_cores())
+    share, share_note = measure_cpu_share(0.3 if quick else 2.0)
+    secret = secrets.token_hex(16)
+    with contextlib.ExitStack() as stack:
+        endpoint = stack.enter_context(s3_server(data_dir=work / "s3", log_dir=work / "s3-logs"))
+        supervisor = stack.enter_context(Supervisor().guard())
+        env = child_env(endpoint, secret, tmp_dir=work)
+        rtt_s, ps_mb_s, aggregate = measure_ps(
+            supervisor, env, work, PS_SIZES_QUICK_MB if quick else PS_SIZES_MB, repeats
+        )
+        s3 = measure_s3(endpoint, S3_SIZES_QUICK_MB if quick else S3_SIZES_MB, repeats)
+        cold_s, warm_s, restart_s = measure_startup(supervisor, env, work / "startup", repeats)
+    return Measurements(
+        cores=cores,
+        total_vcpu=cpu.WORKER_CORE_FRACTION * cores,
+        cfs_period_s=cpu.CFS_PERIOD_US / 1e6,
+        cpu_share_ratio=share,
+        cpu_share_note=share_note,
+        ps_rtt_s=rtt_s,
+        ps_mb_s=ps_mb_s,
+        ps_aggregate_mb_s=aggregate,
+        s3_get_latency_s=s3[0],
+        s3_get_mb_s=s3[1],
+        s3_put_latency_s=s3[2],
+        s3_put_mb_s=s3[3],
+        cold_start_s=cold_s,
+        warm_start_s=warm_s,
+        restart_s=restart_s,
+        memory_gib=machine_memory_gib(),
+        arch="arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64",
+        repeats=repeats,
+    )
+
+
+# -- the catalog ------------------------------------------------------------------------------
+def machine_name(cpuinfo: str, cores: int) -> str:
+    """`<CPU model>, <cores> cores` from /proc/cpuinfo's text (the platform name if absent)."""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and value.strip():
+            return f"{value.strip()}, {cores} cores"
+    return f"{platform.machine() or 'unknown CPU'}, {cores} cores"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where and when the figures were taken."""
+
+    machine: str
+    date: str
+
+
+def _fig(value: Any, unit: str, source: str, where: Provenance, tag: str) -> dict[str, Any]:
+    return {
+        "value": value,
+        "unit": unit,
+        "source": source,
+        "machine": where.machine,
+        "date": where.date,
+        "tag": tag,
+    }
+
+
+def _copied(figure: dict[str, Any], where: Provenance) -> dict[str, Any]:
+    """A lambda-2025 figure kept as it is (prices: the planner's objective is unchanged)."""
+    out = copy.deepcopy(figure)
+    out.update(
+        source=f"copied from lambda-2025: {figure.get('source', '')}",
+        tag="copied",
+        machine=where.machine,
+        date=where.date,
+    )
+    return out
+
+
+def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict[str, Any]:
+    def measured(value: float, unit: str, method: str) -> dict[str, Any]:
+        return _fig(value, unit, method, w, "measured")
+
+    def policy(value: Any, unit: str, why: str) -> dict[str, Any]:
+        return _fig(value, unit, why, w, "policy")
+
+    if m.cpu_share_ratio is None:
+        share = policy(1.0, "achieved/asked", f"not measured ({m.cpu_share_note}): assumed exact")
+    else:
+        share = measured(round(m.cpu_share_ratio, 4), "achieved/asked", m.cpu_share_note)
+    cores_method = (
+        f"os.sched_getaffinity: {m.cores} cores × emulator/cpu.py WORKER_CORE_FRACTION "
+        f"{cpu.WORKER_CORE_FRACTION}"
+    )
+    return {
+        "memory_min_mb": policy(128, "MB", "Lambda's smallest size, kept"),
+        "memory_max_mb": measured(
+            memory_max_mb(m.total_vcpu), "MB", f"floor(total_vcpu × 1769); {cores_method}"
+        ),
+        "memory_step_mb": policy(1, "MB", "Lambda's 1 MB step, kept"),
+        "mb_per_vcpu": policy(cpu.MB_PER_VCPU, "MB", "1 local core = 1 Lambda vCPU (cpu_scale 1)"),
+        "max_vcpu": measured(m.total_vcpu, "vCPU", cores_method),
+        "total_vcpu": measured(m.total_vcpu, "vCPU", cores_method),
+        "cpu_throttle_period_s": policy(
+            m.cfs_period_s, "s", "emulator/cpu.py CFS_PERIOD_US (Lambda's 20 ms slice)"
+        ),
+        "cpu_share_achieved_ratio": share,
+        "invocation_timeout_s": policy(INVOCATION_TIMEOUT_S, "s", "Lambda's limit, kept"),
+        **{key: _copied(ref[key], w) for key in COPIED_LAMBDA_FIGURES},
+        "concurrency_limit": policy(
+            CONCURRENCY_LIMIT, "functions", "emulated functions this machine hosts at once"
+        ),
+        "unreserved_concurrency_min": policy(0, "functions", "no other functions share it"),
+        "restart_s": measured(
+            round(m.restart_s, 4),
+            "s",
+            "median warm invocation of emulator.startup_probe polled at the "
+            f"orchestrator's POLL_INTERVAL_S, {m.repeats} repeats",
+        ),
+        "cold_start_s": measured(
+            round(m.cold_start_s, 4),
+            "s",
+            "spawn of emulator.runner --serve to the first result; the "
+            "handler module imports functions.worker (torch)",
+        ),
+        "warm_start_s": measured(
+            round(m.warm_start_s, 4),
+            "s",
+            f"median second invocation in the same runner, {m.repeats} repeats",
+        ),
+        "safety_margin_s": policy(
+            default_safety_margin_s(INVOCATION_TIMEOUT_S),
+            "s",
+            "emulator/orchestrator.py default_safety_margin_s(900)",
+        ),
+        "architectures": {name: _copied(arch, w) for name, arch in ref["architectures"].items()},
+    }
+
+
+def _network_section(m: Measurements, w: Provenance) -> dict[str, Any]:
+    ps_method = (
+        f"push+pull through a functions.ps shard with functions.ps_client, sizes "
+        f"{'/'.join(f'{s:g}' for s in (PS_SIZES_QUICK_MB if m.repeats <= 3 else PS_SIZES_MB))}"
+        f" MB, median of {m.repeats}, fit time = 2·rtt + 2·d/B"
+    )
+    s3_method = f"boto3 GET from SeaweedFS on 127.0.0.1, median of {m.repeats}, fit latency + d/B"
+    return {
+        "function_ps_mb_s": _fig(round(m.ps_mb_s, 3), "MB/s", ps_method, w, "measured"),
+        "function_ps_rtt_s": _fig(round(m.ps_rtt_s, 6), "s", ps_method, w, "measured"),
+        "s3_mb_s_per_memory_mb": _fig(
+            0, "MB/s per MB", "loopback does not depend on memory", w, "policy"
+        ),
+        "s3_mb_s_intercept": _fig(round(m.s3_get_mb_s, 3), "MB/s", s3_method, w, "measured"),
+        "s3_max_mb_s": _fig(round(m.s3_get_mb_s, 3), "MB/s", s3_method, w, "measured"),
+        "s3_request_s": _fig(round(m.s3_get_latency_s, 6), "s", s3_method, w, "measured"),
+        "per_flow_cap_gbps": _fig(
+            round(mb_s_to_gbps(m.ps_mb_s), 4),
+            "Gbit/s",
+            f"one client's B, {ps_method}",
+            w,
+            "measured",
+        ),
+        "ps_s3_mb_s": _fig(
+            round(m.s3_put_mb_s, 3),
+            "MB/s",
+            f"boto3 PUT to SeaweedFS, median of {m.repeats}, fit latency + d/B "
+            f"(latency {m.s3_put_latency_s:.4f} s)",
+            w,
+            "measured",
+        ),
+        "vpc_interface_endpoints": _fig([], "AWS service names", "no VPC on loopback", w, "policy"),
+        "vpc_endpoint_usd_per_hour": _fig(0, "USD/h", "no endpoints on loopback", w, "policy"),
+    }
+
+
+def _ps_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict[str, Any]:
+    default = next(p for p in ref["candidates"] if p["name"] == ref["default_type"])
+    aggregate = (
+        f"largest push+pull with {'/'.join(map(str, PS_CLIENTS))} clients on one shard: the "
+        "highest n·2·d/(t − 2·rtt)"
+    )
+    gbps = round(mb_s_to_gbps(m.ps_aggregate_mb_s), 4)
+    return {
+        "max_shards": _fig(
+            PS_MAX_SHARDS, "shards", "shards this machine hosts beside workers", w, "policy"
+        ),
+        "min_billed_s": _copied(ref["min_billed_s"], w),
+        "default_type": "loopback",
+        "candidates": [
+            {
+                "name": "loopback",
+                "arch": m.arch,
+                "vcpu": _fig(m.cores, "vCPU", "os.sched_getaffinity", w, "measured"),
+                "memory_gib": _fig(
+                    round(m.memory_gib, 2), "GiB", "sysconf physical pages", w, "measured"
+                ),
+                "baseline_gbps": _fig(gbps, "Gbit/s", aggregate, w, "measured"),
+                "peak_gbps": _fig(gbps, "Gbit/s", f"= baseline; {aggregate}", w, "measured"),
+                "burst_s": _fig(0, "s", "loopback has no burst credit", w, "policy"),
+                "usd_per_hour": _copied(default["usd_per_hour"], w),
+            }
+        ],
+    }
+
+
+def build_catalog(m: Measurements, reference: dict[str, Any], where: Provenance) -> dict[str, Any]:
+    """The local catalog document (lambda-2025 schema) from the measurements; pure."""
+    return {
+        "schema_version": reference.get("schema_version", 1),
+        "name": "local",
+        "description": f"This machine ({where.machine}) as the emulator runs it, measured "
+        f"{where.date}: 1 local core = 1 Lambda vCPU, PS shards on loopback.",
+        "refresh": "Generated per machine by `make calibrate` (python -m emulator.calibrate); "
+        "not committed.",
+        "tags": {
+            "measured": "measured on this machine by emulator/calibrate.py (source = method)",
+            "policy": "a choice of this project or of the emulator, not a measurement",
+            "copied": "copied from lambda-2025 (prices) so the planner's objective is the same",
+        },
+        "lambda": _lambda_section(m, reference["lambda"], where),
+        "network": _network_section(m, where),
+        "parameter_servers": _ps_section(m, reference["parameter_servers"], where),
+        "orchestration": {
+            key: _copied(fig, where) for key, fig in reference["orchestration"].items()
+        },
+    }
+
+
+def write_catalog(document: dict[str, Any], out: Path) -> None:
+    """Check that the catalog loads, then write it whole or not at all."""
+    catalog_from_dict(document)
+    write_text_atomically(out, json.dumps(document, indent=2) + "\n")
+
+
+# -- CLI --------------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m emulator.calibrate", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="fewer sizes and repeats (tests)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="catalog file to write")
+    return p.parse_args(argv)
+
+
+def check_out(out: Path) -> None:
+    """ValueError unless `out` is a .json path in an existing, writable folder."""
+    if out.suffix != ".json":
+        raise ValueError(f"bad --out {str(out)!r}: expected a path ending in .json")
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise ValueError(f"bad --out {str(out)!r}: folder {str(folder)!r} is not a writable folder")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        check_out(args.out)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        with tempfile.TemporaryDirectory(prefix="calibrate-") as work:
+            m = measure(args.quick, Path(work))
+        cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        where = Provenance(machine_name(cpuinfo, m.cores), datetime.date.today().isoformat())
+        reference = json.loads(REFERENCE_CATALOG.read_text(encoding="utf-8"))
+        write_catalog(build_catalog(m, reference, where), args.out)
+    except Interrupted as stop:
+        print(f"error: calibration stopped by {stop.signal_name}; nothing written", file=sys.stderr)
+        return 128 + stop.signum
+    except Exception as err:  # noqa: BLE001 - any failed measurement is one line, not a trace
+        print(f"error: calibration failed: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    print(
+        f"wrote {args.out}: worker<->PS {m.ps_mb_s:.0f} MB/s, rtt {m.ps_rtt_s * 1e3:.2f} ms; "
+        f"S3 GET {m.s3_get_mb_s:.0f} MB/s; cold start {m.cold_start_s:.2f} s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

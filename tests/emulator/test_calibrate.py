@@ -1,0 +1,297 @@
+"""emulator.calibrate: the fits recover known figures, the writer's catalog loads with its
+provenance, bad input is one line, and one real `--quick` run measures this machine end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emulator import calibrate
+from provisioner.catalog import CATALOG_DIR, catalog_from_dict, load_catalog, resolve_data_path
+
+REFERENCE = json.loads((CATALOG_DIR / "lambda-2025.json").read_text(encoding="utf-8"))
+WHERE = calibrate.Provenance(machine="Test CPU, 2 cores", date="2026-11-23")
+TAGS = {"measured", "policy", "copied"}
+
+
+def _measurements(**changes: Any) -> calibrate.Measurements:
+    values: dict[str, Any] = {
+        "cores": 2,
+        "total_vcpu": 1.5,
+        "cfs_period_s": 0.02,
+        "cpu_share_ratio": 0.97,
+        "cpu_share_note": "busy loop",
+        "ps_rtt_s": 0.0003,
+        "ps_mb_s": 900.0,
+        "ps_aggregate_mb_s": 1500.0,
+        "s3_get_latency_s": 0.004,
+        "s3_get_mb_s": 400.0,
+        "s3_put_latency_s": 0.006,
+        "s3_put_mb_s": 120.0,
+        "cold_start_s": 1.8,
+        "warm_start_s": 0.005,
+        "restart_s": 0.2,
+        "memory_gib": 8.0,
+        "arch": "x86_64",
+        "repeats": 3,
+    }
+    values.update(changes)
+    return calibrate.Measurements(**values)
+
+
+def _figures(node: Any, where: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every figure (a dict with a 'value') in the document, with its path."""
+    found = []
+    if isinstance(node, dict):
+        if "value" in node:
+            return [(where, node)]
+        for key, child in node.items():
+            found += _figures(child, f"{where}.{key}")
+    elif isinstance(node, list):
+        for k, child in enumerate(node):
+            found += _figures(child, f"{where}[{k}]")
+    return found
+
+
+# -- fits ---------------------------------------------------------------------------------------
+def test_fit_exchange_recovers_rtt_and_bandwidth_exactly() -> None:
+    sizes_mb = [0.07, 1.0, 10.0, 40.0]
+    times_s = [2 * 0.0004 + 2 * d / 850.0 for d in sizes_mb]
+    rtt_s, mb_s = calibrate.fit_exchange(sizes_mb, times_s)
+    assert rtt_s == pytest.approx(0.0004, rel=1e-9)
+    assert mb_s == pytest.approx(850.0, rel=1e-9)
+
+
+def test_fit_request_recovers_latency_and_bandwidth_exactly() -> None:
+    sizes_mb = [0.064, 1.0, 8.0, 32.0]
+    times_s = [0.003 + d / 420.0 for d in sizes_mb]
+    latency_s, mb_s = calibrate.fit_request(sizes_mb, times_s)
+    assert latency_s == pytest.approx(0.003, rel=1e-9)
+    assert mb_s == pytest.approx(420.0, rel=1e-9)
+
+
+def test_fit_reads_a_negative_intercept_as_zero_latency() -> None:
+    rtt_s, mb_s = calibrate.fit_exchange([1.0, 2.0], [0.0019, 0.0039])
+    assert rtt_s == 0.0
+    assert mb_s == pytest.approx(1000.0)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "times", "message"),
+    [
+        ([1.0, 1.0], [0.1, 0.2], "two or more distinct sizes"),
+        ([1.0, 2.0], [0.2, 0.1], "does not grow with size"),
+    ],
+)
+def test_fit_refuses_samples_that_cannot_give_a_bandwidth(
+    sizes: list[float], times: list[float], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        calibrate.fit_exchange(sizes, times)
+
+
+def test_aggregate_counts_every_client_both_ways() -> None:
+    # 4 clients × (10 MB up + 10 MB down) moved in 0.08 s once the two round trips are taken off
+    assert calibrate.aggregate_mb_s(4, 10.0, 0.08 + 2 * 0.001, 0.001) == pytest.approx(1000.0)
+    with pytest.raises(ValueError, match="not longer than 2·rtt"):
+        calibrate.aggregate_mb_s(1, 1.0, 0.001, 0.001)
+
+
+def test_memory_max_is_the_workers_cores_at_1769_mb_each_but_at_least_128() -> None:
+    assert calibrate.memory_max_mb(1.5) == 2653  # floor(1.5 × 1769)
+    assert calibrate.memory_max_mb(0.05) == 128
+
+
+def test_machine_name_is_the_cpu_model_and_the_cores() -> None:
+    cpuinfo = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t: fpu\n"
+    assert calibrate.machine_name(cpuinfo, 2) == "AMD EPYC 7B13, 2 cores"
+    assert calibrate.machine_name("processor\t: 0\n", 4).endswith(", 4 cores")
+
+
+# -- the catalog ---------------------------------------------------------------------------------
+def test_catalog_loads_with_the_local_platforms_fixed_choices() -> None:
+    cat = catalog_from_dict(calibrate.build_catalog(_measurements(), REFERENCE, WHERE))
+    ref = catalog_from_dict(REFERENCE)
+    assert cat.name == "local"
+    assert cat.mb_per_vcpu == 1769
+    assert cat.max_vcpu == 1.5 and cat.memory_max_mb == 2653 and cat.memory_step_mb == 1
+    assert [p.name for p in cat.ps_types] == ["loopback"] and cat.ps_default_type == "loopback"
+    assert cat.ps_type("loopback").baseline_gbps == cat.ps_type("loopback").peak_gbps == 12.0
+    assert cat.interface_endpoints == () and cat.endpoint_usd_per_hour == 0
+    assert cat.function_ps_mb_s == 900.0 and cat.function_ps_rtt_s == 0.0003
+    assert cat.s3_mb_s_intercept == cat.s3_max_mb_s == 400.0 and cat.s3_mb_s_per_memory_mb == 0
+    assert cat.per_flow_cap_gbps == pytest.approx(7.2) and cat.ps_s3_mb_s == 120.0
+    assert (cat.invocation_timeout_s, cat.safety_margin_s) == (900, 30.0)
+    assert (cat.concurrency_limit, cat.unreserved_concurrency_min, cat.ps_max_shards) == (8, 0, 4)
+    assert cat.restart_s == 0.2
+    # prices copied, so the planner's objective is the one of lambda-2025
+    assert cat.architectures == ref.architectures
+    assert cat.usd_per_request == ref.usd_per_request
+    assert cat.ps_type("loopback").usd_per_hour == ref.ps_type(ref.ps_default_type).usd_per_hour
+    assert cat.sfn_usd_per_transition == ref.sfn_usd_per_transition
+
+
+def test_catalog_writes_the_figures_the_model_engineer_adds() -> None:
+    doc = calibrate.build_catalog(_measurements(), REFERENCE, WHERE)
+    lam = doc["lambda"]
+    assert lam["cpu_throttle_period_s"]["value"] == 0.02
+    assert lam["total_vcpu"]["value"] == 1.5
+    assert doc["parameter_servers"]["candidates"][0]["burst_s"]["value"] == 0
+    assert (lam["cold_start_s"]["value"], lam["warm_start_s"]["value"]) == (1.8, 0.005)
+    assert lam["cpu_share_achieved_ratio"]["tag"] == "measured"
+
+
+def test_every_figure_carries_method_machine_date_and_a_local_tag() -> None:
+    doc = calibrate.build_catalog(_measurements(), REFERENCE, WHERE)
+    figures = _figures(doc)
+    assert len(figures) > 40
+    for where, fig in figures:
+        assert fig["tag"] in TAGS, where
+        assert fig["source"] and fig["unit"], where
+        assert (fig["machine"], fig["date"]) == (WHERE.machine, WHERE.date), where
+    tags = {where: fig["tag"] for where, fig in figures}
+    assert tags[".network.function_ps_mb_s"] == "measured"
+    assert tags[".lambda.usd_per_request"] == "copied"
+    assert tags[".lambda.mb_per_vcpu"] == "policy"
+
+
+def test_an_unmeasurable_cpu_share_is_recorded_as_an_assumption() -> None:
+    doc = calibrate.build_catalog(
+        _measurements(cpu_share_ratio=None, cpu_share_note="no cgroup v1 cpu controller at /x"),
+        REFERENCE,
+        WHERE,
+    )
+    share = doc["lambda"]["cpu_share_achieved_ratio"]
+    assert (share["value"], share["tag"]) == (1.0, "policy")
+    assert "no cgroup v1 cpu controller" in share["source"]
+
+
+def test_write_catalog_loads_and_a_bad_document_leaves_the_old_file(tmp_path: Path) -> None:
+    out = tmp_path / "local.json"
+    calibrate.write_catalog(calibrate.build_catalog(_measurements(), REFERENCE, WHERE), out)
+    assert load_catalog(out).name == "local"
+    before = out.read_bytes()
+    broken = calibrate.build_catalog(_measurements(), REFERENCE, WHERE)
+    del broken["network"]["function_ps_mb_s"]
+    with pytest.raises(ValueError, match="function_ps_mb_s"):
+        calibrate.write_catalog(broken, out)
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local.json"]
+
+
+def test_missing_local_catalog_says_to_run_make_calibrate(tmp_path: Path) -> None:
+    with pytest.raises(ValueError) as err:
+        resolve_data_path("local", tmp_path, "catalog")
+    message = str(err.value)
+    assert "\n" not in message and "run `make calibrate`" in message
+
+
+# -- CLI ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("out", "expected"),
+    [
+        ("local.txt", "expected a path ending in .json"),
+        ("no-such-folder/local.json", "is not a writable folder"),
+    ],
+)
+def test_bad_out_is_one_line_and_exit_2(
+    out: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert calibrate.main(["--out", str(tmp_path / out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- end to end ------------------------------------------------------------------------------------
+def _processes_with_env(marker: str) -> list[int]:
+    """Pids (other than this one) whose environment holds `marker`."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        pid = int(environ.parent.name)
+        try:
+            if pid != os.getpid() and marker.encode() in environ.read_bytes():
+                found.append(pid)
+        except OSError:
+            continue  # gone meanwhile, or not ours
+    return found
+
+
+def _survivors(marker: str) -> list[int]:
+    """The run's processes still alive once the kernel has had a moment to reap orphans."""
+    for _ in range(50):
+        left = _processes_with_env(marker)
+        if not left:
+            return []
+        time.sleep(0.1)
+    return left
+
+
+def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> None:
+    marker = f"calibrate-test-{uuid.uuid4().hex}"
+    out = tmp_path / "local.json"
+    work = tmp_path / "tmp"
+    work.mkdir()
+    env = {**os.environ, "CALIBRATE_TEST_MARKER": marker, "TMPDIR": str(work)}
+    done = subprocess.run(
+        [sys.executable, "-m", "emulator.calibrate", "--quick", "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    try:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"wrote {out}")
+        cat = load_catalog(out)
+        doc = json.loads(out.read_text(encoding="utf-8"))
+    finally:
+        assert _survivors(marker) == []
+    assert list(work.iterdir()) == []  # the work folder (S3 data, logs) is gone
+    assert cat.name == "local" and [p.name for p in cat.ps_types] == ["loopback"]
+    measured = {w: f["value"] for w, f in _figures(doc) if f["tag"] == "measured"}
+    for key in (
+        ".network.function_ps_mb_s",
+        ".network.function_ps_rtt_s",
+        ".network.s3_max_mb_s",
+        ".network.ps_s3_mb_s",
+        ".lambda.cold_start_s",
+        ".lambda.warm_start_s",
+        ".lambda.restart_s",
+        ".parameter_servers.candidates[0].baseline_gbps",
+    ):
+        assert key in measured, key
+    for where, value in measured.items():
+        assert math.isfinite(value) and value >= 0, where
+    for positive in (cat.function_ps_mb_s, cat.s3_max_mb_s, cat.ps_s3_mb_s, cat.max_vcpu):
+        assert positive > 0
+    cores = len(os.sched_getaffinity(0))
+    assert doc["lambda"]["total_vcpu"]["value"] == pytest.approx(0.75 * cores)
+    assert doc["lambda"]["cold_start_s"]["value"] > doc["lambda"]["warm_start_s"]["value"]
+    assert doc["lambda"]["cold_start_s"]["machine"].endswith(f", {cores} cores")
+
+
+def test_a_failed_measurement_is_one_line_and_keeps_the_old_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "local.json"
+    out.write_text("old")
+
+    def fail(quick: bool, work: Path) -> calibrate.Measurements:
+        raise TimeoutError("no 'READY' line within 60.0 s")
+
+    monkeypatch.setattr(calibrate, "measure", fail)
+    assert calibrate.main(["--quick", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: calibration failed: TimeoutError: no 'READY' line within 60.0 s\n"
+    assert out.read_text() == "old"

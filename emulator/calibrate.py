@@ -483,7 +483,12 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
             "s",
             "emulator/orchestrator.py default_safety_margin_s(900)",
         ),
-        "architectures": {name: _copied(arch, w) for name, arch in ref["architectures"].items()},
+        # Only this machine's architecture: the emulator cannot run the other one's workers.
+        "architectures": {
+            name: _copied(arch, w)
+            for name, arch in ref["architectures"].items()
+            if name == m.arch
+        },
     }
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from emulator.profile import dataset_source, updated_profile
 from provisioner import load_profile
 
@@ -45,3 +47,7 @@ def test_updated_profile_loads_and_replaces_only_measured_fields(tmp_path: Path)
 def test_dataset_source_names_the_runtime_loader_sources() -> None:
     assert dataset_source("digits", 1797) == "builtin:digits"
     assert dataset_source("synthetic-cifar", 50000) == "synthetic-cifar:2048"
+    # CIFAR-10 is timed on same-shaped synthetic data (the rate depends on the shape only)
+    assert dataset_source("cifar10", 50000) == "synthetic-cifar:2048"
+    with pytest.raises(ValueError, match="'imagenet' cannot be profiled here"):
+        dataset_source("imagenet", 10)

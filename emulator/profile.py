@@ -176,7 +176,8 @@ def updated_profile(
     sources["training_rate"] = {
         "method": "measured: python -m emulator.profile (fastest of the repeats); forward+backward"
         f" at local batch "
-        f"{raw['profiled_local_batch']} in a {cpu_limit} of {shares} cores "
+        f"{raw['profiled_local_batch']} on {dataset_source(raw['dataset'], raw['dataset_samples'])}"
+        f" in a {cpu_limit} of {shares} cores "
         "(1 local core = 1 Lambda vCPU), torch threads = max(1, floor(share)); " + machine,
         "date": when,
         "tag": "measured",

@@ -96,6 +96,9 @@ class Catalog:
     endpoint_usd_per_hour: float  # per endpoint (one AZ), partial hours billed as full
     checkpoint_max_loss_s: float = 60.0  # policy: training a PS crash may redo
     checkpoint_max_overhead: float = 0.02  # policy: share of training periodic checkpoints take
+    # A rule of the run, not a JSON figure: the emulator's --iterations-per-invocation also ends
+    # an invocation after this many iterations (0 = only the time limit does).
+    max_iterations_per_invocation: int = 0
 
     def arch(self, name: str) -> LambdaArch:
         for a in self.architectures:

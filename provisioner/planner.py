@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from provisioner.catalog import Catalog
-from provisioner.model import Arr, Axis, Cells, evaluate, training_rate_samples_s, vcpu_share
+from provisioner.model import (
+    Arr,
+    Axis,
+    Cells,
+    evaluate,
+    local_batch,
+    training_rate_samples_s,
+    vcpu_share,
+)
 from provisioner.parse import MAX_SLACK, SLACK_FORMS, format_duration_s, format_usd
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
@@ -31,7 +39,16 @@ from provisioner.space import (
     flatten,
 )
 
-__all__ = ["ARCH_CHOICES", "FrontierPoint", "Infeasible", "Limits", "PlanResult", "plan_job"]
+__all__ = [
+    "ARCH_CHOICES",
+    "FrontierPoint",
+    "Infeasible",
+    "Limits",
+    "PlanResult",
+    "RunRules",
+    "plan_job",
+    "predict_run",
+]
 
 
 @dataclass(frozen=True)
@@ -181,6 +198,50 @@ def build_plan(
         cost=cost,
         notes=notes,
         interface_endpoints=catalog.interface_endpoints,
+    )
+
+
+@dataclass(frozen=True)
+class RunRules:
+    """How a run was executed, where it differs from the catalog: the invocation limit and
+    safety margin it enforced, its iteration cap (0 = none) and, when a bench ran fewer
+    iterations than the workload needs, that count (None = the workload's own k)."""
+
+    invocation_limit_s: float
+    safety_margin_s: float
+    max_iterations_per_invocation: int = 0
+    iterations: int | None = None
+
+
+def run_catalog(catalog: Catalog, rules: RunRules) -> Catalog:
+    """The catalog under the run's rules. The timeout is whole seconds in the catalog, so a
+    fractional limit rounds up and the margin grows by the same amount: usable time is exact."""
+    timeout_s = math.ceil(rules.invocation_limit_s)
+    return replace(
+        catalog,
+        invocation_timeout_s=timeout_s,
+        safety_margin_s=rules.safety_margin_s + (timeout_s - rules.invocation_limit_s),
+        max_iterations_per_invocation=rules.max_iterations_per_invocation,
+    )
+
+
+def profile_with_iterations(profile: WorkloadProfile, n_workers: int, k: int) -> WorkloadProfile:
+    """The profile reshaped so k = ⌈n_t·e / b_g⌉ is exactly `k` at n workers: one epoch of
+    k global batches (the dataset's bytes, hence load time and /tmp, are unchanged)."""
+    n = np.array([n_workers])
+    b_l = int(local_batch(n, profile.profiled_local_batch, profile.max_global_batch)[0])
+    return replace(profile, epochs=1, dataset_samples=k * n_workers * max(b_l, 1))
+
+
+def predict_run(
+    profile: WorkloadProfile, catalog: Catalog, choice: Choice, rules: RunRules, job: str
+) -> Plan:
+    """The Plan of a configuration actually run, under the rules the run enforced (Infeasible
+    if the model says it cannot run so)."""
+    if rules.iterations is not None:
+        profile = profile_with_iterations(profile, choice.n_workers, rules.iterations)
+    return build_plan(
+        profile, run_catalog(catalog, rules), choice, Goal(deadline_s=None), Limits(), job=job
     )
 
 

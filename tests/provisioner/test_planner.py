@@ -286,4 +286,4 @@ def test_predict_run_uses_the_runs_k_limit_margin_and_cap() -> None:
     assert plan.iterations_per_invocation == 20 and plan.invocations_per_worker == 3
     assert plan.prediction.chaining_s > 0
     whole = predict_run(make_profile(), catalog, choice, RunRules(900.0, 30.0), job="bench")
-    assert whole.training.iterations == 20_000 * 5 // (2 * 32)  # the workload's own k
+    assert whole.training.iterations == -(-20_000 * 5 // (2 * 32))  # the workload's own k

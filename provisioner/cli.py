@@ -12,8 +12,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from provisioner.catalog import load_catalog
-from provisioner.files import replace_atomically
+from provisioner.catalog import Catalog, load_catalog
+from provisioner.files import replace_atomically, write_text_atomically
 from provisioner.parse import (
     format_duration_s,
     format_usd,
@@ -23,7 +23,16 @@ from provisioner.parse import (
     parse_usd,
 )
 from provisioner.plan import Goal, Plan
-from provisioner.planner import ARCH_CHOICES, Infeasible, Limits, PlanResult, plan_job
+from provisioner.planner import (
+    ARCH_CHOICES,
+    Infeasible,
+    Limits,
+    PlanResult,
+    RunRules,
+    emulator_margin_s,
+    plan_job,
+    run_catalog,
+)
 from provisioner.profile import load_profile
 
 EXIT_OK, EXIT_WRITE_FAILED, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
@@ -45,6 +54,24 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
     return value
+
+
+def _whole_number(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number >= 0 (0 = only the invocation limit ends one)"
+        )
+    return int(text)
+
+
+def json_file(text: str) -> str:
+    """A .json path whose folder exists (checked before any work is done)."""
+    folder = os.path.dirname(os.path.abspath(text))
+    if os.path.isdir(text) or not text.lower().endswith(".json"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a .json file path, e.g. plan.json")
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"{text!r}: folder {folder!r} does not exist")
+    return text
 
 
 def _job_name(text: str) -> str:
@@ -87,6 +114,19 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--reserve-concurrency", action="store_true")
         p.add_argument("--job", default="job", type=_job_name, help="job name in the plan")
         p.add_argument("--json", action="store_true", help="print the plan.json document")
+        # The rules the emulator will enforce, so a plan for a local run is made under them.
+        p.add_argument(
+            "--invocation-limit",
+            help="plan for invocations this long (the emulator's --invocation-limit, e.g. 8s; "
+            "the margin is the emulator's: a quarter of it, at most the catalog's)",
+        )
+        p.add_argument(
+            "--iterations-per-invocation",
+            type=_whole_number,
+            default=0,
+            help="plan for invocations that also end after this many iterations (0: no cap)",
+        )
+        p.add_argument("--out", type=json_file, help="also write the plan.json document here")
         if name == "frontier":
             p.add_argument("--png", required=True, type=png_file, help="output PNG path")
     return parser
@@ -190,6 +230,29 @@ def write_frontier_png(result: PlanResult, path: str) -> None:
         plt.close(fig)
 
 
+def run_rules_catalog(catalog: Catalog, args: argparse.Namespace) -> Catalog:
+    """The catalog under the emulator's rules when --invocation-limit or a cap is given."""
+    if args.invocation_limit is None and not args.iterations_per_invocation:
+        return catalog
+    limit_s = float(catalog.invocation_timeout_s)
+    if args.invocation_limit is not None:
+        try:
+            limit_s = parse_duration_s(args.invocation_limit)
+        except ValueError as exc:
+            raise ValueError(f"--invocation-limit: {exc}") from None
+        if limit_s > catalog.invocation_timeout_s:
+            raise ValueError(
+                f"--invocation-limit {args.invocation_limit!r} exceeds catalog {catalog.name}'s "
+                f"{catalog.invocation_timeout_s} s limit"
+            )
+    rules = RunRules(
+        invocation_limit_s=limit_s,
+        safety_margin_s=emulator_margin_s(limit_s, catalog),
+        max_iterations_per_invocation=args.iterations_per_invocation,
+    )
+    return run_catalog(catalog, rules)
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -211,7 +274,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             reserve_concurrency=args.reserve_concurrency,
         )
         profile = load_profile(args.workload)
-        catalog = load_catalog(args.catalog)
+        catalog = run_rules_catalog(load_catalog(args.catalog), args)
         result = plan_job(
             profile,
             catalog,
@@ -226,6 +289,12 @@ def run(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.out:
+        try:
+            write_text_atomically(args.out, result.to_json())
+        except OSError as exc:
+            print(f"error: cannot write {args.out!r}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_WRITE_FAILED
     if args.json:
         sys.stdout.write(result.to_json())
     else:

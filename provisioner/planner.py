@@ -46,6 +46,7 @@ __all__ = [
     "Limits",
     "PlanResult",
     "RunRules",
+    "emulator_margin_s",
     "plan_job",
     "predict_run",
 ]
@@ -211,6 +212,13 @@ class RunRules:
     safety_margin_s: float
     max_iterations_per_invocation: int = 0
     iterations: int | None = None
+
+
+def emulator_margin_s(limit_s: float, catalog: Catalog) -> float:
+    """The safety margin the emulator keeps under a limit: a quarter of it, at most the
+    catalog's (the rule of emulator.orchestrator.default_safety_margin_s, whose cap is the
+    same 30 s AWS default)."""
+    return min(catalog.safety_margin_s, 0.25 * limit_s)
 
 
 def run_catalog(catalog: Catalog, rules: RunRules) -> Catalog:

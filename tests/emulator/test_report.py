@@ -190,3 +190,15 @@ def test_local_plans_run_at_one_core_per_vcpu_unless_told_otherwise() -> None:
     assert resolve_cpu_scale(local, Options(cpu_scale=0.25)) == 0.25
     expected = cpu.default_cpu_scale(aws.n_workers, aws.memory_mb, cpu.machine_cores())
     assert resolve_cpu_scale(aws, Options()) == expected
+
+
+def test_the_planners_margin_rule_is_the_emulators() -> None:
+    """A local plan is made under the margin the run will keep (two copies of one rule)."""
+    from emulator.orchestrator import default_safety_margin_s
+    from provisioner import load_catalog
+    from provisioner.planner import emulator_margin_s
+    from tests.local_catalog import local_catalog
+
+    for catalog in (load_catalog("lambda-2025"), local_catalog()):
+        for limit_s in (3.0, 8.0, 60.0, 900.0):
+            assert emulator_margin_s(limit_s, catalog) == default_safety_margin_s(limit_s)

@@ -353,7 +353,8 @@ def build_report(
         },
         "loss": {"first": first, "last": last, "decreased": last < first, "curve": curve},
         "accuracy": accuracy,
-        "cost_usd": dict(plan.cost.__dict__),
+        # What the AWS column would cost (a local plan's own prices are copies, nothing bills).
+        "cost_usd": dict((aws_plan or plan).cost.__dict__),
         "artifacts": {},
     }
 

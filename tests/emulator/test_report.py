@@ -176,6 +176,8 @@ def test_a_local_plans_aws_column_is_the_same_configuration_on_lambda_2025() -> 
         other = build_plan(profile, catalog, choice, Goal(), Limits(), job="j")
         assert aws.cost.total_usd <= other.cost.total_usd
     assert label.startswith("lambda-2025, cheapest PS type: ")
+    report = build_report(_record(plan, train_wall_s=29.0), None, local_catalog=None)
+    assert report["cost_usd"]["total_usd"] == aws.cost.total_usd  # AWS's, not the copied prices
     met = build_report(_record(plan, train_wall_s=29.0), None, local_catalog=None)["deadline"]
     late = build_report(_record(plan, train_wall_s=31.0), None, local_catalog=None)["deadline"]
     assert (met["met"], late["met"]) == (True, False)

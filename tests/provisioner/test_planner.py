@@ -276,7 +276,10 @@ def test_predict_run_uses_the_runs_k_limit_margin_and_cap() -> None:
 
     catalog = local_catalog()
     rules = RunRules(
-        invocation_limit_s=30.5, safety_margin_s=1.0, max_iterations_per_invocation=20, iterations=50
+        invocation_limit_s=30.5,
+        safety_margin_s=1.0,
+        max_iterations_per_invocation=20,
+        iterations=50,
     )
     ruled = run_catalog(catalog, rules)
     assert ruled.invocation_timeout_s - ruled.safety_margin_s == 29.5  # usable time is exact

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from emulator import cpu
-from provisioner.catalog import Catalog, load_catalog
+from provisioner.catalog import CATALOG_DIR, Catalog, load_catalog
 from provisioner.files import write_text_atomically
 from provisioner.plan import Goal, Plan
 from provisioner.planner import Infeasible, Limits, RunRules, build_plan, predict_run
@@ -209,10 +209,12 @@ def predict_local(record: RunRecord, catalog: Catalog | str | None) -> tuple[Pla
     from provisioner import load_profile
 
     if isinstance(catalog, str):
+        if not (CATALOG_DIR / f"{catalog}.json").exists() and not Path(catalog).exists():
+            return None, NO_LOCAL_CATALOG
         try:
             catalog = load_catalog(catalog)
-        except ValueError:
-            catalog = None
+        except ValueError as err:  # there, but not a catalog: say why, do not stop the report
+            return None, f"no local prediction: {err}"
     if catalog is None:
         return None, NO_LOCAL_CATALOG
     choice = local_choice(record.plan, record.worker_cores, catalog)

@@ -142,6 +142,10 @@ def test_report_without_a_local_catalog_says_so_and_leaves_the_local_columns_nul
     assert report["predictions"]["local"] == NO_LOCAL_CATALOG
     assert all(row["predicted_aws_s"] is not None for row in report["terms"])
     assert f"predicted here: {NO_LOCAL_CATALOG}" in format_table(report).splitlines()
+    absent.write_text("{")  # there but broken: the report still builds and says why
+    broken = build_report(_record(_aws_plan(), train_wall_s=10.0), None, str(absent))
+    assert broken["predictions"]["local"].startswith("no local prediction: catalog ")
+    assert broken["terms"][0]["predicted_local_s"] is None
 
 
 def _local_plan(deadline_s: float):  # type: ignore[no-untyped-def]

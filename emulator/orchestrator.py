@@ -36,7 +36,7 @@ from emulator.naming import RUN_FILES, RUN_FOLDERS, SECRET_ENV, bucket_name, run
 from emulator.procs import Interrupted, Supervisor, wait_for_log_line
 from emulator.progress import ProgressBar, logged_loss
 from emulator.ps_status import current_iteration, update_seconds
-from emulator.report import finish_report
+from emulator.report import LOCAL_CATALOG, finish_report
 from emulator.s3server import S3Endpoint, s3_server
 from emulator.unfinished import unfinished_report, write_report
 from functions import ps_health
@@ -435,8 +435,12 @@ def dataset_source(plan: Plan) -> str:
 
 
 def resolve_cpu_scale(plan: Plan, options: Options) -> float:
+    """--cpu-scale if given; 1.0 for a plan made on the local catalog, whose vCPU is one local
+    core, so it runs as planned; else the factor that fits the plan's cores to the machine."""
     if options.cpu_scale is not None:
         return options.cpu_scale
+    if plan.catalog == LOCAL_CATALOG:
+        return 1.0
     return cpu.default_cpu_scale(plan.n_workers, plan.memory_mb, cpu.machine_cores())
 
 

@@ -2,9 +2,12 @@
 
 Measured terms come from the workers' own `timings` (summed over each worker's invocations; the
 slowest worker sets the pace under BSP, so each term is the maximum over workers) and from the
-orchestrator's clocks. The prediction is the Plan's, made for AWS; the CPU share and network of
-this machine differ, which is why the emulation settings (cpu_scale, cores per worker, whether
-the share was enforced) are part of the report.
+orchestrator's clocks. Two predictions sit beside them: the configuration that ran (n, the
+cores each worker really got as memory at 1 core = 1 vCPU, arch, PS count, PS `loopback`) on
+this machine's catalog (`catalog/local.json`, from `make calibrate`) under the run's invocation
+limit, safety margin and iteration cap, which the measurement is scored against
+(`accuracy_local`); and the AWS one, the Plan's own or, for a plan made on the local catalog,
+the same configuration on lambda-2025 with its cheapest PS type.
 """
 
 from __future__ import annotations
@@ -18,7 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from emulator import cpu
+from provisioner.catalog import CATALOG_DIR, Catalog, load_catalog
 from provisioner.files import write_text_atomically
+from provisioner.plan import Goal, Plan
+from provisioner.planner import Infeasible, Limits, RunRules, build_plan, predict_run
+from provisioner.space import Choice
 
 if TYPE_CHECKING:
     from emulator.orchestrator import RunRecord, WorkerState
@@ -41,6 +48,10 @@ PREDICTED_FIELDS = {
     "chaining": "chaining_s",
     "total": "total_s",
 }
+LOCAL_CATALOG = "local"  # catalog/local.json, written per machine by `make calibrate`
+LOCAL_PS_TYPE = "loopback"  # the local catalog's one PS type
+AWS_CATALOG = "lambda-2025"
+NO_LOCAL_CATALOG = "no local catalog: run `make calibrate`"
 
 
 def link_timing(link: dict[str, Any], term: str) -> float:
@@ -157,8 +168,101 @@ def redone_iterations(workers: list[WorkerState]) -> int:
     return most
 
 
-def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str, Any]:
-    """The JSON report (also printed as a table)."""
+def accuracy_of(predicted_s: float | None, measured_s: float | None) -> float | None:
+    """1 − |p − m| / m; None when either is missing or m is 0 or not finite."""
+    if predicted_s is None or measured_s is None or not math.isfinite(predicted_s):
+        return None
+    if not math.isfinite(measured_s) or measured_s <= 0:
+        return None
+    return 1.0 - abs(predicted_s - measured_s) / measured_s
+
+
+def describe(plan: Plan) -> str:
+    """One configuration in a few words: '2 x 1769 MB x86_64, PS 1 x loopback'."""
+    return (
+        f"{plan.n_workers} x {plan.memory_mb} MB {plan.arch}, PS {plan.ps_count} x {plan.ps_type}"
+    )
+
+
+def run_rules(record: RunRecord) -> RunRules:
+    """The limit, margin and cap the run enforced, and the plan's k (a bench may shorten it)."""
+    from emulator.orchestrator import default_safety_margin_s
+
+    limit_s = record.options.invocation_limit_s
+    margin_s = record.options.safety_margin_s
+    return RunRules(
+        invocation_limit_s=limit_s,
+        safety_margin_s=default_safety_margin_s(limit_s) if margin_s is None else margin_s,
+        max_iterations_per_invocation=record.options.iterations_per_invocation,
+        iterations=record.plan.training.iterations,
+    )
+
+
+def local_choice(plan: Plan, worker_cores: float, catalog: Catalog) -> Choice:
+    """The configuration that ran, on the local platform: a worker's cores as memory."""
+    memory_mb = max(1, round(worker_cores * catalog.mb_per_vcpu))
+    return Choice(plan.n_workers, memory_mb, plan.arch, LOCAL_PS_TYPE, plan.ps_count)
+
+
+def predict_local(record: RunRecord, catalog: Catalog | str | None) -> tuple[Plan | None, str]:
+    """The run's configuration predicted for this machine, or None and the one-line reason."""
+    from provisioner import load_profile
+
+    if isinstance(catalog, str):
+        if not (CATALOG_DIR / f"{catalog}.json").exists() and not Path(catalog).exists():
+            return None, NO_LOCAL_CATALOG
+        try:
+            catalog = load_catalog(catalog)
+        except ValueError as err:  # there, but not a catalog: say why, do not stop the report
+            return None, f"no local prediction: {err}"
+    if catalog is None:
+        return None, NO_LOCAL_CATALOG
+    choice = local_choice(record.plan, record.worker_cores, catalog)
+    try:
+        profile = load_profile(record.plan.workload)
+        plan = predict_run(profile, catalog, choice, run_rules(record), job=record.plan.job)
+    except (OSError, ValueError) as err:  # Infeasible included: the model says it cannot run
+        return None, f"no local prediction: {err}"
+    return plan, f"{catalog.name}: {describe(plan)} ({record.worker_cores:.3f} cores per worker)"
+
+
+def predict_aws(plan: Plan) -> tuple[Plan | None, str]:
+    """The AWS prediction and its label: the plan's own unless it was made on the local catalog;
+    then the same (n, memory, arch, PS count) on lambda-2025 with its cheapest PS type."""
+    if plan.catalog != LOCAL_CATALOG:
+        return plan, f"{plan.catalog}: {describe(plan)}"
+    from provisioner import load_profile
+
+    try:
+        profile, catalog = load_profile(plan.workload), load_catalog(AWS_CATALOG)
+    except (OSError, ValueError) as err:
+        return None, f"no AWS prediction: {err}"
+    options = []
+    for ps in catalog.ps_types:
+        choice = Choice(plan.n_workers, plan.memory_mb, plan.arch, ps.name, plan.ps_count)
+        try:
+            options.append(build_plan(profile, catalog, choice, Goal(), Limits(), job=plan.job))
+        except (Infeasible, ValueError):
+            continue
+    if not options:
+        return None, f"no AWS prediction: {plan.n_workers} x {plan.memory_mb} MB cannot run"
+    cheapest = min(options, key=lambda p: p.cost.total_usd)
+    return cheapest, f"{catalog.name}, cheapest PS type: {describe(cheapest)}"
+
+
+def deadline_verdict(deadline_s: float | None, measured_total_s: float) -> dict[str, Any]:
+    """Whether the measured total met the plan's deadline (None when it had none)."""
+    met = None if deadline_s is None else measured_total_s <= deadline_s
+    return {"deadline_s": deadline_s, "measured_total_s": measured_total_s, "met": met}
+
+
+def build_report(
+    record: RunRecord,
+    accuracy: dict[str, Any] | None,
+    local_catalog: Catalog | str | None = LOCAL_CATALOG,
+) -> dict[str, Any]:
+    """The JSON report (also printed as a table); `local_catalog` is this machine's catalog or
+    its name or path (a missing one leaves the local columns null)."""
     plan = record.plan
     per_worker = [worker_terms(w) for w in record.workers]
     measured = {t: max((w[t] for w in per_worker), default=0.0) for t in per_worker[0]}
@@ -166,6 +270,10 @@ def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str
     measured["ps_aggregation"] = math.nan if record.ps_update_s is None else record.ps_update_s
     measured["total"] = record.train_wall_s
     predicted = {t: float(getattr(plan.prediction, f)) for t, f in PREDICTED_FIELDS.items()}
+    local_plan, local_label = predict_local(record, local_catalog)
+    aws_plan, aws_label = predict_aws(plan)
+    local = {t: _term(local_plan, f) for t, f in PREDICTED_FIELDS.items()}
+    aws = {t: _term(aws_plan, f) for t, f in PREDICTED_FIELDS.items()}
     curve = loss_curve(record.workers)
     first, last = smoothed_first_last(curve)
     links = [len(w.links) for w in record.workers]
@@ -197,9 +305,18 @@ def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str
             "s3": f"{record.s3_kind} at {record.s3_url}",
         },
         "terms": [
-            {"term": t, "predicted_s": predicted[t], "measured_s": measured.get(t, math.nan)}
+            {
+                "term": t,
+                "predicted_s": predicted[t],
+                "measured_s": measured.get(t, math.nan),
+                "predicted_local_s": local[t],
+                "predicted_aws_s": aws[t],
+            }
             for t in PREDICTED_FIELDS
         ],
+        "accuracy_local": {t: accuracy_of(local[t], measured.get(t)) for t in PREDICTED_FIELDS},
+        "predictions": {"local": local_label, "aws": aws_label},
+        "deadline": deadline_verdict(plan.goal.deadline_s, record.train_wall_s),
         "compute_predicted_at_local_share_s": compute_at_local_share_s(record),
         "compute_at_full_speed_s": compute_at_full_speed_s(record),
         "measured_per_worker": per_worker,
@@ -238,9 +355,14 @@ def build_report(record: RunRecord, accuracy: dict[str, Any] | None) -> dict[str
         },
         "loss": {"first": first, "last": last, "decreased": last < first, "curve": curve},
         "accuracy": accuracy,
-        "cost_usd": dict(plan.cost.__dict__),
+        # What the AWS column would cost (a local plan's own prices are copies, nothing bills).
+        "cost_usd": dict((aws_plan or plan).cost.__dict__),
         "artifacts": {},
     }
+
+
+def _term(plan: Plan | None, field: str) -> float | None:
+    return None if plan is None else float(getattr(plan.prediction, field))
 
 
 def json_safe(value: Any) -> Any:
@@ -264,14 +386,32 @@ def format_table(report: dict[str, Any]) -> str:
             else (f"{value:10.2f}")
         )
 
+    def percent(value: float | None) -> str:
+        return "n/a" if value is None or not math.isfinite(value) else f"{100 * value:.0f}%"
+
+    accuracy_local = report.get("accuracy_local") or {}
     lines = [
         f"run report for job {report['job']}",
         "",
-        f"{'term':<16}{'predicted s':>12}{'measured s':>12}",
+        f"{'term':<16}{'predicted here s':>18}{'measured s':>12}{'accuracy':>10}"
+        f"{'predicted AWS s':>17}",
     ]
     for row in report["terms"]:
         lines.append(
-            f"{row['term']:<16}{cell(row['predicted_s']):>12}{cell(row['measured_s']):>12}"
+            f"{row['term']:<16}{cell(row.get('predicted_local_s')):>18}"
+            f"{cell(row['measured_s']):>12}{percent(accuracy_local.get(row['term'])):>10}"
+            f"{cell(row.get('predicted_aws_s')):>17}"
+        )
+    labels = report.get("predictions") or {}
+    lines += [
+        f"predicted here: {labels.get('local', NO_LOCAL_CATALOG)}",
+        f"predicted AWS: {labels.get('aws', 'n/a')}",
+    ]
+    verdict = report.get("deadline") or {}
+    if verdict.get("met") is not None:
+        lines.append(
+            f"deadline {verdict['deadline_s']:.1f} s: measured total "
+            f"{verdict['measured_total_s']:.1f} s, " + ("met" if verdict["met"] else "MISSED")
         )
     local = report.get("compute_predicted_at_local_share_s")
     full = report.get("compute_at_full_speed_s")

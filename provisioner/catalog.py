@@ -106,6 +106,9 @@ class Catalog:
     checkpoint_max_overhead: float = 0.02  # policy: share of training periodic checkpoints take
     cpu_throttle_period_s: float = 0.0  # CPU quota period (CFS); 0 = compute back to back
     total_vcpu: float | None = None  # cores all functions share; None = unlimited (AWS)
+    # A rule of the run, not a JSON figure: the emulator's --iterations-per-invocation also ends
+    # an invocation after this many iterations (0 = only the time limit does).
+    max_iterations_per_invocation: int = 0
 
     def arch(self, name: str) -> LambdaArch:
         for a in self.architectures:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.calibrate import Calibration, calibrate
-from provisioner.catalog import load_catalog, read_data_json
+from provisioner.catalog import Catalog, load_catalog, read_data_json
 from provisioner.files import replace_atomically, write_text_atomically
 from provisioner.parse import (
     format_duration_s,
@@ -34,8 +34,11 @@ from provisioner.planner import (
     Infeasible,
     Limits,
     PlanResult,
+    RunRules,
     alternatives_rule,
+    emulator_margin_s,
     plan_job,
+    run_catalog,
 )
 from provisioner.profile import PROFILE_DIR, load_profile, profile_from_dict
 
@@ -58,6 +61,14 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
     return value
+
+
+def _whole_number(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number >= 0 (0 = only the invocation limit ends one)"
+        )
+    return int(text)
 
 
 def _job_name(text: str) -> str:
@@ -84,10 +95,10 @@ def json_file(text: str) -> str:
     """A .json path whose folder exists and is writable (checked before any work is done)."""
     folder = os.path.dirname(os.path.abspath(text))
     if os.path.isdir(text) or not text.lower().endswith(".json"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a .json file path, e.g. out.json")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a .json file path, e.g. plan.json")
     if not os.path.isdir(folder):
         problem = "is not a folder" if os.path.exists(folder) else "does not exist"
-        raise argparse.ArgumentTypeError(f"{text!r}: {folder!r} {problem}")
+        raise argparse.ArgumentTypeError(f"{text!r}: folder {folder!r} {problem}")
     if not os.access(folder, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text!r}: folder {folder!r} is not writable")
     return text
@@ -129,6 +140,19 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--reserve-concurrency", action="store_true")
         p.add_argument("--job", default="job", type=_job_name, help="job name in the plan")
         p.add_argument("--json", action="store_true", help="print the plan.json document")
+        # The rules the emulator will enforce, so a plan for a local run is made under them.
+        p.add_argument(
+            "--invocation-limit",
+            help="plan for invocations this long (the emulator's --invocation-limit, e.g. 8s; "
+            "the margin is the emulator's: a quarter of it, at most the catalog's)",
+        )
+        p.add_argument(
+            "--iterations-per-invocation",
+            type=_whole_number,
+            default=0,
+            help="plan for invocations that also end after this many iterations (0: no cap)",
+        )
+        p.add_argument("--out", type=json_file, help="also write the plan.json document here")
         if name == "frontier":
             p.add_argument("--png", required=True, type=png_file, help="output PNG path")
     _calibrate_parser(sub)
@@ -321,6 +345,29 @@ def run_calibrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_rules_catalog(catalog: Catalog, args: argparse.Namespace) -> Catalog:
+    """The catalog under the emulator's rules when --invocation-limit or a cap is given."""
+    if args.invocation_limit is None and not args.iterations_per_invocation:
+        return catalog
+    limit_s = float(catalog.invocation_timeout_s)
+    if args.invocation_limit is not None:
+        try:
+            limit_s = parse_duration_s(args.invocation_limit)
+        except ValueError as exc:
+            raise ValueError(f"--invocation-limit: {exc}") from None
+        if limit_s > catalog.invocation_timeout_s:
+            raise ValueError(
+                f"--invocation-limit {args.invocation_limit!r} exceeds catalog {catalog.name}'s "
+                f"{catalog.invocation_timeout_s} s limit"
+            )
+    rules = RunRules(
+        invocation_limit_s=limit_s,
+        safety_margin_s=emulator_margin_s(limit_s, catalog),
+        max_iterations_per_invocation=args.iterations_per_invocation,
+    )
+    return run_catalog(catalog, rules)
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "calibrate":
@@ -344,7 +391,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             reserve_concurrency=args.reserve_concurrency,
         )
         profile = load_profile(args.workload)
-        catalog = load_catalog(args.catalog)
+        catalog = run_rules_catalog(load_catalog(args.catalog), args)
         result = plan_job(
             profile,
             catalog,
@@ -359,6 +406,12 @@ def run(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.out:
+        try:
+            write_text_atomically(args.out, result.to_json())
+        except OSError as exc:
+            print(f"error: cannot write {args.out!r}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_WRITE_FAILED
     if args.json:
         sys.stdout.write(result.to_json())
     else:

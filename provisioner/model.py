@@ -487,6 +487,8 @@ def timeline(
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
     link_overhead = profile.startup_s + load
     per_inv = iterations_per_invocation(usable, link_overhead + nt.checkpoint_s, it, nt.iterations)
+    if catalog.max_iterations_per_invocation > 0:
+        per_inv = np.minimum(per_inv, catalog.max_iterations_per_invocation)
     links = invocations(nt.iterations, per_inv)
     feasible = (per_inv >= 1) & nt.ok
     chaining = (links - 1) * (nt.checkpoint_s + catalog.restart_s + link_overhead)

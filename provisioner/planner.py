@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from provisioner.model import (
     Axis,
     Cells,
     evaluate,
+    local_batch,
     shared_core_rate_samples_s,
     training_rate_samples_s,
     vcpu_share,
@@ -46,8 +47,11 @@ __all__ = [
     "Infeasible",
     "Limits",
     "PlanResult",
+    "RunRules",
     "alternatives_rule",
+    "emulator_margin_s",
     "plan_job",
+    "predict_run",
 ]
 
 
@@ -206,6 +210,57 @@ def build_plan(
         cost=cost,
         notes=notes,
         interface_endpoints=catalog.interface_endpoints,
+    )
+
+
+@dataclass(frozen=True)
+class RunRules:
+    """How a run was executed, where it differs from the catalog: the invocation limit and
+    safety margin it enforced, its iteration cap (0 = none) and, when a bench ran fewer
+    iterations than the workload needs, that count (None = the workload's own k)."""
+
+    invocation_limit_s: float
+    safety_margin_s: float
+    max_iterations_per_invocation: int = 0
+    iterations: int | None = None
+
+
+def emulator_margin_s(limit_s: float, catalog: Catalog) -> float:
+    """The safety margin the emulator keeps under a limit: a quarter of it, at most the
+    catalog's (the rule of emulator.orchestrator.default_safety_margin_s, whose cap is the
+    same 30 s AWS default)."""
+    return min(catalog.safety_margin_s, 0.25 * limit_s)
+
+
+def run_catalog(catalog: Catalog, rules: RunRules) -> Catalog:
+    """The catalog under the run's rules. The timeout is whole seconds in the catalog, so a
+    fractional limit rounds up and the margin grows by the same amount: usable time is exact."""
+    timeout_s = math.ceil(rules.invocation_limit_s)
+    return replace(
+        catalog,
+        invocation_timeout_s=timeout_s,
+        safety_margin_s=rules.safety_margin_s + (timeout_s - rules.invocation_limit_s),
+        max_iterations_per_invocation=rules.max_iterations_per_invocation,
+    )
+
+
+def profile_with_iterations(profile: WorkloadProfile, n_workers: int, k: int) -> WorkloadProfile:
+    """The profile reshaped so k = ⌈n_t·e / b_g⌉ is exactly `k` at n workers: one epoch of
+    k global batches (the dataset's bytes, hence load time and /tmp, are unchanged)."""
+    n = np.array([n_workers])
+    b_l = int(local_batch(n, profile.profiled_local_batch, profile.max_global_batch)[0])
+    return replace(profile, epochs=1, dataset_samples=k * n_workers * max(b_l, 1))
+
+
+def predict_run(
+    profile: WorkloadProfile, catalog: Catalog, choice: Choice, rules: RunRules, job: str
+) -> Plan:
+    """The Plan of a configuration actually run, under the rules the run enforced (Infeasible
+    if the model says it cannot run so)."""
+    if rules.iterations is not None:
+        profile = profile_with_iterations(profile, choice.n_workers, rules.iterations)
+    return build_plan(
+        profile, run_catalog(catalog, rules), choice, Goal(deadline_s=None), Limits(), job=job
     )
 
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -69,3 +71,60 @@ def test_frontier_writes_a_png(tmp_path: Path) -> None:
     out = _run("frontier", "--workload", "cifar10-resnet18", "--deadline", "1h", "--png", str(png))
     assert out.returncode == 0, out.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _local_args(tmp_path: Path, *extra: str) -> list[str]:
+    from tests.local_catalog import write_local_catalog
+
+    catalog = write_local_catalog(tmp_path / "local.json")
+    return [
+        "plan",
+        "--workload",
+        "digits-mlp",
+        "--catalog",
+        str(catalog),
+        "--deadline",
+        "20s",
+        *extra,
+    ]
+
+
+def test_plan_under_the_emulators_rules_writes_a_plan_it_runs(tmp_path: Path) -> None:
+    """--invocation-limit and --iterations-per-invocation bind the plan as they bind the run."""
+    from emulator.__main__ import load_plan
+    from provisioner.cli import run
+
+    out = tmp_path / "plan.json"
+    args = ["--invocation-limit", "7.5s", "--iterations-per-invocation", "400", "--out", str(out)]
+    assert run(_local_args(tmp_path, *args)) == 0
+    plan = load_plan(out)  # the emulator reads what --out wrote
+    assert plan.catalog == "local" and plan.ps_type == "loopback"
+    assert plan.invocation_timeout_s == 8  # 7.5 s in whole seconds; the margin took the rest
+    assert plan.iterations_per_invocation == 400 < plan.training.iterations
+    assert plan.invocations_per_worker == -(-plan.training.iterations // 400)
+    assert plan.prediction.total_s <= 20.0
+    assert not (tmp_path / "plan.json.partial").exists()
+
+
+def test_plan_rule_flags_reject_bad_values_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from provisioner.cli import run
+
+    cases = {
+        ("--invocation-limit", "soon"): "--invocation-limit: duration 'soon' is not understood",
+        ("--invocation-limit", "20m"): "--invocation-limit '20m' exceeds catalog local's 900 s",
+        ("--iterations-per-invocation", "-1"): "'-1' is not a whole number >= 0",
+        ("--out", "/no/such/folder/p.json"): "folder '/no/such/folder' does not exist",
+        ("--out", "plan.txt"): "'plan.txt' is not a .json file path",
+    }
+    for flag_value, says in cases.items():
+        code = 0
+        try:
+            code = run(_local_args(tmp_path, *flag_value))
+        except SystemExit as exc:  # argparse's type errors
+            code = int(exc.code or 0)
+        err = capsys.readouterr().err
+        assert code == 2, flag_value
+        assert says in err and err.count("\n") == 1, err
+    assert [p.name for p in tmp_path.iterdir()] == ["local.json"]  # nothing else written

@@ -194,3 +194,23 @@ def test_too_slow_to_fit_one_invocation_is_infeasible(catalog_2025: object) -> N
         Choice(n_workers=1, memory_mb=1024, arch="x86_64", ps_type="c5.large", ps_count=1),
     )
     assert not bool(c.feasible[0]) and math.isinf(float(c.total_usd[0]))
+
+
+def test_iteration_cap_chains_more_links_and_zero_means_no_cap(catalog_2025: object) -> None:
+    """The emulator's --iterations-per-invocation is a rule of the run the prediction obeys."""
+    import dataclasses
+
+    choice = Choice(n_workers=1, memory_mb=1769, arch="x86_64", ps_type="c5.large", ps_count=1)
+    profile = make_profile(epochs=1)
+    free = predict(profile, catalog_2025, choice)  # type: ignore[arg-type]
+    k, fit = int(free.iterations[0]), int(free.iterations_per_invocation[0])
+    assert fit == k and int(free.invocations[0]) == 1  # it all fits one 900 s invocation
+    cap = k // 3 + 1  # three links: cap, cap, and the rest
+    capped_catalog = dataclasses.replace(catalog_2025, max_iterations_per_invocation=cap)
+    capped = predict(profile, capped_catalog, choice)
+    assert int(capped.iterations_per_invocation[0]) == cap
+    assert int(capped.invocations[0]) == 3
+    assert float(capped.chaining_s[0]) > 0.0 == float(free.chaining_s[0])
+    assert float(capped.total_s[0]) > float(free.total_s[0])
+    big = dataclasses.replace(catalog_2025, max_iterations_per_invocation=10 * k)
+    assert float(predict(profile, big, choice).total_s[0]) == float(free.total_s[0])

@@ -265,3 +265,28 @@ def test_checkpoints_come_every_minute_of_training_not_once_per_invocation() -> 
     # Priced: periodic checkpoints take their time, within the catalog's overhead share.
     share = plan.prediction.checkpoint_s / plan.prediction.total_s
     assert 0 < share <= catalog.checkpoint_max_overhead
+
+
+def test_predict_run_uses_the_runs_k_limit_margin_and_cap() -> None:
+    """A bench's shorter run, a 30.5 s limit and a 20-iteration cap are what get predicted."""
+    from provisioner.planner import RunRules, predict_run, run_catalog
+    from provisioner.space import Choice
+    from tests.local_catalog import local_catalog
+    from tests.provisioner.conftest import make_profile
+
+    catalog = local_catalog()
+    rules = RunRules(
+        invocation_limit_s=30.5,
+        safety_margin_s=1.0,
+        max_iterations_per_invocation=20,
+        iterations=50,
+    )
+    ruled = run_catalog(catalog, rules)
+    assert ruled.invocation_timeout_s - ruled.safety_margin_s == 29.5  # usable time is exact
+    choice = Choice(n_workers=2, memory_mb=1769, arch="x86_64", ps_type="loopback", ps_count=1)
+    plan = predict_run(make_profile(startup_s=0.5), catalog, choice, rules, job="bench")
+    assert plan.catalog == "local" and plan.training.iterations == 50
+    assert plan.iterations_per_invocation == 20 and plan.invocations_per_worker == 3
+    assert plan.prediction.chaining_s > 0
+    whole = predict_run(make_profile(), catalog, choice, RunRules(900.0, 30.0), job="bench")
+    assert whole.training.iterations == -(-20_000 * 5 // (2 * 32))  # the workload's own k

@@ -211,7 +211,8 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             lines.append(f"| {term} | {s['mean']:.3f} | {s['worst']:.3f} | {s['rows']} |")
     lines += [
         "",
-        f"Deadlines met by plans the planner chose on the local catalog: {summary['deadlines_met']}.",
+        "Deadlines met by plans the planner chose on the local catalog: "
+        f"{summary['deadlines_met']}.",
         f"Machine: {meta['machine']}; load average while measuring: {meta['loadavg']}; "
         f"CPU share: {meta['cpu_share']}.",
         f"Command: `{meta['command']}`.",

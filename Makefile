@@ -68,9 +68,7 @@ diff: setup
 bench: setup
 	$(PY) -m bench.planner
 	$(PY) -m bench.sync
-	$(PY) -m bench.predict --n 1,2,4 --memory 1024,1769 --iterations 1500 --cpu-scale 0.45
-	$(PY) -m bench.predict --workload synthetic-cifar-cnn --n 1,2 --memory 1024,1769 \
-		--iterations 60 --cpu-scale 0.45
+	$(PY) -m bench.predict
 
 test: setup
 	$(PY) -m pytest

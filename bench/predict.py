@@ -1,15 +1,20 @@
-"""Predicted vs measured training time on the emulator across n workers and m MB.
+"""Predicted vs measured on the emulator: the model held to the platform it predicts.
 
-`python -m bench.predict [--workload digits-mlp] [--n 1,2,3] [--memory 1024,1769]
-[--iterations 1500] [--cpu-scale 1.0]`
+`python -m bench.predict [--quick] [--only WORKLOAD]`
 
-For each (n, m) the planner's own `build_plan` makes the Plan for that cell (one PS shard of the
-cheapest type), the emulator trains it (real weed S3 server, PS process, worker processes held
-to m/1769 × cpu_scale cores), and the run report's measured terms are set against the
-prediction. Compute is also re-predicted at the cores a worker really got (the profile's rate
-curve at the local share) — the comparison that tests the model on this machine; the Plan's
-communication term assumes Lambda↔EC2 bandwidth and is shown for reference only.
-Writes bench/results/predict-<workload>.{json,md,png}.
+Every configuration is planned on the local platform's catalog (`catalog/local.json`, written
+by `python -m emulator.calibrate` for this machine): the same model and planner as for AWS, fed
+figures measured here. The emulator then trains it (real weed S3 server, PS processes, worker
+processes held to their CPU share) and its report sets each term's local prediction against the
+measurement: accuracy = 1 − |predicted − measured| / measured.
+
+Two kinds of rows:
+- fixed: a chosen (n, m, PS shards) over three models, n from 1 to 8, three memory sizes, with
+  and without re-invocations (an iteration cap per invocation makes links end at a chosen
+  iteration on any machine);
+- planned: the planner picks the configuration for a deadline on the local platform, and the
+  run must meet that deadline.
+Writes bench/results/predict.{json,md,png}.
 """
 
 from __future__ import annotations
@@ -17,165 +22,291 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
+import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from emulator.orchestrator import Options, run
 from emulator.s3server import weed_server
-from provisioner import Goal, Limits, load_catalog, load_profile
+from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.planner import build_plan
 from provisioner.space import Choice
 
 RESULTS = Path(__file__).resolve().parent / "results"
+TERMS = ("load", "compute", "communication", "ps_aggregation", "startup", "chaining", "total")
+LOCAL_PS = "loopback"
 
 
-def plan_for(workload: str, n: int, memory_mb: int, iterations: int | None) -> Any:
-    """The Plan of one cell, optionally trained for fewer iterations."""
-    profile, catalog = load_profile(workload), load_catalog("lambda-2025")
-    ps_type = min(catalog.ps_types, key=lambda p: p.usd_per_hour).name
-    plan = build_plan(
-        profile,
-        catalog,
-        Choice(n, memory_mb, "x86_64", ps_type, 1),
-        Goal(deadline_s=None),
-        Limits(),
-        job=f"bench-n{n}-m{memory_mb}",
+@dataclass(frozen=True)
+class Case:
+    """One benchmark row: a configuration (or a deadline the planner sizes for)."""
+
+    workload: str
+    n: int = 0  # 0: the planner chooses (planned rows)
+    memory_mb: int = 0
+    ps_count: int = 1
+    iterations: int = 0  # 0: the workload's own k
+    per_invocation: int = 0  # iteration cap per invocation (0: one link)
+    deadline_s: float = 0.0  # planned rows only
+
+    @property
+    def label(self) -> str:
+        if self.deadline_s:
+            return f"{self.workload} @ {self.deadline_s:g} s"
+        links = f", {self.per_invocation}/link" if self.per_invocation else ""
+        return f"{self.workload} n={self.n} m={self.memory_mb} ps={self.ps_count}{links}"
+
+
+FIXED = (
+    Case("digits-mlp", 1, 1024, 1, 1500),
+    Case("digits-mlp", 1, 2653, 1, 1500),
+    Case("digits-mlp", 2, 1024, 1, 1500, 500),
+    Case("digits-mlp", 2, 1769, 2, 1500),
+    Case("digits-mlp", 4, 1024, 1, 1000),
+    Case("digits-mlp", 8, 1024, 2, 800, 400),
+    Case("synthetic-cifar-cnn", 1, 1024, 1, 60),
+    Case("synthetic-cifar-cnn", 1, 1769, 1, 60, 30),
+    Case("synthetic-cifar-cnn", 2, 1024, 1, 60),
+    Case("synthetic-cifar-cnn", 2, 1769, 2, 60),
+    Case("synthetic-cifar-cnn", 4, 1024, 1, 40, 20),
+    Case("synthetic-cifar-cnn", 8, 1024, 1, 24),
+    Case("synthetic-cifar-mobilenetv2", 1, 1769, 1, 20),
+    Case("synthetic-cifar-mobilenetv2", 1, 2653, 2, 20, 10),
+    Case("synthetic-cifar-mobilenetv2", 2, 1024, 1, 20),
+    Case("synthetic-cifar-mobilenetv2", 2, 1769, 2, 16, 8),
+    Case("synthetic-cifar-mobilenetv2", 4, 1024, 1, 12),
+    Case("synthetic-cifar-mobilenetv2", 8, 1024, 2, 8, 4),
+)
+PLANNED = (
+    Case("digits-mlp", deadline_s=12.0),
+    Case("synthetic-cifar-cnn", deadline_s=40.0),
+    Case("synthetic-cifar-mobilenetv2", deadline_s=60.0),
+)
+QUICK = (FIXED[2], FIXED[8], PLANNED[0])
+
+
+def plan_of(case: Case) -> Any:
+    """The Plan a case runs: built for its configuration, or chosen for its deadline."""
+    profile, catalog = load_profile(case.workload), load_catalog("local")
+    job = "bench-" + (
+        f"d{case.deadline_s:g}" if case.deadline_s else f"n{case.n}-m{case.memory_mb}"
     )
-    if iterations is None:
+    if case.deadline_s:
+        plan = plan_job(profile, catalog, Goal(deadline_s=case.deadline_s), Limits(), job).plan
+    else:
+        choice = Choice(case.n, case.memory_mb, "x86_64", LOCAL_PS, case.ps_count)
+        plan = build_plan(profile, catalog, choice, Goal(deadline_s=None), Limits(), job=job)
+    if not case.iterations:
         return plan
     return dataclasses.replace(
-        plan, training=dataclasses.replace(plan.training, iterations=iterations)
+        plan, training=dataclasses.replace(plan.training, iterations=case.iterations)
     )
 
 
-def measure(plan: Any, cpu_scale: float, endpoint: Any, out: Path) -> dict[str, Any]:
-    """Train one plan; the row of the table."""
+def measure(case: Case, endpoint: Any, out: Path) -> dict[str, Any]:
+    """Train one case; the row of the table (every term: local prediction, measured, accuracy)."""
+    plan = plan_of(case)
     started = time.monotonic()
     run(
         plan,
         Options(
             invocation_limit_s=900,
-            cpu_scale=cpu_scale,
             out_dir=out,
             quiet=True,
             print_report=False,
+            iterations_per_invocation=case.per_invocation,
         ),
         endpoint=endpoint,
     )
     report = json.loads((out / "report.json").read_text())
     terms = {row["term"]: row for row in report["terms"]}
-    k = plan.training.iterations
     return {
+        "case": case.label,
+        "workload": case.workload,
+        "planned": bool(case.deadline_s),
+        "deadline_s": case.deadline_s or None,
         "n": plan.n_workers,
         "memory_mb": plan.memory_mb,
-        "worker_cores": report["emulation"]["worker_cores"],
-        "iterations": k,
-        "compute_predicted_local_s": report["compute_predicted_at_local_share_s"],
-        "compute_full_speed_s": report["compute_at_full_speed_s"],
-        "throttled_s": max(report["emulation"]["throttled_s"].values(), default=0.0),
-        "compute_measured_s": terms["compute"]["measured_s"],
-        "communication_predicted_aws_s": k * plan.prediction.communication_per_iteration_s,
-        "communication_measured_s": terms["communication"]["measured_s"],
-        "startup_predicted_s": plan.prediction.startup_s,
-        "startup_measured_s": terms["startup"]["measured_s"],
-        "train_measured_s": report["wall"]["train_s"],
-        "accuracy": (report.get("accuracy") or {}).get("accuracy"),
+        "ps_count": plan.ps_count,
+        "iterations": plan.training.iterations,
+        "links": report["invocations"]["per_worker"],
+        "cpu_share": report["emulation"]["cpu_share"],
+        "terms": {
+            t: {
+                "predicted_local_s": terms[t].get("predicted_local_s"),
+                "measured_s": terms[t].get("measured_s"),
+                "predicted_aws_s": terms[t].get("predicted_s"),
+            }
+            for t in TERMS
+            if t in terms
+        },
+        "accuracy_local": report.get("accuracy_local") or {},
+        "met_deadline": (
+            None if not case.deadline_s else terms["total"]["measured_s"] <= case.deadline_s
+        ),
         "run_s": time.monotonic() - started,
     }
 
 
-def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = RESULTS / f"predict-{meta['workload']}"
-    stem.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    head = (
-        "| n | m MB | cores/worker | iterations | compute pred. (local share) s | compute "
-        "at full speed s | compute meas. s | ratio to pred. | CFS throttled s | comm. pred. "
-        "(AWS) s | comm. meas. s | start-up pred./meas. s | train meas. s | accuracy |"
+def _fmt(x: Any, digits: int = 2) -> str:
+    return (
+        "–" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
     )
+
+
+def summary_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean and worst accuracy of the total and of every term, over the rows that have one."""
+    out: dict[str, Any] = {}
+    for term in TERMS:
+        values = [r["accuracy_local"].get(term) for r in rows]
+        values = [v for v in values if isinstance(v, int | float) and math.isfinite(v)]
+        if values:
+            out[term] = {
+                "mean": statistics.fmean(values),
+                "worst": min(values),
+                "rows": len(values),
+            }
+    planned = [r for r in rows if r["planned"]]
+    out["deadlines_met"] = f"{sum(bool(r['met_deadline']) for r in planned)}/{len(planned)}"
+    return out
+
+
+def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    summary = summary_of(rows)
+    stem = RESULTS / "predict"
+    stem.with_suffix(".json").write_text(
+        json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=2) + "\n"
+    )
+    cols = ("load", "compute", "communication", "startup", "chaining", "total")
+    head = "| case | k | links | " + " | ".join(f"{c} pred./meas. s" for c in cols)
+    head += " | accuracy (total) | deadline met |"
     lines = [
-        f"# predicted vs measured ({meta['workload']}, {meta['date']})",
+        f"# Predicted (local catalog) vs measured on the emulator ({meta['date']})",
         "",
         head,
-        "|" + "---|" * 14,
+        "|" + "---|" * (len(cols) + 5),
     ]
     for r in rows:
-        ratio = r["compute_measured_s"] / r["compute_predicted_local_s"]
+        cells = [
+            f"{_fmt(r['terms'][c]['predicted_local_s'])}/{_fmt(r['terms'][c]['measured_s'])}"
+            for c in cols
+        ]
+        met = "–" if r["met_deadline"] is None else ("yes" if r["met_deadline"] else "**no**")
+        case = r["case"] if not r["planned"] else f"{r['case']} → n={r['n']} m={r['memory_mb']}"
         lines.append(
-            f"| {r['n']} | {r['memory_mb']} | {r['worker_cores']:.3f} | {r['iterations']} | "
-            f"{r['compute_predicted_local_s']:.2f} | {r['compute_full_speed_s']:.2f} | "
-            f"{r['compute_measured_s']:.2f} | {ratio:.2f} | {r['throttled_s']:.2f} | "
-            f"{r['communication_predicted_aws_s']:.2f} | {r['communication_measured_s']:.2f} | "
-            f"{r['startup_predicted_s']:.1f}/{r['startup_measured_s']:.1f} | "
-            f"{r['train_measured_s']:.1f} | {r['accuracy']:.3f} |"
+            f"| {case} | {r['iterations']} | {max(r['links'])} | "
+            + " | ".join(cells)
+            + f" | {_fmt(r['accuracy_local'].get('total'), 3)} | {met} |"
         )
+    lines += ["", "| term | mean accuracy | worst | rows |", "|---|---|---|---|"]
+    for term in TERMS:
+        if term in summary:
+            s = summary[term]
+            lines.append(f"| {term} | {s['mean']:.3f} | {s['worst']:.3f} | {s['rows']} |")
     lines += [
         "",
-        f"machine load while measuring: {meta['loadavg']}; command: {meta['command']}",
-        "",
-        "Reading the table: compute is re-predicted from the profile's rate curve at the cores a",
-        "worker really got (m/1769 x cpu_scale): lambda-DNN's t_comp, right when every step is",
-        "throttled. A worker computes in short bursts between PS round trips, and a CFS quota",
-        "(20 ms period, as observed in Lambda) lets a step that starts after a wait run at full",
-        "speed until the period's quota is spent; 'at full speed' is the compute if no step were",
-        "throttled, and 'CFS throttled' the slowest worker's time held by the quota (cpu.stat,",
-        "start-up included). Communication is predicted for Lambda<->EC2 bandwidth and measured",
-        "on loopback, where waiting for the slowest worker dominates: for reference only.",
-        "Start-up is measured on a shared 2-core machine where n workers start at once.",
+        "Deadlines met by plans the planner chose on the local catalog: "
+        f"{summary['deadlines_met']}.",
+        f"Machine: {meta['machine']}; load average while measuring: {meta['loadavg']}; "
+        f"CPU share: {meta['cpu_share']}.",
+        f"Command: `{meta['command']}`.",
     ]
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    text = "\n".join(lines) + "\n"
+    stem.with_suffix(".md").write_text(text)
+    _plot(rows, stem.with_suffix(".png"))
+    return text
+
+
+def _plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5, 4))
-    pred = [r["compute_predicted_local_s"] for r in rows]
-    meas = [r["compute_measured_s"] for r in rows]
-    ax.scatter(pred, meas)
-    for r, x, y in zip(rows, pred, meas, strict=True):
-        ax.annotate(f"n={r['n']},m={r['memory_mb']}", (x, y), fontsize=7)
-    top = max(pred + meas) * 1.1
-    ax.plot([0, top], [0, top], "k--", lw=0.8, label="measured = predicted")
-    ax.set_xlabel("predicted compute at the local CPU share (s)")
-    ax.set_ylabel("measured compute (s, slowest worker)")
-    ax.set_title(f"{meta['workload']}: compute term, emulator")
-    ax.legend()
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    for workload in sorted({r["workload"] for r in rows}):
+        mine = [r for r in rows if r["workload"] == workload]
+        ax.scatter(
+            [r["terms"]["total"]["predicted_local_s"] for r in mine],
+            [r["terms"]["total"]["measured_s"] for r in mine],
+            label=workload,
+        )
+    values = [
+        v
+        for r in rows
+        for v in (r["terms"]["total"]["predicted_local_s"], r["terms"]["total"]["measured_s"])
+        if v
+    ]
+    lo, hi = min(values) * 0.8, max(values) * 1.2
+    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="measured = predicted")
+    ax.fill_between(
+        [lo, hi], [lo / 1.1, hi / 1.1], [lo / 0.9, hi / 0.9], color="k", alpha=0.07, label="±10%"
+    )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("predicted total, local catalog (s)")
+    ax.set_ylabel("measured total (s)")
+    ax.set_title("λDNN model on the emulator: total training time")
+    ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(stem.with_suffix(".png"), dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def machine() -> str:
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "unknown CPU",
+    )
+    import os
+
+    return f"{model}, {len(os.sched_getaffinity(0))} cores"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.predict")
-    parser.add_argument("--workload", default="digits-mlp")
-    parser.add_argument("--n", default="1,2,3")
-    parser.add_argument("--memory", default="1024,1769")
-    parser.add_argument("--iterations", type=int, default=1500)
-    parser.add_argument("--cpu-scale", type=float, default=0.6)
+    parser.add_argument("--quick", action="store_true", help="three rows (a smoke run)")
+    parser.add_argument("--only", help="run only this workload's rows")
     args = parser.parse_args(argv)
+    cases = QUICK if args.quick else FIXED + PLANNED
+    if args.only:
+        cases = tuple(c for c in cases if c.workload == args.only)
+    load_catalog("local")  # fail in one line before any server starts if not calibrated
     rows = []
     with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
-        for n in [int(x) for x in args.n.split(",")]:
-            for memory_mb in [int(x) for x in args.memory.split(",")]:
-                plan = plan_for(args.workload, n, memory_mb, args.iterations)
-                row = measure(plan, args.cpu_scale, endpoint, Path(tmp) / plan.job)
-                print(json.dumps(row), file=sys.stderr, flush=True)
-                rows.append(row)
+        for i, case in enumerate(cases):
+            row = measure(case, endpoint, Path(tmp) / f"case-{i}")
+            print(
+                json.dumps({"case": row["case"], "accuracy": row["accuracy_local"]}),
+                file=sys.stderr,
+                flush=True,
+            )
+            rows.append(row)
     meta = {
-        "workload": args.workload,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "loadavg": Path("/proc/loadavg").read_text().split()[:3],
-        "command": "python -m bench.predict " + " ".join(argv or sys.argv[1:]),
-        "cpu_scale": args.cpu_scale,
+        "machine": machine(),
+        "loadavg": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
+        "cpu_share": rows[0]["cpu_share"] if rows else "",
+        "command": "python -m bench.predict "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
     }
-    write_results(rows, meta)
-    print((RESULTS / f"predict-{args.workload}.md").read_text())
+    print(write_results(rows, meta))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ValueError as err:
+        print(f"bench.predict: {err}", file=sys.stderr)
+        sys.exit(2)

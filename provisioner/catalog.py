@@ -106,6 +106,9 @@ class Catalog:
     checkpoint_max_overhead: float = 0.02  # policy: share of training periodic checkpoints take
     cpu_throttle_period_s: float = 0.0  # CPU quota period (CFS); 0 = compute back to back
     total_vcpu: float | None = None  # cores all functions share; None = unlimited (AWS)
+    # Start-up of a re-invocation that lands on the warm environment of the previous link (no
+    # imports; the shard is in /tmp); None = every link starts cold (the conservative AWS reading).
+    warm_start_s: float | None = None
     # A rule of the run, not a JSON figure: the emulator's --iterations-per-invocation also ends
     # an invocation after this many iterations (0 = only the time limit does).
     max_iterations_per_invocation: int = 0
@@ -283,6 +286,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         checkpoint_max_overhead=float(of("checkpoint_max_overhead")),
         cpu_throttle_period_s=_optional_figure(lam, "cpu_throttle_period_s", "lambda", 0.0),
         total_vcpu=float(lf("total_vcpu")) if "total_vcpu" in lam else None,
+        warm_start_s=float(lf("warm_start_s")) if "warm_start_s" in lam else None,
     )
     _validate(cat)
     return cat

@@ -214,3 +214,22 @@ def test_iteration_cap_chains_more_links_and_zero_means_no_cap(catalog_2025: obj
     assert float(capped.total_s[0]) > float(free.total_s[0])
     big = dataclasses.replace(catalog_2025, max_iterations_per_invocation=10 * k)
     assert float(predict(profile, big, choice).total_s[0]) == float(free.total_s[0])
+
+
+def test_warm_links_start_in_the_platforms_warm_start_time(catalog_2025: object) -> None:
+    """A platform that re-invokes on the previous link's warm environment (the emulator) pays
+    its warm start per extra link instead of the workload's cold start and shard reload."""
+    import dataclasses
+
+    profile = make_profile(epochs=1)
+    choice = Choice(n_workers=1, memory_mb=1769, arch="x86_64", ps_type="c5.large", ps_count=1)
+    k = int(predict(profile, catalog_2025, choice).iterations[0])  # type: ignore[arg-type]
+    cold_catalog = dataclasses.replace(catalog_2025, max_iterations_per_invocation=k // 3 + 1)  # type: ignore[type-var]
+    warm_catalog = dataclasses.replace(cold_catalog, warm_start_s=0.01)
+    cold, warm = predict(profile, cold_catalog, choice), predict(profile, warm_catalog, choice)
+    assert int(cold.invocations[0]) == int(warm.invocations[0]) == 3
+    per_link = float(cold.checkpoint_s[0]) + cold_catalog.restart_s
+    assert float(warm.chaining_s[0]) == pytest.approx(2 * (per_link + 0.01))
+    cold_start = profile.startup_s + float(cold.load_s[0])
+    assert float(cold.chaining_s[0]) == pytest.approx(2 * (per_link + cold_start))
+    assert float(warm.total_s[0]) < float(cold.total_s[0])

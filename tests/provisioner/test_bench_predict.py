@@ -1,0 +1,60 @@
+"""The prediction benchmark's bookkeeping (no emulator run): cases, summary and table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import bench.predict as bp
+
+
+def _row(case: str, total: float | None, compute: float, planned: bool = False) -> dict:
+    terms = {
+        t: {"predicted_local_s": 1.0, "measured_s": 1.0, "predicted_aws_s": 2.0} for t in bp.TERMS
+    }
+    return {
+        "case": case,
+        "workload": "digits-mlp",
+        "planned": planned,
+        "deadline_s": 10.0 if planned else None,
+        "n": 2,
+        "memory_mb": 1024,
+        "ps_count": 1,
+        "iterations": 100,
+        "links": [2, 2],
+        "cpu_share": "CPU share enforced: test",
+        "terms": terms,
+        "accuracy_local": {"total": total, "compute": compute},
+        "met_deadline": (total or 0) > 0.9 if planned else None,
+        "run_s": 1.0,
+    }
+
+
+def test_the_grid_covers_what_the_issue_asks() -> None:
+    """≥ 16 configurations, 3 models, n 1..8, ≥ 3 memory sizes, 1 and 2 shards, re-invocation."""
+    assert len(bp.FIXED) >= 16
+    assert len({c.workload for c in bp.FIXED}) >= 3
+    assert {c.n for c in bp.FIXED} >= {1, 8} and len({c.memory_mb for c in bp.FIXED}) >= 3
+    assert {c.ps_count for c in bp.FIXED} == {1, 2}
+    assert any(c.per_invocation for c in bp.FIXED) and any(not c.per_invocation for c in bp.FIXED)
+    assert all(c.deadline_s > 0 for c in bp.PLANNED)
+
+
+def test_summary_gives_mean_and_worst_accuracy_and_deadlines_met() -> None:
+    rows = [_row("a", 0.9, 0.8), _row("b", 1.0, None), _row("c", None, 0.6, planned=True)]
+    summary = bp.summary_of(rows)
+    assert summary["total"] == pytest.approx({"mean": 0.95, "worst": 0.9, "rows": 2})
+    assert summary["compute"] == pytest.approx({"mean": 0.7, "worst": 0.6, "rows": 2})
+    assert summary["deadlines_met"] == "0/1"
+
+
+def test_results_are_written_as_table_json_and_png(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bp, "RESULTS", tmp_path)
+    meta = {"date": "d", "machine": "m", "loadavg": "0 0 0", "cpu_share": "s", "command": "c"}
+    text = bp.write_results([_row("a", 0.9, 0.8), _row("p", 0.95, 0.9, planned=True)], meta)
+    assert "| a | 100 | 2 | 1.00/1.00" in text and "| total | 0.925 | 0.900 | 2 |" in text
+    assert "Deadlines met by plans the planner chose on the local catalog: 1/1." in text
+    assert {p.name for p in tmp_path.iterdir()} == {"predict.md", "predict.json", "predict.png"}

@@ -468,11 +468,12 @@ def timeline(
     load = load_time_s(profile.dataset_bytes / 1e6, nt.n, s3)
     throttled = np.maximum(compute_time_s(nt.local_batch, rate_samples_s), nt.compute_floor_s)
     period = catalog.cpu_throttle_period_s
-    step_base = cfs_step_s(nt.core_compute_s, throttled, nt.exchange_s, period)
+    # Under BSP the n workers compute at the same time, so on shared cores even a step the
+    # quota would let run at full speed runs at no more than C/n cores.
+    core = np.maximum(nt.core_compute_s, nt.compute_floor_s)
+    step_base = cfs_step_s(core, throttled, nt.exchange_s, period)
     # never slower than the baseline step (the quota refund shrinks with a shorter exchange)
-    step_burst = np.minimum(
-        cfs_step_s(nt.core_compute_s, throttled, nt.exchange_burst_s, period), step_base
-    )
+    step_burst = np.minimum(cfs_step_s(core, throttled, nt.exchange_burst_s, period), step_base)
     k_burst = nt.burst_iterations
     step = two_rate_mean(nt.iterations, k_burst, step_burst, step_base)
     exchange = two_rate_mean(nt.iterations, k_burst, nt.exchange_burst_s, nt.exchange_s)

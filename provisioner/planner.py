@@ -142,7 +142,7 @@ def build_plan(
         raise Infeasible(f"configuration {choice} cannot run under catalog {catalog.name}")
     k, links = _i(c.iterations), _i(c.invocations)
     per_inv = _i(c.iterations_per_invocation)
-    startup = profile.startup_s
+    startup = _f(c.startup_s)
     prediction = Prediction(
         load_s=_f(c.load_s),
         compute_s=k * _f(c.compute_per_iteration_s),

@@ -233,3 +233,11 @@ def test_warm_links_start_in_the_platforms_warm_start_time(catalog_2025: object)
     cold_start = profile.startup_s + float(cold.load_s[0])
     assert float(cold.chaining_s[0]) == pytest.approx(2 * (per_link + cold_start))
     assert float(warm.total_s[0]) < float(cold.total_s[0])
+
+
+def test_cold_starts_share_the_cores_of_a_shared_platform() -> None:
+    """n cold starts at once on C shared cores take startup · max(1, n/C); on AWS each its own."""
+    from provisioner.model import cold_start_s
+
+    assert cold_start_s(1.2, np.array([1, 2, 4]), None).tolist() == [1.2, 1.2, 1.2]
+    assert cold_start_s(1.2, np.array([1, 2, 3, 6]), 1.5) == pytest.approx([1.2, 1.6, 2.4, 4.8])

@@ -78,30 +78,25 @@ def _job_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def png_file(text: str) -> str:
-    """A .png path whose folder exists and is writable (checked before any work is done)."""
+def _output_file(text: str, suffix: str, example: str) -> str:
+    """A `suffix` path whose folder exists and is writable (checked before any work is done)."""
     folder = os.path.dirname(os.path.abspath(text))
-    if os.path.isdir(text) or not text.lower().endswith(".png"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a .png file path, e.g. frontier.png")
-    if not os.path.isdir(folder):
-        problem = "is not a folder" if os.path.exists(folder) else "does not exist"
-        raise argparse.ArgumentTypeError(f"{text!r}: {folder!r} {problem}")
-    if not os.access(folder, os.W_OK):
-        raise argparse.ArgumentTypeError(f"{text!r}: folder {folder!r} is not writable")
-    return text
-
-
-def json_file(text: str) -> str:
-    """A .json path whose folder exists and is writable (checked before any work is done)."""
-    folder = os.path.dirname(os.path.abspath(text))
-    if os.path.isdir(text) or not text.lower().endswith(".json"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a .json file path, e.g. plan.json")
+    if os.path.isdir(text) or not text.lower().endswith(suffix):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a {suffix} file path, e.g. {example}")
     if not os.path.isdir(folder):
         problem = "is not a folder" if os.path.exists(folder) else "does not exist"
         raise argparse.ArgumentTypeError(f"{text!r}: folder {folder!r} {problem}")
     if not os.access(folder, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text!r}: folder {folder!r} is not writable")
     return text
+
+
+def png_file(text: str) -> str:
+    return _output_file(text, ".png", "frontier.png")
+
+
+def json_file(text: str) -> str:
+    return _output_file(text, ".json", "plan.json")
 
 
 def _calibrate_parser(sub: Any) -> None:

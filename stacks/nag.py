@@ -6,6 +6,8 @@ acknowledged on the construct that causes it, with a reason that says why it is 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from aws_cdk import Acknowledgment, Validations
 from constructs import IConstruct
 
@@ -41,4 +43,19 @@ def executions_nag_arn(machine: IConstruct) -> str:
     return (
         'arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{"Fn::Select":'
         f'[6,{{"Fn::Split":[":",{{"Ref":"{logical_id(machine)}"}}]}}]}}'
+    )
+
+
+def acknowledge_invoking_machine(machine: IConstruct, functions: Iterable[IConstruct]) -> None:
+    """The findings of every state machine that invokes Lambda `functions`, with reasons."""
+    for fn in functions:
+        acknowledge(
+            machine,
+            rule=f"AwsSolutions-IAM5[Resource::<{logical_id(fn)}.Arn>:*]",
+            reason="CDK's LambdaInvoke grants the function's versions/aliases (ARN:*) too.",
+        )
+    acknowledge(
+        machine,
+        rule="AwsSolutions-IAM5[Resource::*]",
+        reason="X-Ray tracing and log delivery actions take no resource-level scope.",
     )

@@ -15,6 +15,7 @@ from typing import Any
 from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from aws_cdk import custom_resources as cr
@@ -114,13 +115,7 @@ class TrainingOrchestration(Construct):
             .next(_ec2_call(self, "StopPs", "stopInstances", **ps))
             .next(sfn.Succeed(self, "TrainingFinished"))
         )  # fmt: skip
-        self.log_group = stack_log_group(self, "Logs")
-        self.state_machine = sfn.StateMachine(
-            self, "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(definition),
-            tracing_enabled=True,
-            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL),
-        )  # fmt: skip
+        self.log_group, self.state_machine = logged_state_machine(self, definition)
 
 
 class StartOnDeploy(Construct):
@@ -171,3 +166,17 @@ class StartOnDeploy(Construct):
             ]),
         )  # fmt: skip
         self.execution_arn = self.resource.get_response_field("executionArn")
+
+
+def logged_state_machine(
+    scope: Construct, definition: sfn.IChainable
+) -> tuple[logs.ILogGroup, sfn.StateMachine]:
+    """A traced state machine logging every event to the stack's log group (`Logs` in scope)."""
+    log_group = stack_log_group(scope, "Logs")
+    machine = sfn.StateMachine(
+        scope, "StateMachine",
+        definition_body=sfn.DefinitionBody.from_chainable(definition),
+        tracing_enabled=True,
+        logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL),
+    )  # fmt: skip
+    return log_group, machine

@@ -18,8 +18,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from stacks.orchestration import INVOKE_MARGIN_S
-from stacks.provider_logs import stack_log_group
+from stacks.orchestration import INVOKE_MARGIN_S, logged_state_machine
 
 
 def _invoke(scope: Construct, state_id: str, function: lambda_.IFunction, *, timeout_s: int,
@@ -67,13 +66,7 @@ class ProfileOrchestration(Construct):
             prepare_step.next(sizes).next(finalize_step)
             .next(sfn.Succeed(self, "ProfileWritten"))
         )  # fmt: skip
-        self.log_group = stack_log_group(self, "Logs")
-        self.state_machine = sfn.StateMachine(
-            self, "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(definition),
-            tracing_enabled=True,
-            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL),
-        )  # fmt: skip
+        self.log_group, self.state_machine = logged_state_machine(self, definition)
 
     def _branch(self, memory_mb: int, function: lambda_.IFunction, event: dict[str, Any],
                 timeout_s: int) -> sfn.IChainable:  # fmt: skip

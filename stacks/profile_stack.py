@@ -15,7 +15,7 @@ from stacks.data import DataLayout
 from stacks.functions import ImageFunction
 from stacks.grants import grant_prefix, put_exact_objects
 from stacks.image import ImageSpec
-from stacks.nag import acknowledge, executions_nag_arn, logical_id
+from stacks.nag import acknowledge, acknowledge_invoking_machine, executions_nag_arn
 from stacks.orchestration import StartOnDeploy
 from stacks.profile_orchestration import ProfileOrchestration
 from stacks.profile_run import (
@@ -106,17 +106,8 @@ class ProfileStack(Stack):
     def _acknowledge(self) -> None:
         """The state machine's and the start resource's findings, each with its reason."""
         machine = self.orchestration.state_machine
-        for fn in (*self.profilers.values(), self.prepare, self.finalize):
-            acknowledge(
-                machine,
-                rule=f"AwsSolutions-IAM5[Resource::<{logical_id(fn.function)}.Arn>:*]",
-                reason="CDK's LambdaInvoke grants the function's versions/aliases (ARN:*) too.",
-            )
-        acknowledge(
-            machine,
-            rule="AwsSolutions-IAM5[Resource::*]",
-            reason="X-Ray tracing and log delivery actions take no resource-level scope.",
-        )
+        invoked = (*self.profilers.values(), self.prepare, self.finalize)
+        acknowledge_invoking_machine(machine, (f.function for f in invoked))
         acknowledge(
             self.start,
             rule=f"AwsSolutions-IAM5[Resource::{executions_nag_arn(machine)}:*]",

@@ -18,7 +18,7 @@ from stacks.events import (
 from stacks.functions import ImageFunction, VpcPlacement
 from stacks.grants import grant_prefix, put_exact_objects, read_secret_value
 from stacks.image import ImageSpec
-from stacks.nag import acknowledge, executions_nag_arn, logical_id
+from stacks.nag import acknowledge, acknowledge_invoking_machine, executions_nag_arn
 from stacks.network import TrainingNetwork
 from stacks.orchestration import StartOnDeploy, TrainingOrchestration
 from stacks.parameter_servers import ParameterServers
@@ -123,17 +123,8 @@ class TrainingStack(Stack):
     def _acknowledge_orchestration(self) -> str:
         """Acknowledge the state machine's findings; return its executions' nag ARN form."""
         machine = self.orchestration.state_machine
-        for fn in (self.worker, self.prepare, self.finalize):
-            acknowledge(
-                machine,
-                rule=f"AwsSolutions-IAM5[Resource::<{logical_id(fn.function)}.Arn>:*]",
-                reason="CDK's LambdaInvoke grants the function's versions/aliases (ARN:*) too.",
-            )
-        acknowledge(
-            machine,
-            rule="AwsSolutions-IAM5[Resource::*]",
-            reason="X-Ray tracing and log delivery actions take no resource-level scope.",
-        )
+        invoked = (self.worker, self.prepare, self.finalize)
+        acknowledge_invoking_machine(machine, (f.function for f in invoked))
         executions = executions_nag_arn(machine)
         for suffix in (":*", "/*:*"):
             acknowledge(

@@ -8,7 +8,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 
 from emulator import calibrate
 from provisioner.catalog import CATALOG_DIR, catalog_from_dict, load_catalog, resolve_data_path
+from tests.emulator.leftovers import survivors
 
 REFERENCE = json.loads((CATALOG_DIR / "lambda-2025.json").read_text(encoding="utf-8"))
 WHERE = calibrate.Provenance(machine="Test CPU, 2 cores", date="2026-11-23")
@@ -214,29 +214,6 @@ def test_bad_out_is_one_line_and_exit_2(
 
 
 # -- end to end ------------------------------------------------------------------------------------
-def _processes_with_env(marker: str) -> list[int]:
-    """Pids (other than this one) whose environment holds `marker`."""
-    found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        pid = int(environ.parent.name)
-        try:
-            if pid != os.getpid() and marker.encode() in environ.read_bytes():
-                found.append(pid)
-        except OSError:
-            continue  # gone meanwhile, or not ours
-    return found
-
-
-def _survivors(marker: str) -> list[int]:
-    """The run's processes still alive once the kernel has had a moment to reap orphans."""
-    for _ in range(50):
-        left = _processes_with_env(marker)
-        if not left:
-            return []
-        time.sleep(0.1)
-    return left
-
-
 def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> None:
     marker = f"calibrate-test-{uuid.uuid4().hex}"
     out = tmp_path / "local.json"
@@ -257,7 +234,7 @@ def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> No
         cat = load_catalog(out)
         doc = json.loads(out.read_text(encoding="utf-8"))
     finally:
-        assert _survivors(marker) == []
+        assert survivors(marker, wait_s=5.0) == []
     assert list(work.iterdir()) == []  # the work folder (S3 data, logs) is gone
     assert cat.name == "local" and [p.name for p in cat.ps_types] == ["loopback"]
     measured = {w: f["value"] for w, f in _figures(doc) if f["tag"] == "measured"}

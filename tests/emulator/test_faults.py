@@ -31,6 +31,7 @@ from emulator.s3server import weed_server, weed_socket_paths
 from functions.ps import CheckpointStore
 from provisioner.plan import Plan
 from stacks.events import checkpoint_prefix
+from tests.emulator.leftovers import processes_with_env, survivors
 from tests.emulator.plans import planned_digits, with_iterations
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,27 +92,6 @@ def _bytes_waiting_at(port: int) -> int:
         if int(fields[1].split(":")[1], 16) == port:
             waiting += int(fields[4].split(":")[1], 16)
     return waiting
-
-
-def _processes_with_env(marker: str) -> list[int]:
-    """Pids (other than this one) whose environment holds `marker`: the run's processes."""
-    found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        pid = int(environ.parent.name)
-        try:
-            if pid != os.getpid() and marker.encode() in environ.read_bytes():
-                found.append(pid)
-        except OSError:
-            continue  # gone meanwhile, or not ours
-    return found
-
-
-def _survivors(marker: str) -> list[int]:
-    """The run's processes still alive once the kernel has had a moment to reap orphans."""
-    deadline = time.monotonic() + 10
-    while _processes_with_env(marker) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return _processes_with_env(marker)
 
 
 def test_s3_paused_mid_run_is_waited_out_and_training_completes(
@@ -178,7 +158,7 @@ def test_s3_killed_mid_run_fails_the_run_naming_s3_and_keeps_the_last_checkpoint
     assert f"S3 endpoint unreachable: {dead_url}" in report["error"]
     assert CHECKPOINT_EVERY <= report["iterations"]["completed"] <= 100
     assert report["last_checkpoint_iteration"] == CHECKPOINT_EVERY
-    assert not _survivors(str(tmp_path / "gate"))
+    assert not survivors(str(tmp_path / "gate"))
 
     with weed_server(data_dir=data_dir) as restarted:
         store = CheckpointStore(
@@ -230,7 +210,7 @@ def test_interrupting_the_emulator_writes_the_report_and_leaves_nothing(
         )
         assert proc.poll() is None, proc.communicate()[1]
         seen = _progress_seen(out_dir / "logs")
-        sockets = [s for pid in _processes_with_env(marker) for s in _weed_sockets(pid)]
+        sockets = [s for pid in processes_with_env(marker) for s in _weed_sockets(pid)]
         assert sockets, "weed not found among the run's processes"
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=WAIT_S)
@@ -246,7 +226,7 @@ def test_interrupting_the_emulator_writes_the_report_and_leaves_nothing(
     assert seen <= report["iterations"]["completed"] < report["iterations"]["planned"]
     # The PS checkpoints when it is stopped (SIGTERM), before the S3 server stops.
     assert seen <= report["last_checkpoint_iteration"] <= report["iterations"]["completed"]
-    assert not _survivors(marker)
+    assert not survivors(marker)
     assert not (cpu.CGROUP_V1_CPU_ROOT / f"lambda-dnn-emu-{proc.pid}").exists()
     assert sorted(temp.iterdir()) == []
     assert not (out_dir / "tmp").exists()

@@ -23,6 +23,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from emulator.calibrate import machine_name
 from emulator.orchestrator import Options, run
 from emulator.s3server import weed_server
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
@@ -260,17 +262,7 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def machine() -> str:
-    model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        "unknown CPU",
-    )
-    import os
-
-    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+    return machine_name(Path("/proc/cpuinfo").read_text(), len(os.sched_getaffinity(0)))
 
 
 def main(argv: list[str] | None = None) -> int:

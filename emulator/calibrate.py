@@ -45,8 +45,8 @@ from emulator.invocation import poll, start_environment, submit
 from emulator.naming import SECRET_ENV
 from emulator.orchestrator import POLL_INTERVAL_S, child_env, default_safety_margin_s
 from emulator.procs import Interrupted, Supervisor, wait_for_log_line
+from emulator.report import s3_client_for
 from emulator.s3server import S3Endpoint, s3_server
-from functions.aws import s3_config
 from functions.ps_client import PSClient
 from provisioner.catalog import CATALOG_DIR, catalog_from_dict
 from provisioner.files import write_text_atomically
@@ -254,17 +254,7 @@ def measure_s3(
     endpoint: S3Endpoint, sizes_mb: Sequence[float], repeats: int
 ) -> tuple[float, float, float, float]:
     """(GET latency s, GET MB/s, PUT latency s, PUT MB/s) against the local S3 server."""
-    import boto3
-
-    creds = endpoint.client_env()
-    client = boto3.session.Session().client(
-        "s3",
-        endpoint_url=endpoint.url,
-        aws_access_key_id=creds["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"],
-        region_name=creds["AWS_DEFAULT_REGION"],
-        config=s3_config(),
-    )
+    client = s3_client_for(endpoint)  # the runtime's timeouts and bounded retries
     bucket = "calibrate"
     client.create_bucket(Bucket=bucket)
     puts, gets = [], []

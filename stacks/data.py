@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3_deployment
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from stacks.context import DatasetSource
-from stacks.grants import BucketRef, job_bucket
+from stacks.grants import BucketRef, grant_prefix, job_bucket
 from stacks.nag import acknowledge, logical_id
 
 LOCAL_SOURCE_PREFIX = "source"  # where a local dataset folder is uploaded in our dataset bucket
@@ -56,6 +57,16 @@ ARTIFACTS_LIFECYCLE = s3.LifecycleRule(
     expired_object_delete_marker=True,
     abort_incomplete_multipart_upload_after=Duration.days(1),
 )
+
+
+def grant_prepare(principal: iam.IGrantable, owner: IConstruct, layout: DataLayout,
+                  shards: str, *, reason: str) -> None:  # fmt: skip
+    """The prepare step writes the shards and manifest under `shards` and reads nothing back,
+    and reads the user's dataset objects when the source is an S3 prefix."""
+    grant_prefix(principal, owner, layout.dataset, shards, read=False, write=True, reason=reason)
+    if layout.source_bucket is not None:
+        grant_prefix(principal, owner, layout.source_bucket, layout.source_prefix, write=False,
+                     reason="Reads the user's dataset objects under the given prefix.")  # fmt: skip
 
 
 def _bucket(scope: Construct, construct_id: str, **kwargs: object) -> s3.Bucket:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
-from stacks.data import DataLayout
+from stacks.data import DataLayout, grant_prepare
 from stacks.functions import ImageFunction
 from stacks.grants import grant_prefix, put_exact_objects
 from stacks.image import ImageSpec
@@ -94,12 +94,8 @@ class ProfileStack(Stack):
         for fn in self.profilers.values():
             grant_prefix(fn.function, fn, layout.dataset, shards, write=False,
                          reason="Reads the profile shards; keys are listed in their manifest.")
-        grant_prefix(self.prepare.function, self.prepare, layout.dataset, shards, read=False,
-                     write=True, reason="Writes the profile shards and manifest under one prefix.")
-        if layout.source_bucket is not None:
-            grant_prefix(self.prepare.function, self.prepare, layout.source_bucket,
-                         layout.source_prefix, write=False,
-                         reason="Reads the user's dataset objects under the given prefix.")
+        grant_prepare(self.prepare.function, self.prepare, layout, shards,
+                      reason="Writes the profile shards and manifest under one prefix.")
         self.finalize.function.add_to_role_policy(
             put_exact_objects(layout.artifacts, [profile_key(run)]))
 

@@ -7,7 +7,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from provisioner.plan import Plan
-from stacks.data import DataLayout
+from stacks.data import DataLayout, grant_prepare
 from stacks.events import (
     checkpoint_prefix,
     prepare_event,
@@ -111,12 +111,8 @@ class TrainingStack(Stack):
                      reason="Reads the PS checkpoints; shard and iteration are in the key.")
         self.finalize.function.add_to_role_policy(
             put_exact_objects(layout.artifacts, result_keys(plan)))
-        grant_prefix(self.prepare.function, self.prepare, layout.dataset, shards, read=False,
-                     write=True, reason="Writes this run's shards and manifest under one prefix.")
-        if layout.source_bucket is not None:
-            grant_prefix(self.prepare.function, self.prepare, layout.source_bucket,
-                         layout.source_prefix, write=False,
-                         reason="Reads the user's dataset objects under the given prefix.")
+        grant_prepare(self.prepare.function, self.prepare, layout, shards,
+                      reason="Writes this run's shards and manifest under one prefix.")
         for fn in (self.worker, self.finalize):
             fn.function.add_to_role_policy(read_secret_value(secret.secret_arn))
 

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from aws_cdk import App
 from aws_cdk.assertions import Match, Template
-from cfnlint.api import ManualArgs, lint_file
 
 from provisioner.catalog import read_data_json
 from provisioner.profile import PROFILE_DIR
@@ -24,7 +23,7 @@ from stacks.job import ProfileStacks, add_profile_stacks
 from stacks.nag import unacknowledged_findings
 from stacks.profile_run import ProfileRun, profile_key
 from tests.stacks.conftest import CDK_JSON_CONTEXT
-from tests.stacks.test_cfn_lint import IGNORED_RULES, REGIONS
+from tests.stacks.test_cfn_lint import lint_problems
 from tests.stacks.test_least_privilege import grants, listing_prefixes
 from tests.stacks.test_stacks import DIGITS, state_machine_definition
 
@@ -207,10 +206,4 @@ def test_profile_templates_lint_clean(synth: Any) -> None:
     templates = sorted(Path(result.outdir).glob("*.template.json"))
     assert [p.name for p in templates] == ["digits-demo-data.template.json",
                                            "digits-demo-profile.template.json"]  # fmt: skip
-    problems = [
-        f"{path.name}: {match.rule.id} {match.message} (line {match.linenumber})"
-        for path in templates
-        for match in lint_file(path, ManualArgs(regions=REGIONS))
-        if match.rule.id not in IGNORED_RULES and not match.rule.id.startswith("I")
-    ]
-    assert problems == []
+    assert lint_problems(templates) == []

@@ -47,8 +47,9 @@ from emulator.orchestrator import POLL_INTERVAL_S, child_env, default_safety_mar
 from emulator.procs import Interrupted, Supervisor, wait_for_log_line
 from emulator.report import s3_client_for
 from emulator.s3server import S3Endpoint, s3_server
+from functions import datasets
 from functions.ps_client import PSClient
-from provisioner.catalog import CATALOG_DIR, catalog_from_dict
+from provisioner.catalog import CATALOG_DIR, REPO_ROOT, catalog_from_dict
 from provisioner.files import write_text_atomically
 
 REFERENCE_CATALOG = CATALOG_DIR / "lambda-2025.json"
@@ -77,6 +78,22 @@ BUSY_LOOP = (
     "while time.monotonic() - w0 < d:\n"
     "    pass\n"
     "print((time.process_time() - c0) / (time.monotonic() - w0))\n"
+)
+
+# A training step of the zoo CNN on one thread, as many as fit in argv[1] seconds: steps/s.
+TRAIN_LOOP = (
+    "import sys, time, torch\n"
+    "from torch.nn import functional as F\n"
+    "from functions import zoo\n"
+    "torch.set_num_threads(1); m = zoo.build('cnn', [3, 32, 32], 10, seed=0)\n"
+    "x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))\n"
+    "def step():\n"
+    "    m.zero_grad(); F.cross_entropy(m(x), y).backward()\n"
+    "for _ in range(3): step()\n"
+    "d = float(sys.argv[1]); t0 = time.perf_counter(); k = 0\n"
+    "while time.perf_counter() - t0 < d:\n"
+    "    step(); k += 1\n"
+    "print(k / (time.perf_counter() - t0))\n"
 )
 
 
@@ -143,6 +160,8 @@ class Measurements:
     s3_put_mb_s: float
     cold_start_s: float
     warm_start_s: float
+    load_cpu_s: float  # the worker's load of a tiny dataset (bytes ~0) in a fresh runner
+    parallel_speed_ratio: float  # a CNN loop's speed with all cores running one / alone
     restart_s: float
     memory_gib: float
     arch: str  # "x86_64" | "arm64": the loopback PS type's architecture
@@ -313,6 +332,42 @@ def measure_startup(
     return cold_s, statistics.median(warm), statistics.median(gaps)
 
 
+def measure_load(
+    supervisor: Supervisor, env: dict[str, str], endpoint: S3Endpoint, work: Path, repeats: int
+) -> float:
+    """Median seconds of the worker's load of a tiny one-shard dataset (S3 client, manifest,
+    shard, np.load: the CPU-bound part, bytes ~0), each the first load of a fresh runner."""
+    bucket, prefix = "calibrate-load", "tiny"
+    client = s3_client_for(endpoint)
+    client.create_bucket(Bucket=bucket)
+    datasets.write_shards(client, "synthetic-cifar:32", 1, bucket, prefix, seed=0)
+    samples = []
+    for k in range(repeats):
+        environment = start_environment(
+            supervisor,
+            name=f"load-{k}",
+            handler="emulator.startup_probe:handler",
+            memory_mb=1769,
+            work_dir=work,
+            env=env,
+        )
+        _invoke_s(supervisor, environment, work, f"load-cold-{k}", 0.005)
+        inv = submit(
+            environment,
+            name=f"load-{k}",
+            event={"dataset_bucket": bucket, "dataset_prefix": prefix},
+            limit_s=60.0,
+            work_dir=work,
+        )
+        while (outcome := poll(supervisor, inv)) is None:
+            time.sleep(0.005)
+        supervisor.stop(environment.proc, grace_s=2.0)
+        if not outcome.ok:
+            raise RuntimeError(f"load probe failed: {outcome.error}")
+        samples.append(float(outcome.result["load_s"]))
+    return statistics.median(samples)
+
+
 def measure_cpu_share(duration_s: float) -> tuple[float | None, str]:
     """Mean achieved/asked CPU share of a busy loop in a CFS group at each of CPU_SHARES."""
     limiter = cpu.CpuLimiter(f"lambda-dnn-calibrate-{os.getpid()}")
@@ -335,6 +390,36 @@ def measure_cpu_share(duration_s: float) -> tuple[float | None, str]:
     return statistics.mean(ratios), f"busy loop {duration_s:g} s in a CFS group at {shares} core"
 
 
+def _train_rates(count: int, duration_s: float) -> list[float]:
+    """Steps/s of `count` TRAIN_LOOP processes run at once (no CPU group: whole cores)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", TRAIN_LOOP, repr(duration_s)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(count)
+    ]
+    outs = [p.communicate(timeout=120.0 + duration_s)[0] for p in procs]
+    if any(p.returncode for p in procs):
+        raise RuntimeError("the parallel-speed probe (a CNN training loop) failed")
+    return [float(out.strip()) for out in outs]
+
+
+def measure_parallel_speed(cores: int, duration_s: float, repeats: int) -> float:
+    """A training loop's speed with every core running one, relative to one alone (median of
+    `repeats` pairs): what BSP workers computing in lockstep get from shared cores."""
+    if cores < 2:
+        return 1.0
+    ratios = []
+    for _ in range(repeats):
+        alone = _train_rates(1, duration_s)[0]
+        ratios.append(statistics.mean(_train_rates(cores, duration_s)) / alone)
+    return min(1.0, statistics.median(ratios))
+
+
 def machine_memory_gib() -> float:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
 
@@ -344,6 +429,7 @@ def measure(quick: bool, work: Path) -> Measurements:
     repeats = 3 if quick else 7
     cores = int(cpu.machine_cores())
     share, share_note = measure_cpu_share(0.3 if quick else 2.0)
+    parallel = measure_parallel_speed(cores, 1.0 if quick else 3.0, 1 if quick else 3)
     secret = secrets.token_hex(16)
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(s3_server(data_dir=work / "s3", log_dir=work / "s3-logs"))
@@ -354,6 +440,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         )
         s3 = measure_s3(endpoint, S3_SIZES_QUICK_MB if quick else S3_SIZES_MB, repeats)
         cold_s, warm_s, restart_s = measure_startup(supervisor, env, work / "startup", repeats)
+        load_s = measure_load(supervisor, env, endpoint, work / "load", min(repeats, 5))
     return Measurements(
         cores=cores,
         total_vcpu=cpu.WORKER_CORE_FRACTION * cores,
@@ -369,6 +456,8 @@ def measure(quick: bool, work: Path) -> Measurements:
         s3_put_mb_s=s3[3],
         cold_start_s=cold_s,
         warm_start_s=warm_s,
+        load_cpu_s=load_s,
+        parallel_speed_ratio=parallel,
         restart_s=restart_s,
         memory_gib=machine_memory_gib(),
         arch="arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64",
@@ -468,6 +557,20 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
             "s",
             f"median second invocation in the same runner, {m.repeats} repeats",
         ),
+        "load_cpu_s": measured(
+            round(m.load_cpu_s, 4),
+            "s",
+            "median first load in a fresh runner of a one-shard dataset of 32 samples "
+            "(S3 client, manifest, shard, np.load) through emulator.startup_probe, "
+            f"{min(m.repeats, 5)} runners",
+        ),
+        "parallel_speed_ratio": measured(
+            round(m.parallel_speed_ratio, 4),
+            "speed/alone",
+            f"steps/s of the zoo CNN's training step (1 thread) with {m.cores} copies at once "
+            "over one alone, median of 3 pairs (1 with --quick)",
+        ),
+        "parallel_processes": measured(m.cores, "processes", cores_method),
         "safety_margin_s": policy(
             default_safety_margin_s(INVOCATION_TIMEOUT_S),
             "s",

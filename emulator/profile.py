@@ -13,7 +13,7 @@ rate is timed on one core with the PS's own arithmetic. Without cgroups the shar
 and the tool refuses to write.
 
 The profile JSON is updated in place of its measured fields only (training_rate of this
-machine's architecture, startup_s, ps_aggregation_mb_s_per_core), each with a `sources` entry
+machine's architecture, startup_s, warmup_iterations, ps_aggregation_mb_s_per_core), each with a `sources` entry
 naming the date, the method and the machine; every other field is left as it was.
 """
 
@@ -24,9 +24,11 @@ import datetime as dt
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +58,9 @@ def child_main(args: argparse.Namespace) -> int:
     """Inside the CPU group: import, build, time the training step; one JSON line on stdout."""
     started_s = float(args.spawned_at)
     import torch
-    from torch.nn import functional as F
 
-    from functions import datasets, worker, zoo
+    from functions import datasets, worker, zoo  # the worker: what a cold start imports
 
-    del worker  # imported for its cost: the handler module a cold start imports (boto3 etc.)
     imported_s = time.time() - started_s
     torch.set_num_threads(args.threads)
     # Not start-up: the worker reads its shard from S3 (the load term); generating the source
@@ -70,28 +70,33 @@ def child_main(args: argparse.Namespace) -> int:
     model = zoo.build(args.model, list(x.shape[1:]), int(y.max()) + 1, seed=0)
     flat = zoo.flat_parameters(model)
     startup_s = imported_s + time.time() - built_at_s
-    rng = torch.Generator().manual_seed(0)
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-
-    def step() -> None:
-        idx = torch.randint(0, len(xt), (args.batch,), generator=rng)
-        flat.zero_grad()
-        F.cross_entropy(flat.model(xt[idx]), yt[idx]).backward()
-        flat.sync_grads()
-
-    for _ in range(WARMUP_ITERATIONS):
-        step()
+    # The worker's own step (functions.worker._compute: its batch sampling, forward,
+    # backward and gradient flattening), not a leaner copy: the MLP's sub-millisecond steps
+    # spend a third of their time outside forward + backward.
+    run = types.SimpleNamespace(
+        task=types.SimpleNamespace(seed=0, rank=0, local_batch=args.batch), flat=flat, x=x, y=y
+    )
+    # The first steps of a fresh process run slower (allocator, first kernel calls): timed
+    # apart, as the excess over the steady step, in steady steps (profile warmup_iterations).
+    first_s = []
+    for it in range(WARMUP_ITERATIONS):
+        t0 = time.perf_counter()
+        worker._compute(run, it)
+        first_s.append(time.perf_counter() - t0)
     iterations, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < args.measure_s or iterations < 20:
-        step()
+        worker._compute(run, WARMUP_ITERATIONS + iterations)
         iterations += 1
     elapsed_s = time.perf_counter() - t0
+    steady_s = elapsed_s / iterations
+    warmup_iterations = max(0.0, (sum(first_s) - WARMUP_ITERATIONS * steady_s) / steady_s)
     print(
         json.dumps(
             {
                 "samples_per_s": iterations * args.batch / elapsed_s,
                 "iterations": iterations,
                 "startup_s": startup_s,
+                "warmup_iterations": warmup_iterations,
                 "threads": torch.get_num_threads(),
             }
         )
@@ -162,10 +167,12 @@ def updated_profile(
     machine: str,
     *,
     cpu_limit: str,
+    warmup_iterations: float | None = None,
 ) -> dict[str, Any]:
     """The profile document with the measured fields and their sources replaced.
 
-    `cpu_limit` names how the shares were held (CpuLimiter.mechanism), for the source entry.
+    `cpu_limit` names how the shares were held (CpuLimiter.mechanism), for the source entry;
+    `warmup_iterations` (None: not measured, left as it was) the fresh process's excess.
     """
     out = json.loads(json.dumps(raw))
     out.setdefault("training_rate", {})[arch] = {
@@ -177,6 +184,15 @@ def updated_profile(
     out["startup_s"] = round(startup_s, 2)
     out["ps_aggregation_mb_s_per_core"] = round(agg_mb_s, 1)
     sources = out.setdefault("sources", {})
+    if warmup_iterations is not None:
+        out["warmup_iterations"] = round(warmup_iterations, 2)
+        sources["warmup_iterations"] = {
+            "method": "measured: python -m emulator.profile; the first "
+            f"{WARMUP_ITERATIONS} steps of a fresh process less {WARMUP_ITERATIONS} steady steps,"
+            " in steady steps (median over the shares); " + machine,
+            "date": when,
+            "tag": "measured",
+        }
     shares = ", ".join(f"{p['vcpu_share']:g}" for p in points)
     sources["training_rate"] = {
         "method": "measured: python -m emulator.profile (fastest of the repeats); forward+backward"
@@ -272,9 +288,11 @@ def main(argv: list[str] | None = None) -> int:
             # Other load on the machine only ever slows a run down: the fastest is the truest.
             point = max(runs, key=lambda r: r["samples_per_s"])
             point["startup_s"] = min(r["startup_s"] for r in runs)
+            point["warmup_iterations"] = min(r["warmup_iterations"] for r in runs)
             print(
                 f"share {share:>5g} vCPU: {point['samples_per_s']:9.1f} samples/s "
-                f"(start-up {point['startup_s']:.2f} s)",
+                f"(start-up {point['startup_s']:.2f} s, warm-up "
+                f"{point['warmup_iterations']:.1f} steps)",
                 file=sys.stderr,
             )
             points.append(point)
@@ -291,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         when,
         machine_description(),
         cpu_limit=cpu_limit,
+        warmup_iterations=statistics.median(p["warmup_iterations"] for p in points),
     )
     text = json.dumps(doc, indent=2) + "\n"
     target = path if args.write else args.output

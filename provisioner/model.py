@@ -68,9 +68,32 @@ def training_rate_samples_s(curve: RateCurve, share: Arr, memory_mb: Arr) -> Arr
     by_memory = bool(curve.memory_points_mb)
     xs = np.asarray(curve.memory_points_mb if by_memory else curve.vcpu_shares, dtype=np.float64)
     ys = np.maximum.accumulate(np.asarray(curve.samples_per_s, dtype=np.float64))
-    x = np.asarray(memory_mb if by_memory else share, dtype=np.float64)
+    x = np.asarray(memory_mb if by_memory else threaded_share(share), dtype=np.float64)
     below = ys[0] * x / xs[0]
     return np.where(x < xs[0], below, np.interp(x, xs, ys))
+
+
+def threaded_share(share: Arr) -> Arr:
+    """The share a worker can use: min(s, max(1, ⌊s⌋)), as it runs max(1, ⌊s⌋) torch threads.
+
+    functions/worker.torch_threads sets one thread per whole vCPU, so between whole vCPUs the
+    extra fraction idles (measured: MobileNetV2 at 1.5 vCPU trains no faster than at 1.0) and
+    points measured by vCPU share are read at this share. Memory-keyed and linear curves
+    (λDNN's runtime, all cores busy) are not.
+    """
+    s = np.asarray(share, dtype=np.float64)
+    return np.minimum(s, np.maximum(1.0, np.floor(s)))
+
+
+def load_overhead_s(load_cpu_s: float | None, share: Arr, n: Arr, total_vcpu: float | None) -> Arr:
+    """Extension: the load's CPU-bound part (S3 client, two requests, np.load) at the worker's
+    share: load_cpu_s / min(1, s, C/n). Single-threaded, so more than one vCPU does not help;
+    on C shared cores n loads at once run at C/n each (measured on 2 cores: 0.3 s at 1 vCPU,
+    0.5 s at 0.58, 1.3–1.7 s with 8 workers)."""
+    s = np.minimum(np.asarray(share, dtype=np.float64), 1.0)
+    if total_vcpu is not None:
+        s = np.minimum(s, total_vcpu / np.maximum(np.asarray(n, dtype=np.float64), 1.0))
+    return (load_cpu_s or 0.0) / s
 
 
 def compute_time_s(local_batch_: Arr, rate_samples_s: Arr) -> Arr:
@@ -92,6 +115,21 @@ def shared_core_rate_samples_s(
         return np.full(n.shape, np.inf)
     share = total_vcpu / np.maximum(n, 1.0)
     return training_rate_samples_s(curve, share, share * mb_per_vcpu)
+
+
+def parallel_speed(n: Arr, ratio: float | None, processes: int) -> Arr:
+    """Extension: a worker's compute speed while n workers compute at once on shared cores,
+    relative to alone: 1 at n = 1, `ratio` (measured with `processes` = the machine's cores
+    busy) from n = processes on, linear in between; 1 everywhere without a ratio (AWS).
+
+    Measured on 2 cores: two CPU-bound processes each run at about 0.6 of one alone, so a
+    profile timed alone overstates the speed of n ≥ 2 workers that compute in lockstep (BSP).
+    """
+    n = np.asarray(n, dtype=np.float64)
+    if ratio is None or processes < 2:
+        return np.ones(n.shape)
+    busy = (np.clip(n, 1.0, float(processes)) - 1.0) / (processes - 1.0)
+    return 1.0 - (1.0 - ratio) * busy
 
 
 def cold_start_s(startup_s: float, n: Arr, total_vcpu: float | None) -> Arr:
@@ -323,6 +361,7 @@ class Cells:
     ps_mb_s: Arr
     load_s: Arr
     compute_per_iteration_s: Arr
+    warmup_s: Arr  # the cold processes' slower first steps (compute, once per cold process)
     communication_per_iteration_s: Arr  # mean over the run (PS burst, then baseline)
     burst_iterations: Arr
     aggregation_per_iteration_s: Arr
@@ -380,6 +419,7 @@ class NTerms:
     ok: Arr  # b_l ≥ 1 and the shard fits in /tmp
     core_compute_s: Arr  # b_l / R(1 vCPU): the step at full single-core speed
     compute_floor_s: Arr  # b_l / R(C/n): shared cores (0 when unlimited)
+    speed: Arr  # parallel_speed: the compute terms above are already divided by it
     communication_burst_s: Arr  # per iteration while the PS has burst credits
     exchange_burst_s: Arr
     burst_iterations: Arr  # iterations the PS runs at its burst bandwidth (fresh instance)
@@ -404,6 +444,7 @@ class Timeline:
     s3_mb_s: Arr
     load_s: Arr
     compute_s: Arr  # per iteration, mean over the run
+    warmup_s: Arr  # the cold processes' slower first steps, over the whole run
     communication_s: Arr  # per iteration, mean over the run (burst, then baseline)
     burst_iterations: Arr  # iterations run at the PS burst bandwidth
     iteration_s: Arr  # compute + exchange + the periodic checkpoint's share
@@ -446,6 +487,7 @@ def n_terms(
     eph = ephemeral_storage_mb(
         profile.dataset_bytes, n, profile.model_bytes, catalog.ephemeral_min_mb
     )
+    speed = parallel_speed(n, catalog.parallel_speed_ratio, catalog.parallel_processes)
     return NTerms(
         n=np.asarray(n),
         ps_count=np.asarray(ps_count),
@@ -458,8 +500,9 @@ def n_terms(
         checkpoint_s=checkpoint_time_s(model_mb, ps_count, catalog.ps_s3_mb_s),
         ephemeral_mb=eph,
         ok=(b_l >= 1) & (eph <= catalog.ephemeral_max_mb),
-        core_compute_s=compute_time_s(b_l, core_rate_samples_s),
-        compute_floor_s=compute_time_s(b_l, shared_rate_samples_s),
+        core_compute_s=compute_time_s(b_l, core_rate_samples_s) / speed,
+        compute_floor_s=compute_time_s(b_l, shared_rate_samples_s) / speed,
+        speed=speed,
         communication_burst_s=comm_burst,
         exchange_burst_s=comm_burst + agg,
         burst_iterations=burst_iterations(burst_s, comm_burst, k),
@@ -481,8 +524,13 @@ def timeline(
     s3 = s3_bandwidth_mb_s(
         memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
     )
-    load = load_time_s(profile.dataset_bytes / 1e6, nt.n, s3)
-    throttled = np.maximum(compute_time_s(nt.local_batch, rate_samples_s), nt.compute_floor_s)
+    share = vcpu_share(memory_mb, catalog.mb_per_vcpu, catalog.max_vcpu)
+    load = load_time_s(profile.dataset_bytes / 1e6, nt.n, s3) + load_overhead_s(
+        catalog.load_cpu_s, share, nt.n, catalog.total_vcpu
+    )
+    throttled = np.maximum(
+        compute_time_s(nt.local_batch, rate_samples_s) / nt.speed, nt.compute_floor_s
+    )
     period = catalog.cpu_throttle_period_s
     # Under BSP the n workers compute at the same time, so on shared cores even a step the
     # quota would let run at full speed runs at no more than C/n cores.
@@ -503,22 +551,30 @@ def timeline(
     it = step + periodic
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
     link_overhead = nt.startup_s + load
-    per_inv = iterations_per_invocation(usable, link_overhead + nt.checkpoint_s, it, nt.iterations)
+    warmup = profile.warmup_iterations * comp  # a cold process's slower first steps
+    per_inv = iterations_per_invocation(
+        usable, link_overhead + warmup + nt.checkpoint_s, it, nt.iterations
+    )
     if catalog.max_iterations_per_invocation > 0:
         per_inv = np.minimum(per_inv, catalog.max_iterations_per_invocation)
     links = invocations(nt.iterations, per_inv)
     feasible = (per_inv >= 1) & nt.ok
-    # A re-invocation's start-up: cold (imports, shard reload) unless the platform says the
-    # next link lands on the previous link's warm environment, as the emulator's do.
-    relink = link_overhead if catalog.warm_start_s is None else catalog.warm_start_s
+    # A re-invocation's start-up: cold (imports, shard reload, warm-up) unless the platform
+    # says the next link lands on the previous link's warm environment, as the emulator's do.
+    cold_relinks = catalog.warm_start_s is None
+    relink = link_overhead if cold_relinks else catalog.warm_start_s
     chaining = (links - 1) * (nt.checkpoint_s + catalog.restart_s + relink)
+    warmup_total = warmup * (links if cold_relinks else 1)
     with np.errstate(invalid="ignore"):
-        total = np.where(feasible, link_overhead + nt.iterations * it + chaining, np.inf)
+        total = np.where(
+            feasible, link_overhead + nt.iterations * it + chaining + warmup_total, np.inf
+        )
         billed = total - (links - 1) * catalog.restart_s  # Lambda does not bill the gap
     return Timeline(
         s3_mb_s=s3,
         load_s=load,
         compute_s=comp,
+        warmup_s=warmup_total,
         communication_s=comm,
         burst_iterations=k_burst,
         iteration_s=it,
@@ -575,6 +631,7 @@ def costs(
         ps_mb_s=nt.ps_mb_s,
         load_s=tl.load_s,
         compute_per_iteration_s=tl.compute_s,
+        warmup_s=tl.warmup_s,
         communication_per_iteration_s=tl.communication_s,
         burst_iterations=tl.burst_iterations,
         aggregation_per_iteration_s=nt.aggregation_s,

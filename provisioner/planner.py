@@ -145,7 +145,7 @@ def build_plan(
     startup = _f(c.startup_s)
     prediction = Prediction(
         load_s=_f(c.load_s),
-        compute_s=k * _f(c.compute_per_iteration_s),
+        compute_s=k * _f(c.compute_per_iteration_s) + _f(c.warmup_s),
         communication_s=k * _f(c.communication_per_iteration_s),
         ps_aggregation_s=k * _f(c.aggregation_per_iteration_s),
         startup_s=startup,

@@ -65,6 +65,9 @@ class WorkloadProfile:
     startup_s: float  # cold start: image, import torch, model build
     ps_aggregation_mb_s_per_core: float
     checkpoint_every_iterations: int | None = None
+    # A fresh process's first steps run slower (allocator, kernels' first calls): the excess,
+    # in steady steps at the same share, paid once per cold process.
+    warmup_iterations: float = 0.0
     provisional: bool = False
     sources: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
@@ -173,6 +176,9 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         ps_aggregation_mb_s_per_core=_num(data, "ps_aggregation_mb_s_per_core"),
         checkpoint_every_iterations=(
             None if every is None else _num(data, "checkpoint_every_iterations", integer=True)
+        ),
+        warmup_iterations=(
+            _num(data, "warmup_iterations", positive=False) if "warmup_iterations" in data else 0.0
         ),
         provisional=bool(data.get("provisional", False)),
         sources=tuple(sorted((str(k), json.dumps(v, sort_keys=True)) for k, v in sources.items())),

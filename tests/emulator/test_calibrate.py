@@ -39,6 +39,8 @@ def _measurements(**changes: Any) -> calibrate.Measurements:
         "s3_put_mb_s": 120.0,
         "cold_start_s": 1.8,
         "warm_start_s": 0.005,
+        "load_cpu_s": 0.3,
+        "parallel_speed_ratio": 0.6,
         "restart_s": 0.2,
         "memory_gib": 8.0,
         "arch": "x86_64",
@@ -148,6 +150,9 @@ def test_catalog_writes_the_figures_the_model_engineer_adds() -> None:
     assert lam["total_vcpu"]["value"] == 1.5
     assert doc["parameter_servers"]["candidates"][0]["burst_s"]["value"] == 0
     assert (lam["cold_start_s"]["value"], lam["warm_start_s"]["value"]) == (1.8, 0.005)
+    assert lam["load_cpu_s"]["value"] == 0.3
+    cat = calibrate.catalog_from_dict(doc)
+    assert (cat.load_cpu_s, cat.parallel_speed_ratio, cat.parallel_processes) == (0.3, 0.6, 2)
     assert lam["cpu_share_achieved_ratio"]["tag"] == "measured"
 
 
@@ -245,6 +250,8 @@ def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> No
         ".network.ps_s3_mb_s",
         ".lambda.cold_start_s",
         ".lambda.warm_start_s",
+        ".lambda.load_cpu_s",
+        ".lambda.parallel_speed_ratio",
         ".lambda.restart_s",
         ".parameter_servers.candidates[0].baseline_gbps",
     ):
@@ -256,6 +263,7 @@ def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> No
     cores = len(os.sched_getaffinity(0))
     assert doc["lambda"]["total_vcpu"]["value"] == pytest.approx(0.75 * cores)
     assert doc["lambda"]["cold_start_s"]["value"] > doc["lambda"]["warm_start_s"]["value"]
+    assert doc["lambda"]["load_cpu_s"]["value"] > 0  # a real load: client, two GETs, np.load
     assert doc["lambda"]["cold_start_s"]["machine"].endswith(f", {cores} cores")
 
 

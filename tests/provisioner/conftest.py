@@ -61,11 +61,14 @@ def small_catalog(
     ps: tuple[str, ...] = (),
     total_vcpu: float | None = None,
     burst_s: float | None = None,
+    load_cpu_s: float | None = None,
+    parallel_speed_ratio: float | None = None,
 ) -> Catalog:
     """Today's catalog cut down to a grid an exhaustive enumeration handles in milliseconds.
 
     `total_vcpu` shares cores among the functions (the local platform's cap); `burst_s` replaces
-    every PS type's burst (the catalog's 300 s outlasts most small test jobs).
+    every PS type's burst (the catalog's 300 s outlasts most small test jobs); `load_cpu_s` and
+    `parallel_speed_ratio` (2 processes) are the local platform's load and shared-core figures.
     """
     cat = load_catalog("lambda-2025")
     types = tuple(p for p in cat.ps_types if not ps or p.name in ps)
@@ -79,6 +82,9 @@ def small_catalog(
         ps_max_shards=shards,
         ps_types=types,
         total_vcpu=total_vcpu,
+        load_cpu_s=load_cpu_s,
+        parallel_speed_ratio=parallel_speed_ratio,
+        parallel_processes=1 if parallel_speed_ratio is None else 2,
         ps_default_type=types[0].name
         if cat.ps_default_type not in {p.name for p in types}
         else cat.ps_default_type,

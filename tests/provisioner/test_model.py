@@ -241,3 +241,48 @@ def test_cold_starts_share_the_cores_of_a_shared_platform() -> None:
 
     assert cold_start_s(1.2, np.array([1, 2, 4]), None).tolist() == [1.2, 1.2, 1.2]
     assert cold_start_s(1.2, np.array([1, 2, 3, 6]), 1.5) == pytest.approx([1.2, 1.6, 2.4, 4.8])
+
+
+def test_a_share_between_whole_vcpus_trains_at_its_whole_threads() -> None:
+    """The worker runs max(1, ⌊s⌋) torch threads, so 1.5 vCPU trains as 1 and 2.5 as 2; points
+    keyed by memory (λDNN's runtime, every core busy) are read as they are."""
+    assert model.threaded_share(np.array([0.5, 1.0, 1.5, 2.0, 2.5])).tolist() == [
+        0.5, 1.0, 1.0, 2.0, 2.0,
+    ]  # fmt: skip
+    curve = RateCurve(arch="x86_64", vcpu_shares=(0.5, 1.0, 2.0), samples_per_s=(50, 100, 180))
+    got = model.training_rate_samples_s(curve, np.array([1.5, 1.99, 2.0]), np.zeros(3))
+    assert got.tolist() == [100.0, 100.0, 180.0]
+    by_memory = RateCurve(
+        arch="x86_64", memory_points_mb=(1769, 3538), samples_per_s=(100, 180)
+    )
+    assert model.training_rate_samples_s(by_memory, np.array([1.5]), np.array([2653.5]))[0] == 140
+
+
+def test_the_loads_cpu_part_runs_at_the_share_one_thread_and_the_shared_cores_give() -> None:
+    n = np.array([1, 1, 1, 8])
+    share = np.array([0.5, 1.0, 3.0, 1.0])
+    assert model.load_overhead_s(0.3, share, n, None).tolist() == [0.6, 0.3, 0.3, 0.3]
+    # on 1.5 shared cores 8 loads at once run at 0.1875 each
+    assert model.load_overhead_s(0.3, share, n, 1.5) == pytest.approx([0.6, 0.3, 0.3, 1.6])
+    assert model.load_overhead_s(None, share, n, 1.5).tolist() == [0.0] * 4  # not measured
+
+
+def test_warm_up_is_paid_once_per_cold_process(catalog_2025: object) -> None:
+    """A fresh process's slower first steps: per link where links start cold (AWS), once where
+    they reuse the warm environment (the emulator); it counts in compute and in the total."""
+    import dataclasses
+
+    choice = Choice(n_workers=1, memory_mb=1769, arch="x86_64", ps_type="c5.large", ps_count=1)
+    plain = make_profile(epochs=1)
+    warm_up = dataclasses.replace(plain, warmup_iterations=3.0)
+    k = int(predict(plain, catalog_2025, choice).iterations[0])  # type: ignore[arg-type]
+    cold_cat = dataclasses.replace(catalog_2025, max_iterations_per_invocation=k // 3 + 1)  # type: ignore[type-var]
+    warm_cat = dataclasses.replace(cold_cat, warm_start_s=0.01)
+    for cat, cold_processes in ((cold_cat, 3), (warm_cat, 1)):
+        base, slow = predict(plain, cat, choice), predict(warm_up, cat, choice)
+        step = float(base.compute_per_iteration_s[0])
+        assert float(slow.warmup_s[0]) == pytest.approx(3.0 * step * cold_processes)
+        assert float(slow.total_s[0]) == pytest.approx(
+            float(base.total_s[0]) + float(slow.warmup_s[0])
+        )
+    assert float(predict(plain, cold_cat, choice).warmup_s[0]) == 0.0

@@ -48,6 +48,7 @@ def workload(draw: st.DrawFn) -> dict[str, object]:
         "max_global_batch": draw(st.integers(b_l, 4096)),
         "min_memory_mb": draw(st.sampled_from([128, 256, 700, 1024])),
         "startup_s": draw(st.floats(0.0, 30.0)),
+        "warmup_iterations": draw(st.floats(0.0, 20.0)),
         "ps_aggregation_mb_s_per_core": draw(st.floats(50.0, 5000.0)),
         "training_rate": {a: draw(rate_curve()) for a in archs},
     }
@@ -69,9 +70,12 @@ GRIDS = st.sampled_from(
         (1536, 2, 2, 6),
     ]
 )
-# (total vCPU shared by the functions, PS burst s): AWS as catalogued (unlimited, 300 s), and
-# a local-like platform whose cores n functions share, with a burst that ends mid-run.
-PLATFORMS = st.sampled_from([(None, None), (2.0, 20.0), (6.0, 1.0)])
+# (total vCPU shared by the functions, PS burst s, load CPU s, parallel speed): AWS as
+# catalogued (unlimited, 300 s), and local-like platforms whose cores n functions share, with a
+# burst that ends mid-run, a CPU-bound load and workers that slow each other down.
+PLATFORMS = st.sampled_from(
+    [(None, None, None, None), (2.0, 20.0, 0.3, 0.6), (6.0, 1.0, None, None), (1.5, 5.0, 2.0, 0.9)]
+)
 
 
 def _check(
@@ -79,13 +83,19 @@ def _check(
     limits: Limits,
     goal_of: object,
     grid: tuple[int, int, int, int],
-    platform: tuple[float | None, float | None] = (None, None),
+    platform: tuple[float | None, ...] = (None, None, None, None),
 ) -> None:
     profile = make_profile(**profile_fields)
     top, step, shards, workers = grid
-    cores, burst_s = platform
+    cores, burst_s, load_cpu_s, speed = platform
     catalog = small_catalog(
-        memory_max_mb=top, step_mb=step, shards=shards, total_vcpu=cores, burst_s=burst_s
+        memory_max_mb=top,
+        step_mb=step,
+        shards=shards,
+        total_vcpu=cores,
+        burst_s=burst_s,
+        load_cpu_s=load_cpu_s,
+        parallel_speed_ratio=speed,
     )
     limits = dataclasses.replace(limits, max_concurrency=min(workers, limits.max_concurrency or 1))
     try:
@@ -118,7 +128,7 @@ def test_deadline_goal_equals_exhaustive(
     limits: Limits,
     factor: float,
     grid: tuple[int, int, int, int],
-    platform: tuple[float | None, float | None],
+    platform: tuple[float | None, ...],
 ) -> None:
     _check(fields, limits, lambda fast_s, *_: Goal(deadline_s=fast_s * factor), grid, platform)
 
@@ -130,7 +140,7 @@ def test_budget_goal_equals_exhaustive(
     limits: Limits,
     factor: float,
     grid: tuple[int, int, int, int],
-    platform: tuple[float | None, float | None],
+    platform: tuple[float | None, ...],
 ) -> None:
     def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
         cheapest = exhaustive(profile, catalog, lim, Goal(deadline_s=math.inf))  # type: ignore[arg-type]
@@ -148,7 +158,7 @@ def test_both_goals_equal_exhaustive(
     d_factor: float,
     b_factor: float,
     grid: tuple[int, int, int, int],
-    platform: tuple[float | None, float | None],
+    platform: tuple[float | None, ...],
 ) -> None:
     def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
         d = fast_s * d_factor

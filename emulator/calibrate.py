@@ -49,7 +49,7 @@ from emulator.report import s3_client_for
 from emulator.s3server import S3Endpoint, s3_server
 from functions import datasets
 from functions.ps_client import PSClient
-from provisioner.catalog import CATALOG_DIR, REPO_ROOT, catalog_from_dict
+from provisioner.catalog import CATALOG_DIR, catalog_from_dict
 from provisioner.files import write_text_atomically
 
 REFERENCE_CATALOG = CATALOG_DIR / "lambda-2025.json"
@@ -79,23 +79,6 @@ BUSY_LOOP = (
     "    pass\n"
     "print((time.process_time() - c0) / (time.monotonic() - w0))\n"
 )
-
-# A training step of the zoo CNN on one thread, as many as fit in argv[1] seconds: steps/s.
-TRAIN_LOOP = (
-    "import sys, time, torch\n"
-    "from torch.nn import functional as F\n"
-    "from functions import zoo\n"
-    "torch.set_num_threads(1); m = zoo.build('cnn', [3, 32, 32], 10, seed=0)\n"
-    "x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))\n"
-    "def step():\n"
-    "    m.zero_grad(); F.cross_entropy(m(x), y).backward()\n"
-    "for _ in range(3): step()\n"
-    "d = float(sys.argv[1]); t0 = time.perf_counter(); k = 0\n"
-    "while time.perf_counter() - t0 < d:\n"
-    "    step(); k += 1\n"
-    "print(k / (time.perf_counter() - t0))\n"
-)
-
 
 # -- pure fits --------------------------------------------------------------------------------
 def fit_line(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
@@ -161,7 +144,6 @@ class Measurements:
     cold_start_s: float
     warm_start_s: float
     load_cpu_s: float  # the worker's load of a tiny dataset (bytes ~0) in a fresh runner
-    parallel_speed_ratio: float  # a CNN loop's speed with all cores running one / alone
     restart_s: float
     memory_gib: float
     arch: str  # "x86_64" | "arm64": the loopback PS type's architecture
@@ -390,36 +372,6 @@ def measure_cpu_share(duration_s: float) -> tuple[float | None, str]:
     return statistics.mean(ratios), f"busy loop {duration_s:g} s in a CFS group at {shares} core"
 
 
-def _train_rates(count: int, duration_s: float) -> list[float]:
-    """Steps/s of `count` TRAIN_LOOP processes run at once (no CPU group: whole cores)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", TRAIN_LOOP, repr(duration_s)],
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for _ in range(count)
-    ]
-    outs = [p.communicate(timeout=120.0 + duration_s)[0] for p in procs]
-    if any(p.returncode for p in procs):
-        raise RuntimeError("the parallel-speed probe (a CNN training loop) failed")
-    return [float(out.strip()) for out in outs]
-
-
-def measure_parallel_speed(cores: int, duration_s: float, repeats: int) -> float:
-    """A training loop's speed with every core running one, relative to one alone (median of
-    `repeats` pairs): what BSP workers computing in lockstep get from shared cores."""
-    if cores < 2:
-        return 1.0
-    ratios = []
-    for _ in range(repeats):
-        alone = _train_rates(1, duration_s)[0]
-        ratios.append(statistics.mean(_train_rates(cores, duration_s)) / alone)
-    return min(1.0, statistics.median(ratios))
-
-
 def machine_memory_gib() -> float:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
 
@@ -429,7 +381,6 @@ def measure(quick: bool, work: Path) -> Measurements:
     repeats = 3 if quick else 7
     cores = int(cpu.machine_cores())
     share, share_note = measure_cpu_share(0.3 if quick else 2.0)
-    parallel = measure_parallel_speed(cores, 1.0 if quick else 3.0, 1 if quick else 3)
     secret = secrets.token_hex(16)
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(s3_server(data_dir=work / "s3", log_dir=work / "s3-logs"))
@@ -457,7 +408,6 @@ def measure(quick: bool, work: Path) -> Measurements:
         cold_start_s=cold_s,
         warm_start_s=warm_s,
         load_cpu_s=load_s,
-        parallel_speed_ratio=parallel,
         restart_s=restart_s,
         memory_gib=machine_memory_gib(),
         arch="arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64",
@@ -564,13 +514,6 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
             "(S3 client, manifest, shard, np.load) through emulator.startup_probe, "
             f"{min(m.repeats, 5)} runners",
         ),
-        "parallel_speed_ratio": measured(
-            round(m.parallel_speed_ratio, 4),
-            "speed/alone",
-            f"steps/s of the zoo CNN's training step (1 thread) with {m.cores} copies at once "
-            "over one alone, median of 3 pairs (1 with --quick)",
-        ),
-        "parallel_processes": measured(m.cores, "processes", cores_method),
         "safety_margin_s": policy(
             default_safety_margin_s(INVOCATION_TIMEOUT_S),
             "s",

@@ -112,10 +112,6 @@ class Catalog:
     # CPU seconds at one vCPU a worker spends on loading before any byte moves (S3 client,
     # manifest and shard requests, np.load); None = not measured (0).
     load_cpu_s: float | None = None
-    # Shared cores only: a CPU-bound process's speed while `parallel_processes` of them run at
-    # once, relative to running alone (SMT siblings, memory bandwidth); None = 1 (AWS).
-    parallel_speed_ratio: float | None = None
-    parallel_processes: int = 1
     # A rule of the run, not a JSON figure: the emulator's --iterations-per-invocation also ends
     # an invocation after this many iterations (0 = only the time limit does).
     max_iterations_per_invocation: int = 0
@@ -295,10 +291,6 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         total_vcpu=float(lf("total_vcpu")) if "total_vcpu" in lam else None,
         warm_start_s=float(lf("warm_start_s")) if "warm_start_s" in lam else None,
         load_cpu_s=float(lf("load_cpu_s")) if "load_cpu_s" in lam else None,
-        parallel_speed_ratio=(
-            float(lf("parallel_speed_ratio")) if "parallel_speed_ratio" in lam else None
-        ),
-        parallel_processes=int(lf("parallel_processes")) if "parallel_processes" in lam else 1,
     )
     _validate(cat)
     return cat
@@ -325,12 +317,6 @@ def _validate(cat: Catalog) -> None:
         raise ValueError(
             f"catalog {cat.name}: lambda.total_vcpu {cat.total_vcpu:g} must be > 0 (or absent:"
             " unlimited)"
-        )
-    ratio = cat.parallel_speed_ratio
-    if ratio is not None and not (0 < ratio <= 1 and cat.parallel_processes >= 2):
-        raise ValueError(
-            f"catalog {cat.name}: lambda.parallel_speed_ratio {ratio:g} must be in (0, 1] and "
-            f"lambda.parallel_processes {cat.parallel_processes} at least 2"
         )
     if cat.ps_max_shards < 1 or not cat.architectures:
         raise ValueError(f"catalog {cat.name}: needs at least one architecture and one PS shard")

@@ -68,6 +68,10 @@ class WorkloadProfile:
     # A fresh process's first steps run slower (allocator, kernels' first calls): the excess,
     # in steady steps at the same share, paid once per cold process.
     warmup_iterations: float = 0.0
+    # Shared cores only (the local platform): one worker's speed while `parallel_processes`
+    # train at once, relative to alone (caches, memory bandwidth); None = 1.
+    parallel_speed_ratio: float | None = None
+    parallel_processes: int = 1
     provisional: bool = False
     sources: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
@@ -180,9 +184,21 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         warmup_iterations=(
             _num(data, "warmup_iterations", positive=False) if "warmup_iterations" in data else 0.0
         ),
+        parallel_speed_ratio=(
+            _num(data, "parallel_speed_ratio") if "parallel_speed_ratio" in data else None
+        ),
+        parallel_processes=(
+            _num(data, "parallel_processes", integer=True) if "parallel_processes" in data else 1
+        ),
         provisional=bool(data.get("provisional", False)),
         sources=tuple(sorted((str(k), json.dumps(v, sort_keys=True)) for k, v in sources.items())),
     )
+    ratio = profile.parallel_speed_ratio
+    if ratio is not None and not (ratio <= 1 and profile.parallel_processes >= 2):
+        raise ValueError(
+            f"profile field 'parallel_speed_ratio': {ratio!r} needs to be at most 1, measured "
+            f"with parallel_processes ≥ 2 (got {profile.parallel_processes})"
+        )
     if profile.profiled_local_batch > profile.max_global_batch:
         raise ValueError(
             f"profile field 'profiled_local_batch': {profile.profiled_local_batch} exceeds "

@@ -40,7 +40,6 @@ def _measurements(**changes: Any) -> calibrate.Measurements:
         "cold_start_s": 1.8,
         "warm_start_s": 0.005,
         "load_cpu_s": 0.3,
-        "parallel_speed_ratio": 0.6,
         "restart_s": 0.2,
         "memory_gib": 8.0,
         "arch": "x86_64",
@@ -151,8 +150,7 @@ def test_catalog_writes_the_figures_the_model_engineer_adds() -> None:
     assert doc["parameter_servers"]["candidates"][0]["burst_s"]["value"] == 0
     assert (lam["cold_start_s"]["value"], lam["warm_start_s"]["value"]) == (1.8, 0.005)
     assert lam["load_cpu_s"]["value"] == 0.3
-    cat = calibrate.catalog_from_dict(doc)
-    assert (cat.load_cpu_s, cat.parallel_speed_ratio, cat.parallel_processes) == (0.3, 0.6, 2)
+    assert calibrate.catalog_from_dict(doc).load_cpu_s == 0.3
     assert lam["cpu_share_achieved_ratio"]["tag"] == "measured"
 
 
@@ -251,7 +249,6 @@ def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> No
         ".lambda.cold_start_s",
         ".lambda.warm_start_s",
         ".lambda.load_cpu_s",
-        ".lambda.parallel_speed_ratio",
         ".lambda.restart_s",
         ".parameter_servers.candidates[0].baseline_gbps",
     ):

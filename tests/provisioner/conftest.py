@@ -62,13 +62,12 @@ def small_catalog(
     total_vcpu: float | None = None,
     burst_s: float | None = None,
     load_cpu_s: float | None = None,
-    parallel_speed_ratio: float | None = None,
 ) -> Catalog:
     """Today's catalog cut down to a grid an exhaustive enumeration handles in milliseconds.
 
     `total_vcpu` shares cores among the functions (the local platform's cap); `burst_s` replaces
-    every PS type's burst (the catalog's 300 s outlasts most small test jobs); `load_cpu_s` and
-    `parallel_speed_ratio` (2 processes) are the local platform's load and shared-core figures.
+    every PS type's burst (the catalog's 300 s outlasts most small test jobs); `load_cpu_s` is the
+    local platform's CPU-bound load.
     """
     cat = load_catalog("lambda-2025")
     types = tuple(p for p in cat.ps_types if not ps or p.name in ps)
@@ -83,8 +82,6 @@ def small_catalog(
         ps_types=types,
         total_vcpu=total_vcpu,
         load_cpu_s=load_cpu_s,
-        parallel_speed_ratio=parallel_speed_ratio,
-        parallel_processes=1 if parallel_speed_ratio is None else 2,
         ps_default_type=types[0].name
         if cat.ps_default_type not in {p.name for p in types}
         else cat.ps_default_type,
@@ -139,3 +136,19 @@ def run_report_dict(**overrides: Any) -> dict[str, Any]:
     }
     base.update(overrides)
     return base
+
+
+Platform = tuple[float | None, ...]  # (total vCPU, PS burst s, load CPU s, parallel speed)
+
+
+def on_platform(
+    profile_fields: dict[str, Any], platform: Platform, **grid: Any
+) -> tuple[WorkloadProfile, Catalog]:
+    """A profile and a small catalog (`grid`: small_catalog's sizes) on one test platform: its
+    shared cores, PS burst and CPU-bound load go to the catalog, the speed workers keep while
+    they share the cores (measured with 2 at once) to the profile."""
+    cores, burst_s, load_cpu_s, speed = platform
+    if speed is not None:
+        profile_fields = {**profile_fields, "parallel_speed_ratio": speed, "parallel_processes": 2}
+    catalog = small_catalog(total_vcpu=cores, burst_s=burst_s, load_cpu_s=load_cpu_s, **grid)
+    return make_profile(**profile_fields), catalog

@@ -58,3 +58,18 @@ def test_results_are_written_as_table_json_and_png(
     assert "| a | 100 | 2 | 1.00/1.00" in text and "| total | 0.925 | 0.900 | 2 |" in text
     assert "Deadlines met by plans the planner chose on the local catalog: 1/1." in text
     assert {p.name for p in tmp_path.iterdir()} == {"predict.md", "predict.json", "predict.png"}
+
+
+def test_a_repeated_case_is_held_to_the_median_of_its_runs() -> None:
+    runs = [_row("a", 0.5, 0.5, planned=True) for _ in range(3)]
+    for run, total_s in zip(runs, (10.0, 12.0, 30.0), strict=True):
+        run["terms"] = {t: dict(v) for t, v in run["terms"].items()}
+        run["terms"]["total"].update(predicted_local_s=11.0, measured_s=total_s)
+        run["met_deadline"] = total_s <= 12.0
+    row = bp.median_row(runs)
+    assert row["terms"]["total"]["measured_s"] == 12.0
+    assert row["accuracy_local"]["total"] == pytest.approx(1 - 1 / 12)
+    assert row["accuracy_local"]["load"] == 1.0  # 1.0 predicted, 1.0 measured
+    assert row["measured_totals_s"] == [10.0, 12.0, 30.0]
+    assert row["met_deadline"] is False  # one run of three missed it
+    assert row["run_s"] == 3.0

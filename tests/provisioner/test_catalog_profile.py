@@ -102,6 +102,20 @@ def test_unknown_names_list_what_exists() -> None:
             },
             "profile training_rate.x86_64: duplicate vcpu_share in points [1.0, 1.0]",
         ),
+        (
+            {"warmup_iterations": -1},
+            "profile field 'warmup_iterations': -1 is not a non-negative number",
+        ),
+        (
+            {"parallel_speed_ratio": 1.3, "parallel_processes": 2},
+            "profile field 'parallel_speed_ratio': 1.3 needs to be at most 1, measured with "
+            "parallel_processes ≥ 2 (got 2)",
+        ),
+        (
+            {"parallel_speed_ratio": 0.8},
+            "profile field 'parallel_speed_ratio': 0.8 needs to be at most 1, measured with "
+            "parallel_processes ≥ 2 (got 1)",
+        ),
     ],
 )
 def test_bad_profiles_are_rejected_with_one_line(override: dict[str, Any], message: str) -> None:

@@ -252,9 +252,7 @@ def test_a_share_between_whole_vcpus_trains_at_its_whole_threads() -> None:
     curve = RateCurve(arch="x86_64", vcpu_shares=(0.5, 1.0, 2.0), samples_per_s=(50, 100, 180))
     got = model.training_rate_samples_s(curve, np.array([1.5, 1.99, 2.0]), np.zeros(3))
     assert got.tolist() == [100.0, 100.0, 180.0]
-    by_memory = RateCurve(
-        arch="x86_64", memory_points_mb=(1769, 3538), samples_per_s=(100, 180)
-    )
+    by_memory = RateCurve(arch="x86_64", memory_points_mb=(1769, 3538), samples_per_s=(100, 180))
     assert model.training_rate_samples_s(by_memory, np.array([1.5]), np.array([2653.5]))[0] == 140
 
 

@@ -132,12 +132,31 @@ def test_quota_step_is_non_decreasing_in_the_throttled_time_and_the_exchange() -
         assert np.all(np.diff(step_e) >= -1e-12), (c, e, p)
 
 
-def test_shared_cores_cap_the_rate_per_n() -> None:
-    """R(min(s, C/n)) = min(R(s), R(C/n)); no total_vcpu means unlimited (inf)."""
-    curve = RateCurve(arch="x86_64", vcpu_shares=(0.5, 1.0, 2.0), samples_per_s=(50, 100, 150))
+def test_shared_cores_time_slice_the_one_core_rate() -> None:
+    """n workers on C cores run at full single-core speed C/n of the time: R(1)·C/n (not the
+    rate timed under a quota of C/n); no total_vcpu means unlimited (inf)."""
+    curve = RateCurve(arch="x86_64", vcpu_shares=(0.5, 1.0, 2.0), samples_per_s=(40, 100, 150))
     got = model.shared_core_rate_samples_s(curve, np.array([1, 2, 4, 8]), 2.0, 1769.0)
-    assert got.tolist() == [150.0, 100.0, 50.0, 25.0]  # shares 2, 1, 0.5, 0.25 (proportional)
+    assert got.tolist() == [200.0, 100.0, 50.0, 25.0]
     assert np.isinf(model.shared_core_rate_samples_s(curve, np.array([3]), None, 1769.0)).all()
+
+
+def test_parallel_speed_slows_workers_that_share_cores_only() -> None:
+    n = np.array([1, 2, 3, 4, 8])
+    assert model.parallel_speed(n, 0.8, 2, 1.5).tolist() == [1.0, 0.8, 0.8, 0.8, 0.8]
+    assert model.parallel_speed(n, 0.7, 4, 3.0) == pytest.approx([1.0, 0.9, 0.8, 0.7, 0.7])
+    assert model.parallel_speed(n, 0.8, 2, None).tolist() == [1.0] * 5  # AWS: own cores
+    assert model.parallel_speed(n, None, 1, 1.5).tolist() == [1.0] * 5  # not measured
+
+
+def test_parallel_speed_divides_the_compute_of_n_workers(catalog_2025: Catalog) -> None:
+    slow = make_profile(parallel_speed_ratio=0.5, parallel_processes=2)
+    two = Choice(n_workers=2, memory_mb=1769, arch="x86_64", ps_type="c5.large", ps_count=1)
+    cat = _shared(catalog_2025, 8.0)
+    alone = float(predict(make_profile(), cat, two).compute_per_iteration_s[0])
+    assert float(predict(slow, cat, two).compute_per_iteration_s[0]) == pytest.approx(2 * alone)
+    on_aws = float(predict(slow, catalog_2025, two).compute_per_iteration_s[0])
+    assert on_aws == float(predict(make_profile(), catalog_2025, two).compute_per_iteration_s[0])
 
 
 def _shared(catalog: Catalog, cores: float) -> Catalog:
@@ -151,8 +170,8 @@ def test_shared_cores_slow_compute_only_when_n_exceeds_them(catalog_2025: Catalo
     cat = _shared(catalog_2025, 2.0)
     free = _shared(catalog_2025, 64.0)
     assert float(predict(profile, cat, one).compute_per_iteration_s[0]) == pytest.approx(32 / 180)
-    # 4 workers on 2 cores: each gets 0.5 vCPU, R = 100 samples/s
-    assert float(predict(profile, cat, four).compute_per_iteration_s[0]) == pytest.approx(32 / 100)
+    # 4 workers on 2 cores: each runs at its one-core rate half the time, 180 · 2/4 samples/s
+    assert float(predict(profile, cat, four).compute_per_iteration_s[0]) == pytest.approx(32 / 90)
     assert float(predict(profile, free, four).compute_per_iteration_s[0]) == pytest.approx(32 / 180)
 
 
@@ -278,3 +297,9 @@ def test_a_type_with_a_longer_burst_is_kept_even_with_a_lower_baseline() -> None
     assert dominated_ps_types((short, dataclasses.replace(long, burst_s=30.0))) == {"b.large"}
     no_burst = dataclasses.replace(long, name="c.large", burst_s=0.0)
     assert dominated_ps_types((short, no_burst)) == {"c.large"}
+
+
+def test_the_exchange_shares_the_cores_like_compute_on_a_shared_platform() -> None:
+    n = np.array([1, 2, 3, 6])
+    assert model.shared_exchange_s(np.array(0.6), n, 1.5) == pytest.approx([0.6, 0.8, 1.2, 2.4])
+    assert model.shared_exchange_s(np.array(0.6), n, None).tolist() == 0.6  # AWS: own cores

@@ -12,7 +12,7 @@ from provisioner.plan import Goal
 from provisioner.planner import plan_job
 from provisioner.search import exhaustive, fastest_cell
 from provisioner.space import Infeasible, Limits, build_space
-from tests.provisioner.conftest import make_profile, small_catalog
+from tests.provisioner.conftest import Platform, on_platform
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -83,19 +83,11 @@ def _check(
     limits: Limits,
     goal_of: object,
     grid: tuple[int, int, int, int],
-    platform: tuple[float | None, ...] = (None, None, None, None),
+    platform: Platform = (None, None, None, None),
 ) -> None:
-    profile = make_profile(**profile_fields)
     top, step, shards, workers = grid
-    cores, burst_s, load_cpu_s, speed = platform
-    catalog = small_catalog(
-        memory_max_mb=top,
-        step_mb=step,
-        shards=shards,
-        total_vcpu=cores,
-        burst_s=burst_s,
-        load_cpu_s=load_cpu_s,
-        parallel_speed_ratio=speed,
+    profile, catalog = on_platform(
+        profile_fields, platform, memory_max_mb=top, step_mb=step, shards=shards
     )
     limits = dataclasses.replace(limits, max_concurrency=min(workers, limits.max_concurrency or 1))
     try:
@@ -128,7 +120,7 @@ def test_deadline_goal_equals_exhaustive(
     limits: Limits,
     factor: float,
     grid: tuple[int, int, int, int],
-    platform: tuple[float | None, ...],
+    platform: Platform,
 ) -> None:
     _check(fields, limits, lambda fast_s, *_: Goal(deadline_s=fast_s * factor), grid, platform)
 
@@ -140,7 +132,7 @@ def test_budget_goal_equals_exhaustive(
     limits: Limits,
     factor: float,
     grid: tuple[int, int, int, int],
-    platform: tuple[float | None, ...],
+    platform: Platform,
 ) -> None:
     def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
         cheapest = exhaustive(profile, catalog, lim, Goal(deadline_s=math.inf))  # type: ignore[arg-type]
@@ -158,7 +150,7 @@ def test_both_goals_equal_exhaustive(
     d_factor: float,
     b_factor: float,
     grid: tuple[int, int, int, int],
-    platform: tuple[float | None, ...],
+    platform: Platform,
 ) -> None:
     def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
         d = fast_s * d_factor

@@ -13,25 +13,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provisioner.catalog import Catalog
+from provisioner.profile import WorkloadProfile
 from provisioner.search import _compute_bound
 from provisioner.space import Infeasible, Limits, build_space, cells_at, flatten
-from tests.provisioner.conftest import make_profile, small_catalog
+from tests.provisioner.conftest import Platform, on_platform
 from tests.provisioner.test_planner_exact import PLATFORMS, workload
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-Platform = tuple[float | None, float | None]
-
-
-def _catalog(platform: Platform) -> Catalog:
-    cores, burst_s = platform
-    return small_catalog(memory_max_mb=3008, step_mb=8, shards=2, total_vcpu=cores, burst_s=burst_s)
+def _setup(fields: dict[str, object], platform: Platform) -> tuple[WorkloadProfile, Catalog]:
+    return on_platform(fields, platform, memory_max_mb=3008, step_mb=8, shards=2)
 
 
 def _all_cells(fields: dict[str, object], platform: Platform) -> tuple[object, object] | None:
-    catalog = _catalog(platform)
-    profile = make_profile(**fields)
+    profile, catalog = _setup(fields, platform)
     try:
         space = build_space(profile, catalog, Limits(max_concurrency=6))
     except Infeasible:
@@ -85,8 +81,7 @@ def test_compute_bound_never_exceeds_the_lambda_cost(
     if got is None:
         return
     space, cells = got
-    catalog = _catalog(platform)
-    profile = make_profile(**fields)
+    profile, catalog = _setup(fields, platform)
     f = flatten(profile, catalog, space)  # type: ignore[arg-type]
     top = np.full(f.r.size, space.memory_mb.size - 1)  # type: ignore[attr-defined]
     at_top = cells_at(profile, catalog, space, f.r, f.ni, top)  # type: ignore[arg-type]

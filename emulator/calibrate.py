@@ -80,6 +80,7 @@ BUSY_LOOP = (
     "print((time.process_time() - c0) / (time.monotonic() - w0))\n"
 )
 
+
 # -- pure fits --------------------------------------------------------------------------------
 def fit_line(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
     """Least-squares (intercept, slope) of y = a + b·x; needs two distinct x."""
@@ -521,9 +522,7 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
         ),
         # Only this machine's architecture: the emulator cannot run the other one's workers.
         "architectures": {
-            name: _copied(arch, w)
-            for name, arch in ref["architectures"].items()
-            if name == m.arch
+            name: _copied(arch, w) for name, arch in ref["architectures"].items() if name == m.arch
         },
     }
 

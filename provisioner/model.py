@@ -543,7 +543,7 @@ def timeline(
     The worker's timeline: start-up and shard load, then iterations until the invocation's usable
     time (timeout − safety margin) is spent, a PS checkpoint, and a new link (restart, start-up
     and shard reload, assuming a cold environment) until k iterations are done. t_comp is the
-    CPU-quota one (cfs_step_s) at min(R(m), R(C/n)); the first iterations, while the PS
+    CPU-quota one (cfs_step_s) at min(R(m), R(1)·C/n); the first iterations, while the PS
     has burst credits, exchange at the burst bandwidth, the rest at the baseline.
     """
     s3 = s3_bandwidth_mb_s(

@@ -70,7 +70,7 @@ class Space:
     route_count: Arr  # (R,)
     route_usd_per_hour: Arr  # (R,)
     core_rate: Arr  # (A,) R(1 vCPU): full single-core speed, for the CPU-quota term
-    shared_rate: Arr  # (A, N) R(C/n) when n functions share C cores; inf when unlimited
+    shared_rate: Arr  # (A, N) R(1)·C/n when n functions share C cores; inf when unlimited
     route_burst_mb_s: Arr  # (R,) bandwidth of one shard while its network credits last
     route_burst_s: Arr  # (R,) seconds of burst of a fresh instance
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -70,9 +70,7 @@ def test_tag_alignment_changes_only_the_given_tag_values() -> None:
     }}  # fmt: skip
     aligned = with_tags(template, {"deadline": "600s", "absent": "y"})
     assert aligned["Resources"]["A"]["Properties"]["Tags"] == [
-        {"Key": "deadline", "Value": "600s"},
-        {"Key": "Name", "Value": "a"},
-    ]
+        {"Key": "deadline", "Value": "600s"}, {"Key": "Name", "Value": "a"}]
     assert aligned["Resources"]["B"]["Properties"]["Tags"] == {"deadline": "600s", "other": "x"}
     assert aligned["Resources"]["C"] == template["Resources"]["C"]
     assert template["Resources"]["A"]["Properties"]["Tags"][0]["Value"] == "1800s"  # a copy

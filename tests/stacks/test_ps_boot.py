@@ -19,7 +19,7 @@ def run_wait(tmp_path: Path, *, logs: str, running: str) -> int:
     fake = tmp_path / "docker"
     fake.write_text(
         "#!/bin/bash\n"
-        f"if [ \"$1\" = logs ]; then printf '{logs}'; seq 1 200000; fi\n"  # long log: SIGPIPE bait
+        f'if [ "$1" = logs ]; then printf \'{logs}\'; seq 1 200000; fi\n'  # long log: SIGPIPE bait
         f'if [ "$1" = inspect ]; then echo {running}; fi\n'
     )
     fake.chmod(0o755)

@@ -123,8 +123,7 @@ def test_ps_shards_run_the_plan_in_their_boot_script(
         assert f"--shards {plan.ps_count} --workers {plan.n_workers}" in script
         assert f"--port {PS_PORT}" in script and "cfn-signal" in script
     assert sorted(s.split("--shard ")[1].split()[0] for s in scripts) == [
-        str(i) for i in range(plan.ps_count)
-    ]
+        str(i) for i in range(plan.ps_count)]
 
 
 def test_ps_port_open_to_the_workers_group_only(built: tuple[Plan, dict[str, Template]]) -> None:
@@ -304,8 +303,7 @@ def test_outputs_tell_the_user_how_to_follow_the_run(
     _, templates = built
     outputs = templates["training"].to_json()["Outputs"]
     assert {"StateMachineArn", "ExecutionArn", "FollowRun", "WorkerLogGroup", "Results"} <= set(
-        outputs
-    )
+        outputs)
     assert "PsLogGroup" in templates["ps"].to_json()["Outputs"]
 
 
@@ -330,9 +328,8 @@ def test_every_taggable_resource_carries_the_plan_tags(
 
 
 def test_imported_dataset_bucket_is_read_not_created() -> None:
-    dataset = DatasetSource(
-        kind="s3", spec="s3://users-data/cifar", bucket="users-data", prefix="cifar"
-    )
+    dataset = DatasetSource(kind="s3", spec="s3://users-data/cifar", bucket="users-data",
+                            prefix="cifar")
     _, templates = build(make_plan(), dataset)
     templates["data"].resource_count_is("AWS::S3::Bucket", 3)  # ours only; never theirs
     assert "users-data" not in json.dumps(templates["data"].to_json())
@@ -340,20 +337,13 @@ def test_imported_dataset_bucket_is_read_not_created() -> None:
     assert ":s3:::users-data/cifar/*" in policies
     definition = state_machine_definition(templates["training"])
     assert definition["States"]["PrepareDataset"]["Parameters"]["Payload"]["source"] == (
-        "s3://users-data/cifar"
-    )
+        "s3://users-data/cifar")
 
 
 def test_a_different_plan_changes_exactly_the_sized_properties() -> None:
     small = make_plan()
-    big = dataclasses.replace(
-        small,
-        n_workers=12,
-        memory_mb=4096,
-        ps_count=3,
-        ps_type="c5n.large",
-        ephemeral_storage_mb=2048,
-    )
+    big = dataclasses.replace(small, n_workers=12, memory_mb=4096, ps_count=3,
+                              ps_type="c5n.large", ephemeral_storage_mb=2048)
     _, templates = build(big)
     templates["training"].has_resource_properties("AWS::Lambda::Function", {
         "ImageConfig": {"Command": ["functions.worker.handler"]},
@@ -362,25 +352,19 @@ def test_a_different_plan_changes_exactly_the_sized_properties() -> None:
     })  # fmt: skip
     templates["ps"].resource_count_is("AWS::EC2::Instance", 3)
     templates["ps"].all_resources_properties("AWS::EC2::Instance", {"InstanceType": "c5n.large"})
-    assert (
-        state_machine_definition(templates["training"])["States"]["Workers"]["MaxConcurrency"] == 12
-    )
+    assert state_machine_definition(templates["training"])["States"]["Workers"][
+        "MaxConcurrency"] == 12
 
 
 def test_plan_digest_is_stable_and_follows_the_plan() -> None:
     plan = make_plan()
     assert plan_digest(plan) == plan_digest(make_plan())
     assert plan_digest(plan) != plan_digest(dataclasses.replace(plan, n_workers=5))
-    assert plan_digest(plan) != plan_digest(
-        dataclasses.replace(plan, training=dataclasses.replace(plan.training, learning_rate=0.1))
-    )
+    assert plan_digest(plan) != plan_digest(dataclasses.replace(
+        plan, training=dataclasses.replace(plan.training, learning_rate=0.1)))
     # A new deadline the same configuration still meets must not restart the run.
-    same_run = dataclasses.replace(
-        plan,
-        goal=Goal(deadline_s=60.0),
-        notes=("other",),
-        cost=dataclasses.replace(plan.cost, total_usd=9.0),
-    )
+    same_run = dataclasses.replace(plan, goal=Goal(deadline_s=60.0), notes=("other",),
+                                   cost=dataclasses.replace(plan.cost, total_usd=9.0))
     assert plan_digest(same_run) == plan_digest(plan)
 
 

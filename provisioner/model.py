@@ -576,7 +576,9 @@ def timeline(
     it = step + periodic
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
     link_overhead = nt.startup_s + load
-    warmup = profile.warmup_iterations * comp  # a cold process's slower first steps
+    # A cold process's slower first steps, at the one-vCPU step: a figure per n like start-up,
+    # so T(m) keeps its shape in memory (the budget search's bisection relies on it).
+    warmup = profile.warmup_iterations * nt.core_compute_s
     per_inv = iterations_per_invocation(
         usable, link_overhead + warmup + nt.checkpoint_s, it, nt.iterations
     )

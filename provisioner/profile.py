@@ -66,7 +66,7 @@ class WorkloadProfile:
     ps_aggregation_mb_s_per_core: float
     checkpoint_every_iterations: int | None = None
     # A fresh process's first steps run slower (allocator, kernels' first calls): the excess,
-    # in steady steps at the same share, paid once per cold process.
+    # in steady steps, paid once per cold process at the one-vCPU step time.
     warmup_iterations: float = 0.0
     # Shared cores only (the local platform): one worker's speed while `parallel_processes`
     # train at once, relative to alone (caches, memory bandwidth); None = 1.

@@ -278,7 +278,7 @@ def test_warm_up_is_paid_once_per_cold_process(catalog_2025: object) -> None:
     warm_cat = dataclasses.replace(cold_cat, warm_start_s=0.01)
     for cat, cold_processes in ((cold_cat, 3), (warm_cat, 1)):
         base, slow = predict(plain, cat, choice), predict(warm_up, cat, choice)
-        step = float(base.compute_per_iteration_s[0])
+        step = float(base.compute_per_iteration_s[0])  # at 1,769 MB: the one-vCPU step
         assert float(slow.warmup_s[0]) == pytest.approx(3.0 * step * cold_processes)
         assert float(slow.total_s[0]) == pytest.approx(
             float(base.total_s[0]) + float(slow.warmup_s[0])

@@ -310,6 +310,7 @@ def summary(rows: Sequence[Row]) -> list[str]:
     return out
 
 
+
 def cpu_model() -> str:
     """The CPU's model name: loopback speed differs a lot between hosts of the same kind."""
     try:

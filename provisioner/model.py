@@ -102,9 +102,7 @@ def compute_time_s(local_batch_: Arr, rate_samples_s: Arr) -> Arr:
         return np.asarray(local_batch_, dtype=np.float64) / rate_samples_s
 
 
-def shared_core_rate_samples_s(
-    curve: RateCurve, n: Arr, total_vcpu: float | None, mb_per_vcpu: float
-) -> Arr:
+def shared_core_rate_samples_s(core_rate_samples_s: Arr, n: Arr, total_vcpu: float | None) -> Arr:
     """Extension: R(1)·C/n, a worker's rate when n functions share C cores (the local platform);
     inf if unlimited.
 
@@ -116,10 +114,7 @@ def shared_core_rate_samples_s(
     n = np.asarray(n, dtype=np.float64)
     if total_vcpu is None:
         return np.full(n.shape, np.inf)
-    one = np.ones(1)
-    return (
-        training_rate_samples_s(curve, one, one * mb_per_vcpu)[0] * total_vcpu / np.maximum(n, 1.0)
-    )
+    return np.asarray(core_rate_samples_s, dtype=np.float64) * total_vcpu / np.maximum(n, 1.0)
 
 
 def parallel_speed(n: Arr, ratio: float | None, processes: int, total_vcpu: float | None) -> Arr:
@@ -138,6 +133,15 @@ def parallel_speed(n: Arr, ratio: float | None, processes: int, total_vcpu: floa
     return 1.0 - (1.0 - ratio) * busy
 
 
+def shared_slowdown(n: Arr, total_vcpu: float | None) -> Arr:
+    """Extension: max(1, n/C), how much longer n CPU-bound tasks at once take on C shared
+    cores than one alone; 1 where every function has its own cores (AWS: total_vcpu None)."""
+    n = np.asarray(n, dtype=np.float64)
+    if total_vcpu is None:
+        return np.ones(n.shape)
+    return np.maximum(1.0, n / total_vcpu)
+
+
 def shared_exchange_s(exchange_s: Arr, n: Arr, total_vcpu: float | None) -> Arr:
     """Extension: the exchange when n workers and the PS share C cores: exchange · max(1, n/C).
 
@@ -148,7 +152,7 @@ def shared_exchange_s(exchange_s: Arr, n: Arr, total_vcpu: float | None) -> Arr:
     """
     if total_vcpu is None:
         return np.asarray(exchange_s, dtype=np.float64)
-    return exchange_s * np.maximum(1.0, np.asarray(n, dtype=np.float64) / total_vcpu)
+    return exchange_s * shared_slowdown(n, total_vcpu)
 
 
 def cold_start_s(startup_s: float, n: Arr, total_vcpu: float | None) -> Arr:
@@ -158,10 +162,7 @@ def cold_start_s(startup_s: float, n: Arr, total_vcpu: float | None) -> Arr:
     but on the local platform n start-ups share C cores, so each takes startup · max(1, n/C)
     (measured on 2 cores: 1.2 s at n = 1, 3.4 s at n = 4, 7.5 s at n = 8).
     """
-    n = np.asarray(n, dtype=np.float64)
-    if total_vcpu is None:
-        return np.full(n.shape, startup_s)
-    return startup_s * np.maximum(1.0, n / total_vcpu)
+    return startup_s * shared_slowdown(n, total_vcpu)
 
 
 def cfs_step_s(core_s: Arr, throttled_s: Arr, idle_s: Arr, period_s: float) -> Arr:
@@ -416,7 +417,6 @@ class Axis:
     ps_count: Arr
     ps_usd_per_hour: Arr
     core_rate_samples_s: Arr  # R(1 vCPU) for this cell's architecture
-    shared_rate_samples_s: Arr  # R(1)·C/n (shared_core_rate_samples_s), inf when unlimited
     burst_shard_mb_s: Arr  # bandwidth of one PS shard while its credits last
     burst_s: Arr  # seconds of burst of a fresh PS instance
 
@@ -485,7 +485,6 @@ def n_terms(
     ps_count: Arr,
     *,
     core_rate_samples_s: Arr,
-    shared_rate_samples_s: Arr,
     burst_shard_mb_s: Arr,
     burst_s: Arr,
 ) -> NTerms:
@@ -526,7 +525,10 @@ def n_terms(
         ephemeral_mb=eph,
         ok=(b_l >= 1) & (eph <= catalog.ephemeral_max_mb),
         core_compute_s=compute_time_s(b_l, core_rate_samples_s) / speed,
-        compute_floor_s=compute_time_s(b_l, shared_rate_samples_s) / speed,
+        compute_floor_s=compute_time_s(
+            b_l, shared_core_rate_samples_s(core_rate_samples_s, n, catalog.total_vcpu)
+        )
+        / speed,
         speed=speed,
         communication_burst_s=comm_burst,
         exchange_burst_s=comm_burst + agg,
@@ -692,7 +694,6 @@ def evaluate(profile: WorkloadProfile, catalog: Catalog, x: Axis) -> Cells:
         x.shard_mb_s,
         x.ps_count,
         core_rate_samples_s=x.core_rate_samples_s,
-        shared_rate_samples_s=x.shared_rate_samples_s,
         burst_shard_mb_s=x.burst_shard_mb_s,
         burst_s=x.burst_s,
     )

@@ -21,7 +21,6 @@ from provisioner.model import (
     Cells,
     evaluate,
     local_batch,
-    shared_core_rate_samples_s,
     training_rate_samples_s,
     vcpu_share,
 )
@@ -110,9 +109,6 @@ def predict(profile: WorkloadProfile, catalog: Catalog, choice: Choice) -> Cells
             ps_count=np.array([choice.ps_count]),
             ps_usd_per_hour=np.array([ps.usd_per_hour]),
             core_rate_samples_s=training_rate_samples_s(curve, one, one * catalog.mb_per_vcpu),
-            shared_rate_samples_s=shared_core_rate_samples_s(
-                curve, n, catalog.total_vcpu, catalog.mb_per_vcpu
-            ),
             burst_shard_mb_s=np.array([ps.burst_mb_s]),
             burst_s=np.array([ps.burst_s]),
         ),

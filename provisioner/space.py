@@ -20,7 +20,6 @@ from provisioner.model import (
     NTerms,
     evaluate,
     n_terms,
-    shared_core_rate_samples_s,
     training_rate_samples_s,
     vcpu_share,
 )
@@ -70,7 +69,6 @@ class Space:
     route_count: Arr  # (R,)
     route_usd_per_hour: Arr  # (R,)
     core_rate: Arr  # (A,) R(1 vCPU): full single-core speed, for the CPU-quota term
-    shared_rate: Arr  # (A, N) R(1)·C/n when n functions share C cores; inf when unlimited
     route_burst_mb_s: Arr  # (R,) bandwidth of one shard while its network credits last
     route_burst_s: Arr  # (R,) seconds of burst of a fresh instance
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -171,9 +169,6 @@ def build_space(
     core_rate = np.array(
         [training_rate_samples_s(c, one, one * catalog.mb_per_vcpu)[0] for c in curves]
     )
-    shared_rate = np.stack(
-        [shared_core_rate_samples_s(c, n, catalog.total_vcpu, catalog.mb_per_vcpu) for c in curves]
-    )
     types = [p for p in catalog.ps_types if limits.ps_types is None or p.name in limits.ps_types]
     drop = dominated_ps_types(tuple(types)) if prune else set()
     kept = [p for p in types if p.name not in drop]
@@ -203,7 +198,6 @@ def build_space(
         route_count=np.array([r[2] for r in routes], dtype=np.int64),
         route_usd_per_hour=np.array([r[1].usd_per_hour for r in routes]),
         core_rate=core_rate,
-        shared_rate=shared_rate,
         route_burst_mb_s=np.array([r[1].burst_mb_s for r in routes]),
         route_burst_s=np.array([r[1].burst_s for r in routes]),
         notes=notes,
@@ -227,7 +221,6 @@ def cells_at(
             ps_count=space.route_count[r],
             ps_usd_per_hour=space.route_usd_per_hour[r],
             core_rate_samples_s=space.core_rate[a],
-            shared_rate_samples_s=space.shared_rate[a, ni],
             burst_shard_mb_s=space.route_burst_mb_s[r],
             burst_s=space.route_burst_s[r],
         ),
@@ -263,7 +256,6 @@ def flatten(profile: WorkloadProfile, catalog: Catalog, space: Space) -> Flat:
         space.route_shard_mb_s[r],
         space.route_count[r],
         core_rate_samples_s=space.core_rate[a],
-        shared_rate_samples_s=space.shared_rate[a, ni],
         burst_shard_mb_s=space.route_burst_mb_s[r],
         burst_s=space.route_burst_s[r],
     )

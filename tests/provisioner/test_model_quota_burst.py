@@ -22,7 +22,6 @@ from provisioner import model
 from provisioner.catalog import CATALOG_DIR, Catalog, PsType, catalog_from_dict
 from provisioner.plan import Goal
 from provisioner.planner import plan_job, predict
-from provisioner.profile import RateCurve
 from provisioner.space import Choice, Limits, dominated_ps_types
 from tests.provisioner.conftest import make_profile
 
@@ -135,10 +134,9 @@ def test_quota_step_is_non_decreasing_in_the_throttled_time_and_the_exchange() -
 def test_shared_cores_time_slice_the_one_core_rate() -> None:
     """n workers on C cores run at full single-core speed C/n of the time: R(1)·C/n (not the
     rate timed under a quota of C/n); no total_vcpu means unlimited (inf)."""
-    curve = RateCurve(arch="x86_64", vcpu_shares=(0.5, 1.0, 2.0), samples_per_s=(40, 100, 150))
-    got = model.shared_core_rate_samples_s(curve, np.array([1, 2, 4, 8]), 2.0, 1769.0)
+    got = model.shared_core_rate_samples_s(np.array(100.0), np.array([1, 2, 4, 8]), 2.0)
     assert got.tolist() == [200.0, 100.0, 50.0, 25.0]
-    assert np.isinf(model.shared_core_rate_samples_s(curve, np.array([3]), None, 1769.0)).all()
+    assert np.isinf(model.shared_core_rate_samples_s(np.array(100.0), np.array([3]), None)).all()
 
 
 def test_parallel_speed_slows_workers_that_share_cores_only() -> None:

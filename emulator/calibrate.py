@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from emulator import cpu
-from emulator.invocation import poll, start_environment, submit
+from emulator.invocation import Outcome, poll, start_environment, submit
 from emulator.naming import SECRET_ENV
 from emulator.orchestrator import POLL_INTERVAL_S, child_env, default_safety_margin_s
 from emulator.procs import Interrupted, Supervisor, wait_for_log_line
@@ -278,15 +278,26 @@ def measure_s3(
     return get_latency_s, get_mb_s, put_latency_s, put_mb_s
 
 
-def _invoke_s(
-    supervisor: Supervisor, environment: Any, work: Path, name: str, poll_s: float
-) -> float:
-    inv = submit(environment, name=name, event={}, limit_s=60.0, work_dir=work)
+def _invoke(
+    supervisor: Supervisor,
+    environment: Any,
+    work: Path,
+    name: str,
+    poll_s: float,
+    event: dict[str, Any] | None = None,
+) -> Outcome:
+    inv = submit(environment, name=name, event=event or {}, limit_s=60.0, work_dir=work)
     while (outcome := poll(supervisor, inv)) is None:
         time.sleep(poll_s)
     if not outcome.ok:
         raise RuntimeError(f"start-up probe failed: {outcome.error}")
-    return outcome.wall_s
+    return outcome
+
+
+def _invoke_s(
+    supervisor: Supervisor, environment: Any, work: Path, name: str, poll_s: float
+) -> float:
+    return _invoke(supervisor, environment, work, name, poll_s).wall_s
 
 
 def measure_startup(
@@ -335,18 +346,9 @@ def measure_load(
             env=env,
         )
         _invoke_s(supervisor, environment, work, f"load-cold-{k}", 0.005)
-        inv = submit(
-            environment,
-            name=f"load-{k}",
-            event={"dataset_bucket": bucket, "dataset_prefix": prefix},
-            limit_s=60.0,
-            work_dir=work,
-        )
-        while (outcome := poll(supervisor, inv)) is None:
-            time.sleep(0.005)
+        event = {"dataset_bucket": bucket, "dataset_prefix": prefix}
+        outcome = _invoke(supervisor, environment, work, f"load-{k}", 0.005, event)
         supervisor.stop(environment.proc, grace_s=2.0)
-        if not outcome.ok:
-            raise RuntimeError(f"load probe failed: {outcome.error}")
         samples.append(float(outcome.result["load_s"]))
     return statistics.median(samples)
 
@@ -522,7 +524,9 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
         ),
         # Only this machine's architecture: the emulator cannot run the other one's workers.
         "architectures": {
-            name: _copied(arch, w) for name, arch in ref["architectures"].items() if name == m.arch
+            name: _copied(arch, w)
+            for name, arch in ref["architectures"].items()
+            if name == m.arch
         },
     }
 

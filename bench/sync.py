@@ -159,12 +159,15 @@ def measure_raw(size_mb: float, n: int, reps: int) -> float:
 
 
 # -- our PS ---------------------------------------------------------------------------------
+BENCH_RUN_STARTED = "2026-01-01T00:00:00Z"
 def _ps_client(
     endpoint: str, rank: int, n_params: int, reps: int, barrier: Any, out_q: Any
 ) -> None:
     from functions.ps_client import PSClient
 
-    client = PSClient((endpoint,), "bench", rank, b"bench-secret", n_params, timeout_s=600)
+    # Every client of one measurement is in the same run (one fixed run for the whole bench).
+    client = PSClient((endpoint,), "bench", rank, b"bench-secret", n_params, timeout_s=600,
+                      run_id="bench", run_started=BENCH_RUN_STARTED)  # fmt: skip
     grads = np.full(n_params, 1e-3, np.float32)
     params = np.zeros(n_params, np.float32)
     client.connect()

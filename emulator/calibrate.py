@@ -49,6 +49,7 @@ from emulator.report import s3_client_for
 from emulator.s3server import S3Endpoint, s3_server
 from functions import datasets
 from functions.ps_client import PSClient
+from functions.runs import new_run
 from provisioner.catalog import CATALOG_DIR, catalog_from_dict
 from provisioner.files import write_text_atomically
 
@@ -188,10 +189,12 @@ def _start_ps(
 def _exchange_s(endpoint: str, secret: bytes, n: int, size_mb: float, repeats: int) -> float:
     """Median wall time of one BSP push+pull of `size_mb` with n clients (threads) at once."""
     params = max(1, round(size_mb * 1e6 / 4))
+    run_id, run_started = new_run(datetime.datetime.now(datetime.UTC), "calibrate")
     clients = [
-        PSClient((endpoint,), "calibrate", rank, secret, params, timeout_s=120.0)
+        PSClient((endpoint,), "calibrate", rank, secret, params, timeout_s=120.0,
+                 run_id=run_id, run_started=run_started)
         for rank in range(n)
-    ]
+    ]  # fmt: skip
     vectors = [np.zeros(params, np.float32) for _ in range(n)]
     try:
         for client in clients:

@@ -11,6 +11,7 @@ child is killed on the way out, whatever the way out is.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import os
 import secrets
@@ -41,6 +42,7 @@ from emulator.s3server import S3Endpoint, s3_server
 from emulator.unfinished import unfinished_report, write_report
 from functions import ps_health
 from functions.aws import S3Unreachable, naming_s3_failures, s3_config
+from functions.runs import new_run
 from provisioner.plan import Plan
 from stacks import events
 
@@ -120,6 +122,7 @@ class RunRecord:
     child_pids: list[int]  # every process the run started (all gone when run() returns)
     ps_update_s: float | None = None  # slowest PS shard's total update time (STATUS)
     ps_restarts: int = 0  # PS shard processes that died and were started again
+    run_id: str = ""  # the run's checkpoints are under <checkpoint prefix>/<run_id>
 
 
 def default_safety_margin_s(limit_s: float) -> float:
@@ -451,16 +454,19 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
     for the run and stopped with it. A failed run still leaves a report.json saying what failed.
     """
     out_dir = run_dir(plan.job, options.out_dir, REPO_ROOT / "runs")  # before anything is deleted
+    # What Step Functions would name the execution (functions.runs): every run its own.
+    run_id, run_started = new_run(datetime.datetime.now(datetime.UTC), str(os.getpid()))
     unfinished = functools.partial(
         unfinished_report,
         job=plan.job,
+        run_id=run_id,
         planned=plan.training.iterations,
         shards=plan.ps_count,
         logs=out_dir / "logs",
     )
     try:
         with naming_s3_failures():
-            return _run(plan, options, out_dir, endpoint)
+            return _run(plan, options, out_dir, endpoint, (run_id, run_started))
     except (EmulatorError, S3Unreachable) as err:
         write_report(out_dir, unfinished(status="failed", error=str(err)))
         if isinstance(err, S3Unreachable):
@@ -474,8 +480,14 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
         shutil.rmtree(out_dir / "tmp", ignore_errors=True)  # the functions' /tmp
 
 
-def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | None) -> RunRecord:
-    """The body of `run`."""
+def _run(
+    plan: Plan,
+    options: Options,
+    out_dir: Path,
+    endpoint: S3Endpoint | None,
+    run: tuple[str, str],
+) -> RunRecord:
+    """The body of `run`; `run` is the run's (id, ISO start)."""
     logs = out_dir / "logs"
     # A fresh run: stale logs or artifacts of an earlier run must not be mistaken for this one's
     # (run_dir checked that none of these leads outside out_dir).
@@ -531,6 +543,7 @@ def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | Non
         endpoints = [ps.endpoint for ps in shards]
         ps_start_s = time.monotonic() - ps_started
         say(f"PS: {plan.ps_count} shard(s) at {', '.join(endpoints)}")
+        say(f"run {run[0]}")
         first_events = [
             {
                 **events.worker_event(
@@ -541,6 +554,7 @@ def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | Non
                     ps_endpoints=endpoints,
                     secret_ref=f"env:{SECRET_ENV}",
                 ),
+                **events.run_keys(*run),
                 "safety_margin_s": margin_s,
                 "iterations_per_invocation": options.iterations_per_invocation,
             }
@@ -605,6 +619,7 @@ def _run(plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | Non
             child_pids=supervisor.pgids(),
             ps_update_s=ps_update_s,
             ps_restarts=sum(ps.restarts for ps in shards),
+            run_id=run[0],
         )
         finish_report(record, endpoint)
     return record

@@ -333,6 +333,7 @@ def build_report(
             "checkpoint_every": plan.training.checkpoint_every_iterations,
         },
         "ps_restarts": record.ps_restarts,
+        "run_id": record.run_id,
         "invocations": {
             "per_worker": links,
             "reinvocations": sum(n - 1 for n in links),

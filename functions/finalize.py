@@ -38,6 +38,8 @@ def request_checkpoints(task: WorkerTask, timeout_s: float = 30.0) -> list[int] 
         0,
         timeout_s=timeout_s,
         connect_timeout_s=min(timeout_s, 5.0),
+        run_id=task.run_id,
+        run_started=task.run_started,
     )
     try:
         client.connect()
@@ -54,14 +56,14 @@ def assemble_parameters(s3: Any, task: WorkerTask) -> tuple[int, np.ndarray]:
     store = CheckpointStore(
         s3,
         task.artifacts_bucket,
-        task.checkpoint_prefix,
+        task.run_checkpoint_prefix,
         len(task.ps_endpoints),
         secret=resolve_secret(task.secret_ref),  # a checkpoint that does not verify is refused
     )
     iteration = store.latest_common_iteration()
     if iteration is None:
         raise RuntimeError(
-            f"no PS checkpoint in s3://{task.artifacts_bucket}/{task.checkpoint_prefix} "
+            f"no PS checkpoint in s3://{task.artifacts_bucket}/{task.run_checkpoint_prefix} "
             f"common to all {len(task.ps_endpoints)} shards"
         )
     parts = [store.load(k, iteration)["params"] for k in range(len(task.ps_endpoints))]

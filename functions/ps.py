@@ -74,6 +74,7 @@ import numpy as np
 
 from functions import wire
 from functions.aws import S3Unreachable, naming_s3_failures
+from functions.runs import Run, parse_run, run_checkpoint_prefix
 from functions.wire import MsgType
 
 LOG = logging.getLogger("functions.ps")
@@ -110,6 +111,9 @@ class PSConfig:
     max_shard_mb: float = 4096.0  # bound on a shard's size before INIT fixes it exactly
     handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S
     max_unauthenticated: int = MAX_UNAUTHENTICATED
+    # The run to serve from the start (the emulator and tests know it); None: the first worker's
+    # HELLO names it (on EC2 the instance outlives runs, so the run comes with the workers).
+    run: Run | None = None
 
 
 class ShardState:
@@ -162,6 +166,17 @@ class ShardState:
         )
         self.pending = {}
         self.iteration = it
+        self.generation += 1
+        self.cond.notify_all()
+
+    def clear(self) -> None:
+        """Forget the parameters (a new run starts): back to waiting for INIT or a restore.
+        Waits for a later iteration end (the generation changes). Caller holds the condition."""
+        self.total_params = 0
+        self.params = self.prev_params = self.momentum_buf = np.empty(0, np.float32)
+        self.pending = {}
+        self.iteration = -1
+        self.checkpointed_iteration = -1
         self.generation += 1
         self.cond.notify_all()
 
@@ -270,6 +285,7 @@ class Hello:
     total_params: int  # 0 from a control client
     learning_rate: float | None = None
     momentum: float | None = None
+    run: Run | None = None  # required from workers; control clients may omit it
 
 
 def _hello_int(value: dict[str, Any], name: str, default: int | None = None) -> int:
@@ -305,14 +321,22 @@ def parse_hello(raw: bytes) -> Hello:
     total = _hello_int(value, "total_params", 0)
     if total < 0:
         raise wire.WireError(f"HELLO total_params {total}: expected an integer >= 0")
+    rank = _hello_int(value, "rank")
+    run = None
+    if value.get("run_id") is not None or rank >= 0:
+        try:
+            run = parse_run(value.get("run_id"), value.get("run_started"))
+        except ValueError as exc:
+            raise wire.WireError(f"HELLO {exc}") from None
     return Hello(
         job_id=job_id,
-        rank=_hello_int(value, "rank"),
+        rank=rank,
         shard=_hello_int(value, "shard"),
         shards=_hello_int(value, "shards"),
         total_params=total,
         learning_rate=_hello_number(value, "learning_rate"),
         momentum=_hello_number(value, "momentum"),
+        run=run,
     )
 
 
@@ -428,18 +452,14 @@ class ParameterServer:
         self.config = config
         self.state = ShardState(config)
         self.store: CheckpointStore | None = None
-        if config.artifacts_bucket:
-            if s3 is None:
-                from functions.aws import s3_client
+        self.run: Run | None = None  # the run served; set by `enter_run`
+        self.superseded_runs = 0  # runs this shard left for a newer one
+        if config.artifacts_bucket and s3 is None:
+            from functions.aws import s3_client
 
-                s3 = s3_client()
-            self.store = CheckpointStore(
-                s3,
-                config.artifacts_bucket,
-                config.checkpoint_prefix,
-                config.shards,
-                secret=config.secret,
-            )
+            s3 = s3_client()
+        self._s3 = s3
+        self.store = self._store_for(None)
         self._listener: socket.socket | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -456,15 +476,65 @@ class ParameterServer:
         self.restored_iteration: int | None = None
         self.address: tuple[str, int] = (config.host, config.port)
 
+    # -- runs ------------------------------------------------------------------------------
+    def _store_for(self, run: Run | None) -> CheckpointStore | None:
+        """The checkpoints of `run` (the job's prefix itself before any run is known)."""
+        if not self.config.artifacts_bucket:
+            return None
+        base = self.config.checkpoint_prefix
+        return CheckpointStore(
+            self._s3,
+            self.config.artifacts_bucket,
+            run_checkpoint_prefix(base, run.id) if run is not None else base,
+            self.config.shards,
+            secret=self.config.secret,
+        )
+
+    def enter_run(self, run: Run, keep: socket.socket | None = None) -> None:
+        """Serve `run` from now on: the run already served is kept; a newer one replaces it (its
+        parameters are forgotten, its connections but `keep` dropped, and the newer run's own
+        newest checkpoint, if any, restored); an older one is refused with AuthError."""
+        with self._ckpt_lock:  # one switch at a time, never during an upload or a restore
+            current = self.run
+            if current == run:
+                return
+            if current is not None and run < current:
+                raise wire.AuthError(f"run {run} was superseded by run {current} on this PS")
+            self.run, self.store = run, self._store_for(run)
+            with self.state.cond:
+                self.state.clear()
+            if current is not None:
+                self.superseded_runs += 1
+                LOG.warning("shard %d: run %s supersedes run %s", self.config.shard, run, current)
+            self.restored_iteration = self._restore_locked()
+        with self._conns_lock:
+            others = [c for c in self._conns if c is not keep and c not in self._unauthenticated]
+        for conn in others:  # their threads see the connection end (a later request is refused)
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def _check_run(self, run: Run | None) -> None:
+        """A connection authenticated for `run` may go on only while that run is served."""
+        if run is not None and run != self.run:
+            raise wire.AuthError(f"run {run} was superseded by run {self.run} on this PS")
+
     # -- lifecycle -------------------------------------------------------------------------
     def restore(self) -> int | None:
         """Load the newest checkpoint every shard has; returns its iteration or None."""
+        with self._ckpt_lock:  # never interleaved with an upload or another restore
+            return self._restore_locked()
+
+    def _restore_locked(self) -> int | None:
+        """`restore` for a caller that holds the checkpoint lock."""
         if self.store is None:
             return None
-        with self._ckpt_lock:  # never interleaved with an upload or another restore
-            it = self._adopt_newest_verified()
+        it = self._adopt_newest_verified()
         if it is None:
-            LOG.info("shard %d: no verified common checkpoint, waiting for INIT", self.config.shard)
+            LOG.info(
+                "shard %d: no verified common checkpoint of run %s, waiting for INIT",
+                self.config.shard,
+                self.run,
+            )
         return it
 
     def rollback(self, keep: socket.socket | None = None) -> int:
@@ -529,7 +599,8 @@ class ParameterServer:
         LOG.info("shard %d restored iteration %d from checkpoint", self.config.shard, it)
 
     def start(self) -> tuple[str, int]:
-        self.restored_iteration = self.restore()
+        if self.config.run is not None:
+            self.enter_run(self.config.run)
         listener = socket.create_server((self.config.host, self.config.port), reuse_port=False)
         listener.settimeout(0.2)
         self._listener = listener
@@ -684,13 +755,13 @@ class ParameterServer:
         rank = None
         try:
             wire.tune_socket(conn)
-            rank, total, buf = self._handshake(conn)
-            with self._conns_lock:
-                self._unauthenticated.pop(conn, None)
-            buffers = [buf]  # receive buffers; usually one (see _receive_buffer)
             with naming_s3_failures():  # a checkpoint, restore or rollback reaches S3
+                rank, total, buf, run = self._handshake(conn)
+                with self._conns_lock:
+                    self._unauthenticated.pop(conn, None)
+                buffers = [buf]  # receive buffers; usually one (see _receive_buffer)
                 while not self._stop.is_set():
-                    self._serve_request(conn, rank, total, buffers)
+                    self._serve_request(conn, rank, total, buffers, run)
         except S3Unreachable as exc:
             # The client that asked (or whose push completed the iteration) fails with the
             # cause; checkpoints already in S3 are untouched (a PUT is all or nothing).
@@ -720,7 +791,7 @@ class ParameterServer:
         with contextlib.suppress(OSError, wire.PSTimeout, wire.PSDisconnected):
             wire.send_frame(conn, MsgType.ERROR, 0, message.encode()[:1024], time.monotonic() + 1.0)
 
-    def _handshake(self, conn: socket.socket) -> tuple[int, int, np.ndarray]:
+    def _handshake(self, conn: socket.socket) -> tuple[int, int, np.ndarray, Run | None]:
         cfg, st = self.config, self.state
         deadline = time.monotonic() + cfg.handshake_timeout_s
         nonce = pysecrets.token_bytes(wire.NONCE_BYTES)
@@ -751,6 +822,9 @@ class ParameterServer:
                 f"client expects shard {hello.shard}/{hello.shards}, "
                 f"this is shard {cfg.shard}/{cfg.shards}"
             )
+        if hello.run is not None:
+            self.enter_run(hello.run, keep=conn)  # may restore from S3: the reply waits for it
+            deadline = max(deadline, time.monotonic() + cfg.handshake_timeout_s)
         with st.cond:
             if st.initialized and total and total != st.total_params:
                 raise wire.WireError(f"model of {total} parameters, this job has {st.total_params}")
@@ -766,8 +840,10 @@ class ParameterServer:
         wire.send_json(conn, MsgType.WELCOME, welcome["iteration"], welcome, deadline)
         # The receive buffer is allocated once per connection; control clients need none.
         buf = np.empty(stop - start if rank >= 0 and total else 0, np.float32)
-        LOG.info("rank %d authenticated (shard at iteration %d)", rank, st.iteration)
-        return rank, total, buf
+        LOG.info(
+            "rank %d of run %s authenticated (shard at iteration %d)", rank, hello.run, st.iteration
+        )
+        return rank, total, buf, hello.run
 
     def _receive_buffer(self, kind: MsgType, it: int, buffers: list[np.ndarray]) -> np.ndarray:
         """A buffer of this connection that holds no pending gradient; checks the iteration
@@ -792,10 +868,16 @@ class ParameterServer:
         return buffers[-1]
 
     def _serve_request(
-        self, conn: socket.socket, rank: int, total: int, buffers: list[np.ndarray]
+        self,
+        conn: socket.socket,
+        rank: int,
+        total: int,
+        buffers: list[np.ndarray],
+        run: Run | None,
     ) -> None:
         cfg, st = self.config, self.state
         header = wire.recv_header(conn, time.monotonic() + cfg.idle_timeout_s)
+        self._check_run(run)  # a request that arrives after its run was superseded is refused
         deadline = time.monotonic() + cfg.idle_timeout_s
         kind, it = header.msg_type, header.iteration
         if kind in (MsgType.INIT, MsgType.PUSH):
@@ -892,6 +974,8 @@ class ParameterServer:
             "truncated_frames": self.truncated_frames,
             "evicted_handshakes": self.evicted_handshakes,
             "accept_errors": self.accept_errors,
+            "run_id": self.run.id if self.run is not None else None,
+            "superseded_runs": self.superseded_runs,
         }
 
 

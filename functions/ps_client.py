@@ -50,6 +50,9 @@ class PSClient:
     # SGD hyper-parameters this worker was told; the PS refuses a worker that disagrees.
     learning_rate: float | None = None
     momentum: float | None = None
+    # The run this client belongs to (functions.runs); required of workers by the PS.
+    run_id: str | None = None
+    run_started: str | None = None
     _shards: list[_Shard] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
@@ -106,6 +109,8 @@ class PSClient:
                 "total_params": self.total_params,
                 "learning_rate": self.learning_rate,
                 "momentum": self.momentum,
+                "run_id": self.run_id,
+                "run_started": self.run_started,
             }
         ).encode()
         mac = wire.hello_mac(self.secret, nonce, hello)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from functions import wire
+from functions.runs import Run, parse_run, run_checkpoint_prefix
 
 
 class TaskError(ValueError):
@@ -39,6 +40,10 @@ class WorkerTask:
     momentum: float
     memory_mb: int
     seed: int
+    # The execution this event belongs to (docs/CONTRACTS.md, "Runs"): the state machine fills
+    # in its name and start time; checkpoints and the PS handshake carry it.
+    run_id: str
+    run_started: str
     start_iteration: int = 0
     invocation: int = 0
     safety_margin_s: float = 30.0
@@ -102,6 +107,19 @@ class WorkerTask:
                 wire.parse_endpoint(endpoint)
             except ValueError as exc:
                 raise TaskError(f"worker event key 'ps_endpoints': {exc}") from None
+        try:
+            parse_run(self.run_id, self.run_started)
+        except ValueError as exc:
+            raise TaskError(f"worker event keys 'run_id'/'run_started': {exc}") from None
+
+    @property
+    def run(self) -> Run:
+        return parse_run(self.run_id, self.run_started)
+
+    @property
+    def run_checkpoint_prefix(self) -> str:
+        """This run's checkpoints (the PS writes them there; finalize reads them)."""
+        return run_checkpoint_prefix(self.checkpoint_prefix, self.run_id)
 
     def to_event(self) -> dict[str, Any]:
         """The JSON event for this task (the inverse of from_event)."""

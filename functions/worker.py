@@ -262,6 +262,8 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
         timeout_s=task.ps_timeout_s,
         learning_rate=task.learning_rate,
         momentum=task.momentum,
+        run_id=task.run_id,
+        run_started=task.run_started,
     )
     run = _Run(task, flat, client, x, y, timings)
     try:

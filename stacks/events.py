@@ -64,6 +64,18 @@ def worker_event(
     }
 
 
+def run_keys(run_id: str, run_started: str) -> dict[str, str]:
+    """The worker and finalize event's run (functions.runs): the emulator's own values."""
+    return {"run_id": run_id, "run_started": run_started}
+
+
+# The same keys in the state machine: the execution's name and start time (context object).
+RUN_KEYS_FROM_EXECUTION = {
+    "run_id.$": "$$.Execution.Name",
+    "run_started.$": "$$.Execution.StartTime",
+}
+
+
 def prepare_event(plan: Plan, *, source: str, dataset_bucket: str) -> dict[str, Any]:
     """What `functions.datasets.prepare_handler` gets: the source and where the n shards go.
 

@@ -21,6 +21,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from stacks.events import RUN_KEYS_FROM_EXECUTION
 from stacks.provider_logs import stack_log_group
 
 INVOKE_MARGIN_S = 120  # a task waits this much longer than the function's own timeout
@@ -48,6 +49,10 @@ def _ec2_call(scope: Construct, state_id: str, action: str, *, instance_ids: lis
 def _without_rank(event: dict[str, Any]) -> dict[str, Any]:
     """The event minus `rank`, which each Map item fills in (a key may not appear twice)."""
     return {key: value for key, value in event.items() if key != "rank"}
+
+
+# The run (functions.runs) as the execution names it, kept in the state at `$.run`.
+RUN_FROM_STATE = {"run_id.$": "$.run.run_id", "run_started.$": "$.run.run_started"}
 
 
 class TrainingOrchestration(Construct):
@@ -90,11 +95,17 @@ class TrainingOrchestration(Construct):
                   sfn.Succeed(self, "WorkerFinished", output_path="$.done"))
             .otherwise(run_worker)
         )
+        # The execution's name and start time, read once into the state: every worker event
+        # and finalize carry them, so each run checkpoints apart and a newer run's PS refuses
+        # a stopped execution's workers.
+        name_run = sfn.Pass(self, "NameRun", parameters=RUN_KEYS_FROM_EXECUTION,
+                            result_path="$.run")  # fmt: skip
         ranks = sfn.Pass(self, "WorkerRanks", result=sfn.Result.from_array(list(range(n_workers))),
                          result_path="$.ranks")  # fmt: skip
         fan_out = sfn.DistributedMap(
             self, "Workers", items_path="$.ranks", max_concurrency=n_workers,
-            item_selector={"event": {**_without_rank(worker_event), "rank.$": "$$.Map.Item.Value"}},
+            item_selector={"event": {**_without_rank(worker_event), **RUN_FROM_STATE,
+                                     "rank.$": "$$.Map.Item.Value"}},
             result_path=sfn.JsonPath.DISCARD,
         )  # fmt: skip
         fan_out.item_processor(worker_loop)
@@ -106,12 +117,13 @@ class TrainingOrchestration(Construct):
         ).add_catch(stop_after_failure)  # fmt: skip
         finalize_step = _invoke(
             self, "Finalize", finalize, timeout_s=helper_timeout_s,
-            payload=sfn.TaskInput.from_object(worker_event), result_path=sfn.JsonPath.DISCARD,
+            payload=sfn.TaskInput.from_object({**worker_event, **RUN_FROM_STATE}),
+            result_path=sfn.JsonPath.DISCARD,
         ).add_catch(stop_after_failure)  # fmt: skip
         start_ps = _ec2_call(self, "StartPs", "startInstances", **ps).add_catch(stop_after_failure)
 
         definition = (
-            start_ps.next(prepare_step).next(ranks).next(fan_out).next(finalize_step)
+            name_run.next(start_ps).next(prepare_step).next(ranks).next(fan_out).next(finalize_step)
             .next(_ec2_call(self, "StopPs", "stopInstances", **ps))
             .next(sfn.Succeed(self, "TrainingFinished"))
         )  # fmt: skip

@@ -29,6 +29,7 @@ from emulator.procs import pid_alive
 from emulator.report import s3_client_for
 from emulator.s3server import weed_server, weed_socket_paths
 from functions.ps import CheckpointStore
+from functions.runs import run_checkpoint_prefix
 from provisioner.plan import Plan
 from stacks.events import checkpoint_prefix
 from tests.emulator.leftovers import processes_with_env, survivors
@@ -164,7 +165,7 @@ def test_s3_killed_mid_run_fails_the_run_naming_s3_and_keeps_the_last_checkpoint
         store = CheckpointStore(
             s3_client_for(restarted),
             bucket_name(plan.job, "artifacts"),
-            checkpoint_prefix(plan),
+            run_checkpoint_prefix(checkpoint_prefix(plan), report["run_id"]),
             1,
             secret=SECRET.encode(),
         )

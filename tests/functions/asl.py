@@ -108,8 +108,11 @@ class Interpreter:
     def __init__(self, definition: Mapping[str, Any], tasks: Mapping[str, Task]) -> None:
         self.definition, self.tasks, self.trace = definition, tasks, Trace()
 
-    def run(self, data: Any) -> Any:
-        output, end = self._machine(self.definition, data, {})
+    def run(self, data: Any, *, name: str = "exec-1",
+            start_time: str = "2026-01-01T00:00:00.000Z") -> Any:  # fmt: skip
+        """Run an execution called `name`, started at `start_time` (the context object)."""
+        context = {"Execution": {"Name": name, "StartTime": start_time}}
+        output, end = self._machine(self.definition, data, context)
         self.trace.end = end
         return output
 
@@ -155,7 +158,11 @@ class Interpreter:
     def _step(self, state: Mapping[str, Any], data: Any, context: Mapping[str, Any]) -> Any:
         kind = state["Type"]
         if kind == "Pass":
-            return set_path(data, state.get("ResultPath", "$"), state.get("Result", data))
+            if "Parameters" in state:
+                result = render(state["Parameters"], data, context)
+            else:
+                result = state.get("Result", data)
+            return set_path(data, state.get("ResultPath", "$"), result)
         if kind == "Task":
             result = self._task(state, render(state.get("Parameters", data), data, context))
         elif kind == "Map":

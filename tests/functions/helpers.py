@@ -13,8 +13,12 @@ from torch.nn import functional as F
 
 from functions import datasets, wire, zoo
 from functions.ps import ParameterServer
+from functions.runs import parse_run
 
 from .conftest import SECRET_ENV
+
+RUN_ID, RUN_STARTED = "run-test", "2026-01-01T00:00:00Z"  # the run every helper event is in
+RUN = parse_run(RUN_ID, RUN_STARTED)
 
 
 def worker_event(
@@ -37,6 +41,8 @@ def worker_event(
         "momentum": 0.9,
         "memory_mb": 1769,
         "seed": 3,
+        "run_id": RUN_ID,
+        "run_started": RUN_STARTED,
         "ps_timeout_s": 60.0,
         "safety_margin_s": 0.0,
     }

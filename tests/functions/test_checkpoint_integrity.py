@@ -148,7 +148,7 @@ def test_shards_agree_after_one_refuses_its_newest_checkpoint(s3: Any, bucket: s
 def test_finalize_refuses_a_tampered_checkpoint(s3: Any, bucket: str) -> None:
     event = worker_event(0, 1, ["127.0.0.1:9"], bucket, iterations=1)
     task = WorkerTask.from_event(event)
-    store = CheckpointStore(s3, bucket, task.checkpoint_prefix, shards=1, secret=KEY)
+    store = CheckpointStore(s3, bucket, task.run_checkpoint_prefix, shards=1, secret=KEY)
     flipped_byte(s3, bucket, _save(store, 0, 5), store)
     with pytest.raises(CheckpointRejected, match="HMAC does not match"):
         assemble_parameters(s3, task)

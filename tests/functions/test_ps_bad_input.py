@@ -22,7 +22,15 @@ from functions.ps_client import PSClient
 from functions.wire import MsgType
 
 from .conftest import SECRET, endpoints
-from .helpers import challenged_socket, ps_vector, reference_params, run_threads, worker_event
+from .helpers import (
+    RUN_ID,
+    RUN_STARTED,
+    challenged_socket,
+    ps_vector,
+    reference_params,
+    run_threads,
+    worker_event,
+)
 
 MLP_DIGITS_PARAMS = 64 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10
 
@@ -38,8 +46,9 @@ def _hello(
     shard: int = 0,
 ) -> None:
     body = json.dumps(
-        {"job_id": job_id, "rank": rank, "shard": shard, "shards": 2, "total_params": total}
-    ).encode()
+        {"job_id": job_id, "rank": rank, "shard": shard, "shards": 2, "total_params": total,
+         "run_id": RUN_ID, "run_started": RUN_STARTED}
+    ).encode()  # fmt: skip
     mac = wire.hello_mac(secret.encode(), nonce, body)
     wire.send_frame(sock, MsgType.HELLO, 0, mac + body, time.monotonic() + 10)
 
@@ -139,8 +148,9 @@ def bad_version(endpoint: str, shard: int) -> socket.socket:
 def _initialise(servers: list[Any]) -> None:
     """An honest INIT, so each attack meets the check it targets (not 'uninitialised')."""
     client = PSClient(
-        tuple(endpoints(servers)), "job-test", 0, SECRET.encode(), MLP_DIGITS_PARAMS, timeout_s=10
-    )
+        tuple(endpoints(servers)), "job-test", 0, SECRET.encode(), MLP_DIGITS_PARAMS,
+        timeout_s=10, run_id=RUN_ID, run_started=RUN_STARTED,
+    )  # fmt: skip
     with client:
         client.connect()
         client.init_params(np.zeros(MLP_DIGITS_PARAMS, np.float32))

@@ -16,9 +16,12 @@ from functions import ps, wire
 from functions.wire import MsgType
 
 from .conftest import SECRET, endpoints
-from .helpers import challenged_socket
+from .helpers import RUN_ID, RUN_STARTED, challenged_socket
 
-GOOD_HELLO = {"job_id": "job-test", "rank": 0, "shard": 0, "shards": 1, "total_params": 10}
+GOOD_HELLO = {
+    "job_id": "job-test", "rank": 0, "shard": 0, "shards": 1, "total_params": 10,
+    "run_id": RUN_ID, "run_started": RUN_STARTED,
+}  # fmt: skip
 
 
 def _send_hello(sock: socket.socket, nonce: bytes, body: bytes) -> None:

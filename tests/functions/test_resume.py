@@ -24,6 +24,7 @@ from functions.task import WorkerTask
 
 from .conftest import endpoints
 from .helpers import (
+    RUN,
     CountdownContext,
     GateContext,
     ps_vector,
@@ -137,6 +138,8 @@ def _half_run(task: WorkerTask) -> Any:
         resolve_secret(task.secret_ref),
         int(flat.params.numel()),
         timeout_s=30,
+        run_id=task.run_id,
+        run_started=task.run_started,
     )
     return worker._Run(task, flat, client, x, y)
 
@@ -282,7 +285,7 @@ def test_shards_apart_without_checkpoints_stop_with_a_clear_error(
 ) -> None:
     """No artifacts bucket, so no common checkpoint: the worker says so instead of looping."""
     digits(1)
-    servers = ps_cluster(2, 1, learning_rate=0.05, momentum=0.9)
+    servers = ps_cluster(2, 1, learning_rate=0.05, momentum=0.9, run=RUN)
     event = worker_event(0, 1, endpoints(servers), bucket, iterations=4, learning_rate=0.05)
     total = zoo.parameter_count(zoo.build("mlp", [1, 8, 8], 10, seed=0))
     start, stop = wire.shard_bounds(total, 2, 0)

@@ -7,13 +7,13 @@ import dataclasses
 from functions.ps import build_parser
 from functions.task import WorkerTask
 from provisioner.plan import Plan
-from stacks.events import PS_PORT, prepare_event, ps_command, worker_event
+from stacks.events import PS_PORT, prepare_event, ps_command, run_keys, worker_event
 
 
 def test_worker_event_parses_into_the_runtime_task_with_plan_numbers(plan: Plan) -> None:
     event = worker_event(plan, rank=3, dataset_bucket="d", artifacts_bucket="a",
                          ps_endpoints=["10.0.0.1:7070", "10.0.0.2:7070"], secret_ref="arn:s")
-    task = WorkerTask.from_event(event)
+    task = WorkerTask.from_event({**event, **run_keys("exec-1", "2026-01-01T00:00:00Z")})
     assert task.extra == {}  # every key we send is one the runtime knows
     assert (task.rank, task.n_workers, task.memory_mb) == (3, plan.n_workers, plan.memory_mb)
     assert task.local_batch == plan.training.local_batch

@@ -265,12 +265,18 @@ def test_state_machine_fans_out_n_workers_and_stops_the_ps(
     while name in states and "Next" in states[name]:
         order.append(name)
         name = states[name]["Next"]
-    assert order == ["StartPs", "PrepareDataset", "WorkerRanks", "Workers", "Finalize", "StopPs"]
+    assert order == ["NameRun", "StartPs", "PrepareDataset", "WorkerRanks", "Workers", "Finalize",
+                     "StopPs"]  # fmt: skip
     workers = states["Workers"]
     assert workers["MaxConcurrency"] == plan.n_workers
     assert workers["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
     assert states["WorkerRanks"]["Result"] == list(range(plan.n_workers))
     event = workers["ItemSelector"]["event"]
+    # The run comes from the execution, read once into the state by the first state.
+    assert {event.pop("run_id.$"), event.pop("run_started.$")} == {"$.run.run_id",
+                                                                   "$.run.run_started"}
+    assert states["NameRun"]["Parameters"] == {"run_id.$": "$$.Execution.Name",
+                                               "run_started.$": "$$.Execution.StartTime"}
     assert set(event) - {"rank.$", "ephemeral_storage_mb"} == CONTRACT_KEYS - {"rank"}
     assert event["rank.$"] == "$$.Map.Item.Value"
     assert (event["memory_mb"], event["iterations"]) == (plan.memory_mb, plan.training.iterations)

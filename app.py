@@ -39,6 +39,7 @@ from provisioner import (
 from provisioner.catalog import read_data_json
 from provisioner.files import write_text_atomically
 from provisioner.profile import PROFILE_DIR, profile_from_dict
+from provisioner.runaway import bounds_line
 from stacks.context import ContextError, JobContext, read_context
 from stacks.image import DOCKERFILE, REPO_ROOT
 from stacks.profile_run import (
@@ -149,6 +150,7 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
             for name, value in dataclasses.asdict(plan.cost).items()
             if name != "total_usd" and value >= 0.00005  # items that show at 4 decimals
         ),
+        f"if it goes wrong: {bounds_line(plan)}",
         *(f"why: {note}" for note in plan.notes),
     ]
 

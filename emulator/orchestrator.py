@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
+import json
 import os
 import secrets
 import shutil
@@ -37,7 +38,7 @@ from emulator.naming import RUN_FILES, RUN_FOLDERS, SECRET_ENV, bucket_name, run
 from emulator.procs import Interrupted, Supervisor, wait_for_log_line
 from emulator.progress import ProgressBar, logged_loss
 from emulator.ps_status import current_iteration, update_seconds
-from emulator.report import LOCAL_CATALOG, finish_report
+from emulator.report import LOCAL_CATALOG, finish_report, s3_client_for
 from emulator.s3server import S3Endpoint, s3_server
 from emulator.unfinished import unfinished_report, write_report
 from functions import ps_health
@@ -294,6 +295,7 @@ def fan_out(
     progress: ProgressBar | None,
     deadline_monotonic_s: float,
     keep_ps_alive: Callable[[], list[str]] = list,
+    read_record: Callable[[dict[str, Any]], dict[str, Any]] = dict,
 ) -> list[WorkerState]:
     """Invoke every worker and re-invoke each until it returns done; retry failed invocations."""
     workers = [WorkerState(rank=r, event=e) for r, e in enumerate(first_events)]
@@ -331,7 +333,13 @@ def fan_out(
     def settle(worker: WorkerState, outcome: Outcome) -> None:
         worker.current = None
         if outcome.ok:
-            result = outcome.result
+            result = read_record(outcome.result)
+            if not result.get("done") and not advanced(worker.event, result["next_event"]):
+                raise EmulatorError(
+                    f"worker {worker.rank}: link {worker.event.get('invocation', 0)} made no "
+                    f"progress (stopped at iteration {result.get('iteration')}: "
+                    f"{result.get('stopped')}); the run fails instead of re-invoking forever"
+                )
             worker.links.append(
                 {
                     **result,
@@ -397,10 +405,20 @@ def fan_out(
     return workers
 
 
-def last_result(worker: WorkerState) -> dict[str, Any]:
-    """A worker's final return value without its bulky members (what Step Functions passes)."""
-    last = worker.links[-1] if worker.links else {}
-    return {k: v for k, v in last.items() if k not in ("losses", "next_event")}
+def advanced(event: dict[str, Any], next_event: dict[str, Any]) -> bool:
+    """The state machine's rule (stacks/orchestration.py): a link that ends without advancing
+    `start_iteration` fails the run rather than being re-invoked forever."""
+    return int(next_event.get("start_iteration", 0)) > int(event.get("start_iteration", 0))
+
+
+def with_losses(s3: Any, bucket: str, result: dict[str, Any]) -> dict[str, Any]:
+    """A link's bounded return value plus the losses its record in S3 holds (the report's loss
+    curve and redone-iteration count read them)."""
+    key = result.get("record_key")
+    if not key:
+        return result
+    record = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    return {**result, "losses": record.get("losses", [])}
 
 
 def create_buckets(endpoint: S3Endpoint, names: list[str]) -> None:
@@ -584,6 +602,7 @@ def _run(
             progress=progress,
             deadline_monotonic_s=train_started + run_timeout_s,
             keep_ps_alive=lambda: restart_dead_shards(supervisor, shards, env=env, logs=logs),
+            read_record=functools.partial(with_losses, s3_client_for(endpoint), artifacts_bucket),
         )
         train_wall_s = time.monotonic() - train_started
         ps_update_s = update_seconds(endpoints, job_id=plan.job, secret=secret.encode())
@@ -595,7 +614,7 @@ def _run(
             supervisor,
             name="finalize",
             handler=FINALIZE_HANDLER,
-            event={**first_events[0], "results": [last_result(w) for w in workers]},
+            event=first_events[0],  # as the state machine: finalize reads the link records
             env=env,
             logs=logs,
         )

@@ -1,10 +1,10 @@
 """Finalize a job: checkpoint the PS shards, assemble the model, write model.pt and report.json.
 
-`handler(event, context)` takes the worker event of the job (any rank; `results` may carry the
-workers' last return values). It asks each PS shard for a checkpoint (if the PS is already gone,
-the checkpoints in S3 are used), loads the newest iteration every shard has, concatenates the
-shards into the full parameter vector, evaluates on the held-out test split and writes
-`s3://<artifacts_bucket>/<job_id>/model.pt` (a state_dict) and `report.json`.
+`handler(event, context)` takes the worker event of the job (any rank) with its run. It asks each
+PS shard for a checkpoint (if the PS is already gone, the run's checkpoints in S3 are used),
+loads the newest iteration every shard has, concatenates the shards into the full parameter
+vector, evaluates on the held-out test split and writes `s3://<artifacts_bucket>/<job_id>/model.pt`
+(a state_dict) and `report.json`, whose `workers` are the run's link records (functions.runs).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from functions import datasets, wire, zoo
 from functions.aws import naming_s3_failures, resolve_secret, s3_client
 from functions.ps import CheckpointStore
 from functions.ps_client import PSClient
+from functions.runs import links_prefix
 from functions.task import WorkerTask
 
 LOG = logging.getLogger("functions.finalize")
@@ -70,6 +71,34 @@ def assemble_parameters(s3: Any, task: WorkerTask) -> tuple[int, np.ndarray]:
     return iteration, np.concatenate(parts).astype(np.float32, copy=False)
 
 
+def worker_records(s3: Any, task: WorkerTask) -> list[dict[str, Any]]:
+    """Each rank's links of this run, in order, as the workers recorded them (losses left in
+    S3: `losses_key` names each link's record)."""
+    prefix = links_prefix(task.job_id, task.run_id)
+    keys = []
+    for page in s3.get_paginator("list_objects_v2").paginate(
+        Bucket=task.artifacts_bucket, Prefix=prefix
+    ):
+        keys.extend(obj["Key"] for obj in page.get("Contents", []))
+    by_rank: dict[int, list[dict[str, Any]]] = {}
+    for key in sorted(keys):  # rank and link are zero-padded in the key: sorted is in order
+        body = s3.get_object(Bucket=task.artifacts_bucket, Key=key)["Body"].read()
+        record = json.loads(body)
+        losses = record.pop("losses", [])
+        link = {**record, "losses_key": key, "losses_recorded": len(losses)}
+        by_rank.setdefault(int(record.get("rank", -1)), []).append(link)
+    return [
+        {
+            "rank": rank,
+            "links": links,
+            "iterations_run": sum(int(link.get("iterations_run", 0)) for link in links),
+            "iteration": links[-1].get("iteration"),
+            "loss": links[-1].get("loss"),
+        }
+        for rank, links in sorted(by_rank.items())
+    ]
+
+
 def evaluate(model: torch.nn.Module, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
     if len(x) == 0:
         return {"test_samples": 0}
@@ -102,7 +131,6 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     torch.save(model.state_dict(), buf)
     base = f"{task.job_id}/"
     s3.put_object(Bucket=task.artifacts_bucket, Key=base + "model.pt", Body=buf.getvalue())
-    results = list(event.get("results", []) or [])
     report = {
         "job_id": task.job_id,
         "model": task.model,
@@ -114,7 +142,8 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
         "dataset": {k: manifest[k] for k in ("source", "synthetic", "train_samples")},
         **evaluate(model, x_test, y_test),
         "model_uri": f"s3://{task.artifacts_bucket}/{base}model.pt",
-        "workers": results,
+        "run_id": task.run_id,
+        "workers": worker_records(s3, task),
     }
     s3.put_object(
         Bucket=task.artifacts_bucket,

@@ -50,6 +50,26 @@ def run_checkpoint_prefix(base: str, run_id: str) -> str:
     return f"{base.rstrip('/')}/{run_id}" if base else run_id
 
 
+def link_record_key(job_id: str, run_id: str, rank: int, invocation: int) -> str:
+    """Where a worker link's full result (losses and timings) goes in the artifacts bucket.
+
+    The link returns only a bounded summary: Step Functions refuses a task result over 256 KiB
+    (States.DataLimitExceeded), which every [iteration, loss] of a long link would pass. A
+    retried link writes the same key again, so each link has one record.
+    """
+    return f"{links_prefix(job_id, run_id)}rank-{rank:05d}-link-{invocation:05d}.json"
+
+
+def links_prefix(job_id: str, run_id: str) -> str:
+    """The folder of one run's link records (ends in '/')."""
+    return f"{runs_prefix(job_id)}/{run_id}/links/"
+
+
+def runs_prefix(job_id: str) -> str:
+    """The job's per-run records (not checkpoints: workers may write here, the PS there)."""
+    return f"{job_id}/runs"
+
+
 def new_run(now: datetime.datetime, tag: str) -> tuple[str, str]:
     """(run id, ISO start) for a run not started by Step Functions (the emulator's); `tag`
     tells runs that start in the same microsecond apart (e.g. a process id)."""

@@ -13,6 +13,7 @@ import time
 
 _MODULE_START = time.perf_counter()
 
+import json  # noqa: E402
 import logging  # noqa: E402  # the import time of torch is part of the cold start we report
 import os  # noqa: E402
 import statistics  # noqa: E402
@@ -27,6 +28,7 @@ from torch.nn import functional as F  # noqa: E402
 from functions import datasets, wire, zoo  # noqa: E402
 from functions.aws import naming_s3_failures, resolve_secret, s3_client  # noqa: E402
 from functions.ps_client import PSClient  # noqa: E402
+from functions.runs import link_record_key  # noqa: E402
 from functions.task import WorkerTask  # noqa: E402
 
 IMPORT_S = time.perf_counter() - _MODULE_START
@@ -277,20 +279,30 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
     finally:
         client.close()
     timings.total_s = time.perf_counter() - t_start
-    done = iteration >= task.iterations
-    return {
-        "done": done,
+    summary = {
+        "done": iteration >= task.iterations,
         "iteration": iteration,
         "next_event": task.next_task(iteration).to_event(),
-        "losses": run.losses,
         "timings": timings.as_dict(),
         "rank": task.rank,
         "invocation": task.invocation,
         "stopped": reason,
         "iterations_run": len(run.losses),
+        "loss": run.losses[-1][1] if run.losses else None,
         "torch_threads": torch.get_num_threads(),
         "parameters": int(flat.params.numel()),
     }
+    return {**summary, "record_key": write_link_record(s3, task, {**summary, "losses": run.losses})}
+
+
+def write_link_record(s3: Any, task: WorkerTask, record: dict[str, Any]) -> str:
+    """The link's full result (every [iteration, loss]) to S3; returns its key. The return
+    value stays a bounded summary whatever the link's length (Step Functions' 256 KiB)."""
+    key = link_record_key(task.job_id, task.run_id, task.rank, task.invocation)
+    body = json.dumps({k: v for k, v in record.items() if k != "next_event"}).encode()
+    s3.put_object(Bucket=task.artifacts_bucket, Key=key, Body=body,
+                  ContentType="application/json")  # fmt: skip
+    return key
 
 
 def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from provisioner import runaway
 from provisioner.calibrate import Calibration, calibrate
 from provisioner.catalog import Catalog, load_catalog, read_data_json
 from provisioner.files import replace_atomically, write_text_atomically
@@ -197,6 +198,8 @@ def render_plan(plan: Plan) -> str:
         _row("VPC endpoints", format_usd(c.vpc_endpoints_usd)),
         _row("total", format_usd(c.total_usd)),
     ]
+    if plan.execution_timeout_s:
+        lines += ["if it goes wrong", _row("bounds", runaway.bounds_line(plan))]
     lines += [f"  note: {n}" for n in plan.notes]
     return "\n".join(lines)
 

@@ -139,6 +139,10 @@ class Plan:
     cost: CostBreakdown
     notes: tuple[str, ...] = field(default_factory=tuple)  # why this plan (one line each)
     interface_endpoints: tuple[str, ...] = ()  # VPC interface endpoints the stacks create
+    # Runaway bounds the stacks enforce (provisioner/runaway.py); 0 in plans from before them.
+    max_links_per_worker: int = 0  # a worker's links; a link must also advance
+    execution_timeout_s: int = 0  # the state machine's timeout
+    worst_case_usd: float = 0.0  # what a run costs if it runs into these bounds
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

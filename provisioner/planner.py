@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from provisioner import runaway
 from provisioner.catalog import Catalog
 from provisioner.model import (
     Arr,
@@ -184,6 +185,7 @@ def build_plan(
     share = float(
         vcpu_share(np.array([choice.memory_mb]), catalog.mb_per_vcpu, catalog.max_vcpu)[0]
     )
+    timeout_s = runaway.execution_timeout_s(prediction.total_s)
     return Plan(
         job=job,
         workload=profile.name,
@@ -206,7 +208,14 @@ def build_plan(
         cost=cost,
         notes=notes,
         interface_endpoints=catalog.interface_endpoints,
-    )
+        max_links_per_worker=runaway.max_links(links),
+        execution_timeout_s=timeout_s,
+        worst_case_usd=runaway.worst_case_usd(
+            catalog, cost, n_workers=choice.n_workers, ps_type=choice.ps_type,
+            ps_count=choice.ps_count, billed_s=_f(c.billed_s), planned_links=links,
+            timeout_s=timeout_s,
+        ),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

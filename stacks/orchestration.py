@@ -1,10 +1,16 @@
 """The state machine that runs one training job, and the custom resource that starts it.
 
-Start the PS (a no-op on the first run) → prepare the shards → fan out n workers as a Distributed
-Map (BSP needs all n running at once; an inline Map runs at most 40 and shares one 25,000-event
-history) → each worker is re-invoked with its `next_event` until `done` (the 15-minute limit) →
-finalize (final model + run report) → stop the PS so nothing idles at cost. Any failure also
-stops the PS before the execution fails.
+Name the run → start the PS (a no-op on the first run) → prepare the shards → fan out n workers
+as a Distributed Map (BSP needs all n running at once; an inline Map runs at most 40 and shares
+one 25,000-event history) → each worker is re-invoked with its `next_event` until `done` (the
+15-minute limit) → finalize (final model + run report) → stop the PS so nothing idles at cost.
+Any failure also stops the PS before the execution fails.
+
+Runaway bounds (provisioner/runaway.py, priced in the plan): a link that does not advance
+`start_iteration` fails the run, so does a worker past its link cap, and the execution has a
+timeout. A timed-out or stopped execution runs no catch, so a rule on its end stops the PS
+instances unless another run of the job is going (a redeploy stops the old run as the new
+one starts).
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import json
 from typing import Any
 
 from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -21,7 +29,9 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from provisioner.runaway import LINK_RETRIES
 from stacks.events import RUN_KEYS_FROM_EXECUTION
+from stacks.nag import acknowledge_invoking_machine
 from stacks.provider_logs import stack_log_group
 
 INVOKE_MARGIN_S = 120  # a task waits this much longer than the function's own timeout
@@ -73,8 +83,10 @@ class TrainingOrchestration(Construct):
         helper_timeout_s: int,
         ps_instance_ids: list[str],
         ps_instance_arns: list[str],
+        bounds: tuple[int, int],
     ) -> None:
         super().__init__(scope, construct_id)
+        max_links, timeout_s = bounds  # provisioner.runaway.plan_bounds
         ps = {"instance_ids": ps_instance_ids, "instance_arns": ps_instance_arns}
         stop_after_failure = _ec2_call(self, "StopPsAfterFailure", "stopInstances", **ps).next(
             sfn.Fail(self, "TrainingFailed", cause="A step failed; see the execution history.")
@@ -84,17 +96,27 @@ class TrainingOrchestration(Construct):
             self, "RunWorker", worker, timeout_s=worker_timeout_s,
             payload=sfn.TaskInput.from_json_path_at("$.event"),
             result_selector={"done.$": "$.Payload.done", "event.$": "$.Payload.next_event"},
+            result_path="$.link",  # beside the link's own event: did it advance?
         )  # fmt: skip
         # A crashed link is retried from the same event: the worker resumes from its checkpoint.
-        run_worker.add_retry(errors=["States.TaskFailed"], max_attempts=2,
+        run_worker.add_retry(errors=["States.TaskFailed"], max_attempts=LINK_RETRIES,
                              interval=Duration.seconds(10), backoff_rate=2)  # fmt: skip
+        link = sfn.Condition
         worker_loop = run_worker.next(
             sfn.Choice(self, "WorkerDone")
             # Output just `true`: n full events would hit the Map's 256 KB result limit.
-            .when(sfn.Condition.boolean_equals("$.done", True),
-                  sfn.Succeed(self, "WorkerFinished", output_path="$.done"))
-            .otherwise(run_worker)
-        )
+            .when(link.boolean_equals("$.link.done", True),
+                  sfn.Succeed(self, "WorkerFinished", output_path="$.link.done"))
+            .when(link.number_less_than_equals_json_path("$.link.event.start_iteration",
+                                                         "$.event.start_iteration"),
+                  sfn.Fail(self, "LinkMadeNoProgress", error="LinkMadeNoProgress",
+                           cause="A worker link ended without advancing; see its log."))
+            .when(link.number_greater_than_equals("$.link.event.invocation", max_links),
+                  sfn.Fail(self, "TooManyLinks", error="TooManyLinks",
+                           cause=f"A worker ran {max_links} links, the plan's bound."))
+            .otherwise(sfn.Pass(self, "NextLink", parameters={"event.$": "$.link.event"})
+                       .next(run_worker))
+        )  # fmt: skip
         # The execution's name and start time, read once into the state: every worker event
         # and finalize carry them, so each run checkpoints apart and a newer run's PS refuses
         # a stopped execution's workers.
@@ -127,7 +149,47 @@ class TrainingOrchestration(Construct):
             .next(_ec2_call(self, "StopPs", "stopInstances", **ps))
             .next(sfn.Succeed(self, "TrainingFinished"))
         )  # fmt: skip
-        self.log_group, self.state_machine = logged_state_machine(self, definition)
+        self.log_group, self.state_machine = logged_state_machine(
+            self, definition, timeout=Duration.seconds(timeout_s)
+        )
+        StopPsWhenRunEnds(self, "StopPsWhenRunEnds", training=self.state_machine, **ps)
+
+
+class StopPsWhenRunEnds(Construct):
+    """Stops the PS instances when a run ends without its own stop step (timed out, or
+    stopped by a user), unless another run of the job is going: a redeploy starts the new run
+    before it stops the old one, and the new run needs the PS. Attribute: `state_machine`."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, training: sfn.StateMachine,
+                 instance_ids: list[str], instance_arns: list[str]) -> None:  # fmt: skip
+        super().__init__(scope, construct_id)
+        running = tasks.CallAwsService(
+            self, "RunningExecutions", service="sfn", action="listExecutions",
+            parameters={"StateMachineArn": training.state_machine_arn, "StatusFilter": "RUNNING",
+                        "MaxResults": 1},
+            iam_resources=[training.state_machine_arn], iam_action="states:ListExecutions",
+            result_selector={"count.$": "States.ArrayLength($.Executions)"},
+        )  # fmt: skip
+        stop = _ec2_call(self, "StopPs", "stopInstances", instance_ids=instance_ids,
+                         instance_arns=instance_arns)  # fmt: skip
+        definition = running.next(
+            sfn.Choice(self, "AnotherRunGoing")
+            .when(sfn.Condition.number_greater_than("$.count", 0),
+                  sfn.Succeed(self, "LeavePsRunning"))
+            .otherwise(stop)
+        )  # fmt: skip
+        _, self.state_machine = logged_state_machine(self, definition)
+        acknowledge_invoking_machine(self.state_machine, ())  # tracing and logs: no scope
+        events.Rule(
+            self, "RunEnded",
+            description="A training run timed out, was stopped or failed: stop its PS instances",
+            event_pattern=events.EventPattern(
+                source=["aws.states"], detail_type=["Step Functions Execution Status Change"],
+                detail={"status": ["TIMED_OUT", "ABORTED", "FAILED"],
+                        "stateMachineArn": [training.state_machine_arn]},
+            ),
+            targets=[targets.SfnStateMachine(self.state_machine)],
+        )  # fmt: skip
 
 
 class StartOnDeploy(Construct):
@@ -181,14 +243,14 @@ class StartOnDeploy(Construct):
 
 
 def logged_state_machine(
-    scope: Construct, definition: sfn.IChainable
+    scope: Construct, definition: sfn.IChainable, *, timeout: Duration | None = None
 ) -> tuple[logs.ILogGroup, sfn.StateMachine]:
     """A traced state machine logging every event to the stack's log group (`Logs` in scope)."""
     log_group = stack_log_group(scope, "Logs")
     machine = sfn.StateMachine(
         scope, "StateMachine",
         definition_body=sfn.DefinitionBody.from_chainable(definition),
-        tracing_enabled=True,
+        tracing_enabled=True, timeout=timeout,
         logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL),
     )  # fmt: skip
     return log_group, machine

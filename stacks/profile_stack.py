@@ -11,6 +11,7 @@ from __future__ import annotations
 from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
+from provisioner.runaway import HELPER_TIMEOUT_S
 from stacks.data import DataLayout, grant_prepare
 from stacks.functions import ImageFunction
 from stacks.grants import grant_prefix, put_exact_objects
@@ -28,7 +29,7 @@ from stacks.profile_run import (
     profile_shards_prefix,
     run_digest,
 )
-from stacks.training_stack import HELPER_MEMORY_MB, HELPER_TIMEOUT_S
+from stacks.training_stack import HELPER_MEMORY_MB
 
 PROFILE_TIMEOUT_S = 900  # Lambda's maximum: a large model at the smallest size is slow
 FINALIZE_MEMORY_MB = 1024  # it only reads JSON and writes one object

@@ -6,7 +6,9 @@ from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from functions.runs import runs_prefix
 from provisioner.plan import Plan
+from provisioner.runaway import HELPER_TIMEOUT_S, plan_bounds
 from stacks.data import DataLayout, grant_prepare
 from stacks.events import (
     checkpoint_prefix,
@@ -26,7 +28,6 @@ from stacks.parameter_servers import ParameterServers
 # Not in the Plan because the planner does not model them: the prepare and finalize steps run
 # once per job. 3,008 MB fits accounts still capped there; 15 minutes is Lambda's maximum.
 HELPER_MEMORY_MB = 3008
-HELPER_TIMEOUT_S = 900
 
 
 class TrainingStack(Stack):
@@ -73,6 +74,7 @@ class TrainingStack(Stack):
             helper_timeout_s=HELPER_TIMEOUT_S,
             ps_instance_ids=[i.instance_id for i in parameter_servers.instances],
             ps_instance_arns=parameter_servers.instance_arns,
+            bounds=plan_bounds(plan),
         )  # fmt: skip
         executions = self._acknowledge_orchestration()
         machine = self.orchestration.state_machine
@@ -95,20 +97,27 @@ class TrainingStack(Stack):
     def _grant(self, plan: Plan, layout: DataLayout, secret: secretsmanager.ISecret) -> None:
         """Each role gets exactly what its handler does, read from the handlers themselves.
 
-        Worker (functions/worker.py): the manifest and its shard, the secret; it writes nothing
-        to S3 (the PS writes the checkpoints). Finalize (functions/finalize.py): the manifest and
-        test split, the PS checkpoints, the secret (it asks the PS for a last checkpoint); writes
-        exactly model.pt and report.json. Prepare (functions/datasets.py): reads the source,
+        Worker (functions/worker.py): the manifest and its shard, the secret; it writes only its
+        link records under the job's runs prefix (the PS writes the checkpoints). Finalize
+        (functions/finalize.py): the manifest and test split, the PS checkpoints and the link
+        records, the secret (it asks the PS for a last checkpoint); writes exactly model.pt and
+        report.json. Prepare (functions/datasets.py): reads the source,
         writes the shards and manifest, reads nothing back.
         """
         shards = shards_prefix(plan)
         grant_prefix(self.worker.function, self.worker, layout.dataset, shards, write=False,
                      reason="Reads its shard; keys are listed in the run's manifest.")
+        grant_prefix(self.worker.function, self.worker, layout.artifacts, runs_prefix(plan.job),
+                     write=True, read=False, reason="Writes its link records; run id, rank and "
+                     "link are in the key.")
         grant_prefix(self.finalize.function, self.finalize, layout.dataset, shards, write=False,
                      reason="Reads the manifest and the held-out split for the run report.")
         grant_prefix(self.finalize.function, self.finalize, layout.artifacts,
                      checkpoint_prefix(plan), write=False,
                      reason="Reads the PS checkpoints; shard and iteration are in the key.")
+        grant_prefix(self.finalize.function, self.finalize, layout.artifacts,
+                     runs_prefix(plan.job), write=False,
+                     reason="Reads the run's link records for the report; listed by run.")
         self.finalize.function.add_to_role_policy(
             put_exact_objects(layout.artifacts, result_keys(plan)))
         grant_prepare(self.prepare.function, self.prepare, layout, shards,

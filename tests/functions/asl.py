@@ -2,9 +2,12 @@
 
 Just the subset the training state machine uses, with AWS's semantics for it: Task (Parameters
 with `.$` paths, ResultSelector, ResultPath incl. null, Retry, Catch), Pass (Result,
-ResultPath), Choice (BooleanEquals), Map (ItemsPath, ItemSelector with `$$.Map.Item.Value`,
-ItemProcessor, items run concurrently up to MaxConcurrency), Parallel (Branches run at once,
-outputs in branch order), Succeed (OutputPath) and Fail.
+ResultPath, Parameters), Choice (BooleanEquals and the numeric comparisons, with a value or a
+`...Path`), Map (ItemsPath, ItemSelector with `$$.Map.Item.Value`, ItemProcessor, items run
+concurrently up to MaxConcurrency), Parallel (Branches run at once, outputs in branch order),
+Succeed (OutputPath) and Fail. The context object has `Execution.Name` and `StartTime`.
+Step Functions' payload limit holds: a task result or a state's output over 256 KiB fails with
+States.DataLimitExceeded, as in AWS.
 Task resources are dispatched to Python callables by resource ARN, so the real handlers run
 behind the real definition. Anything outside the subset raises `Unsupported`, never guesses.
 """
@@ -13,11 +16,31 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import json
+import operator
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 Task = Callable[[dict[str, Any]], Any]
+PAYLOAD_LIMIT_BYTES = 256 * 1024  # Step Functions' limit on a task result and a state's data
+_COMPARISONS = {
+    "BooleanEquals": operator.is_,
+    "NumericEquals": operator.eq,
+    "NumericLessThan": operator.lt,
+    "NumericLessThanEquals": operator.le,
+    "NumericGreaterThan": operator.gt,
+    "NumericGreaterThanEquals": operator.ge,
+}
+
+
+def within_payload_limit(value: Any, what: str) -> Any:
+    """`value`, or States.DataLimitExceeded when its JSON exceeds 256 KiB (UTF-8)."""
+    size = len(json.dumps(value, separators=(",", ":")).encode())
+    if size > PAYLOAD_LIMIT_BYTES:
+        raise StatesError("States.DataLimitExceeded", f"{what} is {size} bytes (limit 262144)")
+    return value
 
 
 class Unsupported(Exception):
@@ -99,7 +122,8 @@ def render(template: Any, data: Any, context: Mapping[str, Any]) -> Any:
 
 def _matches(rule: Mapping[str, Any], error: str) -> bool:
     names = rule["ErrorEquals"]
-    return error in names or ("States.ALL" in names and error != "States.Runtime")
+    terminal = ("States.Runtime", "States.DataLimitExceeded")  # States.ALL never catches them
+    return error in names or ("States.ALL" in names and error not in terminal)
 
 
 class Interpreter:
@@ -108,9 +132,11 @@ class Interpreter:
     def __init__(self, definition: Mapping[str, Any], tasks: Mapping[str, Task]) -> None:
         self.definition, self.tasks, self.trace = definition, tasks, Trace()
 
-    def run(self, data: Any, *, name: str = "exec-1",
+    def run(self, data: Any, *, name: str | None = None,
             start_time: str = "2026-01-01T00:00:00.000Z") -> Any:  # fmt: skip
-        """Run an execution called `name`, started at `start_time` (the context object)."""
+        """Run an execution called `name` (default: a new unique one, as StartExecution names
+        it), started at `start_time` (the context object)."""
+        name = name or f"exec-{uuid.uuid4()}"
         context = {"Execution": {"Name": name, "StartTime": start_time}}
         output, end = self._machine(self.definition, data, context)
         self.trace.end = end
@@ -132,7 +158,7 @@ class Interpreter:
                 name = self._choose(state, data, context)
                 continue
             try:
-                data = self._step(state, data, context)
+                data = within_payload_limit(self._step(state, data, context), f"{name} output")
             except StatesError as err:
                 catch = next((c for c in state.get("Catch", []) if _matches(c, err.error)), None)
                 if catch is None:
@@ -147,9 +173,14 @@ class Interpreter:
 
     def _choose(self, state: Mapping[str, Any], data: Any, context: Mapping[str, Any]) -> str:
         for rule in state["Choices"]:
-            if set(rule) != {"Variable", "BooleanEquals", "Next"}:
+            (test,) = set(rule) - {"Variable", "Next"} or {None}
+            name = str(test).removesuffix("Path")
+            if name not in _COMPARISONS:
                 raise Unsupported(f"choice rule {rule}")
-            if get_path(data, rule["Variable"], context) is rule["BooleanEquals"]:
+            expected = rule[test]
+            if test.endswith("Path"):
+                expected = get_path(data, expected, context)
+            if _COMPARISONS[name](get_path(data, rule["Variable"], context), expected):
                 return str(rule["Next"])
         if "Default" not in state:
             raise StatesError("States.NoChoiceMatched", str(data))
@@ -182,7 +213,7 @@ class Interpreter:
         attempts: dict[int, int] = {}
         while True:
             try:
-                return call(params)
+                return within_payload_limit(call(params), f"{state['Resource']} result")
             except StatesError as err:
                 error = err
             except Exception as exc:  # noqa: BLE001  # a handler error is a TaskFailed, as in AWS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -110,6 +111,12 @@ def run_threads(fn: Any, args_list: list[tuple[Any, ...]], timeout_s: float = 12
     if errors:
         raise errors[0]
     return results
+
+
+def link_losses(s3: Any, bucket: str, result: dict[str, Any]) -> list[list[float]]:
+    """Every [iteration, loss] of a link, from the record it wrote (its return has none)."""
+    body = s3.get_object(Bucket=bucket, Key=result["record_key"])["Body"].read()
+    return list(json.loads(body)["losses"])
 
 
 def ps_vector(servers: list[ParameterServer]) -> np.ndarray:

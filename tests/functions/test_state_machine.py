@@ -21,7 +21,7 @@ from functions.ps import ParameterServer
 from provisioner.plan import Plan
 from stacks.events import PS_PORT
 from tests.stacks.conftest import make_plan
-from tests.stacks.test_stacks import DIGITS, build
+from tests.stacks.test_stacks import DIGITS, build, training_machine
 
 from .asl import Interpreter, StatesError, resolve_cfn
 from .conftest import SECRET_ENV
@@ -68,8 +68,7 @@ def _definition(plan: Plan) -> dict[str, Any]:
     shard_of_instance = {
         lid: int(re.findall(r"--shard (\d+) ", json.dumps(r))[0]) for lid, r in instances.items()
     }
-    machines = templates["training"].find_resources("AWS::StepFunctions::StateMachine")
-    (machine,) = machines.values()
+    machine = training_machine(templates["training"])
     text = resolve_cfn(machine["Properties"]["DefinitionString"], _resolver(shard_of_instance))
     definition: dict[str, Any] = json.loads(text)
     return definition
@@ -138,7 +137,7 @@ def test_the_deployed_state_machine_trains_to_the_end_and_stops_the_ps(
     plan = _plan(iterations=24)
     aws, definition, artifacts = deployed(plan, worker_checks=10)
     machine = Interpreter(definition, aws.tasks())
-    machine.run({})
+    machine.run({}, name="exec-1")
     assert machine.trace.end == "TrainingFinished"
     assert aws.ec2 == [("start", ["i-0", "i-1"]), ("stop", ["i-0", "i-1"])]
     # 10 iterations per link: every worker went round the re-invocation loop three times.
@@ -147,6 +146,65 @@ def test_the_deployed_state_machine_trains_to_the_end_and_stops_the_ps(
     report = json.loads(s3.get_object(Bucket=artifacts, Key="sfn/report.json")["Body"].read())
     assert report["iteration"] == plan.training.iterations and report["complete"]
     assert s3.head_object(Bucket=artifacts, Key="sfn/model.pt")["ContentLength"] > 0
+    # Finalize reports the workers in AWS too (the Map's results are not passed to it): every
+    # link of both ranks, read from the records the links wrote.
+    assert report["run_id"] == "exec-1"
+    assert [len(w["links"]) for w in report["workers"]] == [3, 3]
+    assert [w["iterations_run"] for w in report["workers"]] == [24, 24]
+    assert all(link["losses_recorded"] == 10 for w in report["workers"] for link in w["links"][:2])
+
+
+def test_a_second_execution_on_the_same_stacks_trains_every_iteration_again(
+    s3: Any, deployed: Any
+) -> None:
+    """A re-run (a redeploy, or start-execution after the PS was stopped) on the PS that
+    served the first run: it used to adopt the PS's final iteration and train nothing."""
+    plan = _plan(iterations=24)
+    aws, definition, artifacts = deployed(plan, worker_checks=10)
+    Interpreter(definition, aws.tasks()).run({}, name="first", start_time="2026-05-01T10:00:00Z")
+    second = Interpreter(definition, aws.tasks())
+    second.run({}, name="second", start_time="2026-05-01T11:00:00Z")
+    assert second.trace.end == "TrainingFinished"
+    assert aws.invocations == {0: 6, 1: 6}  # three links per worker in each run
+    report = json.loads(s3.get_object(Bucket=artifacts, Key="sfn/report.json")["Body"].read())
+    assert report["run_id"] == "second"
+    assert [w["iterations_run"] for w in report["workers"]] == [24, 24]
+
+
+def test_a_link_that_does_not_advance_fails_the_run_instead_of_looping(deployed: Any) -> None:
+    """A time limit hit before the first step: the link returns at its own start iteration.
+    The loop used to re-invoke it forever, up to 15 minutes of Lambda per link."""
+    plan = _plan(iterations=24)
+    aws, definition, _ = deployed(plan, worker_checks=0)
+    machine = Interpreter(definition, aws.tasks())
+    with pytest.raises(StatesError):
+        machine.run({})
+    assert "LinkMadeNoProgress" in machine.trace.states
+    assert machine.trace.states[-2:] == ["StopPsAfterFailure", "TrainingFailed"]
+    assert aws.invocations == {0: 1, 1: 1}  # no second link of either worker
+
+
+def test_a_worker_past_its_link_cap_fails_the_run(deployed: Any) -> None:
+    """Every link advances, but by one iteration each: past the plan's cap the run fails."""
+    plan = dataclasses.replace(_plan(iterations=24), max_links_per_worker=4)
+    aws, definition, _ = deployed(plan, worker_checks=1)
+    machine = Interpreter(definition, aws.tasks())
+    with pytest.raises(StatesError):
+        machine.run({})
+    assert "TooManyLinks" in machine.trace.states
+    assert aws.invocations == {0: 4, 1: 4} and aws.ec2[-1] == ("stop", ["i-0", "i-1"])
+
+
+def test_the_interpreter_holds_the_definition_to_the_payload_limit() -> None:
+    """A task result over 256 KiB fails as in AWS (what every [iteration, loss] of a 12,000
+    iteration link did), and no States.ALL catch takes it."""
+    definition = {"StartAt": "Big", "States": {"Big": {
+        "Type": "Task", "Resource": "big", "End": True,
+        "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Caught"}]},
+        "Caught": {"Type": "Succeed"}}}  # fmt: skip
+    losses = [[it, 2.302585092994046] for it in range(12_000)]
+    with pytest.raises(StatesError, match="States.DataLimitExceeded"):
+        Interpreter(definition, {"big": lambda _: {"losses": losses}}).run({})
 
 
 def test_a_worker_that_keeps_failing_stops_the_ps_and_fails_the_run(deployed: Any) -> None:

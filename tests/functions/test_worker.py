@@ -65,3 +65,22 @@ def test_one_long_wait_does_not_make_the_worker_stop_early() -> None:
     # Iterations that are all slow are reserved for in full.
     assert worker.next_iteration_estimate_s([3.0] * 9) == pytest.approx(6.0)
     assert worker.next_iteration_estimate_s([]) == 0.0
+
+
+@pytest.mark.parametrize("iterations", [3, 300])
+def test_the_return_value_stays_bounded_and_the_losses_go_to_s3(
+    s3: Any, bucket: str, digits: Any, ps_cluster: Any, iterations: int
+) -> None:
+    """Step Functions refuses a task result over 256 KiB: a link of any length returns the same
+    few hundred bytes, and its record in S3 holds every [iteration, loss]."""
+    import json
+
+    digits(1)
+    servers = ps_cluster(1, 1, learning_rate=0.1, momentum=0.9)
+    result = worker.handler(worker_event(0, 1, endpoints(servers), bucket, iterations=iterations))
+    assert result["done"] and "losses" not in result
+    assert len(json.dumps(result)) < 4096
+    assert result["record_key"] == "job-test/runs/run-test/links/rank-00000-link-00000.json"
+    record = json.loads(s3.get_object(Bucket=bucket, Key=result["record_key"])["Body"].read())
+    assert [it for it, _ in record["losses"]] == list(range(iterations))
+    assert record["loss"] == result["loss"] == record["losses"][-1][1]

@@ -81,19 +81,20 @@ def listing_prefixes(statements: list[dict[str, Any]]) -> list[list[str]]:
     ]
 
 
-def test_worker_role_reads_its_shards_and_the_secret_and_writes_nothing_in_s3(
+def test_worker_role_reads_its_shards_and_the_secret_and_writes_only_its_link_records(
     built: tuple[Plan, dict[str, Template]],
 ) -> None:
     plan, templates = built
     statements = statements_of(templates["training"], "functions.worker.handler")
     allowed = grants(statements)
-    assert set(allowed) == S3_READ_ACTIONS | {"secretsmanager:GetSecretValue"}
-    assert not [a for a in allowed if a.startswith("s3:") and a not in S3_READ_ACTIONS]
+    assert set(allowed) == S3_READ_ACTIONS | {"s3:PutObject", "secretsmanager:GetSecretValue"}
     shards = f"{plan.job}/shards-n{plan.n_workers}"
     assert allowed["s3:GetObject"] == {f"arn:TOKEN:s3:::{plan.job}-dataset-TOKEN/{shards}/*"}
     assert allowed["s3:ListBucket"] == {f"arn:TOKEN:s3:::{plan.job}-dataset-TOKEN"}
     assert listing_prefixes(statements) == [[f"{shards}/*", shards]]
-    assert all("artifacts" not in r for resources in allowed.values() for r in resources)
+    # Link records (functions.runs.link_record_key), never checkpoints or results.
+    artifacts = f"arn:TOKEN:s3:::{plan.job}-artifacts-TOKEN"
+    assert allowed["s3:PutObject"] == {f"{artifacts}/{plan.job}/runs/*"}
     secrets = [s["Resource"] for s in statements if "secretsmanager:GetSecretValue" in s["Action"]]
     assert len(secrets) == 1 and "JobSecret" in json.dumps(secrets)  # the job's own secret only
 
@@ -124,10 +125,12 @@ def test_finalize_writes_exactly_the_model_and_the_report(
     assert allowed["s3:GetObject"] == {
         f"arn:TOKEN:s3:::{plan.job}-dataset-TOKEN/{shards}/*",
         f"{artifacts}/{plan.job}/checkpoints/*",
+        f"{artifacts}/{plan.job}/runs/*",
     }
     assert sorted(listing_prefixes(statements)) == sorted(
-        [[f"{shards}/*", shards], [f"{plan.job}/checkpoints/*", f"{plan.job}/checkpoints"]]
-    )
+        [[f"{shards}/*", shards], [f"{plan.job}/checkpoints/*", f"{plan.job}/checkpoints"],
+         [f"{plan.job}/runs/*", f"{plan.job}/runs"]]
+    )  # fmt: skip
 
 
 def test_prepare_writes_its_shards_and_reads_nothing_of_ours(

@@ -15,6 +15,7 @@ import pytest
 from aws_cdk import App
 from aws_cdk.assertions import Match, Template
 
+from provisioner import runaway
 from provisioner.plan import Goal, Plan
 from stacks.context import DatasetSource
 from stacks.events import PS_PORT
@@ -62,8 +63,15 @@ def rendered(value: Any) -> Any:
     return json.loads("".join(p if isinstance(p, str) else "TOKEN" for p in parts))
 
 
+def training_machine(template: Template) -> dict[str, Any]:
+    """The run's state machine (not the one that stops the PS when a run is cut off)."""
+    machines = template.find_resources("AWS::StepFunctions::StateMachine")
+    (machine,) = [m for lid, m in machines.items() if "StopPsWhenRunEnds" not in lid]
+    return machine
+
+
 def state_machine_definition(template: Template) -> dict[str, Any]:
-    (machine,) = template.find_resources("AWS::StepFunctions::StateMachine").values()
+    machine = training_machine(template)
     return rendered(machine["Properties"]["DefinitionString"])  # type: ignore[no-any-return]
 
 
@@ -250,9 +258,10 @@ def test_stop_instances_is_scoped_to_the_ps_instances(
     statements = [s for p in templates["training"].find_resources("AWS::IAM::Policy").values()
                   for s in p["Properties"]["PolicyDocument"]["Statement"]
                   if "ec2:StopInstances" in s["Action"]]  # fmt: skip
-    assert len(statements) == 1
-    assert len(statements[0]["Resource"]) == plan.ps_count
-    assert all(":instance/" in json.dumps(r) for r in statements[0]["Resource"])
+    assert len(statements) == 2  # the run's own stop steps, and the stop when a run is cut off
+    for statement in statements:
+        assert len(statement["Resource"]) == plan.ps_count
+        assert all(":instance/" in json.dumps(r) for r in statement["Resource"])
 
 
 def test_state_machine_fans_out_n_workers_and_stops_the_ps(
@@ -283,8 +292,15 @@ def test_state_machine_fans_out_n_workers_and_stops_the_ps(
     assert len(event["ps_endpoints"]) == plan.ps_count
     loop = workers["ItemProcessor"]["States"]
     assert loop["RunWorker"]["ResultSelector"]["event.$"] == "$.Payload.next_event"
-    assert loop["WorkerDone"]["Default"] == "RunWorker"  # re-invoke until done
-    assert loop["WorkerFinished"]["OutputPath"] == "$.done"  # n results stay far below 256 KB
+    assert loop["WorkerDone"]["Default"] == "NextLink"  # re-invoke until done ...
+    assert loop["NextLink"]["Next"] == "RunWorker"
+    rules = {rule["Next"]: rule for rule in loop["WorkerDone"]["Choices"]}
+    # ... while every link advances, up to the plan's link cap
+    assert rules["LinkMadeNoProgress"]["NumericLessThanEqualsPath"] == "$.event.start_iteration"
+    assert rules["TooManyLinks"]["NumericGreaterThanEquals"] == runaway.max_links(
+        plan.invocations_per_worker)
+    assert loop["WorkerFinished"]["OutputPath"] == "$.link.done"  # n results stay far below 256 KB
+    assert definition["TimeoutSeconds"] == runaway.plan_bounds(plan)[1]
     assert all(s.get("Catch", [{}])[0].get("Next", "StopPsAfterFailure") == "StopPsAfterFailure"
                for s in states.values())  # fmt: skip
 
@@ -393,3 +409,29 @@ def _service(name: Any) -> str:
     parts = name["Fn::Join"][1] if isinstance(name, dict) else [name]
     text = "".join(p if isinstance(p, str) else "REGION" for p in parts)
     return text.split("REGION.", 1)[1]
+
+
+def test_a_run_cut_off_by_its_timeout_or_a_user_stops_the_ps_unless_another_run_goes(
+    built: tuple[Plan, dict[str, Template]],
+) -> None:
+    """A timed-out or stopped execution runs no catch: a rule on its end stops the PS."""
+    _, templates = built
+    training = templates["training"]
+    (rule,) = training.find_resources("AWS::Events::Rule").values()
+    pattern = rule["Properties"]["EventPattern"]
+    # FAILED too: an error no catch takes (States.DataLimitExceeded) skips the stop step.
+    assert pattern["detail"]["status"] == ["TIMED_OUT", "ABORTED", "FAILED"]
+    assert pattern["detail"]["stateMachineArn"] == [{"Ref": logical_id_of(training_machine(
+        training), training)}]
+    (stopper,) = [m for lid, m in training.find_resources("AWS::StepFunctions::StateMachine")
+                  .items() if "StopPsWhenRunEnds" in lid]  # fmt: skip
+    states = rendered(stopper["Properties"]["DefinitionString"])["States"]
+    # A redeploy starts the new run before it stops the old one: the PS stays up for it.
+    assert states["RunningExecutions"]["Parameters"]["StatusFilter"] == "RUNNING"
+    assert states["AnotherRunGoing"]["Choices"][0]["Next"] == "LeavePsRunning"
+    assert states["AnotherRunGoing"]["Default"] == "StopPs"
+
+
+def logical_id_of(resource: dict[str, Any], template: Template) -> str:
+    (lid,) = [k for k, v in template.to_json()["Resources"].items() if v == resource]
+    return lid

@@ -38,6 +38,7 @@ from provisioner import (
 )
 from provisioner.catalog import read_data_json
 from provisioner.files import write_text_atomically
+from provisioner.idle import idle_line
 from provisioner.profile import PROFILE_DIR, profile_from_dict
 from provisioner.runaway import bounds_line
 from stacks.context import ContextError, JobContext, read_context
@@ -151,6 +152,7 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
             if name != "total_usd" and value >= 0.00005  # items that show at 4 decimals
         ),
         f"if it goes wrong: {bounds_line(plan)}",
+        f"between runs: {idle_line(plan)}",
         *(f"why: {note}" for note in plan.notes),
     ]
 

@@ -112,6 +112,10 @@ class Catalog:
     # CPU seconds at one vCPU a worker spends on loading before any byte moves (S3 client,
     # manifest and shard requests, np.load); None = not measured (0).
     load_cpu_s: float | None = None
+    # What the deployment bills by the hour between runs (provisioner/idle.py); 0 = not known.
+    ps_root_volume_gb: int = 30  # each PS instance's gp3 root volume
+    ebs_usd_per_gb_month: float = 0.0
+    secret_usd_per_month: float = 0.0
     # A rule of the run, not a JSON figure: the emulator's --iterations-per-invocation also ends
     # an invocation after this many iterations (0 = only the time limit does).
     max_iterations_per_invocation: int = 0
@@ -291,6 +295,11 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         total_vcpu=float(lf("total_vcpu")) if "total_vcpu" in lam else None,
         warm_start_s=float(lf("warm_start_s")) if "warm_start_s" in lam else None,
         load_cpu_s=float(lf("load_cpu_s")) if "load_cpu_s" in lam else None,
+        ps_root_volume_gb=int(_optional_figure(ps, "root_volume_gb", "parameter_servers", 30)),
+        ebs_usd_per_gb_month=_optional_figure(
+            ps, "ebs_gp3_usd_per_gb_month", "parameter_servers", 0.0
+        ),
+        secret_usd_per_month=_optional_figure(orch, "secret_usd_per_month", "orchestration", 0.0),
     )
     _validate(cat)
     return cat

@@ -21,6 +21,7 @@ from provisioner import runaway
 from provisioner.calibrate import Calibration, calibrate
 from provisioner.catalog import Catalog, load_catalog, read_data_json
 from provisioner.files import replace_atomically, write_text_atomically
+from provisioner.idle import idle_line
 from provisioner.parse import (
     format_duration_s,
     format_usd,
@@ -200,6 +201,8 @@ def render_plan(plan: Plan) -> str:
     ]
     if plan.execution_timeout_s:
         lines += ["if it goes wrong", _row("bounds", runaway.bounds_line(plan))]
+    if plan.idle_usd_per_hour:
+        lines += [_row("between runs", idle_line(plan))]
     lines += [f"  note: {n}" for n in plan.notes]
     return "\n".join(lines)
 

@@ -143,6 +143,8 @@ class Plan:
     max_links_per_worker: int = 0  # a worker's links; a link must also advance
     execution_timeout_s: int = 0  # the state machine's timeout
     worst_case_usd: float = 0.0  # what a run costs if it runs into these bounds
+    ps_volume_gb: int = 30  # each PS instance's root volume (gp3)
+    idle_usd_per_hour: float = 0.0  # what the deployment bills by the hour between runs
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -16,6 +16,7 @@ import numpy as np
 
 from provisioner import runaway
 from provisioner.catalog import Catalog
+from provisioner.idle import idle_cost
 from provisioner.model import (
     Arr,
     Axis,
@@ -186,6 +187,8 @@ def build_plan(
         vcpu_share(np.array([choice.memory_mb]), catalog.mb_per_vcpu, catalog.max_vcpu)[0]
     )
     timeout_s = runaway.execution_timeout_s(prediction.total_s)
+    endpoints = len(catalog.interface_endpoints)
+    idle = idle_cost(catalog, endpoints=endpoints, ps_count=choice.ps_count)
     return Plan(
         job=job,
         workload=profile.name,
@@ -215,6 +218,8 @@ def build_plan(
             ps_count=choice.ps_count, billed_s=_f(c.billed_s), planned_links=links,
             timeout_s=timeout_s,
         ),
+        ps_volume_gb=catalog.ps_root_volume_gb,
+        idle_usd_per_hour=idle.total_usd_per_hour,
     )  # fmt: skip
 
 

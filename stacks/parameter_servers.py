@@ -25,7 +25,6 @@ from stacks.image import ImageSpec
 from stacks.nag import acknowledge
 from stacks.provider_logs import stack_log_group
 
-ROOT_VOLUME_GB = 30  # AL2023 base + the PyTorch image, unpacked
 READY_TIMEOUT = Duration.minutes(30)  # boot, dnf, image pull and PS start on the slowest type
 
 
@@ -136,7 +135,8 @@ class ParameterServers(Construct):
                 block_devices=[ec2.BlockDevice(
                     device_name="/dev/xvda",
                     volume=ec2.BlockDeviceVolume.ebs(
-                        ROOT_VOLUME_GB, encrypted=True, volume_type=ec2.EbsDeviceVolumeType.GP3),
+                        plan.ps_volume_gb, encrypted=True,
+                        volume_type=ec2.EbsDeviceVolumeType.GP3),
                 )],
             )  # fmt: skip
             container = ps_command(

@@ -1,0 +1,51 @@
+"""What a deployed job bills by the hour while no run is going, until `cdk destroy`.
+
+After a run the state machine stops the PS instances, so their hours end with it; what stays
+is what exists whether or not anything trains: the VPC's interface endpoints (billed per
+endpoint-hour), the PS instances' root volumes (per GB-month, stopped or not) and the job's
+secret (per secret-month). Everything else the stacks create bills per use (Lambda, Step
+Functions, S3 requests) or per GB stored (S3 objects, logs), not by the hour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from provisioner.catalog import Catalog
+from provisioner.parse import format_usd
+from provisioner.plan import Plan
+
+HOURS_PER_MONTH = 730  # AWS's convention for monthly prices
+
+
+@dataclass(frozen=True)
+class IdleCost:
+    """USD per hour between runs, item by item."""
+
+    endpoints_usd_per_hour: float
+    volumes_usd_per_hour: float
+    secret_usd_per_hour: float
+
+    @property
+    def total_usd_per_hour(self) -> float:
+        return self.endpoints_usd_per_hour + self.volumes_usd_per_hour + self.secret_usd_per_hour
+
+
+def idle_line(plan: Plan) -> str:
+    """What synth and `provisioner plan` print about the time between runs."""
+    return (
+        f"{format_usd(plan.idle_usd_per_hour)}/h until `cdk destroy` "
+        f"({len(plan.interface_endpoints)} interface endpoints, "
+        f"{plan.ps_count * plan.ps_volume_gb} GB of PS volumes, 1 secret)"
+    )
+
+
+def idle_cost(catalog: Catalog, *, endpoints: int, ps_count: int, secrets: int = 1) -> IdleCost:
+    """The hourly bill of `endpoints` interface endpoints (one AZ), `ps_count` PS root volumes
+    of the catalog's size and `secrets` secrets, at the catalog's prices."""
+    gb = ps_count * catalog.ps_root_volume_gb
+    return IdleCost(
+        endpoints_usd_per_hour=endpoints * catalog.endpoint_usd_per_hour,
+        volumes_usd_per_hour=gb * catalog.ebs_usd_per_gb_month / HOURS_PER_MONTH,
+        secret_usd_per_hour=secrets * catalog.secret_usd_per_month / HOURS_PER_MONTH,
+    )

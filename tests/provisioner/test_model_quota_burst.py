@@ -301,3 +301,15 @@ def test_the_exchange_shares_the_cores_like_compute_on_a_shared_platform() -> No
     n = np.array([1, 2, 3, 6])
     assert model.shared_exchange_s(np.array(0.6), n, 1.5) == pytest.approx([0.6, 0.8, 1.2, 2.4])
     assert model.shared_exchange_s(np.array(0.6), n, None).tolist() == 0.6  # AWS: own cores
+
+
+def test_the_quota_step_never_drops_below_the_work_and_the_exchange_near_one_period() -> None:
+    """c + e just above one period P, x falling through P (more memory): the step must not
+    rise as x falls. A negative "fresh-quota wait" once made x = P faster than x < P."""
+    c, e, p = 0.0022608590476190515, 0.017739449, 0.02
+    # x a hair above P counts one refill (⌈x/P⌉ less a relative hair) while c > q already
+    xs = np.concatenate([np.linspace(0.0205, 0.02001, 50), [p * (1 + 1e-15), p],
+                         np.linspace(0.01999, 0.0185, 50)])  # fmt: skip
+    steps = model.cfs_step_s(c, xs, e, p)
+    assert np.all(np.diff(steps) <= 0)
+    assert np.all(steps >= c + e)

@@ -43,6 +43,7 @@ from provisioner.profile import PROFILE_DIR, profile_from_dict
 from provisioner.runaway import bounds_line
 from stacks.context import ContextError, JobContext, read_context
 from stacks.image import DOCKERFILE, REPO_ROOT
+from stacks.machine_image import ami_line, deploy_env
 from stacks.profile_run import (
     DEFAULT_PROFILE_ITERATIONS,
     DEFAULT_PROFILE_MEMORY_MB,
@@ -198,7 +199,9 @@ def synth_job(app: App, *, err: TextIO) -> int:
         return EXIT_WRITE_FAILED
     shown = os.path.relpath(plan_path)
     print(f"plan written to {plan_path if shown.startswith('..') else shown}", file=err)
-    add_job_stacks(app, plan=result.plan, dataset=ctx.dataset)
+    env = deploy_env(os.environ)
+    print(ami_line(env), file=err)
+    add_job_stacks(app, plan=result.plan, dataset=ctx.dataset, env=env)
     return 0
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, Environment, Stack
 from constructs import Construct
 
 from stacks.context import DatasetSource
@@ -13,8 +13,9 @@ class DataStack(Stack):
     """Attributes: `buckets`."""
 
     def __init__(self, scope: Construct, construct_id: str, *, layout: DataLayout,
-                 dataset: DatasetSource, description: str) -> None:  # fmt: skip
-        super().__init__(scope, construct_id, description=description)
+                 dataset: DatasetSource, description: str,
+                 env: Environment | None = None) -> None:  # fmt: skip
+        super().__init__(scope, construct_id, description=description, env=env)
         self.buckets = DataBuckets(self, "Buckets", layout=layout, dataset=dataset)
         CfnOutput(self, "ArtifactsBucket", value=self.buckets.artifacts_bucket.bucket_name,
                   description="Checkpoints, final model and run report")  # fmt: skip

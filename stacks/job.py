@@ -11,7 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from aws_cdk import App, Tags, Validations
+from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from provisioner.plan import Plan
@@ -59,24 +59,28 @@ def plan_tags(plan: Plan) -> dict[str, str]:
     }
 
 
-def add_job_stacks(app: App, *, plan: Plan, dataset: DatasetSource,
-                   nag: bool = True) -> JobStacks:  # fmt: skip
-    """The job's Data, ParameterServers and Training stacks, named `<job>-data` etc."""
+def add_job_stacks(app: App, *, plan: Plan, dataset: DatasetSource, nag: bool = True,
+                   env: Environment | None = None) -> JobStacks:  # fmt: skip
+    """The job's Data, ParameterServers and Training stacks, named `<job>-data` etc.
+
+    `env`: the account and region (`deploy_env`), all three stacks the same (they reference
+    each other); with one, the PS AMI is pinned in cdk.context.json (stacks/machine_image.py).
+    """
     summary = (
         f"n={plan.n_workers} x {plan.memory_mb} MB {plan.arch}, "
         f"PS {plan.ps_count} x {plan.ps_type}"
     )
     layout = data_layout(plan.job, dataset)
     data = DataStack(app, f"{plan.job}-data", layout=layout, dataset=dataset,
-                     description=f"λDNN job {plan.job}: buckets")  # fmt: skip
+                     description=f"λDNN job {plan.job}: buckets", env=env)  # fmt: skip
     ps = ParameterServerStack(
-        app, f"{plan.job}-ps", plan=plan, artifacts=layout.artifacts,
+        app, f"{plan.job}-ps", plan=plan, artifacts=layout.artifacts, env=env,
         description=f"λDNN job {plan.job}: network and parameter servers ({summary})",
     )  # fmt: skip
     training = TrainingStack(
         app, f"{plan.job}-training", plan=plan, plan_digest=plan_digest(plan),
         layout=layout, network=ps.network, secret=ps.secret,
-        parameter_servers=ps.parameter_servers,
+        parameter_servers=ps.parameter_servers, env=env,
         description=f"λDNN job {plan.job}: workers and orchestration ({summary})",
     )  # fmt: skip
     # Other stacks name our buckets rather than import them: order the deploys explicitly.

@@ -22,6 +22,7 @@ from provisioner.plan import Plan
 from stacks.events import PS_PORT, checkpoint_prefix, ps_command
 from stacks.grants import BucketRef, grant_prefix, read_secret_value
 from stacks.image import ImageSpec
+from stacks.machine_image import ps_machine_image
 from stacks.nag import acknowledge
 from stacks.provider_logs import stack_log_group
 
@@ -117,10 +118,7 @@ class ParameterServers(Construct):
             reason="AWS's managed policy for Session Manager, our only way in (no SSH, no "
             "key pair); its ssm/ssmmessages/ec2messages actions take no resource scope.",
         )
-        image_ami = ec2.MachineImage.latest_amazon_linux2023(
-            cpu_type=ec2.AmazonLinuxCpuType.ARM_64 if plan.ps_arch == "arm64"
-            else ec2.AmazonLinuxCpuType.X86_64,
-        )  # fmt: skip
+        image_ami = ps_machine_image(stack, plan.ps_arch)
         registry = f"{stack.account}.dkr.ecr.{stack.region}.{stack.url_suffix}"
         self.instances: list[ec2.Instance] = []
         for shard in range(plan.ps_count):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, Environment, Stack
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
@@ -18,8 +18,9 @@ class ParameterServerStack(Stack):
     """Attributes: `network`, `secret`, `parameter_servers`."""
 
     def __init__(self, scope: Construct, construct_id: str, *, plan: Plan,
-                 artifacts: BucketRef, description: str) -> None:  # fmt: skip
-        super().__init__(scope, construct_id, description=description)
+                 artifacts: BucketRef, description: str,
+                 env: Environment | None = None) -> None:  # fmt: skip
+        super().__init__(scope, construct_id, description=description, env=env)
         # getattr: plans written before the field existed carry no list; use the default set.
         endpoints = tuple(getattr(plan, "interface_endpoints", ())) or INTERFACE_ENDPOINTS
         self.network = TrainingNetwork(self, "Network", ps_port=PS_PORT,

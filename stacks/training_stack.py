@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, Environment, Stack
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
@@ -35,8 +35,9 @@ class TrainingStack(Stack):
 
     def __init__(self, scope: Construct, construct_id: str, *, plan: Plan, plan_digest: str,
                  layout: DataLayout, network: TrainingNetwork, secret: secretsmanager.ISecret,
-                 parameter_servers: ParameterServers, description: str) -> None:  # fmt: skip
-        super().__init__(scope, construct_id, description=description)
+                 parameter_servers: ParameterServers, description: str,
+                 env: Environment | None = None) -> None:  # fmt: skip
+        super().__init__(scope, construct_id, description=description, env=env)
         image = ImageSpec(plan.arch)
         in_vpc = VpcPlacement(vpc=network.vpc, subnets=network.subnets,
                               security_group=network.worker_security_group)  # fmt: skip

@@ -39,6 +39,7 @@ from provisioner import (
 from provisioner.catalog import read_data_json
 from provisioner.files import write_text_atomically
 from provisioner.idle import idle_line
+from provisioner.plan import Plan
 from provisioner.profile import PROFILE_DIR, profile_from_dict
 from provisioner.runaway import bounds_line
 from stacks.context import ContextError, JobContext, read_context
@@ -93,7 +94,7 @@ def profile_run_for(ctx: JobContext) -> ProfileRun:
     return ProfileRun(
         job=ctx.job, name=profile.name, model=profile.model,
         local_batch=profile.profiled_local_batch, dataset_bytes=profile.dataset_bytes,
-        memory_mb=sizes, arch="x86_64" if ctx.arch == "any" else ctx.arch,
+        memory_mb=sizes, arch="x86_64" if ctx.arch in ("any", "mixed") else ctx.arch,
         iterations=ctx.profile_iterations or DEFAULT_PROFILE_ITERATIONS,
         base_profile_json=json.dumps(document, sort_keys=True),
     )  # fmt: skip
@@ -125,6 +126,20 @@ def synth_profile(app: App, ctx: JobContext, *, err: TextIO) -> int:
     return 0
 
 
+PLATFORMS = {"x86_64": "linux/amd64", "arm64": "linux/arm64"}
+
+
+def image_line(plan: Plan) -> str:
+    """Which platforms `cdk deploy` builds the image for (an arm64 build on an x86 host, or the
+    reverse, needs QEMU/binfmt; -c arch=mixed is what allows a plan to need both)."""
+    if plan.arch == plan.ps_arch:
+        return f"image: {PLATFORMS[plan.arch]} (workers and PS)"
+    return (
+        f"image: {PLATFORMS[plan.arch]} (workers) and {PLATFORMS[plan.ps_arch]} (PS): the "
+        "deploy builds both (the other architecture needs QEMU/binfmt on the host)"
+    )
+
+
 def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
     """What a user reads after synth: the plan, its prediction and why."""
     plan = result.plan
@@ -152,6 +167,7 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
             for name, value in dataclasses.asdict(plan.cost).items()
             if name != "total_usd" and value >= 0.00005  # items that show at 4 decimals
         ),
+        image_line(plan),
         f"if it goes wrong: {bounds_line(plan)}",
         f"between runs: {idle_line(plan)}",
         *(f"why: {note}" for note in plan.notes),

@@ -275,7 +275,7 @@ def predict_run(
 
 
 def _infeasible_message(
-    profile: WorkloadProfile, catalog: Catalog, space: Space, goal: Goal
+    profile: WorkloadProfile, catalog: Catalog, space: Space, goal: Goal, arch: str
 ) -> str:
     fast_s, fast = fastest_cell(profile, catalog, space)
     if not math.isfinite(fast_s):
@@ -307,6 +307,8 @@ def _infeasible_message(
             f", cheapest achievable {format_usd(float(pool.total_usd[i]))} "
             f"(takes {format_duration_s(float(pool.total_s[i]))})"
         )
+    if arch == "any" and len(space.archs) > 1:
+        text += "; workers and PS share one architecture (arch=mixed lets them differ)"
     return text
 
 
@@ -414,7 +416,7 @@ def plan_job(
     res = solve_goal(profile, catalog, space, goal, flat)
     cost_first = goal.planning_deadline_s is not None
     if res is None:
-        raise Infeasible(_infeasible_message(profile, catalog, space, goal))
+        raise Infeasible(_infeasible_message(profile, catalog, space, goal, limits.arch))
     best, pool = res
     choice = choice_of(space, int(pool.r[best]), int(pool.ni[best]), int(pool.j[best]))
     why = (

@@ -25,7 +25,9 @@ from provisioner.model import (
 )
 from provisioner.profile import WorkloadProfile
 
-ARCH_CHOICES = ("x86_64", "arm64", "any")
+# "any": one architecture per plan (workers and PS alike), the cheaper; "mixed": workers and PS
+# may differ, and the deploy builds the image for both (linux/arm64 on an x86 host needs QEMU).
+ARCH_CHOICES = ("x86_64", "arm64", "mixed", "any")  # the last is the default
 
 
 class Infeasible(ValueError):  # noqa: N818 - the contract names it Infeasible
@@ -149,7 +151,7 @@ def build_space(
             f"but the limit allows at most {top} MB"
         )
     wanted = [a.arch for a in catalog.architectures]
-    if limits.arch != "any":
+    if limits.arch not in ("any", "mixed"):
         wanted = [a for a in wanted if a == limits.arch]
     archs = tuple(a for a in wanted if profile.rate(a) is not None)
     if not archs:
@@ -170,14 +172,23 @@ def build_space(
         [training_rate_samples_s(c, one, one * catalog.mb_per_vcpu)[0] for c in curves]
     )
     types = [p for p in catalog.ps_types if limits.ps_types is None or p.name in limits.ps_types]
-    drop = dominated_ps_types(tuple(types)) if prune else set()
+    mixed = limits.arch == "mixed"
+    # Dominance within what a route may pair: per architecture unless the plan may mix them.
+    groups = [tuple(types)] if mixed else [tuple(p for p in types if p.arch == a) for a in archs]
+    drop = set().union(*map(dominated_ps_types, groups)) if prune else set()
     kept = [p for p in types if p.name not in drop]
     routes = [
         (ai, p, c)
         for ai in range(len(archs))
         for p in kept
+        if mixed or p.arch == archs[ai]
         for c in range(1, catalog.ps_max_shards + 1)
     ]
+    if not routes:
+        raise Infeasible(
+            f"no PS type of architecture {' or '.join(archs)} is allowed (ps_types "
+            f"{', '.join(limits.ps_types or ())}); allow one, or -c arch=mixed"
+        )
     notes = (
         (
             f"PS types {', '.join(sorted(drop))} skipped: another type has ≥ baseline "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from provisioner.parse import JOB_NAME_FORMS, JOB_NAME_PATTERN, MAX_SYNTHETIC_SAMPLES
 
-ARCH_CHOICES = ("x86_64", "arm64", "any")
+ARCH_CHOICES = ("x86_64", "arm64", "mixed", "any")  # the last is the default
 MEMORY_MB_MIN, MEMORY_MB_MAX = 128, 10240  # Lambda's configurable range (1 MB steps)
 INSTANCE_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -330,7 +330,7 @@ def read_context(
         deadline_s=deadline_s,
         budget_usd=budget_usd,
         deadline_is_default=deadline_is_default,
-        arch=parse_choice("arch", values.get("arch"), ("x86_64", "arm64", "any"), errors),
+        arch=parse_choice("arch", values.get("arch"), ARCH_CHOICES, errors),
         max_memory_mb=parse_int(
             "max_memory_mb", values.get("max_memory_mb"), MEMORY_MB_MIN, MEMORY_MB_MAX, errors
         ),

@@ -183,7 +183,7 @@ CASES = [
     cdk("deadline=bogus", says="deadline='bogus' is not accepted"),
     cdk("budget=5", "slack=10%", says="only a budget was given: add a deadline or drop the slack"),
     cdk("max_memory_mb=64", says="max_memory_mb='64' is out of range"),
-    cdk("arch=sparc", says="arch='sparc' is not accepted; use one of x86_64, arm64, any"),
+    cdk("arch=sparc", says="arch='sparc' is not accepted; use one of x86_64, arm64, mixed, any"),
     cdk("ps_types=,,,", says="ps_types=',,,' is not accepted"),
     cdk("workload=nope", says="workload='nope': profile 'nope' not found"),
     cdk("reserve_concurency=true", says="reserve_concurency='true' is not a context key"),

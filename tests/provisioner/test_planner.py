@@ -161,7 +161,7 @@ def test_bad_limits_are_one_line_errors(catalog_2025: Catalog) -> None:
     )
     with pytest.raises(ValueError) as err:
         build_space(RESNET, catalog_2025, Limits(arch="sparc"))
-    assert str(err.value) == "arch 'sparc' is not one of x86_64, arm64, any"
+    assert str(err.value) == "arch 'sparc' is not one of x86_64, arm64, mixed, any"
     with pytest.raises(Infeasible, match="no memory size fits: workload cifar10-resnet18 needs"):
         build_space(RESNET, catalog_2025, Limits(max_memory_mb=1024))
     with pytest.raises(Infeasible, match="no architecture fits"):
@@ -291,3 +291,22 @@ def test_predict_run_uses_the_runs_k_limit_margin_and_cap() -> None:
     assert plan.prediction.chaining_s > 0
     whole = predict_run(make_profile(), catalog, choice, RunRules(900.0, 30.0), job="bench")
     assert whole.training.iterations == -(-20_000 * 5 // (2 * 32))  # the workload's own k
+
+
+@pytest.mark.parametrize("deadline_s", [1200, 3600, 7200])
+def test_one_architecture_per_plan_unless_mixing_is_allowed(deadline_s: float) -> None:
+    """A plan with x86_64 workers and an arm64 PS (or the reverse) makes `cdk deploy` build the
+    image for both, which an x86 host cannot without QEMU: only `arch=mixed` allows it."""
+    profile, catalog = load_profile("cifar10-resnet18"), load_catalog("lambda-2025")
+    plan = plan_job(profile, catalog, Goal(deadline_s=deadline_s), Limits(), "j").plan
+    assert plan.arch == plan.ps_arch
+    mixed = plan_job(profile, catalog, Goal(deadline_s=deadline_s), Limits(arch="mixed"), "j")
+    assert mixed.plan.cost.total_usd <= plan.cost.total_usd  # a larger space, never dearer
+
+
+def test_a_deadline_only_a_mixed_plan_meets_says_how_to_allow_it() -> None:
+    profile, catalog = load_profile("cifar10-resnet18"), load_catalog("lambda-2025")
+    with pytest.raises(Infeasible, match=r"share one architecture \(arch=mixed lets them differ"):
+        plan_job(profile, catalog, Goal(deadline_s=720), Limits(), "j")
+    mixed = plan_job(profile, catalog, Goal(deadline_s=720), Limits(arch="mixed"), "j").plan
+    assert (mixed.arch, mixed.ps_arch) == ("arm64", "x86_64")

@@ -58,6 +58,11 @@ def test_default_synth_prints_the_plan_writes_plan_json_and_builds_it(synth: Any
     assert lines[1].startswith("goal: deadline 2h00m00s; predicted ")
     assert lines[2].startswith("cost: lambda compute $") and "ps instances $" in lines[2]
     assert [f"why: {n}" for n in plan.notes] == [ln for ln in lines if ln.startswith("why: ")]
+    # What the deploy builds, the runaway bounds, the idle bill and the AMI: one line each.
+    assert lines[3] == "image: linux/amd64 (workers and PS)"
+    assert lines[4].startswith("if it goes wrong: a link must advance; at most 5 links")
+    assert lines[5].startswith(f"between runs: ${plan.idle_usd_per_hour:.4f}/h until")
+    assert any(ln.startswith("PS AMI: not pinned (no AWS account at synth)") for ln in lines)
     assert sorted(result.templates) == ["digits-demo-data", "digits-demo-ps",
                                         "digits-demo-training"]  # fmt: skip
     assert_template_equals_plan(result, plan)
@@ -109,7 +114,7 @@ def test_bad_context_lists_every_problem_and_exits_2(tmp_path: Path) -> None:
     assert lines[0] == ("error: deadline='soon' is not accepted; use a positive amount: "
                         "seconds or e.g. 90m, 2h, 1h30m")  # fmt: skip
     assert lines[1].startswith("error: workload='nope': profile 'nope' not found")
-    assert lines[2] == "error: arch='sparc' is not accepted; use one of x86_64, arm64, any"
+    assert lines[2] == "error: arch='sparc' is not accepted; use one of x86_64, arm64, mixed, any"
     assert len(lines) == 3 and not os.path.exists(tmp_path / "plan.json")
 
 

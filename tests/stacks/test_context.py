@@ -114,7 +114,7 @@ def test_a_local_folder_without_npz_files_is_rejected(tmp_path: Any) -> None:
         ({"dataset": "s3://Bad_Bucket/x"},
          "dataset='s3://Bad_Bucket/x' is not accepted; use builtin:digits, synthetic-cifar:N "
          "(N from 1 to 60000 samples), s3://bucket/prefix or an existing local folder"),
-        ({"arch": "x86"}, "arch='x86' is not accepted; use one of x86_64, arm64, any"),
+        ({"arch": "x86"}, "arch='x86' is not accepted; use one of x86_64, arm64, mixed, any"),
         ({"max_memory_mb": "3GB"},
          "max_memory_mb='3GB' is not accepted; use an integer from 128 to 10240"),
         ({"max_memory_mb": 20000},
@@ -179,5 +179,5 @@ def test_loaders_report_unknown_names_with_the_other_errors() -> None:
                      loaders={"workload": load})  # fmt: skip
     assert info.value.errors == (
         "workload='nope': profile 'nope' not found",
-        "arch='sparc' is not accepted; use one of x86_64, arm64, any",
+        "arch='sparc' is not accepted; use one of x86_64, arm64, mixed, any",
     )

@@ -28,7 +28,7 @@ ITERATIONS_PER_INVOCATION ?= 400
 LOCAL_PLAN := runs/demo/plan.json
 CDK := node_modules/.bin/cdk
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-synth.txt
 	test -x $(PY) || $(PY_SYS) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==25.3
 	$(PY) -m pip install --quiet -r requirements-dev.txt

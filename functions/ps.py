@@ -37,6 +37,12 @@ connections may sit in the handshake (each for at most `handshake_timeout_s`; a 
 the oldest), so idle or slow peers cannot exhaust the descriptors. `python -m functions.ps_health`
 is the liveness check (a connection must be answered with a CHALLENGE).
 
+A shard serves one run of the job at a time (functions/runs.py): the first HELLO naming a run
+enters it, restoring that run's own newest common checkpoint (`<prefix>/<run id>/...`), if any;
+a HELLO of a run that started later forgets the parameters, drops the other connections and
+enters the newer run; a HELLO or request of an older run is refused. An instance outlives its
+runs, so a re-run never resumes the previous run's final iteration.
+
 Each checkpoint carries an HMAC-SHA256 over its key and bytes with the job secret (S3 user
 metadata); one that does not verify is refused, logged with its key, and moved aside to
 `<key>.rejected`, so every shard's listing skips it and the shard falls back to the newest

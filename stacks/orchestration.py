@@ -101,17 +101,17 @@ class TrainingOrchestration(Construct):
         # A crashed link is retried from the same event: the worker resumes from its checkpoint.
         run_worker.add_retry(errors=["States.TaskFailed"], max_attempts=LINK_RETRIES,
                              interval=Duration.seconds(10), backoff_rate=2)  # fmt: skip
-        link = sfn.Condition
+        cond = sfn.Condition
         worker_loop = run_worker.next(
             sfn.Choice(self, "WorkerDone")
             # Output just `true`: n full events would hit the Map's 256 KB result limit.
-            .when(link.boolean_equals("$.link.done", True),
+            .when(cond.boolean_equals("$.link.done", True),
                   sfn.Succeed(self, "WorkerFinished", output_path="$.link.done"))
-            .when(link.number_less_than_equals_json_path("$.link.event.start_iteration",
+            .when(cond.number_less_than_equals_json_path("$.link.event.start_iteration",
                                                          "$.event.start_iteration"),
                   sfn.Fail(self, "LinkMadeNoProgress", error="LinkMadeNoProgress",
                            cause="A worker link ended without advancing; see its log."))
-            .when(link.number_greater_than_equals("$.link.event.invocation", max_links),
+            .when(cond.number_greater_than_equals("$.link.event.invocation", max_links),
                   sfn.Fail(self, "TooManyLinks", error="TooManyLinks",
                            cause=f"A worker ran {max_links} links, the plan's bound."))
             .otherwise(sfn.Pass(self, "NextLink", parameters={"event.$": "$.link.event"})
@@ -156,9 +156,10 @@ class TrainingOrchestration(Construct):
 
 
 class StopPsWhenRunEnds(Construct):
-    """Stops the PS instances when a run ends without its own stop step (timed out, or
-    stopped by a user), unless another run of the job is going: a redeploy starts the new run
-    before it stops the old one, and the new run needs the PS. Attribute: `state_machine`."""
+    """Stops the PS instances when a run ends without its own stop step (timed out, stopped by
+    a user, or failed where no catch runs, such as States.DataLimitExceeded), unless another run
+    of the job is going: a redeploy starts the new run before it stops the old one, and the new
+    run needs the PS. Attribute: `state_machine`."""
 
     def __init__(self, scope: Construct, construct_id: str, *, training: sfn.StateMachine,
                  instance_ids: list[str], instance_arns: list[str]) -> None:  # fmt: skip

@@ -140,6 +140,17 @@ def image_line(plan: Plan) -> str:
     )
 
 
+def placement_line(plan: Plan, az: str | None) -> str:
+    """Where the PS instances go, and how to move them where their type is offered (not every
+    AZ offers every type; synth cannot ask EC2, so the user is told how to check)."""
+    where = f"availability zone {az} (-c az)" if az else "the region's first availability zone"
+    return (
+        f"PS placement: {where}; if {plan.ps_type} is not offered there, pick one that offers it "
+        "with -c az= (aws ec2 describe-instance-type-offerings --location-type "
+        f"availability-zone --filters Name=instance-type,Values={plan.ps_type})"
+    )
+
+
 def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
     """What a user reads after synth: the plan, its prediction and why."""
     plan = result.plan
@@ -217,7 +228,8 @@ def synth_job(app: App, *, err: TextIO) -> int:
     print(f"plan written to {plan_path if shown.startswith('..') else shown}", file=err)
     env = deploy_env(os.environ)
     print(ami_line(env), file=err)
-    add_job_stacks(app, plan=result.plan, dataset=ctx.dataset, env=env)
+    print(placement_line(result.plan, ctx.az), file=err)
+    add_job_stacks(app, plan=result.plan, dataset=ctx.dataset, env=env, az=ctx.az)
     return 0
 
 

@@ -19,12 +19,14 @@ MEMORY_MB_MIN, MEMORY_MB_MAX = 128, 10240  # Lambda's configurable range (1 MB s
 INSTANCE_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 SYNTHETIC_PATTERN = re.compile(r"^synthetic-cifar:(\d+)$")
+AZ_PATTERN = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")  # us-east-1b, ap-southeast-2a
 BUILTIN_DATASETS = ("digits",)
 
 # Keys this app reads. Anything else that looks like ours (plain snake_case) is a typo; CDK's own
 # keys contain ':' or '@' and are left alone.
 KNOWN_KEYS = (
     "arch",
+    "az",
     "budget",
     "catalog",
     "dataset",
@@ -91,6 +93,18 @@ class JobContext:
     mode: str = "train"  # "profile": deploy a profiling run (stacks/profile_stack.py) instead
     profile_memory_mb: tuple[int, ...] = ()  # sizes to profile; () = the default sizes
     profile_iterations: int | None = None  # timed iterations per size; None = the default
+    az: str | None = None  # the VPC's one AZ (where the PS type is offered); None = the first
+
+
+def parse_az(value: object, errors: list[str]) -> str | None:
+    """An availability zone name (us-east-1b); None when absent."""
+    if _is_missing(value):
+        return None
+    text = str(value).strip()
+    if AZ_PATTERN.match(text):
+        return text
+    errors.append(f"az={value!r} is not accepted; use an availability zone name like us-east-1b")
+    return None
 
 
 def _is_missing(value: object) -> bool:
@@ -347,6 +361,7 @@ def read_context(
         profile_iterations=parse_int(
             "profile_iterations", values.get("profile_iterations"), 1, 1000, errors
         ),
+        az=parse_az(values.get("az"), errors),
     )
     too_big = [mb for mb in context.profile_memory_mb if mb > (context.max_memory_mb or mb)]
     if too_big:

@@ -60,11 +60,12 @@ def plan_tags(plan: Plan) -> dict[str, str]:
 
 
 def add_job_stacks(app: App, *, plan: Plan, dataset: DatasetSource, nag: bool = True,
-                   env: Environment | None = None) -> JobStacks:  # fmt: skip
+                   env: Environment | None = None, az: str | None = None) -> JobStacks:  # fmt: skip
     """The job's Data, ParameterServers and Training stacks, named `<job>-data` etc.
 
     `env`: the account and region (`deploy_env`), all three stacks the same (they reference
     each other); with one, the PS AMI is pinned in cdk.context.json (stacks/machine_image.py).
+    `az`: the one availability zone of the VPC (-c az=); None = the region's first.
     """
     summary = (
         f"n={plan.n_workers} x {plan.memory_mb} MB {plan.arch}, "
@@ -74,7 +75,7 @@ def add_job_stacks(app: App, *, plan: Plan, dataset: DatasetSource, nag: bool = 
     data = DataStack(app, f"{plan.job}-data", layout=layout, dataset=dataset,
                      description=f"λDNN job {plan.job}: buckets", env=env)  # fmt: skip
     ps = ParameterServerStack(
-        app, f"{plan.job}-ps", plan=plan, artifacts=layout.artifacts, env=env,
+        app, f"{plan.job}-ps", plan=plan, artifacts=layout.artifacts, env=env, az=az,
         description=f"λDNN job {plan.job}: network and parameter servers ({summary})",
     )  # fmt: skip
     training = TrainingStack(

@@ -15,6 +15,7 @@ HTTPS to S3 goes to S3's managed prefix list, whose id a custom resource looks u
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
@@ -44,13 +45,15 @@ class TrainingNetwork(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, ps_port: int,
-                 interface_endpoints: tuple[str, ...]) -> None:  # fmt: skip
+                 interface_endpoints: tuple[str, ...], az: str | None = None) -> None:  # fmt: skip
         super().__init__(scope, construct_id)
+        # `az`: the user's pick (-c az=), e.g. where the PS type is offered; else the first.
+        placement: dict[str, Any] = {"availability_zones": [az]} if az else {"max_azs": 1}
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
             ip_addresses=ec2.IpAddresses.cidr("10.42.0.0/16"),
-            max_azs=1,
+            **placement,
             nat_gateways=0,
             subnet_configuration=[
                 ec2.SubnetConfiguration(

@@ -115,6 +115,8 @@ def test_a_local_folder_without_npz_files_is_rejected(tmp_path: Any) -> None:
          "dataset='s3://Bad_Bucket/x' is not accepted; use builtin:digits, synthetic-cifar:N "
          "(N from 1 to 60000 samples), s3://bucket/prefix or an existing local folder"),
         ({"arch": "x86"}, "arch='x86' is not accepted; use one of x86_64, arm64, mixed, any"),
+        ({"az": "us-east-1"},
+         "az='us-east-1' is not accepted; use an availability zone name like us-east-1b"),
         ({"max_memory_mb": "3GB"},
          "max_memory_mb='3GB' is not accepted; use an integer from 128 to 10240"),
         ({"max_memory_mb": 20000},
@@ -146,7 +148,7 @@ def test_a_local_folder_without_npz_files_is_rejected(tmp_path: Any) -> None:
         ({"slack": "lots"},
          "slack='lots' is not accepted; use a share of the deadline below 90%, e.g. 10% or 0.1"),
         ({"deadlin": "2h"},
-         "deadlin='2h' is not a context key of this app; accepted keys: arch, budget, catalog, "
+         "deadlin='2h' is not a context key of this app; accepted keys: arch, az, budget, catalog, "
          "dataset, deadline, default_deadline, job, max_concurrency, max_memory_mb, mode, "
          "profile_iterations, profile_memory, ps_types, reserve_concurrency, slack, workload"),
     ],

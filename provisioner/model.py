@@ -595,7 +595,7 @@ def timeline(
     # A re-invocation's start-up: cold (imports, shard reload, warm-up) unless the platform
     # says the next link lands on the previous link's warm environment, as the emulator's do.
     cold_relinks = catalog.warm_start_s is None
-    relink = link_overhead if cold_relinks else catalog.warm_start_s
+    relink = link_overhead if catalog.warm_start_s is None else catalog.warm_start_s
     chaining = (links - 1) * (nt.checkpoint_s + catalog.restart_s + relink)
     warmup_total = warmup * (links if cold_relinks else 1)
     with np.errstate(invalid="ignore"):

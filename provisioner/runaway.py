@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from provisioner import model
 from provisioner.catalog import Catalog
 from provisioner.parse import format_duration_s, format_usd
@@ -70,15 +72,16 @@ def worst_case_usd(
     (Lambda GB-seconds and /tmp are linear in the billed time; the plan's `billed_s` is one
     worker's predicted billed time.)"""
     longer = max(1.0, timeout_s / max(billed_s, 1e-9))
-    links = max_links(planned_links)
+    # The model's items take arrays (cells); here each is one value.
+    n, shards, t, links = (np.asarray(v) for v in (n_workers, ps_count, timeout_s,
+                                                   max_links(planned_links)))  # fmt: skip
+    hourly = np.asarray(catalog.ps_type(ps_type).usd_per_hour)
     return float(
         (cost.lambda_compute_usd + cost.ephemeral_storage_usd) * longer
-        + model.ps_usd(catalog.ps_type(ps_type).usd_per_hour, ps_count, timeout_s,
-                       catalog.ps_min_billed_s)
-        + model.endpoints_usd(catalog.endpoint_usd_per_hour, len(catalog.interface_endpoints),
-                              timeout_s)
-        + model.requests_usd(catalog.usd_per_request, n_workers, links)
+        + model.ps_usd(hourly, shards, t, catalog.ps_min_billed_s)
+        + model.endpoints_usd(catalog.endpoint_usd_per_hour, len(catalog.interface_endpoints), t)
+        + model.requests_usd(catalog.usd_per_request, n, links)
         + model.step_functions_usd(catalog.sfn_usd_per_transition, catalog.sfn_fixed_transitions,
-                                   catalog.sfn_transitions_per_invocation, n_workers, links)
+                                   catalog.sfn_transitions_per_invocation, n, links)
         + cost.s3_requests_usd * longer
     )  # fmt: skip

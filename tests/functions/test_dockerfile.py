@@ -41,10 +41,16 @@ def test_base_image_cmd_and_multi_arch() -> None:
 
 
 def _pins(path: Path) -> dict[str, str]:
+    """name → version of a requirements file and the files it includes (`-r`); a local label
+    (`+cpu`) and the Linux-only marker are dropped: the image takes torch from the CPU index."""
     pins = {}
     for line in path.read_text().splitlines():
-        match = re.match(r"^([A-Za-z0-9_.\-\[\]]+)==(\S+)", line.strip())
-        if match:
+        line = line.strip()
+        if line.startswith("-r "):
+            pins.update(_pins(path.parent / line[3:].strip()))
+            continue
+        match = re.match(r"^([A-Za-z0-9_.\-\[\]]+)==([^\s;+]+)", line)
+        if match and 'sys_platform != "linux"' not in line:
             pins[match.group(1).split("[")[0].lower()] = match.group(2)
     return pins
 

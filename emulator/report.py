@@ -77,6 +77,15 @@ def startup_of(link: dict[str, Any]) -> float:
     return float((link.get("emulator_timings") or {}).get("handler_import_s", 0.0))
 
 
+def orchestration_gap_s(link: dict[str, Any]) -> float:
+    """What a link cost the orchestrator beyond the handler's own time: the request, the poll
+    that sees the result (POLL_INTERVAL_S) and the hand-over; the model's `restart_s`, which
+    calibrate measures the same way. A cold link's import is start-up, not gap."""
+    timings = link.get("timings") or {}
+    handler_s = float(timings.get("total_s", 0.0)) + float(timings.get("import_s", 0.0))
+    return max(0.0, float(link.get("wall_s", 0.0)) - handler_s)
+
+
 def worker_terms(worker: WorkerState) -> dict[str, float]:
     """One worker's measured seconds per term over its whole chain of invocations."""
     links = worker.links
@@ -84,9 +93,13 @@ def worker_terms(worker: WorkerState) -> dict[str, float]:
         t: sum(link_timing(link, t) for link in links) for t in ("load", "compute", "communication")
     }
     terms["startup"] = startup_of(links[0]) if links else 0.0
-    # Chaining: what each extra link costs beyond training, i.e. its start-up and reload, plus
-    # the checkpoints every link writes before it returns (λDNN has no such term).
-    terms["chaining"] = sum(startup_of(link) + link_timing(link, "load") for link in links[1:])
+    # Chaining: what each extra link costs beyond training, i.e. its start-up, reload and the
+    # orchestrator's gap, plus the checkpoints every link writes before it returns (λDNN has no
+    # such term).
+    terms["chaining"] = sum(
+        startup_of(link) + link_timing(link, "load") + orchestration_gap_s(link)
+        for link in links[1:]
+    )
     terms["chaining"] += sum(link_timing(link, "checkpoint") for link in links)
     terms["load"] = link_timing(links[0], "load") if links else 0.0
     terms["wall"] = sum(float(link.get("wall_s", 0.0)) for link in links)

@@ -19,8 +19,11 @@ from functions import aws, datasets
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Return at once (start-up and dispatch), or time the worker's load of a tiny dataset."""
+    """Return at once (start-up and dispatch), after `sleep_s` (a link that works for a while,
+    so the orchestrator's poll sees it at a random phase), or time the worker's load of a tiny
+    dataset."""
     if "dataset_bucket" not in event:
+        time.sleep(float(event.get("sleep_s", 0.0)))
         return {"ok": True}
     bucket, prefix = str(event["dataset_bucket"]), str(event["dataset_prefix"])
     with tempfile.TemporaryDirectory() as cache:

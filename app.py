@@ -43,7 +43,7 @@ from provisioner.plan import Plan
 from provisioner.profile import PROFILE_DIR, profile_from_dict
 from provisioner.runaway import bounds_line
 from stacks.context import ContextError, JobContext, read_context
-from stacks.image import DOCKERFILE, REPO_ROOT
+from stacks.image import DOCKERFILE, REPO_ROOT, ImageSpec
 from stacks.machine_image import ami_line, deploy_env
 from stacks.profile_run import (
     DEFAULT_PROFILE_ITERATIONS,
@@ -126,16 +126,14 @@ def synth_profile(app: App, ctx: JobContext, *, err: TextIO) -> int:
     return 0
 
 
-PLATFORMS = {"x86_64": "linux/amd64", "arm64": "linux/arm64"}
-
-
 def image_line(plan: Plan) -> str:
     """Which platforms `cdk deploy` builds the image for (an arm64 build on an x86 host, or the
     reverse, needs QEMU/binfmt; -c arch=mixed is what allows a plan to need both)."""
-    if plan.arch == plan.ps_arch:
-        return f"image: {PLATFORMS[plan.arch]} (workers and PS)"
+    workers, ps = (ImageSpec(arch).platform.platform for arch in (plan.arch, plan.ps_arch))
+    if workers == ps:
+        return f"image: {workers} (workers and PS)"
     return (
-        f"image: {PLATFORMS[plan.arch]} (workers) and {PLATFORMS[plan.ps_arch]} (PS): the "
+        f"image: {workers} (workers) and {ps} (PS): the "
         "deploy builds both (the other architecture needs QEMU/binfmt on the host)"
     )
 

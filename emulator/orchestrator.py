@@ -45,6 +45,7 @@ from functions import ps_health
 from functions.aws import S3Unreachable, naming_s3_failures, s3_config
 from functions.runs import new_run
 from provisioner.plan import Plan
+from provisioner.runaway import LINK_RETRIES
 from stacks import events
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +71,7 @@ class Options:
     cpu_scale: float | None = None  # local cores per Lambda vCPU; None = fit the machine
     out_dir: Path | None = None  # default runs/<job>
     s3: str = "weed"
-    max_attempts: int = 3  # per invocation: the first try and two retries (Step Functions)
+    max_attempts: int = 1 + LINK_RETRIES  # per invocation: the first try and the retries
     safety_margin_s: float | None = None  # default: a quarter of the limit, at most 30 s
     run_timeout_s: float | None = None  # whole-run deadline; default from the plan
     worker_handler: str = WORKER_HANDLER

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from functions import wire
-from functions.runs import Run, parse_run, run_checkpoint_prefix
+from functions.runs import parse_run, run_checkpoint_prefix
 
 
 class TaskError(ValueError):
@@ -111,10 +111,6 @@ class WorkerTask:
             parse_run(self.run_id, self.run_started)
         except ValueError as exc:
             raise TaskError(f"worker event keys 'run_id'/'run_started': {exc}") from None
-
-    @property
-    def run(self) -> Run:
-        return parse_run(self.run_id, self.run_started)
 
     @property
     def run_checkpoint_prefix(self) -> str:

@@ -187,8 +187,7 @@ def build_plan(
         vcpu_share(np.array([choice.memory_mb]), catalog.mb_per_vcpu, catalog.max_vcpu)[0]
     )
     timeout_s = runaway.execution_timeout_s(prediction.total_s)
-    endpoints = len(catalog.interface_endpoints)
-    idle = idle_cost(catalog, endpoints=endpoints, ps_count=choice.ps_count)
+    idle = idle_cost(catalog, endpoints=len(catalog.interface_endpoints), ps_count=choice.ps_count)
     return Plan(
         job=job,
         workload=profile.name,

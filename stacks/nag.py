@@ -54,6 +54,11 @@ def acknowledge_invoking_machine(machine: IConstruct, functions: Iterable[IConst
             rule=f"AwsSolutions-IAM5[Resource::<{logical_id(fn)}.Arn>:*]",
             reason="CDK's LambdaInvoke grants the function's versions/aliases (ARN:*) too.",
         )
+    acknowledge_traced_machine(machine)
+
+
+def acknowledge_traced_machine(machine: IConstruct) -> None:
+    """The one finding of every logged, traced state machine (stacks.orchestration)."""
     acknowledge(
         machine,
         rule="AwsSolutions-IAM5[Resource::*]",

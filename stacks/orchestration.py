@@ -29,19 +29,17 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from provisioner.runaway import LINK_RETRIES
+from provisioner.runaway import LINK_RETRIES, TASK_MARGIN_S
 from stacks.events import RUN_KEYS_FROM_EXECUTION
-from stacks.nag import acknowledge_invoking_machine
+from stacks.nag import acknowledge_traced_machine
 from stacks.provider_logs import stack_log_group
-
-INVOKE_MARGIN_S = 120  # a task waits this much longer than the function's own timeout
 
 
 def _invoke(scope: Construct, state_id: str, function: lambda_.IFunction, *, timeout_s: int,
             payload: sfn.TaskInput, **kwargs: Any) -> tasks.LambdaInvoke:
     return tasks.LambdaInvoke(
         scope, state_id, lambda_function=function, payload=payload,
-        task_timeout=sfn.Timeout.duration(Duration.seconds(timeout_s + INVOKE_MARGIN_S)),
+        task_timeout=sfn.Timeout.duration(Duration.seconds(timeout_s + TASK_MARGIN_S)),
         **kwargs,
     )  # fmt: skip
 
@@ -180,7 +178,7 @@ class StopPsWhenRunEnds(Construct):
             .otherwise(stop)
         )  # fmt: skip
         _, self.state_machine = logged_state_machine(self, definition)
-        acknowledge_invoking_machine(self.state_machine, ())  # tracing and logs: no scope
+        acknowledge_traced_machine(self.state_machine)
         events.Rule(
             self, "RunEnded",
             description="A training run timed out, was stopped or failed: stop its PS instances",

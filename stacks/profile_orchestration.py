@@ -18,14 +18,15 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from stacks.orchestration import INVOKE_MARGIN_S, logged_state_machine
+from provisioner.runaway import TASK_MARGIN_S
+from stacks.orchestration import logged_state_machine
 
 
 def _invoke(scope: Construct, state_id: str, function: lambda_.IFunction, *, timeout_s: int,
             payload: sfn.TaskInput, **kwargs: Any) -> tasks.LambdaInvoke:  # fmt: skip
     return tasks.LambdaInvoke(
         scope, state_id, lambda_function=function, payload=payload,
-        task_timeout=sfn.Timeout.duration(Duration.seconds(timeout_s + INVOKE_MARGIN_S)),
+        task_timeout=sfn.Timeout.duration(Duration.seconds(timeout_s + TASK_MARGIN_S)),
         **kwargs,
     )  # fmt: skip
 

@@ -21,6 +21,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from functions import wire
@@ -69,6 +70,46 @@ def check(endpoint: str, *, attempts: int, timeout_s: float, delay_s: float) -> 
         if results[-1].serving:
             break
     return results
+
+
+WAIT_POLL_S = 5.0  # between two rounds of probes while a run waits for its PS
+WAIT_MARGIN_S = 15.0  # of the invocation's remaining time, kept to fail with a clear message
+
+
+class PsNotReady(RuntimeError):
+    """The shards named in the message did not greet within the wait."""
+
+
+def wait_until_serving(endpoints: list[str], *, remaining_s: Callable[[], float],
+                       sleep: Callable[[float], None] = time.sleep,
+                       probe_s: float = PROBE_TIMEOUT_S) -> int:  # fmt: skip
+    """Probe every shard until all greet; returns the rounds it took. A run starts its PS
+    instances and then waits here: a booting instance refuses or drops connections for a minute
+    or more (longer on its first boot, which installs Docker and pulls the image)."""
+    waiting = list(endpoints)
+    rounds = 0
+    while waiting:
+        rounds += 1
+        waiting = [e for e in waiting if not probe(e, probe_s).serving]
+        if not waiting:
+            break
+        if remaining_s() < WAIT_POLL_S + probe_s * len(waiting) + WAIT_MARGIN_S:
+            raise PsNotReady(f"PS shards not serving in time: {', '.join(waiting)}")
+        sleep(WAIT_POLL_S)
+    return rounds
+
+
+def wait_handler(event: dict[str, object], context: object) -> dict[str, int]:
+    """Lambda entry point of the run's PS wait: `{"ps_endpoints": ["ip:port", …]}`."""
+    endpoints = [str(e) for e in event["ps_endpoints"]]  # type: ignore[attr-defined]
+    for endpoint in endpoints:
+        wire.parse_endpoint(endpoint)
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    rounds = wait_until_serving(
+        endpoints,
+        remaining_s=(lambda: remaining() / 1000.0) if remaining else (lambda: float("inf")),
+    )
+    return {"shards": len(endpoints), "rounds": rounds}
 
 
 def build_parser() -> argparse.ArgumentParser:

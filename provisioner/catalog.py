@@ -116,6 +116,10 @@ class Catalog:
     ps_root_volume_gb: int = 30  # each PS instance's gp3 root volume
     ebs_usd_per_gb_month: float = 0.0
     secret_usd_per_month: float = 0.0
+    # A run's set-up before any worker starts (stacks/orchestration.py): the run opens its
+    # interface endpoints, then starts the PS and waits until it serves; 0 = not known.
+    endpoint_ready_s: float = 0.0
+    ps_start_s: float = 0.0
     # A rule of the run, not a JSON figure: the emulator's --iterations-per-invocation also ends
     # an invocation after this many iterations (0 = only the time limit does).
     max_iterations_per_invocation: int = 0
@@ -131,6 +135,11 @@ class Catalog:
             if p.name == name:
                 return p
         raise KeyError(name)
+
+    @property
+    def run_setup_s(self) -> float:
+        """Seconds from a run's start to its workers' start: endpoints, then the PS."""
+        return (self.endpoint_ready_s if self.interface_endpoints else 0.0) + self.ps_start_s
 
     @property
     def memory_grid_mb(self) -> tuple[int, ...]:
@@ -300,6 +309,8 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
             ps, "ebs_gp3_usd_per_gb_month", "parameter_servers", 0.0
         ),
         secret_usd_per_month=_optional_figure(orch, "secret_usd_per_month", "orchestration", 0.0),
+        endpoint_ready_s=_optional_figure(net, "vpc_endpoint_ready_s", "network", 0.0),
+        ps_start_s=_optional_figure(ps, "start_s", "parameter_servers", 0.0),
     )
     _validate(cat)
     return cat

@@ -182,6 +182,7 @@ def render_plan(plan: Plan) -> str:
             f"timeout {plan.invocation_timeout_s} s, /tmp {plan.ephemeral_storage_mb} MB)",
         ),
         "predicted time",
+        _row("run set-up (endpoints, PS)", format_duration_s(p.setup_s)),
         _row("start-up", format_duration_s(p.startup_s)),
         _row("load (S3 → function)", format_duration_s(p.load_s)),
         _row("compute", format_duration_s(p.compute_s)),

@@ -1,10 +1,11 @@
 """What a deployed job bills by the hour while no run is going, until `cdk destroy`.
 
-After a run the state machine stops the PS instances, so their hours end with it; what stays
-is what exists whether or not anything trains: the VPC's interface endpoints (billed per
-endpoint-hour), the PS instances' root volumes (per GB-month, stopped or not) and the job's
-secret (per secret-month). Everything else the stacks create bills per use (Lambda, Step
-Functions, S3 requests) or per GB stored (S3 objects, logs), not by the hour.
+After a run the state machine stops the PS instances and closes the run's interface endpoints
+(stacks/run_network.py), so their hours end with it. What stays is what exists whether or not
+anything trains: the PS instances' root volumes (per GB-month, stopped or not) and the job's
+secret (per secret-month), both prorated by the hour. Everything else the stacks create bills
+per use (Lambda, Step Functions, S3 requests) or per GB stored (S3 objects, logs). Interface
+endpoints stay in the arithmetic, at zero unless a deployment keeps some between runs.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ class IdleCost:
 
 def idle_line(plan: Plan) -> str:
     """What synth and `provisioner plan` print about the time between runs."""
+    endpoints = len(plan.interface_endpoints)
+    closing = f"; the run's {endpoints} interface endpoints close with it" if endpoints else ""
     return (
         f"{format_usd(plan.idle_usd_per_hour)}/h until `cdk destroy` "
-        f"({len(plan.interface_endpoints)} interface endpoints, "
-        f"{plan.ps_count * plan.ps_volume_gb} GB of PS volumes, 1 secret)"
+        f"({plan.ps_count * plan.ps_volume_gb} GB of PS volumes, 1 secret{closing})"
     )
 
 

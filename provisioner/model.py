@@ -598,11 +598,14 @@ def timeline(
     relink = link_overhead if catalog.warm_start_s is None else catalog.warm_start_s
     chaining = (links - 1) * (nt.checkpoint_s + catalog.restart_s + relink)
     warmup_total = warmup * (links if cold_relinks else 1)
+    # Before any worker starts, the run opens its endpoints and starts the PS: both bill
+    # (endpoints_usd, ps_usd take the total), Lambda does not.
+    setup = catalog.run_setup_s
     with np.errstate(invalid="ignore"):
         total = np.where(
-            feasible, link_overhead + nt.iterations * it + chaining + warmup_total, np.inf
+            feasible, setup + link_overhead + nt.iterations * it + chaining + warmup_total, np.inf
         )
-        billed = total - (links - 1) * catalog.restart_s  # Lambda does not bill the gap
+        billed = total - setup - (links - 1) * catalog.restart_s  # Lambda bills neither gap
     return Timeline(
         s3_mb_s=s3,
         load_s=load,

@@ -80,6 +80,7 @@ class Prediction:
     ps_bandwidth_mb_s: float  # B_p(n): the per-function share of PS bandwidth actually used
     s3_bandwidth_mb_s: float  # B_s(m)
     checkpoint_s: float = 0.0  # periodic PS checkpoints: k × their share of an iteration
+    setup_s: float = 0.0  # the run's set-up: open its interface endpoints, start the PS
 
 
 @dataclass(frozen=True)

@@ -155,6 +155,7 @@ def build_plan(
         ps_bandwidth_mb_s=_f(c.ps_mb_s),
         s3_bandwidth_mb_s=_f(c.s3_mb_s),
         checkpoint_s=k * _f(c.periodic_checkpoint_s),
+        setup_s=catalog.run_setup_s,
     )
     cost = CostBreakdown(
         lambda_compute_usd=_f(c.lambda_usd),
@@ -187,7 +188,7 @@ def build_plan(
         vcpu_share(np.array([choice.memory_mb]), catalog.mb_per_vcpu, catalog.max_vcpu)[0]
     )
     timeout_s = runaway.execution_timeout_s(prediction.total_s)
-    idle = idle_cost(catalog, endpoints=len(catalog.interface_endpoints), ps_count=choice.ps_count)
+    idle = idle_cost(catalog, endpoints=0, ps_count=choice.ps_count)  # the run closes them
     return Plan(
         job=job,
         workload=profile.name,

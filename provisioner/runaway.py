@@ -23,8 +23,10 @@ LINK_FACTOR = 3  # links a worker may take: three times the plan's, ...
 LINK_SLACK = 2  # ... plus two (a plan of one link may take five)
 TIME_FACTOR = 3  # the execution may take three times the predicted training time, ...
 TASK_MARGIN_S = 120  # a Lambda task waits this much longer than the function's own timeout
-HELPER_TIMEOUT_S = 900  # prepare and finalize's limit (Lambda's maximum): once per job, unmodelled
-HELPER_STEPS = 2  # ... plus prepare and finalize at their limit
+HELPER_TIMEOUT_S = 900  # the helper steps' limit (Lambda's maximum): once per run, unmodelled
+# ... plus the helper steps at their limit: open the endpoints, wait for the PS (retried once),
+# prepare, finalize, close the endpoints (stacks/orchestration.py).
+HELPER_STEPS = 6
 
 
 def max_links(planned_links: int) -> int:
@@ -33,8 +35,8 @@ def max_links(planned_links: int) -> int:
 
 
 def execution_timeout_s(predicted_s: float) -> int:
-    """The state machine's timeout: three times the predicted training, plus prepare and
-    finalize at their limit. A run that reaches it is stopped, and so are its PS instances
+    """The state machine's timeout: three times the predicted training, plus the helper steps
+    at their limit. A run that reaches it is stopped, and so are its PS instances
     (stacks/orchestration.py: a rule on the execution's end)."""
     return math.ceil(TIME_FACTOR * predicted_s) + HELPER_STEPS * (HELPER_TIMEOUT_S + TASK_MARGIN_S)
 

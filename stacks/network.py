@@ -1,20 +1,20 @@
-"""The VPC: private isolated subnets only, an S3 gateway endpoint, and the interface endpoints
-the job truly needs. No NAT gateway and no internet route: nothing here can reach the internet.
+"""The VPC: private isolated subnets only and an S3 gateway endpoint. No NAT gateway and no
+internet route: nothing here can reach the internet.
 
-Interface endpoints come from the Plan (the planner prices them); the default set, each needed
-for a run to work or be followed:
+Interface endpoints bill by the hour, so this stack creates none: each run opens the plan's set
+and closes it when done (stacks/run_network.py, functions/network.py). The default set, each
+needed for a run to work or be followed:
 - ssm, ssmmessages, ec2messages: manage the PS instances through Session Manager (no SSH).
 - ecr.api, ecr.dkr: the PS pulls the project's image (its layers come through the S3 endpoint).
 - secretsmanager: PS and workers read the job's shared secret.
-- cloudformation: the PS signals "ready" so the stack, and the training start, wait for it.
 - logs: the PS container ships its log to CloudWatch, where the user follows the run.
-Lambda's own logs and invokes do not go through the VPC, so they need no endpoint.
+Lambda's own logs and invokes do not go through the VPC, so they need no endpoint. The endpoints'
+security group lives here, so a run's endpoints accept HTTPS from our two groups only.
 HTTPS to S3 goes to S3's managed prefix list, whose id a custom resource looks up at deploy.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from aws_cdk import aws_ec2 as ec2
@@ -23,20 +23,16 @@ from constructs import Construct
 from stacks.provider_logs import stack_log_group
 from stacks.s3_prefix_list import S3PrefixList
 
-# The default when a Plan does not list them (plans from before `Plan.interface_endpoints`).
+# What a run opens when its Plan does not list them (plans from before
+# `Plan.interface_endpoints`).
 INTERFACE_ENDPOINTS = (
-    "ssm", "ssmmessages", "ec2messages", "ecr.api", "ecr.dkr", "secretsmanager",
-    "cloudformation", "logs",
+    "ssm", "ssmmessages", "ec2messages", "ecr.api", "ecr.dkr", "secretsmanager", "logs",
 )  # fmt: skip
 
 
-def endpoint_id(service: str) -> str:
-    """Construct id of an endpoint: "ecr.api" → "EcrApi"."""
-    return "".join(part.capitalize() for part in re.split(r"[.-]", service))
-
-
 class TrainingNetwork(Construct):
-    """VPC, endpoints and the two security groups (workers, parameter servers).
+    """VPC, the S3 gateway endpoint and the security groups (workers, parameter servers, the
+    run's interface endpoints).
 
     One AZ on purpose: the PS and the workers talk every iteration, and cross-AZ traffic is
     both slower and billed; each interface endpoint also bills per AZ.
@@ -45,7 +41,7 @@ class TrainingNetwork(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, ps_port: int,
-                 interface_endpoints: tuple[str, ...], az: str | None = None) -> None:  # fmt: skip
+                 az: str | None = None) -> None:  # fmt: skip
         super().__init__(scope, construct_id)
         # `az`: the user's pick (-c az=), e.g. where the PS type is offered; else the first.
         placement: dict[str, Any] = {"availability_zones": [az]} if az else {"max_azs": 1}
@@ -93,15 +89,6 @@ class TrainingNetwork(Construct):
         )
         self.s3_prefix_list = S3PrefixList(self, "S3PrefixList")
         self._connect(ps_port, s3=ec2.Peer.prefix_list(self.s3_prefix_list.prefix_list_id))
-        for service in interface_endpoints:
-            self.vpc.add_interface_endpoint(
-                endpoint_id(service),
-                service=ec2.InterfaceVpcEndpointAwsService(service),
-                subnets=self.subnets,
-                private_dns_enabled=True,
-                open=False,
-                security_groups=[self.endpoint_security_group],
-            )
 
     def _connect(self, ps_port: int, *, s3: ec2.IPeer) -> None:
         """The only connections: workers reach the PS port and HTTPS, the PS reaches HTTPS only

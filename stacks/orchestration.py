@@ -1,16 +1,17 @@
 """The state machine that runs one training job, and the custom resource that starts it.
 
-Name the run → start the PS (a no-op on the first run) → prepare the shards → fan out n workers
-as a Distributed Map (BSP needs all n running at once; an inline Map runs at most 40 and shares
-one 25,000-event history) → each worker is re-invoked with its `next_event` until `done` (the
-15-minute limit) → finalize (final model + run report) → stop the PS so nothing idles at cost.
-Any failure also stops the PS before the execution fails.
+Name the run → open the run's interface endpoints → start the PS instances → prepare the shards
+→ wait until every PS shard serves → fan out n workers as a Distributed Map (BSP needs all n
+running at once; an inline Map runs at most 40 and shares one 25,000-event history) → each
+worker is re-invoked with its `next_event` until `done` (the 15-minute limit) → finalize (final
+model + run report) → stop the PS → close the endpoints, so nothing of the job bills by the hour
+between runs. Any failure also stops the PS and closes the endpoints before the execution fails.
 
 Runaway bounds (provisioner/runaway.py, priced in the plan): a link that does not advance
 `start_iteration` fails the run, so does a worker past its link cap, and the execution has a
 timeout. A timed-out or stopped execution runs no catch, so a rule on its end stops the PS
-instances unless another run of the job is going (a redeploy stops the old run as the new
-one starts).
+instances and closes the endpoints unless another run of the job is going (a redeploy stops the
+old run as the new one starts).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from constructs import Construct
 
 from provisioner.runaway import LINK_RETRIES, TASK_MARGIN_S
 from stacks.events import RUN_KEYS_FROM_EXECUTION
-from stacks.nag import acknowledge_traced_machine
+from stacks.nag import acknowledge_invoking_machine
 from stacks.provider_logs import stack_log_group
+from stacks.run_network import PsWait, RunNetwork
 
 
 def _invoke(scope: Construct, state_id: str, function: lambda_.IFunction, *, timeout_s: int,
@@ -81,14 +83,19 @@ class TrainingOrchestration(Construct):
         helper_timeout_s: int,
         ps_instance_ids: list[str],
         ps_instance_arns: list[str],
+        run_network: RunNetwork,
+        ps_wait: PsWait,
         bounds: tuple[int, int],
     ) -> None:
         super().__init__(scope, construct_id)
         max_links, timeout_s = bounds  # provisioner.runaway.plan_bounds
         ps = {"instance_ids": ps_instance_ids, "instance_arns": ps_instance_arns}
-        stop_after_failure = _ec2_call(self, "StopPsAfterFailure", "stopInstances", **ps).next(
-            sfn.Fail(self, "TrainingFailed", cause="A step failed; see the execution history.")
-        )
+        failed = sfn.Fail(self, "TrainingFailed", cause="A step failed; see the execution history.")
+        close_after_failure = _close_network(self, "CloseNetworkAfterFailure", run_network,
+                                             helper_timeout_s).add_catch(failed)  # fmt: skip
+        stop_after_failure = _ec2_call(self, "StopPsAfterFailure", "stopInstances", **ps)
+        stop_after_failure.add_catch(close_after_failure)
+        stop_after_failure.next(close_after_failure).next(failed)
 
         run_worker = _invoke(
             self, "RunWorker", worker, timeout_s=worker_timeout_s,
@@ -141,26 +148,52 @@ class TrainingOrchestration(Construct):
             result_path=sfn.JsonPath.DISCARD,
         ).add_catch(stop_after_failure)  # fmt: skip
         start_ps = _ec2_call(self, "StartPs", "startInstances", **ps).add_catch(stop_after_failure)
+        open_network = _invoke(
+            self, "OpenNetwork", run_network.function, timeout_s=helper_timeout_s,
+            payload=sfn.TaskInput.from_object(run_network.event("open")),
+            result_path=sfn.JsonPath.DISCARD,
+        ).add_catch(stop_after_failure)  # fmt: skip
+        wait_ps = _invoke(
+            self, "WaitForPs", ps_wait.function, timeout_s=helper_timeout_s,
+            payload=sfn.TaskInput.from_object(ps_wait.event), result_path=sfn.JsonPath.DISCARD,
+        )  # fmt: skip
+        # A first boot installs Docker and pulls the image: one more wait before giving up.
+        wait_ps.add_retry(errors=["States.TaskFailed"], max_attempts=1)
+        wait_ps.add_catch(stop_after_failure)
 
         definition = (
-            name_run.next(start_ps).next(prepare_step).next(ranks).next(fan_out).next(finalize_step)
+            name_run.next(open_network).next(start_ps).next(prepare_step).next(wait_ps)
+            .next(ranks).next(fan_out).next(finalize_step)
             .next(_ec2_call(self, "StopPs", "stopInstances", **ps))
+            .next(_close_network(self, "CloseNetwork", run_network, helper_timeout_s))
             .next(sfn.Succeed(self, "TrainingFinished"))
         )  # fmt: skip
         self.log_group, self.state_machine = logged_state_machine(
             self, definition, timeout=Duration.seconds(timeout_s)
         )
-        StopPsWhenRunEnds(self, "StopPsWhenRunEnds", training=self.state_machine, **ps)
+        StopPsWhenRunEnds(self, "StopPsWhenRunEnds", training=self.state_machine,
+                          run_network=run_network, helper_timeout_s=helper_timeout_s, **ps)
+
+
+def _close_network(scope: Construct, state_id: str, run_network: RunNetwork,
+                   helper_timeout_s: int) -> tasks.LambdaInvoke:
+    """Delete the job's interface endpoints (every one tagged with the job, whoever made it)."""
+    return _invoke(
+        scope, state_id, run_network.function, timeout_s=helper_timeout_s,
+        payload=sfn.TaskInput.from_object({**run_network.event_base, "action": "close"}),
+        result_path=sfn.JsonPath.DISCARD,
+    )  # fmt: skip
 
 
 class StopPsWhenRunEnds(Construct):
-    """Stops the PS instances when a run ends without its own stop step (timed out, stopped by
-    a user, or failed where no catch runs, such as States.DataLimitExceeded), unless another run
-    of the job is going: a redeploy starts the new run before it stops the old one, and the new
-    run needs the PS. Attribute: `state_machine`."""
+    """Stops the PS instances and closes the endpoints when a run ends without its own stop step
+    (timed out, stopped by a user, or failed where no catch runs, such as
+    States.DataLimitExceeded), unless another run of the job is going: a redeploy starts the new
+    run before it stops the old one, and the new run needs both. Attribute: `state_machine`."""
 
     def __init__(self, scope: Construct, construct_id: str, *, training: sfn.StateMachine,
-                 instance_ids: list[str], instance_arns: list[str]) -> None:  # fmt: skip
+                 instance_ids: list[str], instance_arns: list[str], run_network: RunNetwork,
+                 helper_timeout_s: int) -> None:  # fmt: skip
         super().__init__(scope, construct_id)
         running = tasks.CallAwsService(
             self, "RunningExecutions", service="sfn", action="listExecutions",
@@ -175,10 +208,11 @@ class StopPsWhenRunEnds(Construct):
             sfn.Choice(self, "AnotherRunGoing")
             .when(sfn.Condition.number_greater_than("$.count", 0),
                   sfn.Succeed(self, "LeavePsRunning"))
-            .otherwise(stop)
+            .otherwise(stop.next(_close_network(self, "CloseNetwork", run_network,
+                                                helper_timeout_s)))
         )  # fmt: skip
         _, self.state_machine = logged_state_machine(self, definition)
-        acknowledge_traced_machine(self.state_machine)
+        acknowledge_invoking_machine(self.state_machine, [run_network.function])
         events.Rule(
             self, "RunEnded",
             description="A training run timed out, was stopped or failed: stop its PS instances",

@@ -4,15 +4,18 @@ How the PS gets its software in an isolated subnet (no internet): Docker comes f
 package repositories, which are S3 buckets reached through the S3 gateway endpoint; the project's
 own image is pulled from ECR through the ecr.api/ecr.dkr interface endpoints (layers again via
 S3). So the PS runs byte-for-byte the code the workers run, and nothing is fetched from PyPI.
-Each instance signals CloudFormation once its PS prints READY, so the stack (and with it the
-training start) waits for listening servers rather than booting ones.
+The interface endpoints exist only while a run goes (stacks/run_network.py): a systemd unit
+starts the PS on every boot and retries until they do, and the run, not the deploy, waits
+until every shard serves (functions.ps_health.wait_handler). The boot files are in ps_boot/,
+where shellcheck can read them.
 """
 
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -26,49 +29,64 @@ from stacks.machine_image import ps_machine_image
 from stacks.nag import acknowledge
 from stacks.provider_logs import stack_log_group
 
-READY_TIMEOUT = Duration.minutes(30)  # boot, dnf, image pull and PS start on the slowest type
-
 
 def ps_health_cmd(container: list[str]) -> str:
     """The container's health check: `functions.ps_health` against the PS's own port.
 
     Docker marks a container unhealthy but never restarts it, so the check itself ends a PS that
     listens but no longer greets connections (out of descriptors, a dead accept thread): it
-    sends SIGTERM to PID 1 (the PS; its handler checkpoints and exits) after 3 failed attempts,
-    and `--restart unless-stopped` starts it again. A refused connection (the PS still restoring
-    its checkpoint before it listens) never triggers it. Chosen over a host-side watchdog loop,
-    which a stop/start of the instance would not bring back (user data runs once).
+    sends SIGTERM to PID 1 (the PS; its handler checkpoints and exits) after 3 failed attempts;
+    the container ends and systemd starts it again (ps_boot/lambdadnn-ps.service). A refused
+    connection (the PS still restoring its checkpoint before it listens) never triggers it.
     """
     port = container[container.index("--port") + 1]
     return (f"{container[0]} -m functions.ps_health 127.0.0.1:{port}"
             " --attempts 3 --timeout-s 5 --terminate-pid 1")  # fmt: skip
 
 
+BOOT_DIR = Path(__file__).parent / "ps_boot"
+START_SCRIPT = "/usr/local/bin/lambdadnn-ps"
+UNIT = "/etc/systemd/system/lambdadnn-ps.service"
+ENV_FILE = "/etc/lambdadnn-ps.env"
+
+
+def ps_env_lines(*, region: str, registry: str, image_uri: str, container: list[str],
+                 log_group: str, shard: int) -> list[str]:  # fmt: skip
+    """The per-instance settings ps-start.sh sources (bash syntax: PS_ARGS is an array)."""
+    return [
+        f"REGION={shlex.quote(region)}",
+        f"REGISTRY={shlex.quote(registry)}",
+        f"IMAGE_URI={shlex.quote(image_uri)}",
+        f"LOG_GROUP={shlex.quote(log_group)}",
+        f"SHARD={int(shard)}",
+        f"PS_HEALTH_CMD={shlex.quote(ps_health_cmd(container))}",
+        f"PS_ENTRYPOINT={shlex.quote(container[0])}",
+        f"PS_ARGS=({shlex.join(container[1:])})",
+    ]
+
+
+def _file_lines(path: str, content: str, mode: str) -> list[str]:
+    """Write `content` to `path` from user data (a quoted heredoc: no expansion)."""
+    return [f"cat > {path} <<'LAMBDADNN_EOF'", *content.rstrip("\n").splitlines(),
+            "LAMBDADNN_EOF", f"chmod {mode} {path}"]  # fmt: skip
+
+
 def ps_user_data_lines(*, region: str, registry: str, image_uri: str, container: list[str],
-                       log_group: str, shard: int) -> list[str]:
-    """Boot script: Docker from the AL2023 repos, the image from ECR, the PS in a container."""
+                       log_group: str, shard: int) -> list[str]:  # fmt: skip
+    """First-boot script: Docker from the AL2023 repos (through the S3 gateway endpoint) and a
+    systemd unit that starts the PS container on this and every later boot (ps_boot/)."""
+    settings = ps_env_lines(region=region, registry=registry, image_uri=image_uri,
+                            container=container, log_group=log_group, shard=shard)  # fmt: skip
+    env = "\n".join(settings)
     return [
         "set -euo pipefail",
-        "dnf install -y docker aws-cfn-bootstrap",
+        *_file_lines(ENV_FILE, env, "0644"),
+        *_file_lines(START_SCRIPT, (BOOT_DIR / "ps-start.sh").read_text(), "0755"),
+        *_file_lines(UNIT, (BOOT_DIR / "lambdadnn-ps.service").read_text(), "0644"),
+        "dnf install -y docker",
         "systemctl enable --now docker",
-        f"aws ecr get-login-password --region {region}"
-        f" | docker login --username AWS --password-stdin {registry}",
-        f"docker pull {image_uri}",
-        # --restart: a stop/start of the instance (PS type change) brings the PS back by itself.
-        "docker run -d --name ps --restart unless-stopped --network host"
-        f" --log-driver awslogs --log-opt awslogs-region={region}"
-        f" --log-opt awslogs-group={log_group} --log-opt awslogs-stream=ps-{shard}"
-        # 3 attempts x (5 s + 1 s pause) stay inside the 30 s health timeout (see ps_health_cmd).
-        f" --health-cmd {shlex.quote(ps_health_cmd(container))} --health-interval 30s"
-        " --health-timeout 30s --health-retries 3 --health-start-period 300s"
-        f" -e AWS_REGION={region} --entrypoint {shlex.quote(container[0])}"
-        f" {image_uri} {shlex.join(container[1:])}",
-        # grep -c reads all input (grep -q may exit early, SIGPIPE + pipefail = false failure);
-        # a PS that died stops the wait at once instead of after the whole timeout.
-        "for _ in $(seq 1 600); do"
-        " docker logs ps 2>/dev/null | grep -c '^READY ' >/dev/null && break;"
-        " [ \"$(docker inspect -f '{{.State.Running}}' ps)\" = true ] || exit 1; sleep 2; done",
-        "docker logs ps 2>/dev/null | grep -c '^READY ' >/dev/null",
+        "systemctl daemon-reload",
+        "systemctl enable --now lambdadnn-ps.service",
     ]
 
 
@@ -129,7 +147,6 @@ class ParameterServers(Construct):
                 instance_type=ec2.InstanceType(plan.ps_type), machine_image=image_ami,
                 role=self.role, user_data=user_data, user_data_causes_replacement=True,
                 require_imdsv2=True, ssm_session_permissions=True, detailed_monitoring=True,
-                resource_signal_timeout=READY_TIMEOUT,
                 block_devices=[ec2.BlockDevice(
                     device_name="/dev/xvda",
                     volume=ec2.BlockDeviceVolume.ebs(
@@ -141,7 +158,6 @@ class ParameterServers(Construct):
                 plan, shard=shard, secret_ref=secret.secret_arn,
                 artifacts_bucket=artifacts.name,
             )  # fmt: skip
-            user_data.add_signal_on_exit_command(instance)
             user_data.add_commands(*ps_user_data_lines(
                 region=stack.region, registry=registry, image_uri=image.image_uri,
                 container=container, log_group=self.log_group.log_group_name, shard=shard,

@@ -21,9 +21,10 @@ from stacks.functions import ImageFunction, VpcPlacement
 from stacks.grants import grant_prefix, put_exact_objects, read_secret_value
 from stacks.image import ImageSpec
 from stacks.nag import acknowledge, acknowledge_invoking_machine, executions_nag_arn
-from stacks.network import TrainingNetwork
+from stacks.network import INTERFACE_ENDPOINTS, TrainingNetwork
 from stacks.orchestration import StartOnDeploy, TrainingOrchestration
 from stacks.parameter_servers import ParameterServers
+from stacks.run_network import PsWait, RunNetwork
 
 # Not in the Plan because the planner does not model them: the prepare and finalize steps run
 # once per job. 3,008 MB fits accounts still capped there; 15 minutes is Lambda's maximum.
@@ -31,7 +32,8 @@ HELPER_MEMORY_MB = 3008
 
 
 class TrainingStack(Stack):
-    """Attributes: `worker`, `prepare`, `finalize`, `orchestration`, `start`."""
+    """Attributes: `worker`, `prepare`, `finalize`, `run_network`, `ps_wait`, `orchestration`,
+    `start`."""
 
     def __init__(self, scope: Construct, construct_id: str, *, plan: Plan, plan_digest: str,
                  layout: DataLayout, network: TrainingNetwork, secret: secretsmanager.ISecret,
@@ -59,6 +61,14 @@ class TrainingStack(Stack):
             memory_mb=HELPER_MEMORY_MB, timeout_s=HELPER_TIMEOUT_S,
             ephemeral_storage_mb=plan.ephemeral_storage_mb, placement=in_vpc,
         )  # fmt: skip
+        # getattr: plans written before the field existed carry no list; use the default set.
+        services = tuple(getattr(plan, "interface_endpoints", ())) or INTERFACE_ENDPOINTS
+        self.run_network = RunNetwork(self, "RunNetwork", job=plan.job, image=image,
+                                      network=network, services=services,
+                                      timeout_s=HELPER_TIMEOUT_S)  # fmt: skip
+        self.ps_wait = PsWait(self, "PsWait", job=plan.job, image=image, placement=in_vpc,
+                              ps_endpoints=parameter_servers.endpoints,
+                              timeout_s=HELPER_TIMEOUT_S)  # fmt: skip
         self._grant(plan, layout, secret)
 
         event = worker_event(
@@ -75,6 +85,7 @@ class TrainingStack(Stack):
             helper_timeout_s=HELPER_TIMEOUT_S,
             ps_instance_ids=[i.instance_id for i in parameter_servers.instances],
             ps_instance_arns=parameter_servers.instance_arns,
+            run_network=self.run_network, ps_wait=self.ps_wait,
             bounds=plan_bounds(plan),
         )  # fmt: skip
         executions = self._acknowledge_orchestration()
@@ -129,7 +140,7 @@ class TrainingStack(Stack):
     def _acknowledge_orchestration(self) -> str:
         """Acknowledge the state machine's findings; return its executions' nag ARN form."""
         machine = self.orchestration.state_machine
-        invoked = (self.worker, self.prepare, self.finalize)
+        invoked = (self.worker, self.prepare, self.finalize, self.run_network, self.ps_wait)
         acknowledge_invoking_machine(machine, (f.function for f in invoked))
         executions = executions_nag_arn(machine)
         for suffix in (":*", "/*:*"):

@@ -32,6 +32,7 @@ def local_catalog_dict() -> dict[str, Any]:
     _set(net, "s3_max_mb_s", 400)
     _set(net, "vpc_endpoint_usd_per_hour", 0.0)
     net["vpc_interface_endpoints"] = {**net["vpc_interface_endpoints"], "value": []}
+    del net["vpc_endpoint_ready_s"], ps["start_s"]  # the emulator's PS serves before the run
     loopback = copy.deepcopy(ps["candidates"][0])
     loopback["name"] = "loopback"
     _set(loopback, "baseline_gbps", 40.0)

@@ -26,9 +26,10 @@ def planned_digits(job: str, min_workers: int = 2) -> Plan:
     not depend on the profile's figures (provisional or measured).
     """
     single = _plan(job, 3600.0)
+    setup = single.prediction.setup_s  # the run's set-up: the same for every plan
     for fraction in (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3):
         try:
-            plan = _plan(job, single.prediction.total_s * fraction)
+            plan = _plan(job, setup + (single.prediction.total_s - setup) * fraction)
         except Infeasible:
             break
         if plan.n_workers >= min_workers:

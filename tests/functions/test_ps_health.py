@@ -56,3 +56,22 @@ def test_a_bad_endpoint_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str
         "functions.ps_health: error: bad PS endpoint 'nohost': expected 'host:port' with port "
         "1-65535\n"
     )
+
+
+
+def test_the_run_waits_for_every_shard_and_names_those_that_never_serve(ps_cluster: Any) -> None:
+    (server,) = ps_cluster(1, 1)
+    serving = endpoints([server])
+    assert ps_health.wait_until_serving(serving, remaining_s=lambda: 600.0) == 1
+    refused = f"127.0.0.1:{free_port()}"
+    slept: list[float] = []
+    clock = iter([600.0, 600.0])  # two rounds with time left, then the invocation's end
+    with pytest.raises(ps_health.PsNotReady, match=f"not serving in time: {refused}$"):
+        ps_health.wait_until_serving(serving + [refused], remaining_s=lambda: next(clock, 1.0),
+                                     sleep=slept.append, probe_s=0.5)  # fmt: skip
+    assert slept == [ps_health.WAIT_POLL_S] * 2
+
+
+def test_the_wait_handler_names_a_bad_endpoint() -> None:
+    with pytest.raises(ValueError, match="nohost"):
+        ps_health.wait_handler({"ps_endpoints": ["nohost"]}, None)

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from functions import datasets, finalize, worker
+from functions import datasets, finalize, network, ps_health, worker
 from functions.ps import ParameterServer
 from provisioner.plan import Plan
 from stacks.events import PS_PORT
+from stacks.network import INTERFACE_ENDPOINTS
 from tests.stacks.conftest import make_plan
 from tests.stacks.test_stacks import DIGITS, build, training_machine
 
@@ -42,7 +43,7 @@ def _plan(iterations: int) -> Plan:
                                training=training)  # fmt: skip
 
 
-def _resolver(shard_of_instance: dict[str, int]) -> Any:
+def _resolver(shard_of_instance: dict[str, int], vpc: dict[str, str]) -> Any:
     def resolve(intrinsic: dict[str, Any]) -> str:
         """CloudFormation values as the deployed account would give them; PS hosts by shard."""
         pseudo = {"AWS::Partition": "aws", "AWS::AccountId": ACCOUNT, "AWS::Region": "us-east-1"}
@@ -55,13 +56,20 @@ def _resolver(shard_of_instance: dict[str, int]) -> Any:
         output = intrinsic["Fn::GetStackOutput"]["OutputName"]
         if "JobSecret" in output:
             return f"env:{SECRET_ENV}"
+        for part, value in (("NetworkEndpoints", vpc["group"]), ("Subnet", vpc["subnet"]),
+                            ("NetworkVpc", vpc["vpc"])):  # fmt: skip
+            if part in output:
+                return value
         (shard,) = [k for lid, k in shard_of_instance.items() if lid in output]
         return f"ps{shard}.internal" if "PrivateIp" in output else f"i-{shard}"
 
     return resolve
 
 
-def _definition(plan: Plan) -> dict[str, Any]:
+NO_VPC = {"vpc": "vpc-0", "subnet": "subnet-0", "group": "sg-0"}
+
+
+def _definition(plan: Plan, vpc: dict[str, str] = NO_VPC) -> dict[str, Any]:
     _, templates = build(plan, DIGITS)
     instances = templates["ps"].find_resources("AWS::EC2::Instance")
     # The shard an instance serves is the one its boot script starts (`--shard K`).
@@ -69,13 +77,15 @@ def _definition(plan: Plan) -> dict[str, Any]:
         lid: int(re.findall(r"--shard (\d+) ", json.dumps(r))[0]) for lid, r in instances.items()
     }
     machine = training_machine(templates["training"])
-    text = resolve_cfn(machine["Properties"]["DefinitionString"], _resolver(shard_of_instance))
+    text = resolve_cfn(machine["Properties"]["DefinitionString"],
+                       _resolver(shard_of_instance, vpc))  # fmt: skip
     definition: dict[str, Any] = json.loads(text)
     return definition
 
 
 class LocalAws:
-    """The AWS side of the tasks: EC2 calls recorded, Lambda invokes run the handlers here."""
+    """The AWS side of the tasks: EC2 start/stop recorded, Lambda invokes run the handlers here
+    (the network function against moto's EC2)."""
 
     def __init__(self, servers: list[ParameterServer], worker_checks: int) -> None:
         self.hosts = {f"ps{k}.internal:{PS_PORT}": f"127.0.0.1:{s.address[1]}"
@@ -84,6 +94,7 @@ class LocalAws:
         self.ec2: list[tuple[str, list[str]]] = []
         self.invocations: dict[int, int] = {}
         self.fail_workers = False
+        self.network: list[tuple[str, list[str]]] = []  # (action, services) per invoke
 
     def tasks(self) -> dict[str, Any]:
         return {
@@ -97,7 +108,14 @@ class LocalAws:
         event = dict(params["Payload"])
         if "ps_endpoints" in event:  # the VPC's private addresses, as seen from this machine
             event["ps_endpoints"] = [self.hosts.get(e, e) for e in event["ps_endpoints"]]
-        if function.startswith("PrepareFunction"):
+        if function.startswith("RunNetworkFunction"):
+            result = network.handler(event, CountdownContext(calls=10**6))
+            prefix = "com.amazonaws.us-east-1."
+            self.network.append((event["action"], [n.removeprefix(prefix)
+                                                   for n in result["services"]]))  # fmt: skip
+        elif function.startswith("PsWaitFunction"):
+            result = ps_health.wait_handler(event, CountdownContext(calls=10**6))
+        elif function.startswith("PrepareFunction"):
             result = datasets.prepare_handler(event)
         elif function.startswith("WorkerFunction"):
             self.invocations[event["rank"]] = self.invocations.get(event["rank"], 0) + 1
@@ -111,9 +129,30 @@ class LocalAws:
         return {"StatusCode": 200, "Payload": result}
 
 
+def _moto_vpc(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, dict[str, str]]:
+    """The PS stack's VPC, subnet and endpoint group in moto's EC2, which the network function
+    reaches as it reaches EC2 in Lambda (boto3's service endpoint variable)."""
+    import boto3
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_EC2", moto_endpoint)
+    ec2 = boto3.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.42.0.0/20")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName=f"endpoints-{vpc}", Description="endpoints",
+                                      VpcId=vpc)["GroupId"]  # fmt: skip
+    return ec2, {"vpc": vpc, "subnet": subnet, "group": group}
+
+
+def live_endpoints(ec2: Any, vpc: dict[str, str]) -> list[str]:
+    found = ec2.describe_vpc_endpoints(Filters=[{"Name": "vpc-id", "Values": [vpc["vpc"]]}])
+    return [e["ServiceName"] for e in found["VpcEndpoints"]
+            if e["State"].lower() not in network.GONE]  # fmt: skip
+
+
 @pytest.fixture()
-def deployed(s3: Any, shard_cache: Any, ps_cluster: Any) -> Any:
-    """The job's buckets and PS shards, named as the stacks name them."""
+def deployed(s3: Any, shard_cache: Any, ps_cluster: Any, moto_endpoint: str,
+             monkeypatch: pytest.MonkeyPatch) -> Any:  # fmt: skip
+    """The job's buckets, VPC and PS shards, named as the stacks name them."""
 
     def make(plan: Plan, worker_checks: int) -> tuple[LocalAws, dict[str, Any], str]:
         # `<job>-<purpose>-<account>`, as stacks.grants.job_bucket names them.
@@ -126,7 +165,10 @@ def deployed(s3: Any, shard_cache: Any, ps_cluster: Any) -> Any:
             artifacts_bucket=artifacts, checkpoint_prefix=f"{plan.job}/checkpoints",
             checkpoint_every=plan.training.checkpoint_every_iterations,
         )  # fmt: skip
-        return LocalAws(servers, worker_checks), _definition(plan), artifacts
+        ec2, vpc = _moto_vpc(moto_endpoint, monkeypatch)
+        aws = LocalAws(servers, worker_checks)
+        aws.vpc_endpoints = lambda: live_endpoints(ec2, vpc)  # type: ignore[attr-defined]
+        return aws, _definition(plan, vpc), artifacts
 
     return make
 
@@ -140,6 +182,11 @@ def test_the_deployed_state_machine_trains_to_the_end_and_stops_the_ps(
     machine.run({}, name="exec-1")
     assert machine.trace.end == "TrainingFinished"
     assert aws.ec2 == [("start", ["i-0", "i-1"]), ("stop", ["i-0", "i-1"])]
+    # The run opened the plan's interface endpoints before the PS started, and closed them.
+    services = sorted(plan.interface_endpoints or INTERFACE_ENDPOINTS)
+    assert aws.network == [("open", services), ("close", services)]
+    assert machine.trace.states.index("OpenNetwork") < machine.trace.states.index("StartPs")
+    assert aws.vpc_endpoints() == []
     # 10 iterations per link: every worker went round the re-invocation loop three times.
     assert aws.invocations == {0: 3, 1: 3}
     assert machine.trace.states.count("WorkerDone") == 6
@@ -180,8 +227,10 @@ def test_a_link_that_does_not_advance_fails_the_run_instead_of_looping(deployed:
     with pytest.raises(StatesError):
         machine.run({})
     assert "LinkMadeNoProgress" in machine.trace.states
-    assert machine.trace.states[-2:] == ["StopPsAfterFailure", "TrainingFailed"]
+    assert machine.trace.states[-3:] == ["StopPsAfterFailure", "CloseNetworkAfterFailure",
+                                         "TrainingFailed"]  # fmt: skip
     assert aws.invocations == {0: 1, 1: 1}  # no second link of either worker
+    assert aws.vpc_endpoints() == []  # a failed run bills no endpoint-hours either
 
 
 def test_a_worker_past_its_link_cap_fails_the_run(deployed: Any) -> None:
@@ -214,8 +263,9 @@ def test_a_worker_that_keeps_failing_stops_the_ps_and_fails_the_run(deployed: An
     machine = Interpreter(definition, aws.tasks())
     with pytest.raises(StatesError):
         machine.run({})
-    assert machine.trace.states[-2:] == ["StopPsAfterFailure", "TrainingFailed"]
-    assert aws.ec2[-1] == ("stop", ["i-0", "i-1"])
+    assert machine.trace.states[-3:] == ["StopPsAfterFailure", "CloseNetworkAfterFailure",
+                                         "TrainingFailed"]  # fmt: skip
+    assert aws.ec2[-1] == ("stop", ["i-0", "i-1"]) and aws.vpc_endpoints() == []
     # The definition retries a failed link twice before the run gives up.
     assert aws.invocations == {0: 3, 1: 3}
     assert "Finalize" not in machine.trace.states

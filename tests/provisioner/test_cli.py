@@ -38,7 +38,7 @@ def test_plan_prints_table_and_alternatives() -> None:
 
 
 def test_plan_json_is_the_plan_document() -> None:
-    out = _run("plan", "--workload", "profiles/digits-mlp.json", "--deadline", "90s", "--json")
+    out = _run("plan", "--workload", "profiles/digits-mlp.json", "--deadline", "5m", "--json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["plan"]["workload"] == "digits-mlp" and doc["frontier"]

@@ -164,7 +164,7 @@ def test_full_prediction_by_hand(catalog_2020: object) -> None:
     periodic = k // every
     s3 = 0.0000004 * 4 * links + 0.000005 * (2 * 1 * (links + 1 + periodic) + 4 + 4)  # PUT + LIST
     req = 0.0000002 * 4 * links
-    endpoints = 0.01 * 8 * math.ceil(total / 3600)  # 8 interface endpoints, started hours
+    endpoints = 0.01 * 7 * math.ceil(total / 3600)  # 7 interface endpoints, started hours
     assert float(c.lambda_usd[0]) == pytest.approx(lam, rel=1e-12)
     assert float(c.ps_usd[0]) == pytest.approx(ps, rel=1e-12)
     assert float(c.endpoints_usd[0]) == pytest.approx(endpoints, rel=1e-12)
@@ -182,6 +182,25 @@ def test_checkpoint_interval_bounds_the_loss_unless_checkpoints_are_slow() -> No
         np.array([0.9]), model.checkpoint_every_iterations(np.array([7.0]), 60.0)
     )
     assert float(share[0]) == pytest.approx(0.1)  # 0.9 s every 9 iterations
+
+
+def test_the_runs_set_up_adds_to_time_and_to_what_bills_by_the_hour_not_to_lambda(
+    catalog_2025: Catalog,
+) -> None:
+    """Opening the run's endpoints and starting the PS come before any worker: the PS and the
+    endpoints bill during them, Lambda does not."""
+    choice = Choice(n_workers=4, memory_mb=2048, arch="x86_64", ps_type="c5.large", ps_count=1)
+    without = dataclasses.replace(catalog_2025, endpoint_ready_s=0.0, ps_start_s=0.0)
+    a, b = predict(make_profile(), without, choice), predict(make_profile(), catalog_2025, choice)
+    setup = catalog_2025.endpoint_ready_s + catalog_2025.ps_start_s
+    assert setup == 210.0
+    assert float(b.total_s[0]) == pytest.approx(float(a.total_s[0]) + setup, rel=1e-12)
+    assert float(b.billed_s[0]) == pytest.approx(float(a.billed_s[0]), rel=1e-12)
+    ps_rate = catalog_2025.ps_type("c5.large").usd_per_hour / 3600
+    assert float(b.ps_usd[0]) - float(a.ps_usd[0]) == pytest.approx(ps_rate * setup, rel=1e-9)
+    # No endpoints to open (the emulator), no wait for them.
+    local = dataclasses.replace(catalog_2025, interface_endpoints=())
+    assert local.run_setup_s == catalog_2025.ps_start_s
 
 
 def test_too_slow_to_fit_one_invocation_is_infeasible(catalog_2025: object) -> None:

@@ -200,7 +200,8 @@ def test_plan_fields_are_consistent(catalog_2025: Catalog) -> None:
     assert p.vcpu_share == pytest.approx(p.memory_mb / 1769, abs=1e-4)
     pr = p.prediction
     parts = pr.startup_s + pr.load_s + pr.compute_s + pr.communication_s + pr.ps_aggregation_s
-    parts += pr.checkpoint_s  # periodic PS checkpoints
+    parts += pr.checkpoint_s + pr.setup_s  # periodic PS checkpoints, the run's set-up
+    assert pr.setup_s == catalog_2025.run_setup_s == 120 + 90  # endpoints, then the PS
     assert pr.total_s == pytest.approx(parts + pr.chaining_s, rel=1e-9)
     c = p.cost
     items = (
@@ -307,6 +308,6 @@ def test_one_architecture_per_plan_unless_mixing_is_allowed(deadline_s: float) -
 def test_a_deadline_only_a_mixed_plan_meets_says_how_to_allow_it() -> None:
     profile, catalog = load_profile("cifar10-resnet18"), load_catalog("lambda-2025")
     with pytest.raises(Infeasible, match=r"share one architecture \(arch=mixed lets them differ"):
-        plan_job(profile, catalog, Goal(deadline_s=720), Limits(), "j")
-    mixed = plan_job(profile, catalog, Goal(deadline_s=720), Limits(arch="mixed"), "j").plan
+        plan_job(profile, catalog, Goal(deadline_s=930), Limits(), "j")
+    mixed = plan_job(profile, catalog, Goal(deadline_s=930), Limits(arch="mixed"), "j").plan
     assert (mixed.arch, mixed.ps_arch) == ("arm64", "x86_64")

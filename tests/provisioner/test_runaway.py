@@ -16,9 +16,10 @@ def _plan(workload: str = "digits-mlp", deadline_s: float = 7200) -> Plan:
 
 def test_link_cap_and_timeout_follow_the_plan() -> None:
     assert [runaway.max_links(links) for links in (1, 2, 10)] == [5, 8, 32]
-    # Three times the predicted training, plus prepare and finalize at their 900 s limit.
-    assert runaway.execution_timeout_s(100.0) == 300 + 2 * (900 + 120)
-    assert runaway.execution_timeout_s(100.2) == 301 + 2 * (900 + 120)  # rounded up
+    # Three times the predicted training, plus the six helper steps at their 900 s limit:
+    # open the endpoints, wait for the PS twice, prepare, finalize, close the endpoints.
+    assert runaway.execution_timeout_s(100.0) == 300 + 6 * (900 + 120)
+    assert runaway.execution_timeout_s(100.2) == 301 + 6 * (900 + 120)  # rounded up
 
 
 @pytest.mark.parametrize(("workload", "deadline_s"), [("digits-mlp", 7200),

@@ -38,6 +38,9 @@ UNSCOPABLE_ACTIONS = {
     "logs:DeleteLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy",
     "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
     "ec2:DescribeManagedPrefixLists",
+    # The run's network function: no resource-level scope; the private-DNS hosted zone is
+    # AWS-managed (stacks/run_network.py).
+    "ec2:DescribeVpcEndpoints", "route53:AssociateVPCWithHostedZone",
 }  # fmt: skip
 
 
@@ -129,7 +132,8 @@ def test_ps_shards_run_the_plan_in_their_boot_script(
                for i in instances.values()]  # fmt: skip
     for script in scripts:
         assert f"--shards {plan.ps_count} --workers {plan.n_workers}" in script
-        assert f"--port {PS_PORT}" in script and "cfn-signal" in script
+        assert f"--port {PS_PORT}" in script and "lambdadnn-ps.service" in script
+        assert "cfn-signal" not in script  # the run waits for the PS (WaitForPs), not the deploy
     assert sorted(s.split("--shard ")[1].split()[0] for s in scripts) == [
         str(i) for i in range(plan.ps_count)]
 
@@ -274,8 +278,8 @@ def test_state_machine_fans_out_n_workers_and_stops_the_ps(
     while name in states and "Next" in states[name]:
         order.append(name)
         name = states[name]["Next"]
-    assert order == ["NameRun", "StartPs", "PrepareDataset", "WorkerRanks", "Workers", "Finalize",
-                     "StopPs"]  # fmt: skip
+    assert order == ["NameRun", "OpenNetwork", "StartPs", "PrepareDataset", "WaitForPs",
+                     "WorkerRanks", "Workers", "Finalize", "StopPs", "CloseNetwork"]  # fmt: skip
     workers = states["Workers"]
     assert workers["MaxConcurrency"] == plan.n_workers
     assert workers["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
@@ -301,8 +305,14 @@ def test_state_machine_fans_out_n_workers_and_stops_the_ps(
         plan.invocations_per_worker)
     assert loop["WorkerFinished"]["OutputPath"] == "$.link.done"  # n results stay far below 256 KB
     assert definition["TimeoutSeconds"] == runaway.plan_bounds(plan)[1]
-    assert all(s.get("Catch", [{}])[0].get("Next", "StopPsAfterFailure") == "StopPsAfterFailure"
-               for s in states.values())  # fmt: skip
+    # Every failure stops the PS, then closes the endpoints (even if the stop failed).
+    catches = {n: s["Catch"][0]["Next"] for n, s in states.items() if "Catch" in s}
+    assert catches.pop("StopPsAfterFailure") == "CloseNetworkAfterFailure"
+    assert catches.pop("CloseNetworkAfterFailure") == "TrainingFailed"
+    assert set(catches.values()) == {"StopPsAfterFailure"}
+    assert {"OpenNetwork", "StartPs", "PrepareDataset", "WaitForPs", "Workers",
+            "Finalize"} <= set(catches)  # fmt: skip
+    assert states["StopPsAfterFailure"]["Next"] == "CloseNetworkAfterFailure"
 
 
 def test_training_starts_by_itself_after_deploy(built: tuple[Plan, dict[str, Template]]) -> None:
@@ -390,31 +400,42 @@ def test_plan_digest_is_stable_and_follows_the_plan() -> None:
     assert plan_digest(same_run) == plan_digest(plan)
 
 
-def test_interface_endpoints_are_the_plans(built: tuple[Plan, dict[str, Template]]) -> None:
+def test_no_stack_creates_an_interface_endpoint_each_run_opens_the_plans(
+    built: tuple[Plan, dict[str, Template]],
+) -> None:
+    """Interface endpoints bill by the hour: the run opens the plan's set and closes it."""
+    from functions.network import JOB_TAG
     from stacks.network import INTERFACE_ENDPOINTS
 
     plan, templates = built
-    expected = tuple(getattr(plan, "interface_endpoints", ())) or INTERFACE_ENDPOINTS
-    endpoints = templates["ps"].find_resources("AWS::EC2::VPCEndpoint", {
-        "Properties": {"VpcEndpointType": "Interface"}})  # fmt: skip
-    names = sorted(_service(e["Properties"]["ServiceName"]) for e in endpoints.values())
-    assert names == sorted(expected)
-    for endpoint in endpoints.values():  # reachable from our two groups only, not the VPC CIDR
-        assert endpoint["Properties"]["PrivateDnsEnabled"] is True
-        assert len(endpoint["Properties"]["SecurityGroupIds"]) == 1
-
-
-def _service(name: Any) -> str:
-    """com.amazonaws.<region>.<service> (a Fn::Join) → <service>."""
-    parts = name["Fn::Join"][1] if isinstance(name, dict) else [name]
-    text = "".join(p if isinstance(p, str) else "REGION" for p in parts)
-    return text.split("REGION.", 1)[1]
+    for template in templates.values():
+        assert not template.find_resources("AWS::EC2::VPCEndpoint", {
+            "Properties": {"VpcEndpointType": "Interface"}})  # fmt: skip
+    expected = list(getattr(plan, "interface_endpoints", ())) or list(INTERFACE_ENDPOINTS)
+    states = state_machine_definition(templates["training"])["States"]
+    for name, action in (("OpenNetwork", "open"), ("CloseNetwork", "close"),
+                         ("CloseNetworkAfterFailure", "close")):  # fmt: skip
+        payload = states[name]["Parameters"]["Payload"]
+        assert (payload["action"], payload["services"], payload["job_id"]) == (
+            action, expected, plan.job)
+    # The network function may create endpoints only tagged with the job, delete only those.
+    statements = [st for policy in templates["training"].find_resources("AWS::IAM::Policy").values()
+                  for st in policy["Properties"]["PolicyDocument"]["Statement"]]  # fmt: skip
+    create = [st for st in statements if st["Action"] == "ec2:CreateVpcEndpoint"]
+    delete = [st for st in statements if st["Action"] == "ec2:DeleteVpcEndpoints"]
+    conditioned = [st for st in create if "Condition" in st]
+    assert conditioned and all(
+        st["Condition"] == {"StringEquals": {f"aws:RequestTag/{JOB_TAG}": plan.job}}
+        for st in conditioned)  # fmt: skip
+    assert [st["Condition"] for st in delete] == [
+        {"StringEquals": {f"aws:ResourceTag/{JOB_TAG}": plan.job}}]
 
 
 def test_a_run_cut_off_by_its_timeout_or_a_user_stops_the_ps_unless_another_run_goes(
     built: tuple[Plan, dict[str, Template]],
 ) -> None:
-    """A timed-out or stopped execution runs no catch: a rule on its end stops the PS."""
+    """A timed-out or stopped execution runs no catch: a rule on its end stops the PS and
+    closes the endpoints."""
     _, templates = built
     training = templates["training"]
     (rule,) = training.find_resources("AWS::Events::Rule").values()
@@ -430,6 +451,9 @@ def test_a_run_cut_off_by_its_timeout_or_a_user_stops_the_ps_unless_another_run_
     assert states["RunningExecutions"]["Parameters"]["StatusFilter"] == "RUNNING"
     assert states["AnotherRunGoing"]["Choices"][0]["Next"] == "LeavePsRunning"
     assert states["AnotherRunGoing"]["Default"] == "StopPs"
+    # ... and after the stop the run's interface endpoints go too.
+    assert states["StopPs"]["Next"] == "CloseNetwork"
+    assert states["CloseNetwork"]["Parameters"]["Payload"]["action"] == "close"
 
 
 def logical_id_of(resource: dict[str, Any], template: Template) -> str:

@@ -13,11 +13,10 @@ from moto.stepfunctions.parser.asl.parse.asl_parser import (
     ASLParserException,
 )
 
+from emulator.asl import resolve_cfn
 from tests.stacks.conftest import make_plan
 from tests.stacks.test_profile_stack import build_profile, make_run
 from tests.stacks.test_stacks import DIGITS, build
-
-from .asl import resolve_cfn
 
 
 def _any_value(intrinsic: dict[str, Any]) -> str:

@@ -17,13 +17,12 @@ from typing import Any
 
 import pytest
 
+from emulator.asl import Interpreter, StatesError, resolve_cfn
 from functions import datasets, profile_task
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from stacks.profile_run import ProfileRun, profile_key
 from tests.stacks.test_profile_stack import build_profile, make_run
 from tools import fetch_profile
-
-from .asl import Interpreter, StatesError, resolve_cfn
 
 ACCOUNT = "123456789012"
 INVOKE = "arn:aws:states:::lambda:invoke"

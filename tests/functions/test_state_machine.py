@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from emulator.asl import Interpreter, StatesError, resolve_cfn
 from functions import datasets, finalize, network, ps_health, worker
 from functions.ps import ParameterServer
 from provisioner.plan import Plan
@@ -24,7 +25,6 @@ from stacks.network import INTERFACE_ENDPOINTS
 from tests.stacks.conftest import make_plan
 from tests.stacks.test_stacks import DIGITS, build, training_machine
 
-from .asl import Interpreter, StatesError, resolve_cfn
 from .conftest import SECRET_ENV
 from .helpers import CountdownContext
 
@@ -266,8 +266,9 @@ def test_a_worker_that_keeps_failing_stops_the_ps_and_fails_the_run(deployed: An
     assert machine.trace.states[-3:] == ["StopPsAfterFailure", "CloseNetworkAfterFailure",
                                          "TrainingFailed"]  # fmt: skip
     assert aws.ec2[-1] == ("stop", ["i-0", "i-1"]) and aws.vpc_endpoints() == []
-    # The definition retries a failed link twice before the run gives up.
-    assert aws.invocations == {0: 3, 1: 3}
+    # The definition retries a failed link twice before the run gives up; the first worker out
+    # of retries fails the Map, which stops the other's retries (as AWS stops its iterations).
+    assert max(aws.invocations.values()) == 3 and set(aws.invocations.values()) <= {1, 2, 3}
     assert "Finalize" not in machine.trace.states
 
 

@@ -1,5 +1,9 @@
 """A small Amazon States Language interpreter: runs the synthesized state machine offline.
 
+The emulator runs the training job through it (emulator/state_machine.py), and the tests run
+the synthesized definitions through it on the real handlers, so what runs locally is what
+`cdk deploy` ships.
+
 Just the subset the training state machine uses, with AWS's semantics for it: Task (Parameters
 with `.$` paths, ResultSelector, ResultPath incl. null, Retry, Catch), Pass (Result,
 ResultPath, Parameters), Choice (BooleanEquals and the numeric comparisons, with a value or a
@@ -18,6 +22,7 @@ import concurrent.futures
 import copy
 import json
 import operator
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -127,10 +132,19 @@ def _matches(rule: Mapping[str, Any], error: str) -> bool:
 
 
 class Interpreter:
-    """Runs a definition; `tasks` maps a Task's Resource ARN to a callable(parameters)."""
+    """Runs a definition; `tasks` maps a Task's Resource ARN to a callable(parameters).
 
-    def __init__(self, definition: Mapping[str, Any], tasks: Mapping[str, Task]) -> None:
+    `sleep` waits a Retry's interval (IntervalSeconds, times BackoffRate per attempt); the
+    default waits none, the emulator passes one scaled like its invocation limit. `abort` is
+    set when a Map or Parallel fails, so tasks still running in its other items can stop (AWS
+    stops them too) instead of holding the state until they end by themselves.
+    """
+
+    def __init__(self, definition: Mapping[str, Any], tasks: Mapping[str, Task],
+                 sleep: Callable[[float], None] = lambda _s: None) -> None:  # fmt: skip
         self.definition, self.tasks, self.trace = definition, tasks, Trace()
+        self.sleep = sleep
+        self.abort = threading.Event()
 
     def run(self, data: Any, *, name: str | None = None,
             start_time: str = "2026-01-01T00:00:00.000Z") -> Any:  # fmt: skip
@@ -222,7 +236,11 @@ class Interpreter:
             index = next((i for i, r in enumerate(rules) if _matches(r, error.error)), None)
             if index is None or attempts.get(index, 0) >= rules[index].get("MaxAttempts", 3):
                 raise error
-            attempts[index] = attempts.get(index, 0) + 1
+            if self.abort.is_set():
+                raise error
+            rule, done = rules[index], attempts.get(index, 0)
+            self.sleep(rule.get("IntervalSeconds", 1) * rule.get("BackoffRate", 2.0) ** done)
+            attempts[index] = done + 1
 
     def _map(self, state: Mapping[str, Any], data: Any, context: Mapping[str, Any]) -> list[Any]:
         items = get_path(data, state.get("ItemsPath", "$"), context)
@@ -239,8 +257,7 @@ class Interpreter:
         workers = state.get("MaxConcurrency") or len(items) or 1
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
             futures = [pool.submit(one, i, v) for i, v in enumerate(items)]
-            # The first failure fails the Map (AWS stops the other iterations too).
-            return [f.result() for f in futures]
+            return self._all_or_abort(futures)
 
     def _parallel(self, state: Mapping[str, Any], data: Any,
                   context: Mapping[str, Any]) -> list[Any]:  # fmt: skip
@@ -248,4 +265,15 @@ class Interpreter:
         branches = state["Branches"]
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(branches)) as pool:
             futures = [pool.submit(self._machine, b, data, context) for b in branches]
-            return [f.result()[0] for f in futures]
+            return [out for out, _ in self._all_or_abort(futures)]
+
+    def _all_or_abort(self, futures: list[concurrent.futures.Future[Any]]) -> list[Any]:
+        """Every result in order; the first failure (or an interrupt) sets `abort` so the other
+        items' tasks stop, and fails the state (AWS stops the other iterations too)."""
+        try:
+            for done in concurrent.futures.as_completed(futures):
+                done.result()
+            return [f.result() for f in futures]
+        except BaseException:
+            self.abort.set()
+            raise

@@ -1,0 +1,124 @@
+"""The training state machine the emulator runs: synthesized from the plan, as `cdk deploy`
+would ship it, with CloudFormation's values replaced by local names.
+
+The plan goes through the same stacks as `cdk synth` (stacks.job.add_job_stacks, offline, no
+cdk-nag); the training stack's DefinitionString is resolved with:
+- Lambda ARNs → `lambda:<role>` (worker, prepare, finalize, run-network, ps-wait), which the
+  emulator's task table dispatches to local invocations (emulator/state_machine.py);
+- PS instance ids → `i-<shard>` and private IPs → `ps<shard>.internal`, which the emulator maps
+  to its PS processes once they listen;
+- the account → `local`, the job secret → the emulator's secret variable, the VPC's ids → names
+  that say there is no VPC here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from emulator.asl import resolve_cfn
+from emulator.naming import SECRET_ENV
+from provisioner.plan import Plan
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ACCOUNT = "local"
+REGION = "local-1"
+LOCAL_PS_TYPE = "loopback"  # the local catalog's one PS type (emulator.report.LOCAL_PS_TYPE)
+STAND_IN_PS_TYPE = "c5.large"
+# Logical-id prefixes of the training stack's functions (stacks/training_stack.py) → role.
+FUNCTION_ROLES = {
+    "WorkerFunction": "worker",
+    "PrepareFunction": "prepare",
+    "FinalizeFunction": "finalize",
+    "RunNetworkFunction": "run-network",
+    "PsWaitFunction": "ps-wait",
+}
+
+
+def ps_host(shard: int) -> str:
+    """The name the definition uses for shard `shard`'s private IP."""
+    return f"ps{shard}.internal"
+
+
+def _cdk_context() -> dict[str, Any]:
+    with open(REPO_ROOT / "cdk.json", encoding="utf-8") as handle:
+        context: dict[str, Any] = json.load(handle)["context"]
+    return context
+
+
+def synthesize_training(plan: Plan, dataset: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(training template, PS template) of the plan's stacks, synthesized in this process."""
+    from aws_cdk import App  # imported here: only a run needs node and the CDK
+
+    from stacks.context import parse_dataset
+    from stacks.job import add_job_stacks
+
+    errors: list[str] = []
+    source = parse_dataset(dataset, errors, cwd=str(REPO_ROOT))
+    if errors:
+        raise ValueError("; ".join(errors))
+    app = App(context=_cdk_context())
+    # The PS type never reaches the definition; the local catalog's `loopback` is no EC2 type,
+    # and synth validates instance types.
+    if plan.ps_type == LOCAL_PS_TYPE:
+        plan = dataclasses.replace(plan, ps_type=STAND_IN_PS_TYPE)
+    stacks = add_job_stacks(app, plan=plan, dataset=source, nag=False)
+    assembly = app.synth()
+    training = assembly.get_stack_by_name(stacks.training.stack_name).template
+    ps = assembly.get_stack_by_name(stacks.parameter_servers.stack_name).template
+    return training, ps
+
+
+def _shards_by_instance(ps_template: dict[str, Any]) -> dict[str, int]:
+    """PS instance logical id → the shard its boot script starts (`--shard K`)."""
+    return {
+        logical_id: int(re.findall(r"--shard (\d+) ", json.dumps(resource))[0])
+        for logical_id, resource in ps_template["Resources"].items()
+        if resource["Type"] == "AWS::EC2::Instance"
+    }
+
+
+def _resolver(shards: dict[str, int]) -> Any:
+    def resolve(intrinsic: dict[str, Any]) -> str:
+        pseudo = {"AWS::Partition": "aws", "AWS::AccountId": ACCOUNT, "AWS::Region": REGION,
+                  "AWS::URLSuffix": "local"}  # fmt: skip
+        if intrinsic.get("Ref") in pseudo:
+            return pseudo[intrinsic["Ref"]]
+        if "Fn::GetAtt" in intrinsic:
+            logical_id, attribute = intrinsic["Fn::GetAtt"]
+            role = next((r for p, r in FUNCTION_ROLES.items() if logical_id.startswith(p)), None)
+            if attribute != "Arn" or role is None:
+                raise ValueError(f"unexpected attribute in the definition: {intrinsic}")
+            return f"lambda:{role}"
+        output = str(intrinsic.get("Fn::GetStackOutput", {}).get("OutputName", ""))
+        if "JobSecret" in output:
+            return f"env:{SECRET_ENV}"
+        for part, local in (("NetworkEndpoints", "sg-none"), ("Subnet", "subnet-none"),
+                            ("NetworkVpc", "vpc-none")):  # fmt: skip
+            if part in output:
+                return local
+        matches = [k for logical_id, k in shards.items() if logical_id in output]
+        if len(matches) != 1:
+            raise ValueError(f"unexpected value in the definition: {intrinsic}")
+        return ps_host(matches[0]) if "PrivateIp" in output else f"i-{matches[0]}"
+
+    return resolve
+
+
+def training_definition(plan: Plan, dataset: str) -> dict[str, Any]:
+    """The plan's training state machine, as AWS would run it, in local names."""
+    training, ps = synthesize_training(plan, dataset)
+    machines = [
+        resource
+        for logical_id, resource in training["Resources"].items()
+        if resource["Type"] == "AWS::StepFunctions::StateMachine"
+        and "StopPsWhenRunEnds" not in logical_id
+    ]
+    (machine,) = machines
+    resolve = _resolver(_shards_by_instance(ps))
+    text = resolve_cfn(machine["Properties"]["DefinitionString"], resolve)
+    definition: dict[str, Any] = json.loads(text)
+    return definition

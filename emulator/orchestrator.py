@@ -1,11 +1,13 @@
-"""Play the state machine's role on one machine: prepare, fan out, re-invoke, finalize.
+"""Run a job on one machine: the S3 server, the CPU limits, the PS processes, the workers'
+execution environments, and the synthesized state machine that drives them.
 
-The order is the AWS one: buckets exist, the prepare step shards the dataset into the dataset
-bucket, the PS shards start (same entry point as on EC2), n workers are invoked with the events
-the stacks build (`stacks.events`), each is re-invoked with its `next_event` until it is done (a
-failed invocation is retried a bounded number of times, like a Step Functions Retry), then the
-finalize step writes the model and report, and the PS stop. Every wait has a deadline, and every
-child is killed on the way out, whatever the way out is.
+`run` synthesizes the plan's training state machine (emulator/definition.py) and executes it
+(emulator/state_machine.py): the order, retries, progress and link bounds, and the failure path
+are the definition's, the one `cdk deploy` ships. This module holds the local parts the tasks
+use: the worker pool (warm environments, attempts, records), the PS shards (started with the
+EC2 command line, restarted like Docker restarts them), the run record. `fan_out` is the bare
+re-invocation loop, without a state machine, for the supervision tests. Every wait has a
+deadline, and every child is killed on the way out, whatever the way out is.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,7 +40,7 @@ from emulator.invocation import (
 from emulator.naming import RUN_FILES, RUN_FOLDERS, SECRET_ENV, bucket_name, run_dir
 from emulator.procs import Interrupted, Supervisor, wait_for_log_line
 from emulator.progress import ProgressBar, logged_loss
-from emulator.ps_status import current_iteration, update_seconds
+from emulator.ps_status import current_iteration
 from emulator.report import LOCAL_CATALOG, finish_report, s3_client_for
 from emulator.s3server import S3Endpoint, s3_server
 from emulator.unfinished import unfinished_report, write_report
@@ -283,6 +286,103 @@ def _last_loss(workers: list[WorkerState]) -> float | None:
     return None
 
 
+class WorkerPool:
+    """The workers' execution environments and their invocations: a link is launched (in the
+    rank's warm environment when there is one), polled, and its outcome recorded. Both ways of
+    running the workers use it: `fan_out` (a bare loop, for the supervision tests) and the
+    state machine's RunWorker task (emulator/state_machine.py). Calls may come from several
+    threads: one lock serialises everything that touches the supervisor."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        plan: Plan,
+        options: Options,
+        *,
+        env: dict[str, str],
+        logs: Path,
+        placements: list[cpu.Placement],
+        read_record: Callable[[dict[str, Any]], dict[str, Any]] = dict,
+    ) -> None:
+        self.supervisor, self.plan, self.options = supervisor, plan, options
+        self.env, self.logs, self.placements = env, logs, placements
+        self.read_record = read_record
+        self.lock = threading.RLock()
+
+    def launch(self, worker: WorkerState) -> None:
+        """Submit the worker's current event; start (or reuse) its environment."""
+        with self.lock:
+            link = int(worker.event.get("invocation", 0))
+            name = f"worker-{worker.rank}-link-{link}-try-{worker.attempt}"
+            env = worker.environment
+            if not (self.options.warm and env is not None and env.alive):
+                if env is not None:
+                    self.supervisor.stop(env.proc, grace_s=2.0)
+                worker.environment = start_environment(
+                    self.supervisor,
+                    name=f"worker-{worker.rank}-env-{link}-{worker.attempt}",
+                    handler=self.options.worker_handler,
+                    memory_mb=self.plan.memory_mb,
+                    work_dir=self.logs,
+                    env=self.env,
+                    placement=self.placements[worker.rank],
+                )
+            assert worker.environment is not None
+            worker.current = submit(
+                worker.environment,
+                name=name,
+                event=worker.event,
+                limit_s=self.options.invocation_limit_s,
+                work_dir=self.logs,
+                kill_grace_s=self.options.kill_grace_s,
+            )
+
+    def poll(self, worker: WorkerState) -> Outcome | None:
+        with self.lock:
+            assert worker.current is not None
+            return poll(self.supervisor, worker.current)
+
+    def record(self, worker: WorkerState, outcome: Outcome) -> dict[str, Any] | None:
+        """The link's result (with its losses) once recorded, or None after a failed attempt
+        that may be retried; EmulatorError once the worker is out of attempts."""
+        with self.lock:
+            worker.current = None
+            if outcome.ok:
+                result = self.read_record(outcome.result)
+                worker.links.append(
+                    {**result, "wall_s": outcome.wall_s, "attempt": worker.attempt,
+                     "cold": outcome.cold}
+                )  # fmt: skip
+                worker.iteration = int(result.get("iteration", worker.iteration))
+                worker.attempt = 1
+                if result.get("done"):
+                    worker.done = True
+                    self.stop(worker)
+                return result
+            worker.failures.append(outcome.error)
+            if worker.attempt >= self.options.max_attempts:
+                raise EmulatorError(
+                    f"worker {worker.rank} failed {worker.attempt} times; last: {outcome.error}"
+                )
+            worker.attempt += 1
+            return None
+
+    def stop(self, worker: WorkerState) -> None:
+        """End the worker's environment (and with it an invocation in flight)."""
+        with self.lock:
+            if worker.environment is not None:
+                self.supervisor.stop(worker.environment.proc, grace_s=2.0)
+
+
+def no_progress_message(worker: WorkerState, event: dict[str, Any],
+                        result: dict[str, Any]) -> str:  # fmt: skip
+    return (
+        f"worker {worker.rank}: link {event.get('invocation', 0)} made no progress (stopped at "
+        f"iteration {result.get('iteration')}: {result.get('stopped')}); the run fails instead "
+        "of re-invoking forever"
+    )
+
+
 def fan_out(
     supervisor: Supervisor,
     plan: Plan,
@@ -298,85 +398,38 @@ def fan_out(
     keep_ps_alive: Callable[[], list[str]] = list,
     read_record: Callable[[dict[str, Any]], dict[str, Any]] = dict,
 ) -> list[WorkerState]:
-    """Invoke every worker and re-invoke each until it returns done; retry failed invocations."""
+    """Invoke every worker and re-invoke each until it returns done; retry failed invocations.
+    The loop the state machine's Map plays in AWS, without the state machine (tests)."""
     workers = [WorkerState(rank=r, event=e) for r, e in enumerate(first_events)]
-
-    def launch(worker: WorkerState) -> None:
-        link = int(worker.event.get("invocation", 0))
-        name = f"worker-{worker.rank}-link-{link}-try-{worker.attempt}"
-        reuse = options.warm and worker.environment is not None and worker.environment.alive
-        if not reuse:
-            if worker.environment is not None:
-                supervisor.stop(worker.environment.proc, grace_s=2.0)
-            worker.environment = start_environment(
-                supervisor,
-                name=f"worker-{worker.rank}-env-{link}-{worker.attempt}",
-                handler=options.worker_handler,
-                memory_mb=plan.memory_mb,
-                work_dir=logs,
-                env=env,
-                placement=placements[worker.rank],
-            )
-        assert worker.environment is not None
-        worker.current = submit(
-            worker.environment,
-            name=name,
-            event=worker.event,
-            limit_s=options.invocation_limit_s,
-            work_dir=logs,
-            kill_grace_s=options.kill_grace_s,
-        )
+    pool = WorkerPool(supervisor, plan, options, env=env, logs=logs, placements=placements,
+                      read_record=read_record)  # fmt: skip
 
     def note(message: str) -> None:
         if progress is not None:
             progress.note(message)
 
     def settle(worker: WorkerState, outcome: Outcome) -> None:
-        worker.current = None
-        if outcome.ok:
-            result = read_record(outcome.result)
-            if not result.get("done") and not advanced(worker.event, result["next_event"]):
-                raise EmulatorError(
-                    f"worker {worker.rank}: link {worker.event.get('invocation', 0)} made no "
-                    f"progress (stopped at iteration {result.get('iteration')}: "
-                    f"{result.get('stopped')}); the run fails instead of re-invoking forever"
-                )
-            worker.links.append(
-                {
-                    **result,
-                    "wall_s": outcome.wall_s,
-                    "attempt": worker.attempt,
-                    "cold": outcome.cold,
-                }
-            )
-            worker.iteration = int(result.get("iteration", worker.iteration))
-            worker.attempt = 1
-            if result.get("done"):
-                worker.done = True
-                if worker.environment is not None:
-                    supervisor.stop(worker.environment.proc, grace_s=2.0)
-                return
-            worker.event = dict(result["next_event"])
-            note(
-                f"worker {worker.rank}: invocation ended at iteration {worker.iteration}, "
-                f"re-invoking (link {worker.event.get('invocation')})"
-            )
-            launch(worker)
+        event = worker.event
+        result = pool.record(worker, outcome)
+        if result is None:
+            note(f"worker {worker.rank}: {outcome.error}; retry {worker.attempt}/"
+                 f"{options.max_attempts}")  # fmt: skip
+            pool.launch(worker)
             return
-        worker.failures.append(outcome.error)
-        if worker.attempt >= options.max_attempts:
-            raise EmulatorError(
-                f"worker {worker.rank} failed {worker.attempt} times; last: {outcome.error}"
-            )
-        worker.attempt += 1
+        if worker.done:
+            return
+        if not advanced(event, result["next_event"]):
+            raise EmulatorError(no_progress_message(worker, event, result))
+        worker.event = dict(result["next_event"])
         note(
-            f"worker {worker.rank}: {outcome.error}; retry {worker.attempt}/{options.max_attempts}"
+            f"worker {worker.rank}: invocation ended at iteration {worker.iteration}, "
+            f"re-invoking (link {worker.event.get('invocation')})"
         )
-        launch(worker)
+        pool.launch(worker)
 
     started_s = time.monotonic()
     for worker in workers:
-        launch(worker)
+        pool.launch(worker)
     last_status_s = -1e9
     live_iteration = 0
     while not all(w.done for w in workers):
@@ -388,7 +441,7 @@ def fan_out(
         for message in keep_ps_alive():
             note(message)
         for worker in workers:
-            if worker.current is not None and (outcome := poll(supervisor, worker.current)):
+            if worker.current is not None and (outcome := pool.poll(worker)):
                 settle(worker, outcome)
         now = time.monotonic()
         if progress is not None and now - last_status_s >= options.status_poll_s:
@@ -524,6 +577,11 @@ def _run(
     dataset_bucket = bucket_name(plan.job, "dataset")
     artifacts_bucket = bucket_name(plan.job, "artifacts")
     secret = options.ps_secret or secrets.token_hex(32)  # a fresh PS secret per run
+    from emulator.definition import training_definition  # noqa: PLC0415  # the CDK: only here
+    from emulator.state_machine import LocalRun  # noqa: PLC0415  # it imports this module
+
+    # What AWS would run: the plan's stacks synthesized, the state machine's definition read.
+    definition = training_definition(plan, dataset_source(plan))
     supervisor = Supervisor()
     cpu.remove_stale_groups("lambda-dnn-emu")
     limiter = cpu.CpuLimiter(f"lambda-dnn-emu-{os.getpid()}")
@@ -545,80 +603,48 @@ def _run(
         say(f"S3 ({endpoint.kind}) at {endpoint.url}")
         env = child_env(endpoint, secret, tmp_dir=out_dir / "tmp")
         create_buckets(endpoint, [dataset_bucket, artifacts_bucket])
-        prepare = events.prepare_event(
-            plan, source=dataset_source(plan), dataset_bucket=dataset_bucket
-        )
         say(
             f"prepare: sharding {plan.training.dataset} into s3://{dataset_bucket}/"
-            f"{prepare['dataset_prefix']}"
+            f"{events.prepare_event(plan, source='', dataset_bucket='')['dataset_prefix']}"
         )
-        _, prepare_s = run_step(
-            supervisor, name="prepare", handler=PREPARE_HANDLER, event=prepare, env=env, logs=logs
-        )
-        ps_started = time.monotonic()
-        shards = start_ps_shards(
-            supervisor, plan, env=env, artifacts_bucket=artifacts_bucket, logs=logs
-        )
-        endpoints = [ps.endpoint for ps in shards]
-        ps_start_s = time.monotonic() - ps_started
-        say(f"PS: {plan.ps_count} shard(s) at {', '.join(endpoints)}")
         say(f"run {run[0]}")
-        first_events = [
-            {
-                **events.worker_event(
-                    plan,
-                    rank=rank,
-                    dataset_bucket=dataset_bucket,
-                    artifacts_bucket=artifacts_bucket,
-                    ps_endpoints=endpoints,
-                    secret_ref=f"env:{SECRET_ENV}",
-                ),
-                **events.run_keys(*run),
-                "safety_margin_s": margin_s,
-                "iterations_per_invocation": options.iterations_per_invocation,
-            }
-            for rank in range(plan.n_workers)
-        ]
-        placements = [limiter.place(f"worker-{r}", worker_cores) for r in range(plan.n_workers)]
         progress = (
             None if options.quiet else ProgressBar(plan.training.iterations, plan.goal.deadline_s)
         )
-
-        def status() -> int | None:
-            return current_iteration(
-                endpoints[0], job_id=plan.job, shards=plan.ps_count, secret=secret.encode()
-            )
-
         run_timeout_s = options.run_timeout_s or default_run_timeout_s(plan, options)
-        train_started = time.monotonic()
-        workers = fan_out(
-            supervisor,
-            plan,
-            options,
-            first_events=first_events,
+        local = LocalRun(
+            supervisor=supervisor,
+            plan=plan,
+            options=options,
             env=env,
             logs=logs,
-            placements=placements,
-            status=status,
-            progress=progress,
-            deadline_monotonic_s=train_started + run_timeout_s,
-            keep_ps_alive=lambda: restart_dead_shards(supervisor, shards, env=env, logs=logs),
+            buckets={"dataset": dataset_bucket, "artifacts": artifacts_bucket},
+            worker_event_extra={
+                "safety_margin_s": margin_s,
+                "iterations_per_invocation": options.iterations_per_invocation,
+            },
+            placements=[
+                limiter.place(f"worker-{r}", worker_cores) for r in range(plan.n_workers)
+            ],
             read_record=functools.partial(with_losses, s3_client_for(endpoint), artifacts_bucket),
+            status=lambda endpoints: current_iteration(
+                endpoints[0], job_id=plan.job, shards=plan.ps_count, secret=secret.encode()
+            ),
+            progress=progress,
+            deadline_monotonic_s=time.monotonic() + run_timeout_s,
+            say=say,
         )
-        train_wall_s = time.monotonic() - train_started
-        ps_update_s = update_seconds(endpoints, job_id=plan.job, secret=secret.encode())
+        local.execute(definition, run)
+        timings = local.timings
+        assert timings.train_started_s is not None and timings.train_ended_s is not None
+        train_wall_s = timings.train_ended_s - timings.train_started_s
         throttled = {
             f"worker-{r}": limiter.throttled_s(f"worker-{r}") for r in range(plan.n_workers)
         }
-        say("finalize: assembling the model from the PS shards")
-        finalize_result, finalize_s = run_step(
-            supervisor,
-            name="finalize",
-            handler=FINALIZE_HANDLER,
-            event=first_events[0],  # as the state machine: finalize reads the link records
-            env=env,
-            logs=logs,
-        )
+        workers, shards = local.workers, local.shards
+        prepare_s, ps_start_s, finalize_s = (
+            timings.prepare_s, timings.ps_start_s, timings.finalize_s)  # fmt: skip
+        finalize_result, ps_update_s = local.finalize_result, timings.ps_update_s
         record = RunRecord(
             plan=plan,
             options=options,

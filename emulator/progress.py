@@ -95,7 +95,9 @@ class ProgressBar:
         now = time.monotonic()
         interval_s = 1.0 if self.is_tty else 5.0
         text = render_line(iteration, self.total, loss, elapsed_s, self.deadline_s)
-        if not force and (now - self._last_write_s < interval_s or text == self._last_text):
+        # The same line twice says nothing new, forced or not (the final update often repeats
+        # the last periodic one).
+        if text == self._last_text or (not force and now - self._last_write_s < interval_s):
             return
         self._last_write_s, self._last_text = now, text
         if self.is_tty:

@@ -1,0 +1,291 @@
+"""The synthesized training state machine, run on this machine: what `cdk deploy` ships is what
+the emulator runs (emulator/definition.py makes the definition, emulator/asl.py interprets it).
+
+Each Task the definition has is dispatched to its local counterpart:
+- `lambda:run-network` (open/close the run's interface endpoints): there is no VPC here, so it
+  opens nothing and says so in its result;
+- `ec2:startInstances` / `stopInstances`: start the PS shard processes (the EC2 entry point on
+  127.0.0.1) / stop them; the PS hosts in the definition are mapped to their local ports;
+- `lambda:prepare`, `lambda:finalize`: one-shot local invocations of the real handlers;
+- `lambda:ps-wait`: the real `functions.ps_health.wait_handler` against the local shards;
+- `lambda:worker`: one link of one worker, in the rank's (warm) environment, held to its CPU
+  share and the emulated invocation limit (emulator.orchestrator.WorkerPool). The Map runs
+  the n workers at once, each in its own thread, and the definition's Choice decides whether a
+  worker is done, fails for making no progress or past its link cap, or is invoked again.
+The definition's Retry intervals are scaled like the invocation limit (limit / 900 s). The run
+timeout is the emulator's (the definition's is sized for 900 s links), and so are the names of
+the buckets; the events are the definition's otherwise, plus the emulator's two rules
+(`safety_margin_s`, `iterations_per_invocation`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from emulator import cpu
+from emulator.asl import Interpreter, StatesError
+from emulator.definition import ps_host
+from emulator.orchestrator import (
+    FINALIZE_HANDLER,
+    POLL_INTERVAL_S,
+    PREPARE_HANDLER,
+    STEP_LIMIT_S,
+    EmulatorError,
+    Options,
+    PsShard,
+    WorkerPool,
+    WorkerState,
+    _last_loss,
+    advanced,
+    no_progress_message,
+    restart_dead_shards,
+    run_step,
+    start_ps_shards,
+)
+from emulator.procs import Supervisor
+from emulator.progress import ProgressBar
+from emulator.ps_status import update_seconds
+from functions import ps_health
+from functions.aws import S3Unreachable
+from provisioner.plan import Plan
+
+INVOKE = "arn:aws:states:::lambda:invoke"
+EC2 = "arn:aws:states:::aws-sdk:ec2:"
+AWS_LINK_LIMIT_S = 900.0  # the definition's Retry intervals are for 900 s links
+# Not retried by the definition (its Retry names States.TaskFailed), caught by its Catch.
+LOCAL_FAILURE = "Emulator.Failed"
+
+
+@dataclass
+class Timings:
+    prepare_s: float = 0.0
+    ps_start_s: float = 0.0
+    finalize_s: float = 0.0
+    train_started_s: float | None = None  # monotonic, the first worker's launch
+    train_ended_s: float | None = None  # monotonic, the last worker done
+    ps_update_s: float | None = None
+
+
+@dataclass
+class LocalRun:
+    """The task table of one execution and what it recorded."""
+
+    supervisor: Supervisor
+    plan: Plan
+    options: Options
+    env: dict[str, str]
+    logs: Path
+    buckets: dict[str, str]  # "dataset" / "artifacts" → the local bucket name
+    worker_event_extra: dict[str, Any]  # the emulator's rules, added to every worker event
+    placements: list[cpu.Placement]
+    read_record: Callable[[dict[str, Any]], dict[str, Any]]
+    status: Callable[[list[str]], int | None]  # live iteration from the PS endpoints
+    progress: ProgressBar | None
+    deadline_monotonic_s: float
+    say: Callable[[str], None]
+    workers: list[WorkerState] = field(default_factory=list)
+    shards: list[PsShard] = field(default_factory=list)
+    timings: Timings = field(default_factory=Timings)
+    finalize_result: dict[str, Any] = field(default_factory=dict)
+    failure: str = ""  # the first local failure, in the emulator's words
+    _tick_lock: threading.Lock = field(default_factory=threading.Lock)
+    _last_status_s: float = -1e9
+    _live_iteration: int = 0
+
+    def __post_init__(self) -> None:
+        self.workers = [WorkerState(rank=r, event={}) for r in range(self.plan.n_workers)]
+        self.pool = WorkerPool(self.supervisor, self.plan, self.options, env=self.env,
+                               logs=self.logs, placements=self.placements,
+                               read_record=self.read_record)  # fmt: skip
+        self.interpreter: Interpreter | None = None
+
+    # -- the execution -------------------------------------------------------------------------
+    def execute(self, definition: dict[str, Any], run: tuple[str, str]) -> None:
+        """Run the definition as execution `run` (name, start); EmulatorError when it fails."""
+        scale = self.options.invocation_limit_s / AWS_LINK_LIMIT_S
+        self.interpreter = Interpreter(definition, self.tasks(),
+                                       sleep=lambda s: time.sleep(s * scale))  # fmt: skip
+        try:
+            self.interpreter.run({}, name=run[0], start_time=run[1])
+        except StatesError as err:
+            raise EmulatorError(self.failure or f"{err.error}: {err.cause}") from None
+        finally:
+            if self.progress is not None and self.timings.train_ended_s is None:
+                self.progress.close()
+
+    def tasks(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
+        return {
+            INVOKE: self.invoke,
+            f"{EC2}startInstances": self.start_ps,
+            f"{EC2}stopInstances": self.stop_ps,
+        }
+
+    def _fail(self, message: str) -> StatesError:
+        """Remember the first local failure; an error the definition catches, not retries."""
+        self.failure = self.failure or message
+        return StatesError(LOCAL_FAILURE, message)
+
+    # -- tasks ---------------------------------------------------------------------------------
+    def invoke(self, params: dict[str, Any]) -> dict[str, Any]:
+        role = str(params["FunctionName"]).removeprefix("lambda:")
+        event = self._localize(dict(params["Payload"]))
+        try:
+            if role == "worker":
+                payload = self.run_worker(event)
+            elif role == "run-network":
+                payload = {"endpoints": [], "services": [],
+                           "local": "no VPC here: nothing to open or close"}  # fmt: skip
+            elif role == "ps-wait":
+                payload = ps_health.wait_handler(event, _Remaining(STEP_LIMIT_S))
+            elif role == "prepare":
+                payload = self._step("prepare", PREPARE_HANDLER, event)
+            elif role == "finalize":
+                self.say("finalize: assembling the model from the PS shards")
+                payload = self._step("finalize", FINALIZE_HANDLER, event)
+            else:
+                raise self._fail(f"the definition invokes an unknown function {role!r}")
+        except (EmulatorError, S3Unreachable) as err:
+            raise self._fail(str(err)) from None
+        return {"StatusCode": 200, "Payload": payload}
+
+    def _step(self, name: str, handler: str, event: dict[str, Any]) -> dict[str, Any]:
+        result, seconds = run_step(self.supervisor, name=name, handler=handler, event=event,
+                                   env=self.env, logs=self.logs)  # fmt: skip
+        if name == "prepare":
+            self.timings.prepare_s = seconds
+        else:
+            self.timings.finalize_s, self.finalize_result = seconds, result
+        return result
+
+    def start_ps(self, _params: dict[str, Any]) -> dict[str, Any]:
+        """The PS processes stand for the instances: started once, kept alive by `_tick`."""
+        if not self.shards:
+            started = time.monotonic()
+            self.shards = start_ps_shards(self.supervisor, self.plan, env=self.env,
+                                          artifacts_bucket=self.buckets["artifacts"],
+                                          logs=self.logs)  # fmt: skip
+            self.timings.ps_start_s = time.monotonic() - started
+            endpoints = ", ".join(ps.endpoint for ps in self.shards)
+            self.say(f"PS: {self.plan.ps_count} shard(s) at {endpoints}")
+        return {}
+
+    def stop_ps(self, _params: dict[str, Any]) -> dict[str, Any]:
+        if self.shards and self.timings.ps_update_s is None:
+            self.timings.ps_update_s = update_seconds(
+                self.endpoints, job_id=self.plan.job, secret=self.env_secret
+            )
+        for ps in self.shards:
+            self.supervisor.stop(ps.proc, grace_s=5.0)
+        return {}
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [ps.endpoint for ps in self.shards]
+
+    @property
+    def env_secret(self) -> bytes:
+        from emulator.naming import SECRET_ENV
+
+        return self.env[SECRET_ENV].encode()
+
+    # -- one worker link -----------------------------------------------------------------------
+    def run_worker(self, event: dict[str, Any]) -> dict[str, Any]:
+        worker = self.workers[int(event["rank"])]
+        worker.event = {**event, **self.worker_event_extra}
+        if self.timings.train_started_s is None:
+            self.timings.train_started_s = time.monotonic()
+        self.pool.launch(worker)
+        while (outcome := self.pool.poll(worker)) is None:
+            self._check_running(worker)
+            self._tick()
+            time.sleep(POLL_INTERVAL_S)
+        result = self.pool.record(worker, outcome)
+        if result is None:
+            self._note(f"worker {worker.rank}: {outcome.error}; retrying")
+            raise RuntimeError(outcome.error)  # States.TaskFailed: the definition retries
+        if worker.done:
+            if all(w.done for w in self.workers):
+                self._training_ended()
+        elif not advanced(worker.event, result["next_event"]):
+            self.failure = self.failure or no_progress_message(worker, worker.event, result)
+        else:
+            self._note(f"worker {worker.rank}: invocation ended at iteration {worker.iteration}, "
+                       f"re-invoking (link {result['next_event'].get('invocation')})")  # fmt: skip
+        return result
+
+    def _check_running(self, worker: WorkerState) -> None:
+        """Stop this worker's link when the run is over for another reason."""
+        assert self.interpreter is not None
+        if self.interpreter.abort.is_set():
+            self.pool.stop(worker)
+            raise StatesError(LOCAL_FAILURE, "stopped: another worker's failure ended the Map")
+        if time.monotonic() > self.deadline_monotonic_s:
+            self.pool.stop(worker)
+            started = self.timings.train_started_s or time.monotonic()
+            raise self._fail(
+                f"run timeout: training not done after {time.monotonic() - started:.0f} s "
+                f"(workers at iterations {[w.iteration for w in self.workers]})"
+            )
+
+    def _tick(self) -> None:
+        """Keep the PS alive and the progress bar current; one thread at a time does it."""
+        if not self._tick_lock.acquire(blocking=False):
+            return
+        try:
+            with self.pool.lock:
+                notes = restart_dead_shards(self.supervisor, self.shards, env=self.env,
+                                            logs=self.logs)  # fmt: skip
+            for message in notes:
+                self._note(message)
+            now = time.monotonic()
+            if self.progress is None or now - self._last_status_s < self.options.status_poll_s:
+                return
+            self._last_status_s = now
+            live = self.status(self.endpoints)
+            reported = min(w.iteration for w in self.workers)
+            self._live_iteration = max(self._live_iteration, reported, live or 0)
+            started = self.timings.train_started_s or now
+            self.progress.update(self._live_iteration, _last_loss(self.workers), now - started)
+        finally:
+            self._tick_lock.release()
+
+    def _training_ended(self) -> None:
+        self.timings.train_ended_s = time.monotonic()
+        if self.progress is not None:
+            started = self.timings.train_started_s or self.timings.train_ended_s
+            self.progress.update(self.plan.training.iterations, _last_loss(self.workers),
+                                 self.timings.train_ended_s - started, force=True)  # fmt: skip
+            self.progress.close()
+
+    def _note(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress.note(message)
+
+    # -- names -----------------------------------------------------------------------------------
+    def _localize(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The definition's event with this machine's bucket names and PS addresses."""
+        for key, kind in (("dataset_bucket", "dataset"), ("artifacts_bucket", "artifacts")):
+            if key in event:
+                event[key] = self.buckets[kind]
+        if "ps_endpoints" in event:
+            local = {f"{ps_host(ps.shard)}:": ps.endpoint for ps in self.shards}
+            event["ps_endpoints"] = [
+                next((v for k, v in local.items() if e.startswith(k)), e)
+                for e in event["ps_endpoints"]
+            ]
+        return event
+
+
+class _Remaining:
+    """A Lambda context for an in-process step: its time limit counted from now."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.deadline_s = time.monotonic() + limit_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(max(0.0, self.deadline_s - time.monotonic()) * 1000)

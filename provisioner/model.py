@@ -584,7 +584,12 @@ def timeline(
     link_overhead = nt.startup_s + load
     # A cold process's slower first steps, at the one-vCPU step: a figure per n like start-up,
     # so T(m) keeps its shape in memory (the budget search's bisection relies on it).
-    warmup = profile.warmup_iterations * nt.core_compute_s
+    # (no warm-up iterations: none, even where a step is infinitely slow; 0·inf would be nan)
+    warmup = (
+        profile.warmup_iterations * nt.core_compute_s
+        if profile.warmup_iterations
+        else np.zeros(np.shape(nt.core_compute_s))
+    )
     per_inv = iterations_per_invocation(
         usable, link_overhead + warmup + nt.checkpoint_s, it, nt.iterations
     )

@@ -63,7 +63,10 @@ LIVENESS_FAILURES = 3  # probes failed in a row before a live shard process coun
 
 
 class EmulatorError(RuntimeError):
-    """The run could not complete; the message is one line naming what failed."""
+    """The run could not complete; the message is one line naming what failed. `states`: the
+    state machine's top-level states the run went through, when it got that far."""
+
+    states: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,8 @@ class RunRecord:
     ps_update_s: float | None = None  # slowest PS shard's total update time (STATUS)
     ps_restarts: int = 0  # PS shard processes that died and were started again
     run_id: str = ""  # the run's checkpoints are under <checkpoint prefix>/<run_id>
+    # The synthesized state machine's top-level states in the order the run went through them.
+    states: tuple[str, ...] = ()
 
 
 def default_safety_margin_s(limit_s: float) -> float:
@@ -540,7 +545,8 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
         with naming_s3_failures():
             return _run(plan, options, out_dir, endpoint, (run_id, run_started))
     except (EmulatorError, S3Unreachable) as err:
-        write_report(out_dir, unfinished(status="failed", error=str(err)))
+        states = list(getattr(err, "states", ()))
+        write_report(out_dir, unfinished(status="failed", error=str(err), state_machine=states))
         if isinstance(err, S3Unreachable):
             raise EmulatorError(str(err)) from None
         raise
@@ -645,6 +651,7 @@ def _run(
         prepare_s, ps_start_s, finalize_s = (
             timings.prepare_s, timings.ps_start_s, timings.finalize_s)  # fmt: skip
         finalize_result, ps_update_s = local.finalize_result, timings.ps_update_s
+        states = local.top_level_states(definition)
         record = RunRecord(
             plan=plan,
             options=options,
@@ -666,6 +673,7 @@ def _run(
             ps_update_s=ps_update_s,
             ps_restarts=sum(ps.restarts for ps in shards),
             run_id=run[0],
+            states=states,
         )
         finish_report(record, endpoint)
     return record

@@ -350,6 +350,7 @@ def build_report(
         },
         "ps_restarts": record.ps_restarts,
         "run_id": record.run_id,
+        "state_machine": list(record.states),
         "invocations": {
             "per_worker": links,
             "reinvocations": sum(n - 1 for n in links),

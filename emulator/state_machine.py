@@ -113,10 +113,19 @@ class LocalRun:
         try:
             self.interpreter.run({}, name=run[0], start_time=run[1])
         except StatesError as err:
-            raise EmulatorError(self.failure or f"{err.error}: {err.cause}") from None
+            failed = EmulatorError(self.failure or f"{err.error}: {err.cause}")
+            failed.states = self.top_level_states(definition)
+            raise failed from None
         finally:
             if self.progress is not None and self.timings.train_ended_s is None:
                 self.progress.close()
+
+    def top_level_states(self, definition: dict[str, Any]) -> tuple[str, ...]:
+        """The definition's own states the execution went through, in order (a Map's item
+        states, interleaved across workers, left out)."""
+        assert self.interpreter is not None
+        own = set(definition["States"])
+        return tuple(s for s in self.interpreter.trace.states if s in own)
 
     def tasks(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
         return {

@@ -71,6 +71,10 @@ def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) 
         "chaining",
         "total",
     }
+    # The run went through the synthesized definition, the one AWS would run, state by state.
+    assert report["state_machine"] == [
+        "NameRun", "OpenNetwork", "StartPs", "PrepareDataset", "WaitForPs", "WorkerRanks",
+        "Workers", "Finalize", "StopPs", "CloseNetwork", "TrainingFinished"]  # fmt: skip
     measured = {row["term"]: row["measured_s"] for row in report["terms"]}
     # The PS's own update time, from its STATUS: part of the run, never all of it.
     assert 0 < measured["ps_aggregation"] < measured["total"]
@@ -142,6 +146,9 @@ def test_a_failed_run_leaves_a_failed_report(tmp_path: Path, s3_endpoint: S3Endp
         run(plan, options, endpoint=s3_endpoint)
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["status"] == "failed" and report["error"].startswith("worker ")
+    # The definition's failure path ran: the PS stopped, the endpoints closed, then the failure.
+    assert report["state_machine"][-4:] == [
+        "Workers", "StopPsAfterFailure", "CloseNetworkAfterFailure", "TrainingFailed"]  # fmt: skip
 
 
 def test_a_ps_shard_killed_mid_run_is_restarted_and_training_completes(

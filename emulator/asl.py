@@ -4,12 +4,12 @@ The emulator runs the training job through it (emulator/state_machine.py), and t
 the synthesized definitions through it on the real handlers, so what runs locally is what
 `cdk deploy` ships.
 
-Just the subset the training state machine uses, with AWS's semantics for it: Task (Parameters
-with `.$` paths, ResultSelector, ResultPath incl. null, Retry, Catch), Pass (Result,
-ResultPath, Parameters), Choice (BooleanEquals and the numeric comparisons, with a value or a
-`...Path`), Map (ItemsPath, ItemSelector with `$$.Map.Item.Value`, ItemProcessor, items run
-concurrently up to MaxConcurrency), Parallel (Branches run at once, outputs in branch order),
-Succeed (OutputPath) and Fail. The context object has `Execution.Name` and `StartTime`.
+Just the subset our state machines use, with AWS's semantics for it: Task (Parameters with
+`.$` paths, ResultSelector, ResultPath incl. null, Retry with its interval, Catch), Pass
+(Result, ResultPath, Parameters), Choice (BooleanEquals and the numeric comparisons, with a
+value or a `...Path`), the intrinsic States.ArrayLength, Map (ItemsPath, ItemSelector with
+`$$.Map.Item.Value`, ItemProcessor, items run concurrently up to MaxConcurrency), Parallel
+(Branches run at once, outputs in branch order), Succeed (OutputPath) and Fail. The context object has `Execution.Name` and `StartTime`.
 Step Functions' payload limit holds: a task result or a state's output over 256 KiB fails with
 States.DataLimitExceeded, as in AWS.
 Task resources are dispatched to Python callables by resource ARN, so the real handlers run
@@ -114,15 +114,28 @@ def render(template: Any, data: Any, context: Mapping[str, Any]) -> Any:
         out = {}
         for key, value in template.items():
             if key.endswith(".$"):
-                if not isinstance(value, str) or value.startswith("States."):
-                    raise Unsupported(f"intrinsic or non-path {key}: {value!r}")
-                out[key[:-2]] = get_path(data, value, context)
+                if not isinstance(value, str):
+                    raise Unsupported(f"non-path {key}: {value!r}")
+                out[key[:-2]] = _intrinsic(value, data, context)
             else:
                 out[key] = render(value, data, context)
         return out
     if isinstance(template, list):
         return [render(v, data, context) for v in template]
     return template
+
+
+def _intrinsic(value: str, data: Any, context: Mapping[str, Any]) -> Any:
+    """A path, or the one intrinsic function the definitions use: States.ArrayLength(path)."""
+    if not value.startswith("States."):
+        return get_path(data, value, context)
+    inner = value.removeprefix("States.ArrayLength(").removesuffix(")")
+    if inner == value or not inner.startswith("$"):
+        raise Unsupported(f"intrinsic {value!r}")
+    found = get_path(data, inner, context)
+    if not isinstance(found, list):
+        raise StatesError("States.Runtime", f"{inner} is not an array")
+    return len(found)
 
 
 def _matches(rule: Mapping[str, Any], error: str) -> bool:

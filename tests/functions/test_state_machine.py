@@ -281,3 +281,50 @@ def test_the_emulator_plays_the_definitions_retry_policy() -> None:
     (task_failed,) = [r for r in run_worker["Retry"] if r["ErrorEquals"] == ["States.TaskFailed"]]
     assert Options().max_attempts == 1 + task_failed["MaxAttempts"]
     assert workers["MaxConcurrency"] == 2  # all n at once: BSP needs every worker running
+
+
+def _stopper(plan: Plan, vpc: dict[str, str]) -> dict[str, Any]:
+    """The run-ended rule's state machine, resolved like the training one."""
+    _, templates = build(plan, DIGITS)
+    instances = templates["ps"].find_resources("AWS::EC2::Instance")
+    shard_of_instance = {
+        lid: int(re.findall(r"--shard (\d+) ", json.dumps(r))[0]) for lid, r in instances.items()
+    }
+    (machine,) = [m for lid, m in templates["training"].find_resources(
+        "AWS::StepFunctions::StateMachine").items() if "StopPsWhenRunEnds" in lid]  # fmt: skip
+
+    def resolve(intrinsic: dict[str, Any]) -> str:
+        if "Ref" in intrinsic and intrinsic["Ref"].startswith("Orchestration"):
+            return "arn:aws:states:us-east-1:123456789012:stateMachine:training"
+        return str(_resolver(shard_of_instance, vpc)(intrinsic))
+
+    definition: dict[str, Any] = json.loads(
+        resolve_cfn(machine["Properties"]["DefinitionString"], resolve)
+    )
+    return definition
+
+
+@pytest.mark.parametrize("running", [0, 1])
+def test_a_run_that_ends_without_its_own_steps_gets_its_ps_stopped_and_endpoints_closed(
+    deployed: Any, running: int
+) -> None:
+    """Timed out, stopped or failed where no catch runs: the rule's state machine stops the PS
+    and closes the endpoints, unless another run of the job is going (a redeploy's)."""
+    plan = _plan(iterations=24)
+    aws, training, _ = deployed(plan, worker_checks=10)
+    vpc_id = training["States"]["OpenNetwork"]["Parameters"]["Payload"]["vpc_id"]
+    vpc = {"vpc": vpc_id, "subnet": "", "group": ""}
+    # A run opened its endpoints and was stopped before it could close them.
+    opener = Interpreter({"StartAt": "Open", "States": {"Open": {**training["States"][
+        "OpenNetwork"], "End": True, "Catch": []}}}, aws.tasks())  # fmt: skip
+    opener.run({"run": {"run_id": "stopped-run"}})
+    assert len(aws.vpc_endpoints()) == len(INTERFACE_ENDPOINTS)
+    listed = {"Executions": [{"executionArn": "new-run"}] * running}
+    tasks = {**aws.tasks(), "arn:aws:states:::aws-sdk:sfn:listExecutions": lambda _p: listed}
+    machine = Interpreter(_stopper(plan, vpc), tasks)
+    machine.run({})
+    if running:
+        assert machine.trace.end == "LeavePsRunning"
+        assert aws.ec2 == [] and len(aws.vpc_endpoints()) == len(INTERFACE_ENDPOINTS)
+    else:
+        assert aws.ec2 == [("stop", ["i-0", "i-1"])] and aws.vpc_endpoints() == []

@@ -9,7 +9,8 @@ Just the subset our state machines use, with AWS's semantics for it: Task (Param
 (Result, ResultPath, Parameters), Choice (BooleanEquals and the numeric comparisons, with a
 value or a `...Path`), the intrinsic States.ArrayLength, Map (ItemsPath, ItemSelector with
 `$$.Map.Item.Value`, ItemProcessor, items run concurrently up to MaxConcurrency), Parallel
-(Branches run at once, outputs in branch order), Succeed (OutputPath) and Fail. The context object has `Execution.Name` and `StartTime`.
+(Branches run at once, outputs in branch order), Succeed (OutputPath) and Fail. The context
+object has `Execution.Name` and `StartTime`.
 Step Functions' payload limit holds: a task result or a state's output over 256 KiB fails with
 States.DataLimitExceeded, as in AWS.
 Task resources are dispatched to Python callables by resource ARN, so the real handlers run

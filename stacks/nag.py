@@ -38,10 +38,28 @@ def logical_id(construct: IConstruct) -> str:
     return Stack.of(construct).get_logical_id(resource)  # type: ignore[arg-type]
 
 
+def nag_arn_prefix(scope: IConstruct, service: str) -> str:
+    """`arn:<partition>:<service>:<region>:<account>` as cdk-nag prints it in finding ids: the
+    pseudo parameters of an environment-agnostic stack (`<AWS::Region>`), the values of one
+    bound to an account and region (every `cdk deploy`: stacks.machine_image.deploy_env).
+    Acknowledging only the first form made every real deploy's synth fail."""
+    from aws_cdk import Stack, Token  # local: keeps this module's import surface small
+
+    stack = Stack.of(scope)
+
+    def form(value: str, pseudo: str) -> str:
+        return f"<AWS::{pseudo}>" if Token.is_unresolved(value) else value
+
+    partition = form(stack.partition, "Partition")
+    return f"arn:{partition}:{service}:{form(stack.region, 'Region')}:" + form(
+        stack.account, "AccountId"
+    )
+
+
 def executions_nag_arn(machine: IConstruct) -> str:
     """A state machine's executions ARN (without the name) as cdk-nag prints it in finding ids."""
     return (
-        'arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{"Fn::Select":'
+        f"{nag_arn_prefix(machine, 'states')}:execution:{{\"Fn::Select\":"
         f'[6,{{"Fn::Split":[":",{{"Ref":"{logical_id(machine)}"}}]}}]}}'
     )
 

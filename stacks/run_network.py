@@ -22,7 +22,7 @@ from constructs import Construct
 from functions.network import JOB_TAG
 from stacks.functions import ImageFunction, VpcPlacement
 from stacks.image import ImageSpec
-from stacks.nag import acknowledge
+from stacks.nag import acknowledge, nag_arn_prefix
 from stacks.network import TrainingNetwork
 
 # Neither function imports torch or holds data: boto3 calls and TCP probes.
@@ -76,8 +76,7 @@ class RunNetwork(Construct):
             self.function.add_to_role_policy(statement)
         acknowledge(
             self.function,
-            rule="AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:"
-            "<AWS::AccountId>:vpc-endpoint/*]",
+            rule=f"AwsSolutions-IAM5[Resource::{nag_arn_prefix(self, 'ec2')}:vpc-endpoint/*]",
             reason="Endpoint ids are made at run time; create needs the job's tag on the request "
             "and delete the job's tag on the endpoint (IAM conditions).",
         )

@@ -44,6 +44,18 @@ def test_local_dataset_upload_has_no_unacknowledged_findings(tmp_path: Any) -> N
     assert unacknowledged_findings(app) == []
 
 
+def test_a_deploy_bound_to_an_account_and_region_has_no_unacknowledged_findings() -> None:
+    """`cdk deploy` binds the stacks to the CLI's account and region, and cdk-nag then prints
+    concrete ARNs in its finding ids: acknowledgements written for `<AWS::Region>` alone made
+    every real deploy's synth fail (found by deploying to a local AWS API)."""
+    from tests.stacks.test_machine_image import ENV, LOOKUP_KEY
+
+    app = App(context={**CDK_JSON_CONTEXT, LOOKUP_KEY: "ami-0aaaaaaaaaaaaaaaa"})
+    add_job_stacks(app, plan=make_plan(), nag=False, env=ENV, dataset=DatasetSource(
+        kind="builtin", spec="builtin:digits", name="digits"))  # fmt: skip
+    assert unacknowledged_findings(app) == []
+
+
 def test_an_unacknowledged_finding_is_reported() -> None:
     app = App(context=CDK_JSON_CONTEXT)
     add_job_stacks(app, plan=make_plan(), dataset=DatasetSource(

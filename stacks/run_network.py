@@ -30,6 +30,23 @@ SMALL_MEMORY_MB = 512
 EPHEMERAL_MIN_MB = 512
 
 
+def small_function(
+    scope: Construct,
+    *,
+    image: ImageSpec,
+    handler: str,
+    description: str,
+    timeout_s: int,
+    placement: VpcPlacement | None = None,
+) -> ImageFunction:
+    """A helper function of the run: no torch, no data, so the smallest sizes do."""
+    return ImageFunction(
+        scope, "Function", image=image, handler=handler, description=description,
+        memory_mb=SMALL_MEMORY_MB, timeout_s=timeout_s, ephemeral_storage_mb=EPHEMERAL_MIN_MB,
+        placement=placement,
+    )  # fmt: skip
+
+
 class RunNetwork(Construct):
     """Attributes: `function`, `log_group`, `event_base` (the event minus `action`/`run_id`)."""
 
@@ -37,11 +54,9 @@ class RunNetwork(Construct):
                  network: TrainingNetwork, services: tuple[str, ...],
                  timeout_s: int) -> None:  # fmt: skip
         super().__init__(scope, construct_id)
-        fn = ImageFunction(
-            self, "Function", image=image, handler="functions.network.handler",
-            description=f"Opens and closes the run's VPC endpoints of job {job}",
-            memory_mb=SMALL_MEMORY_MB, timeout_s=timeout_s, ephemeral_storage_mb=EPHEMERAL_MIN_MB,
-        )  # fmt: skip
+        fn = small_function(self, image=image, handler="functions.network.handler",
+                            description=f"Opens and closes the run's VPC endpoints of job {job}",
+                            timeout_s=timeout_s)  # fmt: skip
         self.function, self.log_group = fn.function, fn.log_group
         stack = Stack.of(self)
         subnet_ids = network.vpc.select_subnets(subnet_type=network.subnets.subnet_type).subnet_ids
@@ -100,11 +115,8 @@ class PsWait(Construct):
                  placement: VpcPlacement, ps_endpoints: list[str],
                  timeout_s: int) -> None:  # fmt: skip
         super().__init__(scope, construct_id)
-        fn = ImageFunction(
-            self, "Function", image=image, handler="functions.ps_health.wait_handler",
-            description=f"Waits for the PS shards of job {job} to serve",
-            memory_mb=SMALL_MEMORY_MB, timeout_s=timeout_s, ephemeral_storage_mb=EPHEMERAL_MIN_MB,
-            placement=placement,
-        )  # fmt: skip
+        fn = small_function(self, image=image, handler="functions.ps_health.wait_handler",
+                            description=f"Waits for the PS shards of job {job} to serve",
+                            timeout_s=timeout_s, placement=placement)  # fmt: skip
         self.function, self.log_group = fn.function, fn.log_group
         self.event: dict[str, Any] = {"ps_endpoints": ps_endpoints}

@@ -43,9 +43,16 @@ PLAN_ROWS = (
 )
 
 
+# With credentials the CLI resolves an account (from STS, or from its cache in ~/.cdk keyed by
+# access key) and the stacks become account-bound: context lookups, i.e. network. Offline
+# review must not depend on what credentials happen to be in the environment.
+ACCOUNT_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                     "AWS_PROFILE", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION")  # fmt: skip
+
+
 def node_env() -> dict[str, str]:
-    """Node 24 first on PATH, and the CLI kept offline and quiet."""
-    env = dict(os.environ)
+    """Node 24 first on PATH, and the CLI kept offline and quiet (no account: no lookups)."""
+    env = {k: v for k, v in os.environ.items() if k not in ACCOUNT_VARIABLES}
     env["PATH"] = NODE_BIN + os.pathsep + env.get("PATH", "")
     env.update(CDK_DISABLE_VERSION_CHECK="1", CDK_DISABLE_CLI_TELEMETRY="true",
                JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION="1")  # fmt: skip

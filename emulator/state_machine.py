@@ -113,7 +113,8 @@ class LocalRun:
         try:
             self.interpreter.run({}, name=run[0], start_time=run[1])
         except StatesError as err:
-            failed = EmulatorError(self.failure or f"{err.error}: {err.cause}")
+            failed = EmulatorError(self.failure or self._worker_failure() or
+                                   f"{err.error}: {err.cause}")  # fmt: skip
             failed.states = self.top_level_states(definition)
             raise failed from None
         finally:
@@ -126,6 +127,15 @@ class LocalRun:
         assert self.interpreter is not None
         own = set(definition["States"])
         return tuple(s for s in self.interpreter.trace.states if s in own)
+
+    def _worker_failure(self) -> str:
+        """A worker out of the definition's retries (before --max-attempts ran out), if any."""
+        failing = [w for w in self.workers if w.failures and not w.done]
+        if not failing:
+            return ""
+        worker = max(failing, key=lambda w: len(w.failures))
+        last = worker.failures[-1]
+        return f"worker {worker.rank} failed {len(worker.failures)} times; last: {last}"
 
     def tasks(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
         return {

@@ -151,6 +151,19 @@ def test_a_failed_run_leaves_a_failed_report(tmp_path: Path, s3_endpoint: S3Endp
         "Workers", "StopPsAfterFailure", "CloseNetworkAfterFailure", "TrainingFailed"]  # fmt: skip
 
 
+def test_the_definitions_retries_bound_the_attempts_and_the_error_names_the_worker(
+    tmp_path: Path, s3_endpoint: S3Endpoint
+) -> None:
+    """--max-attempts above the definition's Retry: the definition's bound wins (3 attempts),
+    and the run's error still names the worker and its last failure."""
+    plan = planned_digits("emu-retries")
+    options = Options(invocation_limit_s=30.0, out_dir=tmp_path, quiet=True, max_attempts=9,
+                      worker_handler="tests.emulator.fake_handlers:crash")  # fmt: skip
+    tried_three_times = r"worker \d failed 3 times; last: worker-\d-link-0-try-3: "
+    with pytest.raises(EmulatorError, match=tried_three_times):
+        run(plan, options, endpoint=s3_endpoint)
+
+
 def test_a_ps_shard_killed_mid_run_is_restarted_and_training_completes(
     tmp_path: Path, s3_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:

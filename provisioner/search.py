@@ -18,6 +18,7 @@ Tie-breaks: cost, then time, then smaller n, smaller m, route order (budget: tim
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,6 +160,47 @@ def _compute_bound(
     return np.asarray(space.usd_per_gb_s[a] * gb_s)
 
 
+@dataclass(frozen=True)
+class _Blocks:
+    """Memory windows of (route, n) pairs, searched coarse to fine (BLOCK_LEVELS, then 1).
+
+    A window [a, b] of pair `sel` is split into blocks; each block's top end is evaluated (its
+    time is the block's lowest), and the block is bounded from below in cost by the cost formula
+    with memory a and the times of memory b. Only blocks that `may_win` are split further; the
+    block ends found so far go to `observe`, which tightens the caller's incumbent.
+    """
+
+    profile: WorkloadProfile
+    catalog: Catalog
+    space: Space
+    r: Arr
+    ni: Arr
+    nt: NTerms
+
+    def refine(self, sel: Arr, a: Arr, b: Arr, *, observe: Callable[[Cells], None],
+               may_win: Callable[[Arr, Cells], Arr]) -> list[Pool]:  # fmt: skip
+        """Every block end evaluated, as pools; `a`, `b` are per-`sel` window bounds."""
+        pools: list[Pool] = []
+        memory = self.space.memory_mb
+        for size in (*BLOCK_LEVELS, 1):
+            count = np.maximum(-(-(b - a + 1) // size), 0)
+            owner, t = ragged(np.zeros_like(count), count - 1)
+            sel, a = sel[owner], a[owner] + t * size
+            b = np.minimum(a + size - 1, b[owner])
+            if sel.size == 0:
+                break
+            ends = _cells(self.profile, self.catalog, self.space, self.r[sel],
+                          self.nt.take(sel), b)  # fmt: skip
+            pools.append(Pool.of(self.r[sel], self.ni[sel], b, ends))
+            observe(ends)
+            if size == 1:
+                break
+            bound = ends.total_usd - ends.lambda_usd + ends.lambda_usd / memory[b] * memory[a]
+            live = np.nonzero(may_win(bound, ends) & (a < b))[0]  # a block's end is done
+            sel, a, b = sel[live], a[live], b[live] - 1
+        return pools
+
+
 def solve_deadline(
     profile: WorkloadProfile,
     catalog: Catalog,
@@ -210,30 +252,16 @@ def solve_deadline(
             slope[keep] > 0, (best_usd * (1 + SLACK) - base[keep]) / slope[keep], np.inf
         )
     stop = np.minimum(np.searchsorted(space.memory_mb, m_hi, side="right") - 1, top - 1)
-    # Windows (j0, stop] split into blocks, coarse to fine; a block [a, b] is bounded by the cost
-    # formula with memory a and the (lower) times of memory b, so only blocks that could still
-    # win are split further, and only blocks of BLOCK steps that survive are evaluated whole.
-    sel, a, b = keep, j0[keep] + 1, stop
-    for size in (*BLOCK_LEVELS, 1):
-        count = np.maximum(-(-(b - a + 1) // size), 0)
-        owner, t = ragged(np.zeros_like(count), count - 1)
-        sel, a = sel[owner], a[owner] + t * size
-        b = np.minimum(a + size - 1, b[owner])
-        if sel.size == 0:
-            break
-        ends = _cells(profile, catalog, space, r[sel], nt.take(sel), b)
-        pools.append(Pool.of(r[sel], ni[sel], b, ends))
+    def observe(ends: Cells) -> None:
+        nonlocal best_usd
         best_usd = min(best_usd, float(ends.total_usd.min()))
-        if size == 1:
-            break
-        bound = (
-            ends.total_usd
-            - ends.lambda_usd
-            + ends.lambda_usd / space.memory_mb[b] * (space.memory_mb[a])
-        )
-        live = survivors(bound)
-        live = live[a[live] < b[live]]  # the end itself is evaluated already
-        sel, a, b = sel[live], a[live], b[live] - 1
+
+    # Windows (j0, stop] of the surviving pairs, refined coarse to fine.
+    def may_win(bound: Arr, _ends: Cells) -> Arr:
+        return bound <= best_usd * (1 + SLACK)
+
+    blocks = _Blocks(profile, catalog, space, r, ni, nt)
+    pools += blocks.refine(keep, j0[keep] + 1, stop, observe=observe, may_win=may_win)
     pool = Pool.concat(pools)
     best = int(goal_order(pool, cost_first=True)[0])
     return best, pool
@@ -271,30 +299,18 @@ def solve_budget(
     j_cap = np.minimum(np.searchsorted(space.memory_mb, m_cap, side="right") - 1, top)
     alive = np.nonzero((j_cap >= 0) & (at_top.total_s <= t_ub * (1 + SLACK)))[0]
     r, ni, nt, j_cap = r[alive], ni[alive], nt.take(alive), j_cap[alive]
-    sel, a, b = np.arange(r.size), np.zeros(r.size, dtype=np.int64), j_cap
-    for size in (*BLOCK_LEVELS, 1):
-        count = np.maximum(-(-(b - a + 1) // size), 0)
-        owner, t = ragged(np.zeros_like(count), count - 1)
-        sel, a = sel[owner], a[owner] + t * size
-        b = np.minimum(a + size - 1, b[owner])
-        if sel.size == 0:
-            break
-        ends = _cells(profile, catalog, space, r[sel], nt.take(sel), b)
-        pools.append(Pool.of(r[sel], ni[sel], b, ends))
+    def observe(ends: Cells) -> None:
+        nonlocal t_ub
         fits = ends.total_usd <= budget_usd
         if np.any(fits):
             t_ub = min(t_ub, float(ends.total_s[fits].min()))
-        if size == 1:
-            break
-        bound = (
-            ends.total_usd
-            - ends.lambda_usd
-            + ends.lambda_usd / space.memory_mb[b] * (space.memory_mb[a])
-        )
-        live = np.nonzero(
-            (bound <= budget_usd * (1 + SLACK)) & (ends.total_s <= t_ub * (1 + SLACK)) & (a < b)
-        )[0]
-        sel, a, b = sel[live], a[live], b[live] - 1
+
+    def may_win(bound: Arr, ends: Cells) -> Arr:
+        return (bound <= budget_usd * (1 + SLACK)) & (ends.total_s <= t_ub * (1 + SLACK))
+
+    blocks = _Blocks(profile, catalog, space, r, ni, nt)
+    pools += blocks.refine(np.arange(r.size), np.zeros(r.size, dtype=np.int64), j_cap,
+                           observe=observe, may_win=may_win)  # fmt: skip
     pool = Pool.concat(pools)
     fits = pool.total_usd <= budget_usd
     order = goal_order(pool, cost_first=False)

@@ -31,6 +31,13 @@ _BACKOFF_BASE_S = 2.0
 _BACKOFF_CAP_S = 20.0
 
 
+def remaining_s(context: Any) -> float | None:
+    """Seconds left in this invocation; None without a Lambda context (no deadline to keep)."""
+    if context is None or not hasattr(context, "get_remaining_time_in_millis"):
+        return None
+    return float(context.get_remaining_time_in_millis()) / 1000.0
+
+
 class S3Unreachable(RuntimeError):
     """S3 did not answer within the client's timeouts and retries; the message names it."""
 

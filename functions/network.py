@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from functions import aws
+
 LOG = logging.getLogger("functions.network")
 
 JOB_TAG = "lambdadnn:job"  # the tag every endpoint of a job carries; IAM conditions use it
@@ -113,16 +115,18 @@ def wait_available(
     ec2: Any,
     task: NetworkTask,
     *,
-    remaining_s: Callable[[], float],
+    remaining_s: Callable[[], float | None],
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[dict[str, Any]]:
-    """Poll until every job endpoint is `available`; TimeoutError naming the pending ones."""
+    """Poll until every job endpoint is `available`; TimeoutError naming the pending ones
+    (`remaining_s` gives None without a deadline)."""
     while True:
         endpoints = job_endpoints(ec2, task)
         pending = [e for e in endpoints if str(e.get("State", "")).lower() != "available"]
         if not pending:
             return endpoints
-        if remaining_s() < POLL_S + MARGIN_S:
+        left_s = remaining_s()
+        if left_s is not None and left_s < POLL_S + MARGIN_S:
             names = ", ".join(f"{e['ServiceName']} ({e.get('State')})" for e in pending)
             raise TimeoutError(f"interface endpoints not available in time: {names}")
         sleep(POLL_S)
@@ -154,9 +158,4 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, list[str]]:
     if task.action == "close":
         return _summary(close_endpoints(ec2, task))
     open_endpoints(ec2, task, ec2.meta.region_name)
-    remaining = (
-        (lambda: context.get_remaining_time_in_millis() / 1000.0)
-        if context is not None
-        else (lambda: float("inf"))
-    )
-    return _summary(wait_available(ec2, task, remaining_s=remaining))
+    return _summary(wait_available(ec2, task, remaining_s=lambda: aws.remaining_s(context)))

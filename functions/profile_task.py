@@ -31,8 +31,8 @@ import torch  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from functions import datasets, zoo  # noqa: E402
-from functions.aws import naming_s3_failures, s3_client  # noqa: E402
-from functions.worker import next_iteration_estimate_s, remaining_s, torch_threads  # noqa: E402
+from functions.aws import naming_s3_failures, remaining_s, s3_client  # noqa: E402
+from functions.worker import next_iteration_estimate_s, torch_threads  # noqa: E402
 
 IMPORT_S = time.perf_counter() - _MODULE_START
 VCPU_MEMORY_MB = 1769  # start-up is reported at the size nearest one vCPU, as emulator.profile

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from functions import wire
+from functions import aws, wire
 from functions.ps import OneLineParser
 from functions.wire import MsgType
 
@@ -80,12 +80,13 @@ class PsNotReady(RuntimeError):
     """The shards named in the message did not greet within the wait."""
 
 
-def wait_until_serving(endpoints: list[str], *, remaining_s: Callable[[], float],
+def wait_until_serving(endpoints: list[str], *, remaining_s: Callable[[], float | None],
                        sleep: Callable[[float], None] = time.sleep,
                        probe_s: float = PROBE_TIMEOUT_S) -> int:  # fmt: skip
     """Probe every shard until all greet; returns the rounds it took. A run starts its PS
     instances and then waits here: a booting instance refuses or drops connections for a minute
-    or more (longer on its first boot, which installs Docker and pulls the image)."""
+    or more (longer on its first boot, which installs Docker and pulls the image).
+    `remaining_s` gives None without a deadline."""
     waiting = list(endpoints)
     rounds = 0
     while waiting:
@@ -93,7 +94,8 @@ def wait_until_serving(endpoints: list[str], *, remaining_s: Callable[[], float]
         waiting = [e for e in waiting if not probe(e, probe_s).serving]
         if not waiting:
             break
-        if remaining_s() < WAIT_POLL_S + probe_s * len(waiting) + WAIT_MARGIN_S:
+        left_s = remaining_s()
+        if left_s is not None and left_s < WAIT_POLL_S + probe_s * len(waiting) + WAIT_MARGIN_S:
             raise PsNotReady(f"PS shards not serving in time: {', '.join(waiting)}")
         sleep(WAIT_POLL_S)
     return rounds
@@ -104,11 +106,7 @@ def wait_handler(event: dict[str, object], context: object) -> dict[str, int]:
     endpoints = [str(e) for e in event["ps_endpoints"]]  # type: ignore[attr-defined]
     for endpoint in endpoints:
         wire.parse_endpoint(endpoint)
-    remaining = getattr(context, "get_remaining_time_in_millis", None)
-    rounds = wait_until_serving(
-        endpoints,
-        remaining_s=(lambda: remaining() / 1000.0) if remaining else (lambda: float("inf")),
-    )
+    rounds = wait_until_serving(endpoints, remaining_s=lambda: aws.remaining_s(context))
     return {"shards": len(endpoints), "rounds": rounds}
 
 

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from functions import datasets, wire, zoo  # noqa: E402
-from functions.aws import naming_s3_failures, resolve_secret, s3_client  # noqa: E402
+from functions.aws import naming_s3_failures, remaining_s, resolve_secret, s3_client  # noqa: E402
 from functions.ps_client import PSClient  # noqa: E402
 from functions.runs import link_record_key  # noqa: E402
 from functions.task import WorkerTask  # noqa: E402
@@ -173,13 +173,6 @@ def next_iteration_estimate_s(recent_s: list[float], window: int = 9) -> float:
     if not recent_s:
         return 0.0
     return 2.0 * statistics.median(recent_s[-window:])
-
-
-def remaining_s(context: Any) -> float | None:
-    """Seconds left in this invocation; None without a Lambda context (no deadline to keep)."""
-    if context is None or not hasattr(context, "get_remaining_time_in_millis"):
-        return None
-    return float(context.get_remaining_time_in_millis()) / 1000.0
 
 
 def _out_of_time(run: _Run, context: Any) -> bool:

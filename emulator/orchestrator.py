@@ -40,7 +40,6 @@ from emulator.invocation import (
 from emulator.naming import RUN_FILES, RUN_FOLDERS, SECRET_ENV, bucket_name, run_dir
 from emulator.procs import Interrupted, Supervisor, wait_for_log_line
 from emulator.progress import ProgressBar, logged_loss
-from emulator.ps_status import current_iteration
 from emulator.report import LOCAL_CATALOG, finish_report, s3_client_for
 from emulator.s3server import S3Endpoint, s3_server
 from emulator.unfinished import unfinished_report, write_report
@@ -609,10 +608,6 @@ def _run(
         say(f"S3 ({endpoint.kind}) at {endpoint.url}")
         env = child_env(endpoint, secret, tmp_dir=out_dir / "tmp")
         create_buckets(endpoint, [dataset_bucket, artifacts_bucket])
-        say(
-            f"prepare: sharding {plan.training.dataset} into s3://{dataset_bucket}/"
-            f"{events.prepare_event(plan, source='', dataset_bucket='')['dataset_prefix']}"
-        )
         say(f"run {run[0]}")
         progress = (
             None if options.quiet else ProgressBar(plan.training.iterations, plan.goal.deadline_s)
@@ -633,9 +628,7 @@ def _run(
                 limiter.place(f"worker-{r}", worker_cores) for r in range(plan.n_workers)
             ],
             read_record=functools.partial(with_losses, s3_client_for(endpoint), artifacts_bucket),
-            status=lambda endpoints: current_iteration(
-                endpoints[0], job_id=plan.job, shards=plan.ps_count, secret=secret.encode()
-            ),
+            secret=secret.encode(),
             progress=progress,
             deadline_monotonic_s=time.monotonic() + run_timeout_s,
             say=say,

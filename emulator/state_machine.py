@@ -30,6 +30,7 @@ from typing import Any
 from emulator import cpu
 from emulator.asl import Interpreter, StatesError
 from emulator.definition import ps_host
+from emulator.lambda_context import CountdownContext
 from emulator.orchestrator import (
     FINALIZE_HANDLER,
     POLL_INTERVAL_S,
@@ -49,10 +50,11 @@ from emulator.orchestrator import (
 )
 from emulator.procs import Supervisor
 from emulator.progress import ProgressBar
-from emulator.ps_status import update_seconds
+from emulator.ps_status import current_iteration, update_seconds
 from functions import ps_health
 from functions.aws import S3Unreachable
 from provisioner.plan import Plan
+from stacks.events import PS_PORT
 
 INVOKE = "arn:aws:states:::lambda:invoke"
 EC2 = "arn:aws:states:::aws-sdk:ec2:"
@@ -84,7 +86,7 @@ class LocalRun:
     worker_event_extra: dict[str, Any]  # the emulator's rules, added to every worker event
     placements: list[cpu.Placement]
     read_record: Callable[[dict[str, Any]], dict[str, Any]]
-    status: Callable[[list[str]], int | None]  # live iteration from the PS endpoints
+    secret: bytes  # the PS handshake key (STATUS requests)
     progress: ProgressBar | None
     deadline_monotonic_s: float
     say: Callable[[str], None]
@@ -160,8 +162,10 @@ class LocalRun:
                 payload = {"endpoints": [], "services": [],
                            "local": "no VPC here: nothing to open or close"}  # fmt: skip
             elif role == "ps-wait":
-                payload = ps_health.wait_handler(event, _Remaining(STEP_LIMIT_S))
+                payload = ps_health.wait_handler(event, CountdownContext(limit_s=STEP_LIMIT_S))
             elif role == "prepare":
+                self.say(f"prepare: sharding {self.plan.training.dataset} into "
+                         f"s3://{event['dataset_bucket']}/{event['dataset_prefix']}")  # fmt: skip
                 payload = self._step("prepare", PREPARE_HANDLER, event)
             elif role == "finalize":
                 self.say("finalize: assembling the model from the PS shards")
@@ -196,7 +200,7 @@ class LocalRun:
     def stop_ps(self, _params: dict[str, Any]) -> dict[str, Any]:
         if self.shards and self.timings.ps_update_s is None:
             self.timings.ps_update_s = update_seconds(
-                self.endpoints, job_id=self.plan.job, secret=self.env_secret
+                self.endpoints, job_id=self.plan.job, secret=self.secret
             )
         for ps in self.shards:
             self.supervisor.stop(ps.proc, grace_s=5.0)
@@ -205,12 +209,6 @@ class LocalRun:
     @property
     def endpoints(self) -> list[str]:
         return [ps.endpoint for ps in self.shards]
-
-    @property
-    def env_secret(self) -> bytes:
-        from emulator.naming import SECRET_ENV
-
-        return self.env[SECRET_ENV].encode()
 
     # -- one worker link -----------------------------------------------------------------------
     def run_worker(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -265,7 +263,8 @@ class LocalRun:
             if self.progress is None or now - self._last_status_s < self.options.status_poll_s:
                 return
             self._last_status_s = now
-            live = self.status(self.endpoints)
+            live = current_iteration(self.endpoints[0], job_id=self.plan.job,
+                                     shards=self.plan.ps_count, secret=self.secret)  # fmt: skip
             reported = min(w.iteration for w in self.workers)
             self._live_iteration = max(self._live_iteration, reported, live or 0)
             started = self.timings.train_started_s or now
@@ -292,19 +291,7 @@ class LocalRun:
             if key in event:
                 event[key] = self.buckets[kind]
         if "ps_endpoints" in event:
-            local = {f"{ps_host(ps.shard)}:": ps.endpoint for ps in self.shards}
-            event["ps_endpoints"] = [
-                next((v for k, v in local.items() if e.startswith(k)), e)
-                for e in event["ps_endpoints"]
-            ]
+            local = {f"{ps_host(ps.shard)}:{PS_PORT}": ps.endpoint for ps in self.shards}
+            event["ps_endpoints"] = [local.get(e, e) for e in event["ps_endpoints"]]
         return event
 
-
-class _Remaining:
-    """A Lambda context for an in-process step: its time limit counted from now."""
-
-    def __init__(self, limit_s: float) -> None:
-        self.deadline_s = time.monotonic() + limit_s
-
-    def get_remaining_time_in_millis(self) -> int:
-        return int(max(0.0, self.deadline_s - time.monotonic()) * 1000)

@@ -4,8 +4,7 @@ After a run the state machine stops the PS instances and closes the run's interf
 (stacks/run_network.py), so their hours end with it. What stays is what exists whether or not
 anything trains: the PS instances' root volumes (per GB-month, stopped or not) and the job's
 secret (per secret-month), both prorated by the hour. Everything else the stacks create bills
-per use (Lambda, Step Functions, S3 requests) or per GB stored (S3 objects, logs). Interface
-endpoints stay in the arithmetic, at zero unless a deployment keeps some between runs.
+per use (Lambda, Step Functions, S3 requests) or per GB stored (S3 objects, logs).
 """
 
 from __future__ import annotations
@@ -23,13 +22,12 @@ HOURS_PER_MONTH = 730  # AWS's convention for monthly prices
 class IdleCost:
     """USD per hour between runs, item by item."""
 
-    endpoints_usd_per_hour: float
     volumes_usd_per_hour: float
     secret_usd_per_hour: float
 
     @property
     def total_usd_per_hour(self) -> float:
-        return self.endpoints_usd_per_hour + self.volumes_usd_per_hour + self.secret_usd_per_hour
+        return self.volumes_usd_per_hour + self.secret_usd_per_hour
 
 
 def idle_line(plan: Plan) -> str:
@@ -42,12 +40,11 @@ def idle_line(plan: Plan) -> str:
     )
 
 
-def idle_cost(catalog: Catalog, *, endpoints: int, ps_count: int, secrets: int = 1) -> IdleCost:
-    """The hourly bill of `endpoints` interface endpoints (one AZ), `ps_count` PS root volumes
-    of the catalog's size and `secrets` secrets, at the catalog's prices."""
+def idle_cost(catalog: Catalog, *, ps_count: int) -> IdleCost:
+    """The hourly bill of `ps_count` PS root volumes of the catalog's size and the job's one
+    secret, at the catalog's prices."""
     gb = ps_count * catalog.ps_root_volume_gb
     return IdleCost(
-        endpoints_usd_per_hour=endpoints * catalog.endpoint_usd_per_hour,
         volumes_usd_per_hour=gb * catalog.ebs_usd_per_gb_month / HOURS_PER_MONTH,
-        secret_usd_per_hour=secrets * catalog.secret_usd_per_month / HOURS_PER_MONTH,
+        secret_usd_per_hour=catalog.secret_usd_per_month / HOURS_PER_MONTH,
     )

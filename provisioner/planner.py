@@ -188,7 +188,7 @@ def build_plan(
         vcpu_share(np.array([choice.memory_mb]), catalog.mb_per_vcpu, catalog.max_vcpu)[0]
     )
     timeout_s = runaway.execution_timeout_s(prediction.total_s)
-    idle = idle_cost(catalog, endpoints=0, ps_count=choice.ps_count)  # the run closes them
+    idle = idle_cost(catalog, ps_count=choice.ps_count)  # endpoints: the run closes them
     return Plan(
         job=job,
         workload=profile.name,

@@ -150,7 +150,7 @@ class TrainingOrchestration(Construct):
         start_ps = _ec2_call(self, "StartPs", "startInstances", **ps).add_catch(stop_after_failure)
         open_network = _invoke(
             self, "OpenNetwork", run_network.function, timeout_s=helper_timeout_s,
-            payload=sfn.TaskInput.from_object(run_network.event("open")),
+            payload=sfn.TaskInput.from_object(run_network.open_event),
             result_path=sfn.JsonPath.DISCARD,
         ).add_catch(stop_after_failure)  # fmt: skip
         wait_ps = _invoke(
@@ -180,7 +180,7 @@ def _close_network(scope: Construct, state_id: str, run_network: RunNetwork,
     """Delete the job's interface endpoints (every one tagged with the job, whoever made it)."""
     return _invoke(
         scope, state_id, run_network.function, timeout_s=helper_timeout_s,
-        payload=sfn.TaskInput.from_object({**run_network.event_base, "action": "close"}),
+        payload=sfn.TaskInput.from_object(run_network.close_event),
         result_path=sfn.JsonPath.DISCARD,
     )  # fmt: skip
 

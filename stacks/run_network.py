@@ -48,7 +48,8 @@ def small_function(
 
 
 class RunNetwork(Construct):
-    """Attributes: `function`, `log_group`, `event_base` (the event minus `action`/`run_id`)."""
+    """Attributes: `function`, `log_group`, `open_event` (its run id read from the training
+    state), `close_event` (no run id: close removes every endpoint of the job)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, job: str, image: ImageSpec,
                  network: TrainingNetwork, services: tuple[str, ...],
@@ -61,10 +62,12 @@ class RunNetwork(Construct):
         stack = Stack.of(self)
         subnet_ids = network.vpc.select_subnets(subnet_type=network.subnets.subnet_type).subnet_ids
         group_id = network.endpoint_security_group.security_group_id
-        self.event_base: dict[str, Any] = {
+        where: dict[str, Any] = {
             "job_id": job, "vpc_id": network.vpc.vpc_id, "subnet_ids": subnet_ids,
             "security_group_id": group_id, "services": list(services),
         }  # fmt: skip
+        self.open_event = {**where, "action": "open", "run_id.$": "$.run.run_id"}
+        self.close_event = {**where, "action": "close"}
 
         def arn(resource: str, name: str) -> str:
             return stack.format_arn(service="ec2", resource=resource, resource_name=name)
@@ -101,10 +104,6 @@ class RunNetwork(Construct):
             reason="ec2:DescribeVpcEndpoints takes no resource scope; the private-DNS hosted "
             "zone is AWS-managed and unnamed before the endpoint exists.",
         )
-
-    def event(self, action: str, run_id_path: str = "$.run.run_id") -> dict[str, Any]:
-        """The network function's event for `action`, the run id read from the state."""
-        return {**self.event_base, "action": action, "run_id.$": run_id_path}
 
 
 class PsWait(Construct):

@@ -88,7 +88,7 @@ def synthesize_training(plan: Plan, dataset: str) -> tuple[dict[str, Any], dict[
     return training, ps
 
 
-def _shards_by_instance(ps_template: dict[str, Any]) -> dict[str, int]:
+def shards_by_instance(ps_template: dict[str, Any]) -> dict[str, int]:
     """PS instance logical id → the shard its boot script starts (`--shard K`)."""
     return {
         logical_id: int(re.findall(r"--shard (\d+) ", json.dumps(resource))[0])
@@ -134,7 +134,7 @@ def training_definition(plan: Plan, dataset: str) -> dict[str, Any]:
         and "StopPsWhenRunEnds" not in logical_id
     ]
     (machine,) = machines
-    resolve = _resolver(_shards_by_instance(ps))
+    resolve = _resolver(shards_by_instance(ps))
     text = resolve_cfn(machine["Properties"]["DefinitionString"], resolve)
     definition: dict[str, Any] = json.loads(text)
     return definition

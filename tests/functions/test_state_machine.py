@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from typing import Any
 
 import pytest
 
 from emulator.asl import Interpreter, StatesError, resolve_cfn
+from emulator.definition import shards_by_instance
 from functions import datasets, finalize, network, ps_health, worker
 from functions.ps import ParameterServer
 from provisioner.plan import Plan
@@ -71,11 +71,7 @@ NO_VPC = {"vpc": "vpc-0", "subnet": "subnet-0", "group": "sg-0"}
 
 def _definition(plan: Plan, vpc: dict[str, str] = NO_VPC) -> dict[str, Any]:
     _, templates = build(plan, DIGITS)
-    instances = templates["ps"].find_resources("AWS::EC2::Instance")
-    # The shard an instance serves is the one its boot script starts (`--shard K`).
-    shard_of_instance = {
-        lid: int(re.findall(r"--shard (\d+) ", json.dumps(r))[0]) for lid, r in instances.items()
-    }
+    shard_of_instance = shards_by_instance(templates["ps"].to_json())
     machine = training_machine(templates["training"])
     text = resolve_cfn(machine["Properties"]["DefinitionString"],
                        _resolver(shard_of_instance, vpc))  # fmt: skip
@@ -286,10 +282,7 @@ def test_the_emulator_plays_the_definitions_retry_policy() -> None:
 def _stopper(plan: Plan, vpc: dict[str, str]) -> dict[str, Any]:
     """The run-ended rule's state machine, resolved like the training one."""
     _, templates = build(plan, DIGITS)
-    instances = templates["ps"].find_resources("AWS::EC2::Instance")
-    shard_of_instance = {
-        lid: int(re.findall(r"--shard (\d+) ", json.dumps(r))[0]) for lid, r in instances.items()
-    }
+    shard_of_instance = shards_by_instance(templates["ps"].to_json())
     (machine,) = [m for lid, m in templates["training"].find_resources(
         "AWS::StepFunctions::StateMachine").items() if "StopPsWhenRunEnds" in lid]  # fmt: skip
 

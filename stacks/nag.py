@@ -65,18 +65,14 @@ def executions_nag_arn(machine: IConstruct) -> str:
 
 
 def acknowledge_invoking_machine(machine: IConstruct, functions: Iterable[IConstruct]) -> None:
-    """The findings of every state machine that invokes Lambda `functions`, with reasons."""
+    """The findings of every state machine that invokes Lambda `functions`, with reasons (all of
+    ours do), and the one of every logged, traced state machine (stacks.orchestration)."""
     for fn in functions:
         acknowledge(
             machine,
             rule=f"AwsSolutions-IAM5[Resource::<{logical_id(fn)}.Arn>:*]",
             reason="CDK's LambdaInvoke grants the function's versions/aliases (ARN:*) too.",
         )
-    acknowledge_traced_machine(machine)
-
-
-def acknowledge_traced_machine(machine: IConstruct) -> None:
-    """The one finding of every logged, traced state machine (stacks.orchestration)."""
     acknowledge(
         machine,
         rule="AwsSolutions-IAM5[Resource::*]",

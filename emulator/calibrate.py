@@ -5,8 +5,9 @@
 (`functions.ps_client`), the SeaweedFS server, the emulator's runner importing the worker
 module — and fits the catalog's figures to what they do:
 
-- worker<->PS: push+pull of several model sizes, time = 2·rtt + 2·d/B (λDNN's exchange term);
-  n = 1, 2, 4 clients on one shard give the shard's aggregate bandwidth;
+- worker<->PS: push+pull of several model sizes, time = 2·rtt + 2·d/B (λDNN's exchange term):
+  B from the fit's slope, rtt from many exchanges of the smallest size; n = 1, 2, 4 clients on
+  one shard give the shard's aggregate bandwidth;
 - S3: PUT and GET of 64 KB .. 32 MB objects, time = latency + size/B;
 - start-up: a cold and a warm invocation through the runner, and the orchestrator's gap;
 - CPU: the cores, the emulator's CFS period, and the share a busy loop achieves in a CFS group.
@@ -57,6 +58,8 @@ REFERENCE_CATALOG = CATALOG_DIR / "lambda-2025.json"
 DEFAULT_OUT = CATALOG_DIR / "local.json"
 PS_SIZES_MB = (0.07, 1.0, 10.0, 40.0)
 PS_SIZES_QUICK_MB = (0.07, 8.0)  # far apart, so a busy machine's noise does not swamp the slope
+RTT_REPEATS = 300  # exchanges of the smallest size whose median gives the round trip (~0.5 s)
+ROUND_TRIP_GAP_S = 0.001  # busy work before each of them: a short training step
 PS_CLIENTS = (1, 2, 4)
 S3_SIZES_MB = (0.064, 1.0, 8.0, 32.0)
 S3_SIZES_QUICK_MB = (0.064, 8.0)
@@ -100,6 +103,15 @@ def fit_exchange(sizes_mb: Sequence[float], times_s: Sequence[float]) -> tuple[f
     return max(0.0, intercept / 2.0), 2.0 / slope
 
 
+def rtt_from_exchange_s(size_mb: float, exchange_s: float, mb_s: float) -> float:
+    """The round trip of one small push+pull: (t − 2·d/B) / 2, at least 0.
+
+    The fit's intercept is not the round trip: the 40 MB points' noise (a few ms) swamps an
+    intercept of a few hundred µs, so the fit read 0.50 ms where an exchange of the digits MLP
+    takes 0.30 ms in all. A model-sized exchange timed many times is what a worker pays."""
+    return max(0.0, (exchange_s - 2.0 * size_mb / mb_s) / 2.0)
+
+
 def fit_request(sizes_mb: Sequence[float], times_s: Sequence[float]) -> tuple[float, float]:
     """(latency_s, mb_s) of one S3 request: time = latency + size/B."""
     intercept, slope = fit_line(sizes_mb, times_s)
@@ -137,6 +149,7 @@ class Measurements:
     cpu_share_ratio: float | None  # None: CFS groups not usable here (cpu_share_note says why)
     cpu_share_note: str
     ps_rtt_s: float
+    exchange_cpu_fraction: float  # of a small push+pull's wall time, the client's CPU
     ps_mb_s: float
     ps_aggregate_mb_s: float
     s3_get_latency_s: float
@@ -229,14 +242,52 @@ def _exchange_s(endpoint: str, secret: bytes, n: int, size_mb: float, repeats: i
             client.close()
 
 
+def _round_trips(
+    endpoint: str, secret: bytes, size_mb: float, repeats: int
+) -> tuple[float, float]:
+    """(median wall s, CPU share) of one client's push+pull of `size_mb`, in this thread, each
+    after ROUND_TRIP_GAP_S of busy work as a worker computes between exchanges.
+
+    The gap matters: back to back, the PS never sleeps and an exchange of the digits MLP took
+    0.18 ms; after 0.5-2 ms of work it took 0.30-0.48 ms (the PS's wake-up), which is what a
+    worker pays. No thread per exchange as in _exchange_s: starting one costs about as much
+    as a small exchange. The CPU share is this process's CPU time over the wall time of the
+    exchanges alone: the part of an exchange a CPU quota holds."""
+    params = max(1, round(size_mb * 1e6 / 4))
+    run_id, run_started = new_run(datetime.datetime.now(datetime.UTC), "calibrate")
+    client = PSClient((endpoint,), "calibrate", 0, secret, params, timeout_s=120.0,
+                      run_id=run_id, run_started=run_started)  # fmt: skip
+    vector = np.zeros(params, np.float32)
+    try:
+        client.connect()
+        client.init_params(vector)
+        it = client.shard_iterations[0]
+        walls: list[float] = []
+        cpus: list[float] = []
+        for k in range(repeats + 1):  # the first warms buffers and is not counted
+            busy_until = time.perf_counter() + ROUND_TRIP_GAP_S
+            while time.perf_counter() < busy_until:
+                pass
+            c0, t0 = time.process_time(), time.perf_counter()
+            client.push(it + k, vector)
+            client.pull(it + k + 1, vector)
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+        cpu_share = sum(cpus[1:]) / sum(walls[1:])
+        return statistics.median(walls[1:]), min(1.0, cpu_share)
+    finally:
+        client.close()
+
+
 def measure_ps(
     supervisor: Supervisor,
     env: dict[str, str],
     logs: Path,
     sizes_mb: Sequence[float],
     repeats: int,
-) -> tuple[float, float, float]:
-    """(rtt_s, per-flow MB/s, one shard's aggregate MB/s) through real PS shards."""
+) -> tuple[float, float, float, float]:
+    """(rtt_s, per-flow MB/s, one shard's aggregate MB/s, the exchange's CPU share) through
+    real PS shards."""
     secret = env[SECRET_ENV].encode()
     times = []
     for size_mb in sizes_mb:
@@ -244,7 +295,12 @@ def measure_ps(
         proc, endpoint = _start_ps(supervisor, env, 1, logs)
         times.append(_exchange_s(endpoint, secret, 1, size_mb, repeats))
         supervisor.stop(proc, grace_s=2.0)
-    rtt_s, mb_s = fit_exchange(sizes_mb, times)
+    _, mb_s = fit_exchange(sizes_mb, times)
+    smallest = min(sizes_mb)
+    proc, endpoint = _start_ps(supervisor, env, 1, logs)
+    small_s, cpu_fraction = _round_trips(endpoint, secret, smallest, max(repeats, RTT_REPEATS))
+    supervisor.stop(proc, grace_s=2.0)
+    rtt_s = rtt_from_exchange_s(smallest, small_s, mb_s)
     largest = max(sizes_mb)
     aggregate = mb_s
     for n in PS_CLIENTS[1:]:
@@ -252,7 +308,7 @@ def measure_ps(
         exchange = _exchange_s(endpoint, secret, n, largest, repeats)
         supervisor.stop(proc, grace_s=2.0)
         aggregate = max(aggregate, aggregate_mb_s(n, largest, exchange, rtt_s))
-    return rtt_s, mb_s, aggregate
+    return rtt_s, mb_s, aggregate, cpu_fraction
 
 
 def measure_s3(
@@ -396,7 +452,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         endpoint = stack.enter_context(s3_server(data_dir=work / "s3", log_dir=work / "s3-logs"))
         supervisor = stack.enter_context(Supervisor().guard())
         env = child_env(endpoint, secret, tmp_dir=work)
-        rtt_s, ps_mb_s, aggregate = measure_ps(
+        rtt_s, ps_mb_s, aggregate, exchange_cpu = measure_ps(
             supervisor, env, work, PS_SIZES_QUICK_MB if quick else PS_SIZES_MB, repeats
         )
         s3 = measure_s3(endpoint, S3_SIZES_QUICK_MB if quick else S3_SIZES_MB, repeats)
@@ -409,6 +465,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         cpu_share_ratio=share,
         cpu_share_note=share_note,
         ps_rtt_s=rtt_s,
+        exchange_cpu_fraction=exchange_cpu,
         ps_mb_s=ps_mb_s,
         ps_aggregate_mb_s=aggregate,
         s3_get_latency_s=s3[0],
@@ -545,10 +602,22 @@ def _network_section(m: Measurements, w: Provenance) -> dict[str, Any]:
         f"{'/'.join(f'{s:g}' for s in (PS_SIZES_QUICK_MB if m.repeats <= 3 else PS_SIZES_MB))}"
         f" MB, median of {m.repeats}, fit time = 2·rtt + 2·d/B"
     )
+    small = (
+        f"{max(m.repeats, RTT_REPEATS)} push+pull of the smallest size through a functions.ps"
+        f" shard, each after {ROUND_TRIP_GAP_S * 1e3:g} ms of busy work (a short step)"
+    )
+    rtt_method = f"median of {small}, less 2·d/B: (t − 2·d/B)/2"
     s3_method = f"boto3 GET from SeaweedFS on 127.0.0.1, median of {m.repeats}, fit latency + d/B"
     return {
         "function_ps_mb_s": _fig(round(m.ps_mb_s, 3), "MB/s", ps_method, w, "measured"),
-        "function_ps_rtt_s": _fig(round(m.ps_rtt_s, 6), "s", ps_method, w, "measured"),
+        "function_ps_rtt_s": _fig(round(m.ps_rtt_s, 6), "s", rtt_method, w, "measured"),
+        "exchange_cpu_fraction": _fig(
+            round(m.exchange_cpu_fraction, 3),
+            "CPU s per wall s",
+            f"the client's process CPU time over the wall time of {small}",
+            w,
+            "measured",
+        ),
         "s3_mb_s_per_memory_mb": _fig(
             0, "MB/s per MB", "loopback does not depend on memory", w, "policy"
         ),

@@ -112,6 +112,9 @@ class Catalog:
     # CPU seconds at one vCPU a worker spends on loading before any byte moves (S3 client,
     # manifest and shard requests, np.load); None = not measured (0).
     load_cpu_s: float | None = None
+    # Share of a push+pull that is the worker's own CPU (serialising, syscalls, copies) and so is
+    # held to its CPU quota like compute; 0 = the exchange waits on the wire (AWS: not measured).
+    exchange_cpu_fraction: float = 0.0
     # What the deployment bills by the hour between runs (provisioner/idle.py); 0 = not known.
     ps_root_volume_gb: int = 30  # each PS instance's gp3 root volume
     ebs_usd_per_gb_month: float = 0.0
@@ -304,6 +307,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         total_vcpu=float(lf("total_vcpu")) if "total_vcpu" in lam else None,
         warm_start_s=float(lf("warm_start_s")) if "warm_start_s" in lam else None,
         load_cpu_s=float(lf("load_cpu_s")) if "load_cpu_s" in lam else None,
+        exchange_cpu_fraction=_optional_figure(net, "exchange_cpu_fraction", "network", 0.0),
         ps_root_volume_gb=int(_optional_figure(ps, "root_volume_gb", "parameter_servers", 30)),
         ebs_usd_per_gb_month=_optional_figure(
             ps, "ebs_gp3_usd_per_gb_month", "parameter_servers", 0.0
@@ -337,6 +341,11 @@ def _validate(cat: Catalog) -> None:
         raise ValueError(
             f"catalog {cat.name}: lambda.total_vcpu {cat.total_vcpu:g} must be > 0 (or absent:"
             " unlimited)"
+        )
+    if not 0 <= cat.exchange_cpu_fraction <= 1:
+        raise ValueError(
+            f"catalog {cat.name}: network.exchange_cpu_fraction {cat.exchange_cpu_fraction:g}"
+            " must be within [0, 1] (0: the exchange waits on the wire)"
         )
     if cat.ps_max_shards < 1 or not cat.architectures:
         raise ValueError(f"catalog {cat.name}: needs at least one architecture and one PS shard")

@@ -208,6 +208,25 @@ def cfs_compute_time_s(core_s: Arr, throttled_s: Arr, idle_s: Arr, period_s: flo
     return cfs_step_s(core_s, throttled_s, idle_s, period_s) - np.asarray(idle_s, dtype=np.float64)
 
 
+def exchange_under_quota(
+    core_s: Arr, throttled_s: Arr, exchange_s: Arr, exchange_cpu_s: Arr
+) -> tuple[Arr, Arr, Arr]:
+    """Extension: the step's (core, throttled, idle) parts for cfs_step_s when part of the
+    exchange is the worker's own CPU (on loopback: serialising, syscalls and copies).
+
+    That part is work like compute: it runs at full speed only within the quota, at the
+    worker's effective share x/c (never faster than one core: the client is one thread) and
+    gives no quota back; only the rest of the exchange is idle. With no CPU part this is
+    (c, x, e), λDNN's reading (the exchange waits on the wire).
+    """
+    c = np.asarray(core_s, dtype=np.float64)
+    x = np.asarray(throttled_s, dtype=np.float64)
+    cpu = np.asarray(exchange_cpu_s, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slowdown = np.where(c > 0, np.maximum(x / c, 1.0), 1.0)
+    return c + cpu, x + cpu * slowdown, np.asarray(exchange_s, dtype=np.float64) - cpu
+
+
 def burst_iterations(burst_s: Arr, communication_burst_s: Arr, k: Arr) -> Arr:
     """Extension: iterations done while the PS has network I/O credits, at most k.
 
@@ -566,9 +585,16 @@ def timeline(
     # Under BSP the n workers compute at the same time, so on shared cores even a step the
     # quota would let run at full speed runs at no more than C/n cores.
     core = np.maximum(nt.core_compute_s, nt.compute_floor_s)
-    step_base = cfs_step_s(core, throttled, nt.exchange_s, period)
+    cpu_share = catalog.exchange_cpu_fraction
+    step_base = cfs_step_s(
+        *exchange_under_quota(core, throttled, nt.exchange_s, cpu_share * nt.communication_s),
+        period,
+    )
+    burst_parts = exchange_under_quota(
+        core, throttled, nt.exchange_burst_s, cpu_share * nt.communication_burst_s
+    )
     # never slower than the baseline step (the quota refund shrinks with a shorter exchange)
-    step_burst = np.minimum(cfs_step_s(core, throttled, nt.exchange_burst_s, period), step_base)
+    step_burst = np.minimum(cfs_step_s(*burst_parts, period), step_base)
     k_burst = nt.burst_iterations
     step = two_rate_mean(nt.iterations, k_burst, step_burst, step_base)
     exchange = two_rate_mean(nt.iterations, k_burst, nt.exchange_burst_s, nt.exchange_s)

@@ -31,6 +31,7 @@ def _measurements(**changes: Any) -> calibrate.Measurements:
         "cpu_share_ratio": 0.97,
         "cpu_share_note": "busy loop",
         "ps_rtt_s": 0.0003,
+        "exchange_cpu_fraction": 0.4,
         "ps_mb_s": 900.0,
         "ps_aggregate_mb_s": 1500.0,
         "s3_get_latency_s": 0.004,
@@ -70,6 +71,13 @@ def test_fit_exchange_recovers_rtt_and_bandwidth_exactly() -> None:
     rtt_s, mb_s = calibrate.fit_exchange(sizes_mb, times_s)
     assert rtt_s == pytest.approx(0.0004, rel=1e-9)
     assert mb_s == pytest.approx(850.0, rel=1e-9)
+
+
+def test_the_round_trip_is_a_small_exchange_less_its_transfer() -> None:
+    # 0.07 MB each way at 700 MB/s is 0.2 ms of the 0.5 ms exchange: 0.15 ms each way
+    assert calibrate.rtt_from_exchange_s(0.07, 0.0005, 700.0) == pytest.approx(0.00015)
+    # noise can make the exchange look faster than its bytes: no negative round trip
+    assert calibrate.rtt_from_exchange_s(0.07, 0.0001, 700.0) == 0.0
 
 
 def test_fit_request_recovers_latency_and_bandwidth_exactly() -> None:
@@ -129,6 +137,7 @@ def test_catalog_loads_with_the_local_platforms_fixed_choices() -> None:
     assert cat.ps_type("loopback").baseline_gbps == cat.ps_type("loopback").peak_gbps == 12.0
     assert cat.interface_endpoints == () and cat.endpoint_usd_per_hour == 0
     assert cat.function_ps_mb_s == 900.0 and cat.function_ps_rtt_s == 0.0003
+    assert cat.exchange_cpu_fraction == 0.4
     assert cat.s3_mb_s_intercept == cat.s3_max_mb_s == 400.0 and cat.s3_mb_s_per_memory_mb == 0
     assert cat.per_flow_cap_gbps == pytest.approx(7.2) and cat.ps_s3_mb_s == 120.0
     assert (cat.invocation_timeout_s, cat.safety_margin_s) == (900, 30.0)
@@ -244,6 +253,7 @@ def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> No
     for key in (
         ".network.function_ps_mb_s",
         ".network.function_ps_rtt_s",
+        ".network.exchange_cpu_fraction",
         ".network.s3_max_mb_s",
         ".network.ps_s3_mb_s",
         ".lambda.cold_start_s",

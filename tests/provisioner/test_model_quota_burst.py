@@ -287,6 +287,20 @@ def test_total_vcpu_is_read_and_must_be_positive() -> None:
     )
 
 
+@pytest.mark.parametrize("fraction", [1.5, 2])  # below 0 fails every figure's own check
+def test_the_exchanges_cpu_fraction_is_a_fraction(fraction: float) -> None:
+    doc = _catalog_doc()
+    assert catalog_from_dict(doc).exchange_cpu_fraction == 0.0  # AWS: not measured
+    doc["network"]["exchange_cpu_fraction"] = {"value": fraction, "unit": "x", "source": "t",
+                                               "date": "t", "tag": "est"}  # fmt: skip
+    with pytest.raises(ValueError) as err:
+        catalog_from_dict(doc)
+    assert str(err.value) == (
+        f"catalog lambda-2020: network.exchange_cpu_fraction {fraction:g} must be within [0, 1]"
+        " (0: the exchange waits on the wire)"
+    )
+
+
 def test_a_type_with_a_longer_burst_is_kept_even_with_a_lower_baseline() -> None:
     """Pruning compares bandwidth at every moment: baseline, burst bandwidth and burst length."""
     short = PsType("a.large", "x86_64", 2, 8.0, 1.0, 10.0, 0.10, burst_s=60.0)
@@ -301,6 +315,24 @@ def test_the_exchange_shares_the_cores_like_compute_on_a_shared_platform() -> No
     n = np.array([1, 2, 3, 6])
     assert model.shared_exchange_s(np.array(0.6), n, 1.5) == pytest.approx([0.6, 0.8, 1.2, 2.4])
     assert model.shared_exchange_s(np.array(0.6), n, None).tolist() == 0.6  # AWS: own cores
+
+
+def test_the_exchanges_own_cpu_is_held_to_the_quota_like_compute() -> None:
+    c, x, e = np.array(0.4e-3), np.array(0.8e-3), np.array(0.3e-3)  # half a core
+    # none of it CPU: λDNN's reading, the exchange idles and gives quota back
+    assert [float(v) for v in model.exchange_under_quota(c, x, e, np.array(0.0))] == [
+        0.4e-3, 0.8e-3, 0.3e-3
+    ]
+    # a third of it CPU: that part is work, at half speed, and no longer idle
+    core, throttled, idle = model.exchange_under_quota(c, x, e, np.array(0.1e-3))
+    assert (float(core), float(throttled), float(idle)) == pytest.approx((0.5e-3, 1.0e-3, 0.2e-3))
+    # the step only grows with it, and not at all with a whole core (one thread, no slowdown)
+    steps = [
+        float(model.cfs_step_s(*model.exchange_under_quota(c, x, e, np.array(f * 0.3e-3)), 0.02))
+        for f in (0.0, 0.5, 1.0)
+    ]
+    assert steps[0] < steps[1] < steps[2]
+    assert float(model.cfs_step_s(*model.exchange_under_quota(c, c, e, e), 0.02)) == 0.7e-3
 
 
 def test_the_quota_step_never_drops_below_the_work_and_the_exchange_near_one_period() -> None:

@@ -224,7 +224,8 @@ def exchange_under_quota(
     cpu = np.asarray(exchange_cpu_s, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         slowdown = np.where(c > 0, np.maximum(x / c, 1.0), 1.0)
-    return c + cpu, x + cpu * slowdown, np.asarray(exchange_s, dtype=np.float64) - cpu
+        held = np.where(cpu > 0, cpu * slowdown, 0.0)  # no 0·inf where a cell is infeasible
+    return c + cpu, x + held, np.asarray(exchange_s, dtype=np.float64) - cpu
 
 
 def burst_iterations(burst_s: Arr, communication_burst_s: Arr, k: Arr) -> Arr:

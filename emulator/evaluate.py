@@ -17,9 +17,8 @@ if TYPE_CHECKING:
 def held_out_accuracy(record: RunRecord, s3: Any) -> dict[str, Any]:
     """{'accuracy', 'loss', 'samples', 'model_key', 'finalize_accuracy'} for the run's model."""
     import torch
-    from torch.nn import functional as F
 
-    from functions import datasets, zoo
+    from functions import datasets, models
     from stacks import events
 
     plan = record.plan
@@ -29,12 +28,12 @@ def held_out_accuracy(record: RunRecord, s3: Any) -> dict[str, Any]:
     model_key = f"{plan.job}/model.pt"
     body = s3.get_object(Bucket=record.buckets["artifacts"], Key=model_key)["Body"].read()
     state = torch.load(io.BytesIO(body), map_location="cpu", weights_only=True)
-    model = zoo.build(plan.training.model, manifest["input_shape"], manifest["classes"], seed=0)
+    model = models.build(plan.training.model, manifest["input_shape"], manifest["classes"], 0)
     model.load_state_dict(state)
     model.eval()
     with torch.no_grad():
         logits = model(torch.from_numpy(x))
-        loss = float(F.cross_entropy(logits, torch.from_numpy(y)))
+        loss = float(models.loss_function(plan.training.model)(logits, torch.from_numpy(y)))
         accuracy = float((logits.argmax(1).numpy() == y).mean())
     return {
         "accuracy": accuracy,

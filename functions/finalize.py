@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from functions import datasets, wire, zoo
+from functions import datasets, models, wire
 from functions.aws import naming_s3_failures, resolve_secret, s3_client
 from functions.ps import CheckpointStore
 from functions.ps_client import PSClient
@@ -99,12 +99,15 @@ def worker_records(s3: Any, task: WorkerTask) -> list[dict[str, Any]]:
     ]
 
 
-def evaluate(model: torch.nn.Module, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+def evaluate(
+    model: torch.nn.Module, x: np.ndarray, y: np.ndarray, loss_fn: models.LossFn = F.cross_entropy
+) -> dict[str, float]:
+    """Held-out loss (the model file's own loss) and accuracy (argmax of the class scores)."""
     if len(x) == 0:
         return {"test_samples": 0}
     with torch.no_grad():
         logits = model(torch.from_numpy(x))
-        loss = float(F.cross_entropy(logits, torch.from_numpy(y)))
+        loss = float(loss_fn(logits, torch.from_numpy(y)))
         accuracy = float((logits.argmax(1).numpy() == y).mean())
     return {"test_samples": len(x), "test_loss": loss, "test_accuracy": accuracy}
 
@@ -116,8 +119,8 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     acked = request_checkpoints(task, timeout_s=min(task.ps_timeout_s, 30.0))
     iteration, vector = assemble_parameters(s3, task)
     manifest = datasets.read_manifest(s3, task.dataset_bucket, task.dataset_prefix)
-    model = zoo.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
-    flat = zoo.flat_parameters(model)
+    model = models.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
+    flat = models.flat_parameters(model)
     if vector.size != flat.params.numel():
         raise RuntimeError(
             f"checkpoint holds {vector.size} parameters, model {task.model!r} has "
@@ -140,7 +143,7 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
         "complete": iteration >= task.iterations,
         "ps_checkpoint_acks": acked,
         "dataset": {k: manifest[k] for k in ("source", "synthetic", "train_samples")},
-        **evaluate(model, x_test, y_test),
+        **evaluate(model, x_test, y_test, models.loss_function(task.model)),
         "model_uri": f"s3://{task.artifacts_bucket}/{base}model.pt",
         "run_id": task.run_id,
         "workers": worker_records(s3, task),

@@ -28,10 +28,10 @@ from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
-from torch.nn import functional as F  # noqa: E402
 
-from functions import datasets, zoo  # noqa: E402
+from functions import datasets, models  # noqa: E402
 from functions.aws import naming_s3_failures, remaining_s, s3_client  # noqa: E402
+from functions.model_spec import ModelError, parse_spec  # noqa: E402
 from functions.worker import next_iteration_estimate_s, torch_threads  # noqa: E402
 
 IMPORT_S = time.perf_counter() - _MODULE_START
@@ -77,9 +77,10 @@ class ProfileTask:
             if getattr(task, name) < 1:
                 raise ProfileError(f"profile event key {name!r} = {getattr(task, name)!r}: "
                                    "expected an integer >= 1")  # fmt: skip
-        if task.model not in zoo.MODELS:
-            raise ProfileError(f"profile event key 'model' = {task.model!r}: expected one of "
-                               f"{', '.join(zoo.MODELS)}")  # fmt: skip
+        try:
+            parse_spec(task.model)
+        except ModelError as err:
+            raise ProfileError(f"profile event key 'model': {err}") from None
         return task
 
 
@@ -111,7 +112,8 @@ def peak_rss_mb() -> float:
 class ShardStep:
     """The worker's own compute step (functions/worker.py `_compute`) on a loaded shard."""
 
-    flat: zoo.FlatModel
+    flat: models.FlatModel
+    loss_fn: models.LossFn
     x: Any
     y: Any
     seed: int
@@ -124,7 +126,7 @@ class ShardStep:
         idx = datasets.batch_indices(self.seed, 0, iteration, self.local_batch, len(self.x))
         xb, yb = torch.from_numpy(self.x[idx]), torch.from_numpy(self.y[idx])
         self.flat.zero_grad()
-        F.cross_entropy(self.flat.model(xb), yb).backward()
+        self.loss_fn(self.flat.model(xb), yb).backward()
         self.flat.sync_grads()
 
 
@@ -153,8 +155,9 @@ def run_profile(task: ProfileTask, context: Any = None) -> dict[str, Any]:
     x, y = datasets.load_shard(s3, task.dataset_bucket, task.dataset_prefix, 0, manifest,
                                task.ephemeral_storage_mb)  # fmt: skip
     t_loaded = time.perf_counter()
-    model = zoo.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
-    step = ShardStep(zoo.flat_parameters(model), x, y, task.seed, task.local_batch,
+    model = models.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
+    step = ShardStep(models.flat_parameters(model), models.loss_function(task.model), x, y,
+                     task.seed, task.local_batch,
                      task.warmup_iterations, task.iterations, task.safety_margin_s)  # fmt: skip
     build_s = time.perf_counter() - t_loaded
     step_s = time_steps(step, context)

@@ -23,9 +23,8 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from torch.nn import functional as F  # noqa: E402
 
-from functions import datasets, wire, zoo  # noqa: E402
+from functions import datasets, models, wire  # noqa: E402
 from functions.aws import naming_s3_failures, remaining_s, resolve_secret, s3_client  # noqa: E402
 from functions.ps_client import PSClient  # noqa: E402
 from functions.runs import link_record_key  # noqa: E402
@@ -73,7 +72,8 @@ class Timings:
 @dataclass
 class _Run:
     task: WorkerTask
-    flat: zoo.FlatModel
+    flat: models.FlatModel
+    loss_fn: models.LossFn
     client: PSClient
     x: np.ndarray
     y: np.ndarray
@@ -141,7 +141,7 @@ def _compute(run: _Run, iteration: int) -> float:
     idx = datasets.batch_indices(task.seed, task.rank, iteration, task.local_batch, len(run.x))
     xb, yb = torch.from_numpy(run.x[idx]), torch.from_numpy(run.y[idx])
     run.flat.zero_grad()
-    loss = F.cross_entropy(run.flat.model(xb), yb)
+    loss = run.loss_fn(run.flat.model(xb), yb)
     loss.backward()
     run.flat.sync_grads()
     return float(loss.detach())
@@ -244,8 +244,8 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
     )
     t_loaded = time.perf_counter()
     timings.load_s = t_loaded - t_start
-    model = zoo.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
-    flat = zoo.flat_parameters(model)
+    model = models.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
+    flat = models.flat_parameters(model)
     timings.build_s = time.perf_counter() - t_loaded
 
     client = PSClient(
@@ -260,7 +260,7 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
         run_id=task.run_id,
         run_started=task.run_started,
     )
-    run = _Run(task, flat, client, x, y, timings)
+    run = _Run(task, flat, models.loss_function(task.model), client, x, y, timings)
     try:
         iteration, reason = _train(run, context)
         if task.rank == 0 and reason != "ps_timeout":

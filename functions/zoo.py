@@ -1,27 +1,22 @@
-"""Model zoo: PyTorch models defined in code, built deterministically from a seed.
+"""The model zoo: model functions in code, a module of the same kind a user writes.
 
-Keys: "mlp", "cnn", "resnet18" (ResNet-18 layout for 32×32 inputs), "mobilenetv2" (MobileNetV2
-layout for 32×32 inputs). Input shape and class count come from the dataset manifest.
+Each `build_*` takes the input shape (channels, height, width for images) and the class count
+and returns the model; `functions.models` loads this file as it loads a user's, names it by
+spec (`functions/zoo.py:build_cnn`) or by the short names `mlp`, `cnn`, `resnet18` (ResNet-18
+layout for 32×32 inputs) and `mobilenetv2` (MobileNetV2 layout for 32×32 inputs), and seeds the
+build.
 
 Normalisation is GroupNorm, not BatchNorm, on purpose: GroupNorm has no running buffers and
 normalises each sample on its own, so n BSP workers with local batch b are *exactly* one process
 with global batch n·b, and the whole model state is its parameter vector (what the PS holds).
-
-`flat_parameters` rebinds every parameter and its gradient to views of two contiguous float32
-vectors, so pushing gradients and loading pulled parameters never copies per tensor.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import torch
 from torch import nn
-
-MODELS = ("mlp", "cnn", "resnet18", "mobilenetv2")
-_BUILD_LOCK = threading.Lock()  # torch's global RNG is shared by threads (tests run workers so)
 
 
 def _groups(channels: int) -> int:
@@ -50,8 +45,16 @@ def build_mlp(input_shape: Sequence[int], classes: int) -> nn.Module:
     )
 
 
+def _image_channels(input_shape: Sequence[int], model: str) -> int:
+    if len(input_shape) != 3:
+        raise ValueError(
+            f"{model} needs image input (channels, height, width), got {tuple(input_shape)}"
+        )
+    return int(input_shape[0])
+
+
 def build_cnn(input_shape: Sequence[int], classes: int) -> nn.Module:
-    channels = int(input_shape[0])
+    channels = _image_channels(input_shape, "cnn")
     return nn.Sequential(
         nn.Conv2d(channels, 32, 3, padding=1),
         nn.ReLU(),
@@ -90,7 +93,7 @@ class _BasicBlock(nn.Module):
 def build_resnet18(input_shape: Sequence[int], classes: int) -> nn.Module:
     """ResNet-18 (He et al. 2016) in its CIFAR form: 3×3 stem, no max-pool, [2, 2, 2, 2]."""
     layers: list[nn.Module] = [
-        nn.Conv2d(int(input_shape[0]), 64, 3, 1, 1, bias=False),
+        nn.Conv2d(_image_channels(input_shape, "resnet18"), 64, 3, 1, 1, bias=False),
         _norm(64),
         nn.ReLU(),
     ]
@@ -136,7 +139,7 @@ def build_mobilenetv2(input_shape: Sequence[int], classes: int) -> nn.Module:
         (6, 320, 1, 1),
     )  # (expand t, channels c, repeats n, stride s)
     layers: list[nn.Module] = [
-        nn.Conv2d(int(input_shape[0]), 32, 3, 1, 1, bias=False),
+        nn.Conv2d(_image_channels(input_shape, "mobilenetv2"), 32, 3, 1, 1, bias=False),
         _norm(32),
         nn.ReLU6(),
     ]
@@ -154,70 +157,3 @@ def build_mobilenetv2(input_shape: Sequence[int], classes: int) -> nn.Module:
         nn.Linear(1280, classes),
     ]
     return nn.Sequential(*layers)
-
-
-_BUILDERS: dict[str, Callable[[Sequence[int], int], nn.Module]] = {
-    "mlp": build_mlp,
-    "cnn": build_cnn,
-    "resnet18": build_resnet18,
-    "mobilenetv2": build_mobilenetv2,
-}
-
-
-def build(name: str, input_shape: Sequence[int], classes: int, seed: int) -> nn.Module:
-    """The model `name`, its initial weights a pure function of (name, shapes, seed)."""
-    if name not in _BUILDERS:
-        raise ValueError(f"unknown model {name!r}: expected one of {', '.join(MODELS)}")
-    if name != "mlp" and len(input_shape) != 3:
-        raise ValueError(
-            f"model {name!r} needs image input (channels, height, width), got {tuple(input_shape)}"
-        )
-    with _BUILD_LOCK, torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return _BUILDERS[name](input_shape, classes)
-
-
-def parameter_count(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
-@dataclass(frozen=True)
-class FlatModel:
-    """A model whose parameters and gradients live in two contiguous float32 vectors."""
-
-    model: nn.Module
-    params: torch.Tensor  # every parameter is a view into this vector
-    grads: torch.Tensor  # every parameter's .grad is a view into this vector
-
-    def zero_grad(self) -> None:
-        self.grads.zero_()
-
-    def sync_grads(self) -> None:
-        """Autograd normally accumulates in place into the bound .grad; copy if it did not."""
-        offset = 0
-        for p in self.model.parameters():
-            n = p.numel()
-            view = self.grads[offset : offset + n]
-            if p.grad is None:
-                view.zero_()
-            elif p.grad.data_ptr() != view.data_ptr():
-                view.copy_(p.grad.reshape(-1))
-                p.grad = view.view_as(p)
-            offset += n
-
-
-def flat_parameters(model: nn.Module) -> FlatModel:
-    """Rebind parameters and gradients to contiguous vectors (values preserved)."""
-    params = list(model.parameters())
-    total = sum(p.numel() for p in params)
-    flat = torch.empty(total, dtype=torch.float32)
-    grads = torch.zeros(total, dtype=torch.float32)
-    offset = 0
-    with torch.no_grad():
-        for p in params:
-            n = p.numel()
-            flat[offset : offset + n].copy_(p.reshape(-1))
-            p.data = flat[offset : offset + n].view_as(p)
-            p.grad = grads[offset : offset + n].view_as(p)
-            offset += n
-    return FlatModel(model, flat, grads)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from functions import datasets, wire, zoo
+from functions import datasets, models, wire
 from functions.ps import ParameterServer
 from functions.runs import parse_run
 
@@ -130,7 +130,7 @@ def reference_params(s3: Any, bucket: str, event: dict[str, Any], iterations: in
     shards = [
         datasets.load_shard(s3, bucket, event["dataset_prefix"], r, manifest) for r in range(n)
     ]
-    model = zoo.build(event["model"], manifest["input_shape"], manifest["classes"], event["seed"])
+    model = models.build(event["model"], manifest["input_shape"], manifest["classes"], event["seed"])
     opt = torch.optim.SGD(model.parameters(), lr=event["learning_rate"], momentum=event["momentum"])
     for it in range(iterations):
         xs, ys = [], []

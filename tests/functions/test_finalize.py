@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from functions import datasets, finalize, worker, zoo
+from functions import datasets, finalize, models, worker
 from functions.ps import ParameterServer, PSConfig
 
 from .conftest import SECRET, endpoints
@@ -20,7 +20,7 @@ from .helpers import ps_vector, run_threads, worker_event
 def _load_model(s3: Any, bucket: str, event: dict[str, Any]) -> np.ndarray:
     body = s3.get_object(Bucket=bucket, Key=f"{event['job_id']}/model.pt")["Body"].read()
     manifest = datasets.read_manifest(s3, bucket, event["dataset_prefix"])
-    model = zoo.build(event["model"], manifest["input_shape"], manifest["classes"], 0)
+    model = models.build(event["model"], manifest["input_shape"], manifest["classes"], 0)
     model.load_state_dict(torch.load(io.BytesIO(body), weights_only=True))
     return torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy()
 

@@ -42,7 +42,8 @@ def test_the_handler_times_the_asked_iterations_on_a_real_shard(
         ({"iterations": True}, "profile event key 'iterations' = True: expected an integer >= 0"),
         ({"iterations": 0}, "profile event key 'iterations' = 0: expected an integer >= 1"),
         ({"model": "gpt"},
-         "profile event key 'model' = 'gpt': expected one of mlp, cnn, resnet18, mobilenetv2"),
+         "profile event key 'model': model 'gpt' is not accepted; use a zoo name (mlp, cnn, "
+         "resnet18, mobilenetv2) or path/to/file.py:function"),
     ],
 )  # fmt: skip
 def test_a_bad_event_names_the_key_and_what_is_accepted(

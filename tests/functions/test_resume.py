@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from functions import wire, worker, zoo
+from functions import models, wire, worker
 from functions.aws import resolve_secret
 from functions.ps import ParameterServer
 from functions.ps_client import PSClient
@@ -123,14 +123,14 @@ def test_worker_that_died_after_pushing_to_one_shard_resumes_exactly(
 
 
 def _half_run(task: WorkerTask) -> Any:
-    from functions import datasets, zoo
+    from functions import datasets, models
     from functions.aws import s3_client
 
     s3 = s3_client()
     manifest = datasets.read_manifest(s3, task.dataset_bucket, task.dataset_prefix)
     x, y = datasets.load_shard(s3, task.dataset_bucket, task.dataset_prefix, task.rank, manifest)
-    flat = zoo.flat_parameters(
-        zoo.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
+    flat = models.flat_parameters(
+        models.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
     )
     client = PSClient(
         task.ps_endpoints,
@@ -142,7 +142,7 @@ def _half_run(task: WorkerTask) -> Any:
         run_id=task.run_id,
         run_started=task.run_started,
     )
-    return worker._Run(task, flat, client, x, y)
+    return worker._Run(task, flat, models.loss_function(task.model), client, x, y)
 
 
 def test_worker_killed_with_sigkill_and_reinvoked_matches(
@@ -288,7 +288,7 @@ def test_shards_apart_without_checkpoints_stop_with_a_clear_error(
     digits(1)
     servers = ps_cluster(2, 1, learning_rate=0.05, momentum=0.9, run=RUN)
     event = worker_event(0, 1, endpoints(servers), bucket, iterations=4, learning_rate=0.05)
-    total = zoo.parameter_count(zoo.build("mlp", [1, 8, 8], 10, seed=0))
+    total = models.parameter_count(models.build("mlp", [1, 8, 8], 10, seed=0))
     start, stop = wire.shard_bounds(total, 2, 0)
     zeros = np.zeros(stop - start, np.float32)
     with servers[0].state.cond:  # shard 0 has gone on to iteration 5; shard 1 starts at 0

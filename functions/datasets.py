@@ -4,8 +4,9 @@ Sources (`load_source`):
 - `builtin:digits` — scikit-learn's bundled 8×8 digits (1,797 samples, no download), as 1×8×8;
 - `synthetic-cifar:<samples>` — SYNTHETIC CIFAR-shaped data (3×32×32, 10 classes: a fixed random
   template per class plus noise), for benchmarks only; the manifest says `"synthetic": true`;
-- a local `.npz` file or a folder of them, with arrays `x` (samples first) and `y` (int labels);
-- `s3://bucket/prefix` — every `.npz` object under the prefix, same arrays.
+- a user's files, local or `s3://bucket/prefix` (`functions.formats`): `.npz` arrays `x` and `y`,
+  class folders of images (the ImageFolder layout), or a `.csv` table of numeric features and a
+  label column (`table.csv#label=<column>`; `label` by default). Each needs at least 2 classes.
 
 `write_shards` shuffles with the seed, holds out a test split, and cuts the rest into n shards of
 exactly equal size (the remainder is dropped, as BSP needs equal local batches). Workers read
@@ -24,10 +25,13 @@ import shutil
 import sys
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from functions.formats import DatasetError, read_files
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
@@ -37,19 +41,31 @@ SYNTHETIC_CIFAR_CLASSES = 10
 MAX_SYNTHETIC_SAMPLES = 60_000
 
 
-class DatasetError(ValueError):
-    """A bad dataset source or a shard that cannot be used; one-line message."""
+@dataclass(frozen=True)
+class SourceData:
+    """A source's samples: x float32 (samples first), y int64, and what the manifest says of it."""
+
+    x: np.ndarray
+    y: np.ndarray
+    synthetic: bool = False
+    class_names: tuple[str, ...] | None = None  # None where the source does not name its classes
 
 
 # -- sources ---------------------------------------------------------------------------------
 def load_source(source: str, seed: int = 0, s3: Any = None) -> tuple[np.ndarray, np.ndarray, bool]:
     """(x float32 with samples first, y int64, synthetic?) for a source string."""
+    data = read_source(source, seed, s3)
+    return data.x, data.y, data.synthetic
+
+
+def read_source(source: str, seed: int = 0, s3: Any = None) -> SourceData:
+    """The samples of a source string (see the module docstring)."""
     if source == "builtin:digits":
         from sklearn.datasets import load_digits  # ships its data; no download
 
         digits = load_digits()
         x = (digits.data.astype(np.float32) / 16.0).reshape(-1, 1, 8, 8)
-        return x, digits.target.astype(np.int64), False
+        return SourceData(x, digits.target.astype(np.int64))
     if source.startswith("synthetic-cifar:"):
         count = source.split(":", 1)[1]
         if not count.isdigit() or not 1 <= int(count) <= MAX_SYNTHETIC_SAMPLES:
@@ -57,21 +73,17 @@ def load_source(source: str, seed: int = 0, s3: Any = None) -> tuple[np.ndarray,
                 f"bad source {source!r}: expected synthetic-cifar:<samples> with samples "
                 f"from 1 to {MAX_SYNTHETIC_SAMPLES}"
             )
-        return (*synthetic_cifar(int(count), seed), True)
-    if source.startswith("s3://"):
-        return (*_concat(_s3_npz_blobs(source, s3)), False)
-    path = Path(source)
-    if path.is_dir():
-        files = sorted(path.glob("*.npz"))
-        if not files:
-            raise DatasetError(f"bad source {source!r}: the folder holds no .npz files")
-        return (*_concat(f.read_bytes() for f in files), False)
-    if path.is_file() and path.suffix == ".npz":
-        return (*_concat([path.read_bytes()]), False)
-    raise DatasetError(
-        f"bad source {source!r}: expected builtin:digits, synthetic-cifar:<samples>, "
-        "a .npz file or folder of them, or s3://bucket/prefix"
-    )
+        return SourceData(*synthetic_cifar(int(count), seed), synthetic=True)
+    loaded = read_files(source, s3)
+    labels = np.unique(loaded.y)
+    if len(labels) < 2:
+        only = f"label {labels[0]}" if len(labels) else "no samples"
+        if loaded.class_names and len(labels):
+            only = f"class {loaded.class_names[int(labels[0])]!r}"
+        raise DatasetError(
+            f"bad source {source!r}: every sample has {only}; a classifier needs 2 classes or more"
+        )
+    return SourceData(loaded.x, loaded.y, class_names=loaded.class_names)
 
 
 def synthetic_cifar(samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -82,36 +94,6 @@ def synthetic_cifar(samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     x = rng.standard_normal((samples, 3, 32, 32), dtype=np.float32)
     x += 0.5 * templates[y]
     return x, y
-
-
-def _concat(blobs: Any) -> tuple[np.ndarray, np.ndarray]:
-    xs, ys = [], []
-    for blob in blobs:
-        with np.load(io.BytesIO(blob)) as data:
-            if "x" not in data.files or "y" not in data.files:
-                raise DatasetError(f"npz holds arrays {data.files}, expected 'x' and 'y'")
-            xs.append(data["x"])
-            ys.append(data["y"])
-    if not xs:
-        raise DatasetError("no .npz data found")
-    x, y = np.concatenate(xs), np.concatenate(ys)
-    if len(x) != len(y):
-        raise DatasetError(f"x has {len(x)} samples but y has {len(y)}")
-    if np.issubdtype(x.dtype, np.integer):
-        x = x.astype(np.float32) / 255.0  # integer images: scale to [0, 1]
-    return x.astype(np.float32, copy=False), y.astype(np.int64)
-
-
-def _s3_npz_blobs(uri: str, s3: Any) -> list[bytes]:
-    bucket, _, prefix = uri[len("s3://") :].partition("/")
-    if s3 is None:
-        from functions.aws import s3_client
-
-        s3 = s3_client()
-    keys = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        keys += [o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(".npz")]
-    return [s3.get_object(Bucket=bucket, Key=k)["Body"].read() for k in sorted(keys)]
 
 
 # -- writing shards --------------------------------------------------------------------------
@@ -140,7 +122,8 @@ def write_shards(
         raise DatasetError(f"n_shards {n_shards}: expected an integer >= 1")
     if not 0 <= test_fraction < 1:
         raise DatasetError(f"test_fraction {test_fraction}: expected 0 <= fraction < 1")
-    x, y, synthetic = load_source(source, seed, s3)
+    data = read_source(source, seed, s3)
+    x, y = data.x, data.y
     order = np.random.default_rng(seed).permutation(len(x))
     n_test = int(round(len(x) * test_fraction))
     test_idx, train_idx = order[:n_test], order[n_test:]
@@ -161,7 +144,7 @@ def write_shards(
     manifest = {
         "format_version": FORMAT_VERSION,
         "source": source,
-        "synthetic": synthetic,
+        "synthetic": data.synthetic,
         "seed": seed,
         "n_shards": n_shards,
         "samples_per_shard": per_shard,
@@ -170,6 +153,7 @@ def write_shards(
         "test_samples": int(n_test),
         "input_shape": [int(d) for d in x.shape[1:]],
         "classes": int(y.max()) + 1 if len(y) else 0,
+        "class_names": list(data.class_names) if data.class_names else None,
         "x_dtype": "float32",
         "shards": shards,
         "test": {"key": "test.npz", "bytes": len(test_body), "samples": int(n_test)},
@@ -312,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     shard.add_argument(
         "--source",
         required=True,
-        help="builtin:digits | synthetic-cifar:<samples> | file.npz | dir | s3://",
+        help="builtin:digits | synthetic-cifar:<samples> | file.npz | table.csv[#label=<column>] "
+        "| dir (npz files, class folders of images, one csv) | s3://bucket/prefix or key",
     )
     shard.add_argument("--shards", type=int, required=True)
     shard.add_argument("--bucket", required=True)

@@ -307,7 +307,8 @@ def _read_table(blob: bytes, name: str, label_column: str) -> Loaded:
             continue  # a blank line
         if len(row) != len(header):
             raise DatasetError(
-                f"{name!r} line {reader.line_num} has {len(row)} fields, the header {len(header)}"
+                f"{name!r} line {reader.line_num}: the header has {len(header)} columns, this row "
+                f"{len(row)}"
             )
         labels.append(row[at].strip())
         if not labels[-1]:

@@ -11,7 +11,9 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
+from functions.formats import DatasetError, LocalFolder, detect_layout, resolve
 from provisioner.parse import JOB_NAME_FORMS, JOB_NAME_PATTERN, MAX_SYNTHETIC_SAMPLES
 
 ARCH_CHOICES = ("x86_64", "arm64", "mixed", "any")  # the last is the default
@@ -21,6 +23,7 @@ BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 SYNTHETIC_PATTERN = re.compile(r"^synthetic-cifar:(\d+)$")
 AZ_PATTERN = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")  # us-east-1b, ap-southeast-2a
 BUILTIN_DATASETS = ("digits",)
+DATA_FILE_SUFFIXES = (".npz", ".csv")  # a dataset that is one file (functions/formats.py)
 
 # Keys this app reads. Anything else that looks like ours (plain snake_case) is a typo; CDK's own
 # keys contain ':' or '@' and are left alone.
@@ -60,8 +63,10 @@ class ContextError(ValueError):
 class DatasetSource:
     """Where the training data comes from.
 
-    kind is "builtin" (name), "synthetic" (samples), "local" (path, uploaded at deploy) or
-    "s3" (bucket + prefix of an existing bucket we import and never delete).
+    kind is "builtin" (name), "synthetic" (samples), "local" (path, a folder uploaded at deploy)
+    or "s3" (bucket + prefix of an existing bucket we import and never delete; for an object key,
+    its folder). A local .npz or .csv file is uploaded with its folder (CDK uploads folders), so
+    the prepare step reads the uploaded prefix plus `source_suffix` ("/table.csv#label=species").
     """
 
     kind: str
@@ -71,6 +76,7 @@ class DatasetSource:
     path: str = ""
     bucket: str = ""
     prefix: str = ""
+    source_suffix: str = ""  # after the uploaded prefix: "/<file>" and "#label=<column>", if any
 
 
 @dataclass(frozen=True)
@@ -201,33 +207,58 @@ def parse_job(value: object, errors: list[str]) -> str:
 
 
 def parse_dataset(value: object, errors: list[str], *, cwd: str) -> DatasetSource:
-    """builtin:NAME, synthetic-cifar:N, s3://bucket/prefix, or an existing local folder."""
+    """builtin:NAME, synthetic-cifar:N, s3://bucket/prefix (or key), or an existing local folder
+    or .npz/.csv file that the prepare step can read (functions/formats.py)."""
     spec = "" if value is None else str(value).strip()
     accepted = (
         f"use builtin:{'|'.join(BUILTIN_DATASETS)}, "
         f"synthetic-cifar:N (N from 1 to {MAX_SYNTHETIC_SAMPLES} samples), "
-        "s3://bucket/prefix or an existing local folder"
+        "s3://bucket/prefix, or an existing local folder (of .npz files, of class folders of "
+        "images, or with one .csv) or .npz or .csv file"
     )
     if spec.startswith("builtin:") and spec[len("builtin:") :] in BUILTIN_DATASETS:
         return DatasetSource(kind="builtin", spec=spec, name=spec[len("builtin:") :])
     synthetic = SYNTHETIC_PATTERN.match(spec)
     if synthetic and 0 < int(synthetic.group(1)) <= MAX_SYNTHETIC_SAMPLES:
         return DatasetSource(kind="synthetic", spec=spec, samples=int(synthetic.group(1)))
+    location = spec.partition("#")[0]
     if spec.startswith("s3://"):
-        bucket, _, prefix = spec[len("s3://") :].partition("/")
+        bucket, _, prefix = location[len("s3://") :].partition("/")
+        if prefix.lower().endswith(DATA_FILE_SUFFIXES):  # one object: grant its folder
+            prefix = prefix.rpartition("/")[0]
         if BUCKET_PATTERN.match(bucket) and ".." not in bucket:
             return DatasetSource(kind="s3", spec=spec, bucket=bucket, prefix=prefix.strip("/"))
-    elif spec and ":" not in spec and os.path.isdir(os.path.join(cwd, spec)):
-        folder = os.path.join(cwd, spec)
-        if any(name.endswith(".npz") for name in os.listdir(folder)):
-            return DatasetSource(kind="local", spec=spec, path=os.path.normpath(folder))
-        errors.append(
-            f"dataset={value!r} is a folder without .npz files; the prepare step reads "
-            "arrays x and y from .npz files (see functions/datasets.py)"
-        )
-        return DatasetSource(kind="builtin", spec="builtin:digits", name="digits")
+    elif location and ":" not in location and os.path.exists(os.path.join(cwd, location)):
+        return _local_dataset(value, spec, errors, cwd=cwd)
     errors.append(f"dataset={value!r} is not accepted; {accepted}")
     return DatasetSource(kind="builtin", spec="builtin:digits", name="digits")
+
+
+def _local_dataset(value: object, spec: str, errors: list[str], *, cwd: str) -> DatasetSource:
+    """A local folder or file, checked by file names with the prepare step's own rules."""
+    location, hashed, options = spec.partition("#")
+    target = os.path.normpath(os.path.join(cwd, location))
+    folder, file = (target, "") if os.path.isdir(target) else os.path.split(target)
+    try:
+        resolve(os.path.join(cwd, spec))
+        if file and not _alone(folder, file):
+            raise DatasetError(
+                f"{file} is uploaded with its folder, which holds other data too; "
+                "move it to a folder of its own"
+            )
+    except DatasetError as exc:
+        errors.append(f"dataset={value!r} is not usable: {exc}")
+        return DatasetSource(kind="builtin", spec="builtin:digits", name="digits")
+    suffix = (f"/{file}" if file else "") + hashed + options
+    return DatasetSource(kind="local", spec=spec, path=folder, source_suffix=suffix)
+
+
+def _alone(folder: str, file: str) -> bool:
+    """Is `file` all the prepare step would read in `folder` (what a folder upload carries)?"""
+    try:
+        return detect_layout(LocalFolder(Path(folder)).names())[1] == [file]
+    except DatasetError:  # several .csv files, say
+        return False
 
 
 def parse_goal(

@@ -74,15 +74,89 @@ def test_dataset_forms(tmp_path: Any) -> None:
     assert (local.dataset.kind, local.dataset.path) == ("local", str(folder))
 
 
-def test_a_local_folder_without_npz_files_is_rejected(tmp_path: Any) -> None:
+def test_a_local_folder_without_data_is_rejected(tmp_path: Any) -> None:
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ContextError) as info:
-        read_context({**BASE, "dataset": "empty"}, parse_duration_s=parse_duration_s,
-                     parse_usd=parse_usd, cwd=str(tmp_path))  # fmt: skip
-    assert info.value.errors == (
-        "dataset='empty' is a folder without .npz files; the prepare step reads arrays x and y "
-        "from .npz files (see functions/datasets.py)",
+    assert local_errors(tmp_path, "empty") == (
+        "dataset='empty' is not usable: no .npz files, no class folders of images and no .csv "
+        "file in it",
     )
+
+
+def image_folder(root: Any) -> Any:
+    """cat/ and dog/, one 2×2 PNG each (only the names matter to synth)."""
+    for name in ("cat", "dog"):
+        (root / name).mkdir(parents=True)
+        (root / name / "a.png").write_bytes(b"")
+    return root
+
+
+def local_errors(cwd: Any, dataset: str) -> tuple[str, ...]:
+    with pytest.raises(ContextError) as info:
+        read_context({**BASE, "dataset": dataset}, parse_duration_s=parse_duration_s,
+                     parse_usd=parse_usd, cwd=str(cwd))  # fmt: skip
+    return info.value.errors
+
+
+def read_local(cwd: Any, dataset: str) -> DatasetSource:
+    ctx = read_context({**BASE, "dataset": dataset}, parse_duration_s=parse_duration_s,
+                       parse_usd=parse_usd, cwd=str(cwd))  # fmt: skip
+    return ctx.dataset
+
+
+def test_a_local_image_folder_is_uploaded_whole(tmp_path: Any) -> None:
+    image_folder(tmp_path / "pets")
+    assert read_local(tmp_path, "pets") == DatasetSource(
+        kind="local", spec="pets", path=str(tmp_path / "pets")
+    )
+
+
+def test_a_local_csv_is_uploaded_with_its_folder_and_read_by_name(tmp_path: Any) -> None:
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "iris.csv").write_text("a,species\n1,x\n")
+    assert read_local(tmp_path, "tables/iris.csv#label=species") == DatasetSource(
+        kind="local", spec="tables/iris.csv#label=species", path=str(tmp_path / "tables"),
+        source_suffix="/iris.csv#label=species",
+    )  # fmt: skip
+    assert read_local(tmp_path, "tables").source_suffix == ""  # the folder: its one .csv
+
+
+def test_an_s3_key_grants_its_folder_and_keeps_the_label_option() -> None:
+    s3 = read(dataset="s3://my-data/tables/iris.csv#label=species").dataset
+    assert (s3.kind, s3.bucket, s3.prefix) == ("s3", "my-data", "tables")
+    assert s3.spec == "s3://my-data/tables/iris.csv#label=species"  # what the prepare step reads
+
+
+def empty_class(root: Any) -> None:
+    image_folder(root / "pets")
+    (root / "pets" / "bird").mkdir()
+
+
+def csv_beside_images(root: Any) -> None:
+    image_folder(root / "d")
+    (root / "d" / "t.csv").write_text("")
+
+
+@pytest.mark.parametrize(
+    ("make", "dataset", "message"),
+    [
+        (empty_class, "pets",
+         "dataset='pets' is not usable: class folder 'bird' holds no images "
+         "(.png, .jpg, .jpeg, .bmp, .gif)"),
+        (csv_beside_images, "d/t.csv",
+         "dataset='d/t.csv' is not usable: t.csv is uploaded with its folder, which holds other "
+         "data too; move it to a folder of its own"),
+        (lambda root: image_folder(root / "pets"), "pets#label=kind",
+         "dataset='pets#label=kind' is not usable: #label= names a column of a .csv table, and "
+         "this is not one"),
+        (lambda root: image_folder(root / "pets"), "pets#kind",
+         "dataset='pets#kind' is not usable: option #kind is not accepted; use #label=<column>"),
+    ],
+)  # fmt: skip
+def test_a_local_dataset_the_prepare_step_could_not_read_is_rejected(
+    tmp_path: Any, make: Any, dataset: str, message: str
+) -> None:
+    make(tmp_path)
+    assert local_errors(tmp_path, dataset) == (message,)
 
 
 @pytest.mark.parametrize(
@@ -107,13 +181,16 @@ def test_a_local_folder_without_npz_files_is_rejected(tmp_path: Any) -> None:
          "catalog JSON file"),
         ({"dataset": "mnist"},
          "dataset='mnist' is not accepted; use builtin:digits, synthetic-cifar:N (N from 1 "
-         "to 60000 samples), s3://bucket/prefix or an existing local folder"),
+         "to 60000 samples), s3://bucket/prefix, or an existing local folder (of .npz files, of "
+         "class folders of images, or with one .csv) or .npz or .csv file"),
         ({"dataset": "synthetic-cifar:0"},
          "dataset='synthetic-cifar:0' is not accepted; use builtin:digits, synthetic-cifar:N "
-         "(N from 1 to 60000 samples), s3://bucket/prefix or an existing local folder"),
+         "(N from 1 to 60000 samples), s3://bucket/prefix, or an existing local folder (of .npz "
+         "files, of class folders of images, or with one .csv) or .npz or .csv file"),
         ({"dataset": "s3://Bad_Bucket/x"},
          "dataset='s3://Bad_Bucket/x' is not accepted; use builtin:digits, synthetic-cifar:N "
-         "(N from 1 to 60000 samples), s3://bucket/prefix or an existing local folder"),
+         "(N from 1 to 60000 samples), s3://bucket/prefix, or an existing local folder (of .npz "
+         "files, of class folders of images, or with one .csv) or .npz or .csv file"),
         ({"arch": "x86"}, "arch='x86' is not accepted; use one of x86_64, arm64, mixed, any"),
         ({"az": "us-east-1"},
          "az='us-east-1' is not accepted; use an availability zone name like us-east-1b"),
@@ -138,8 +215,9 @@ def test_a_local_folder_without_npz_files_is_rejected(tmp_path: Any) -> None:
          "with a letter, e.g. digits-demo"),
         ({"dataset": "synthetic-cifar:99999999999999"},
          "dataset='synthetic-cifar:99999999999999' is not accepted; use builtin:digits, "
-         "synthetic-cifar:N (N from 1 to 60000 samples), s3://bucket/prefix or an existing "
-         "local folder"),
+         "synthetic-cifar:N (N from 1 to 60000 samples), s3://bucket/prefix, or an existing "
+         "local folder (of .npz files, of class folders of images, or with one .csv) or .npz "
+         "or .csv file"),
         ({"job": "9lives"},
          "job='9lives' is not a job name; use 1-32 letters, digits or hyphens starting with a "
          "letter, e.g. digits-demo"),

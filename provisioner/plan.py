@@ -14,9 +14,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from functions.model_spec import ModelError, is_digest, parse_spec
 from provisioner.catalog import ARCHITECTURES
 from provisioner.parse import MAX_SYNTHETIC_SAMPLES, parse_job_name
-from provisioner.profile import DATASETS, MODELS
+from provisioner.profile import DATASET_FORMS, DATASETS, is_dataset_path
 
 # (low, high) of the numbers a runnable plan holds; None is unbounded. Lambda's ranges for memory,
 # timeout and /tmp; at least one of every count.
@@ -40,8 +41,6 @@ _BOUNDS: dict[str, tuple[float, float | None]] = {
 _CHOICES: dict[str, tuple[str, ...]] = {
     "arch": ARCHITECTURES,
     "ps_arch": ARCHITECTURES,
-    "training.model": MODELS,
-    "training.dataset": DATASETS,
 }
 
 
@@ -101,8 +100,8 @@ class CostBreakdown:
 class TrainingSpec:
     """What the runtime trains: the workload facts the planner used, made concrete."""
 
-    model: str  # a key of the model zoo in functions/
-    dataset: str  # dataset name from the profile (e.g. "digits", "synthetic-cifar")
+    model: str  # a model spec (functions/model_spec.py): a zoo name or path/to/file.py:function
+    dataset: str  # the profile's: a generated dataset's name, or the path / s3:// it read
     dataset_samples: int
     dataset_bytes: int
     model_bytes: int
@@ -113,6 +112,7 @@ class TrainingSpec:
     learning_rate: float
     momentum: float
     checkpoint_every_iterations: int
+    model_digest: str = ""  # sha256 of the model file the profile measured ("" = not recorded)
 
 
 @dataclass(frozen=True)
@@ -235,6 +235,20 @@ def check_plan_dict(data: Any) -> None:
         if (value := _at(data, dotted)) not in choices:
             raise ValueError(f"plan field {dotted!r}: {value!r} is not one of {', '.join(choices)}")
     training = data["training"]
+    try:
+        parse_spec(str(training["model"]))
+    except ModelError as err:
+        raise ValueError(f"plan field 'training.model': {err}") from None
+    dataset = training["dataset"]
+    if dataset not in DATASETS and not is_dataset_path(dataset):
+        raise ValueError(
+            f"plan field 'training.dataset': {dataset!r} is not accepted; use {DATASET_FORMS}"
+        )
+    if training.get("model_digest") and not is_digest(training["model_digest"]):
+        raise ValueError(
+            f"plan field 'training.model_digest': {training['model_digest']!r} is not sha256: "
+            "and 64 hex digits"
+        )
     samples, synthetic = training["dataset_samples"], training["dataset"] == "synthetic-cifar"
     if synthetic and samples > MAX_SYNTHETIC_SAMPLES:
         raise ValueError(

@@ -183,6 +183,7 @@ def build_plan(
         learning_rate=profile.learning_rate,
         momentum=profile.momentum,
         checkpoint_every_iterations=max(1, min(every, per_inv)),
+        model_digest=profile.model_digest,
     )
     share = float(
         vcpu_share(np.array([choice.memory_mb]), catalog.mb_per_vcpu, catalog.max_vcpu)[0]

@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from functions.model_spec import ModelError, is_digest, parse_spec
 from provisioner.catalog import ARCHITECTURES, REPO_ROOT, read_data_json
 
 PROFILE_DIR = REPO_ROOT / "profiles"
-MODELS = ("mlp", "cnn", "resnet18", "mobilenetv2")
 DATASETS = ("digits", "synthetic-cifar", "cifar10")
+DATASET_FORMS = (
+    f"{', '.join(DATASETS)}, a dataset path relative to the project folder, or s3://bucket/prefix"
+)
 SCHEMA_VERSION = 1
 # The input each dataset gives the model (channels, height, width), as functions/datasets.py
 # writes it: a model profiled on one shape is neither built nor timed for another.
@@ -50,8 +53,8 @@ class WorkloadProfile:
     """The workload facts the performance model consumes (units in the names)."""
 
     name: str
-    model: str
-    dataset: str
+    model: str  # a model spec (functions/model_spec.py): a zoo name or path/to/file.py:function
+    dataset: str  # a generated dataset's name, or the path / s3:// prefix the profile read
     model_bytes: int
     dataset_samples: int
     dataset_bytes: int
@@ -74,6 +77,8 @@ class WorkloadProfile:
     parallel_processes: int = 1
     provisional: bool = False
     sources: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    model_digest: str = ""  # sha256 of the model file when profiled ("" = not recorded)
+    input_shape: tuple[int, ...] | None = None  # a user dataset's input, as the profiler read it
 
     def rate(self, arch: str) -> RateCurve | None:
         for r in self.rates:
@@ -110,11 +115,42 @@ def _momentum(data: dict[str, Any]) -> float:
     return float(value)
 
 
-def _choice(data: dict[str, Any], key: str, accepted: tuple[str, ...]) -> str:
-    value = data.get(key)
-    if value not in accepted:
-        raise ValueError(f"profile field {key!r}: {value!r} is not one of {', '.join(accepted)}")
+def _model(data: dict[str, Any]) -> str:
+    value = data.get("model")
+    try:
+        parse_spec(value if isinstance(value, str) else repr(value))
+    except ModelError as err:
+        raise ValueError(f"profile field 'model': {err}") from None
     return str(value)
+
+
+def is_dataset_path(text: str) -> bool:
+    """A user dataset: s3://bucket/prefix, or a path relative to the project (no '..')."""
+    if text.startswith("s3://"):
+        return len(text) > len("s3://")
+    parts = Path(text).parts
+    return bool(parts) and not Path(text).is_absolute() and ".." not in parts and ":" not in text
+
+
+def _dataset(data: dict[str, Any]) -> str:
+    value = data.get("dataset")
+    if isinstance(value, str) and (value in DATASETS or is_dataset_path(value)):
+        return value
+    raise ValueError(f"profile field 'dataset': {value!r} is not accepted; use {DATASET_FORMS}")
+
+
+def _input_shape(data: dict[str, Any]) -> tuple[int, ...] | None:
+    value = data.get("input_shape")
+    if value is None:
+        return None
+    ok = isinstance(value, list) and value and all(
+        isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in value
+    )  # fmt: skip
+    if not ok:
+        raise ValueError(
+            f"profile field 'input_shape': {value!r} is not a list of positive integers"
+        )
+    return tuple(value)
 
 
 def _rate(arch: str, data: Any) -> RateCurve:
@@ -164,8 +200,8 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         raise ValueError("profile field 'sources': expected an object of field -> description")
     profile = WorkloadProfile(
         name=name,
-        model=_choice(data, "model", MODELS),
-        dataset=_choice(data, "dataset", DATASETS),
+        model=_model(data),
+        dataset=_dataset(data),
         model_bytes=_num(data, "model_bytes", integer=True),
         dataset_samples=_num(data, "dataset_samples", integer=True),
         dataset_bytes=_num(data, "dataset_bytes", integer=True),
@@ -192,7 +228,14 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         ),
         provisional=bool(data.get("provisional", False)),
         sources=tuple(sorted((str(k), json.dumps(v, sort_keys=True)) for k, v in sources.items())),
+        model_digest=str(data.get("model_digest", "")),
+        input_shape=_input_shape(data),
     )
+    if profile.model_digest and not is_digest(profile.model_digest):
+        raise ValueError(
+            f"profile field 'model_digest': {profile.model_digest!r} is not sha256: and 64 hex "
+            "digits"
+        )
     ratio = profile.parallel_speed_ratio
     if ratio is not None and not (ratio <= 1 and profile.parallel_processes >= 2):
         raise ValueError(
@@ -209,8 +252,9 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
 
 def check_dataset(profile: WorkloadProfile, dataset: str, spec: str) -> None:
     """ValueError unless `dataset` (written `spec`) has the input shape the profile was made on."""
-    given, profiled = INPUT_SHAPES.get(dataset), INPUT_SHAPES[profile.dataset]
-    if given != profiled:
+    given = INPUT_SHAPES.get(dataset)
+    profiled = INPUT_SHAPES.get(profile.dataset, profile.input_shape)
+    if profiled is not None and given != profiled:
         shape = "×".join(map(str, given)) if given else "unknown"
         raise ValueError(
             f"dataset {spec!r} gives {shape} inputs but workload {profile.name!r} was profiled "

@@ -72,7 +72,27 @@ def test_unknown_names_list_what_exists() -> None:
     [
         (
             {"model": "vgg"},
-            "profile field 'model': 'vgg' is not one of mlp, cnn, resnet18, mobilenetv2",
+            "profile field 'model': model 'vgg' is not accepted; use a zoo name (mlp, cnn, "
+            "resnet18, mobilenetv2) or path/to/file.py:function",
+        ),
+        (
+            {"model": "/home/me/model.py:build"},
+            "profile field 'model': model '/home/me/model.py:build': the file must be a path "
+            "inside the project folder, relative to it (the image copies it from there)",
+        ),
+        (
+            {"model_digest": "md5:abc"},
+            "profile field 'model_digest': 'md5:abc' is not sha256: and 64 hex digits",
+        ),
+        (
+            {"dataset": "/data/cats"},
+            "profile field 'dataset': '/data/cats' is not accepted; use digits, "
+            "synthetic-cifar, cifar10, a dataset path relative to the project folder, or "
+            "s3://bucket/prefix",
+        ),
+        (
+            {"input_shape": [3, 0, 32]},
+            "profile field 'input_shape': [3, 0, 32] is not a list of positive integers",
         ),
         ({"epochs": 0}, "profile field 'epochs': 0 is not a positive integer"),
         ({"epochs": 2.5}, "profile field 'epochs': 2.5 is not a positive integer"),
@@ -122,6 +142,17 @@ def test_bad_profiles_are_rejected_with_one_line(override: dict[str, Any], messa
     with pytest.raises(ValueError) as err:
         profile_from_dict(profile_dict(**override))
     assert str(err.value) == message
+
+
+def test_a_users_model_file_and_dataset_path_are_accepted() -> None:
+    doc = profile_dict(
+        model="examples/own-model/model.py:build", dataset="examples/own-model/data",
+        model_digest="sha256:" + "0" * 64, input_shape=[3, 16, 16],
+    )  # fmt: skip
+    profile = profile_from_dict(doc)
+    assert (profile.model, profile.dataset) == (doc["model"], doc["dataset"])
+    assert profile.input_shape == (3, 16, 16) and profile.model_digest == doc["model_digest"]
+    assert profile_from_dict(profile_dict(dataset="s3://bucket/cats")).dataset == "s3://bucket/cats"
 
 
 def test_missing_field_is_named() -> None:

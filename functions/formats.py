@@ -14,8 +14,9 @@ A folder (or `s3://bucket/prefix`) is read by what it holds, checked in this ord
   all non-negative integers are used as they are; otherwise each distinct value is a class name,
   sorted, and a label is its index.
 A source may also name one `.npz` or `.csv` file (`data/table.csv#label=species`,
-`s3://bucket/key.csv`). Hidden files and folders (`.name`, `__MACOSX`) are skipped. Parquet is
-not read (pyarrow is not in the image); export the table to CSV.
+`s3://bucket/key.csv`); a `#` in a source always starts its options. Hidden files and folders
+(`.name`, `__MACOSX`) are skipped. Parquet is not read (pyarrow is not in the image); export the
+table to CSV.
 """
 
 from __future__ import annotations

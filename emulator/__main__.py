@@ -124,6 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
         "a chosen iteration on any machine; default 0: only the invocation limit)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--workload",
+        help="the plan's profile, a name in profiles/ or a path (default: the plan's workload "
+        "name); the report predicts from it",
+    )
     return parser
 
 
@@ -149,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         max_attempts=max_attempts,
         quiet=args.quiet,
         iterations_per_invocation=per_invocation,
+        workload=args.workload,
     )
     try:
         run(plan, options)

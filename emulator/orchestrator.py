@@ -89,6 +89,9 @@ class Options:
     # chosen iteration whatever the machine's speed (tests, `--iterations-per-invocation`).
     iterations_per_invocation: int = 0
     ps_secret: str | None = None  # the PS handshake and checkpoint HMAC key; default: fresh per run
+    # The plan's profile (a name in profiles/ or a path) for the report's predictions; default:
+    # the plan's workload name (a profile written elsewhere, e.g. a user's, needs its path).
+    workload: str | None = None
 
 
 @dataclass
@@ -132,6 +135,11 @@ class RunRecord:
     run_id: str = ""  # the run's checkpoints are under <checkpoint prefix>/<run_id>
     # The synthesized state machine's top-level states in the order the run went through them.
     states: tuple[str, ...] = ()
+
+    @property
+    def workload(self) -> str:
+        """The profile the report predicts from: the option's, else the plan's name."""
+        return self.options.workload or self.plan.workload
 
 
 def default_safety_margin_s(limit_s: float) -> float:
@@ -504,13 +512,44 @@ def create_buckets(endpoint: S3Endpoint, names: list[str]) -> None:
 
 
 def dataset_source(plan: Plan) -> str:
-    """The `functions.datasets` source string for the plan's dataset (builtin or synthetic)."""
+    """The `functions.datasets` source string for the plan's dataset: builtin, synthetic, or a
+    user's dataset path (relative to the project folder, as the profile names it)."""
     name = plan.training.dataset
     if name == "digits":
         return "builtin:digits"
     if name.startswith("synthetic-cifar"):
         return f"synthetic-cifar:{plan.training.dataset_samples}"
-    raise EmulatorError(f"dataset {name!r} cannot be emulated: expected digits or synthetic-cifar")
+    if name.startswith("s3://"):
+        raise EmulatorError(
+            f"dataset {name!r} is in S3, which the emulator does not reach: profile a local "
+            "copy (python -m emulator.profile --dataset path/in/the/project) and plan from that"
+        )
+    if name == "cifar10":
+        raise EmulatorError("dataset 'cifar10' cannot be emulated (no download here)")
+    return str(REPO_ROOT / name)
+
+
+def upload_local_dataset(endpoint: S3Endpoint, plan: Plan, bucket: str) -> int:
+    """What the data stack's BucketDeployment does at deploy: a user's dataset folder (a file's
+    folder) copied under `source/` of the dataset bucket, where the prepare step reads it.
+    Returns the number of files (0 for generated data)."""
+    from stacks.context import parse_dataset  # noqa: PLC0415  # the stacks' own reading
+    from stacks.data import LOCAL_SOURCE_PREFIX  # noqa: PLC0415
+
+    errors: list[str] = []
+    source = parse_dataset(dataset_source(plan), errors, cwd=str(REPO_ROOT))
+    if errors:
+        raise EmulatorError("; ".join(errors))
+    if source.kind != "local":
+        return 0
+    folder = Path(source.path)
+    folder = folder if folder.is_dir() else folder.parent
+    client = s3_client_for(endpoint)
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    for path in files:
+        key = f"{LOCAL_SOURCE_PREFIX}/{path.relative_to(folder).as_posix()}"
+        client.upload_file(str(path), bucket, key)
+    return len(files)
 
 
 def resolve_cpu_scale(plan: Plan, options: Options) -> float:
@@ -608,6 +647,7 @@ def _run(
         say(f"S3 ({endpoint.kind}) at {endpoint.url}")
         env = child_env(endpoint, secret, tmp_dir=out_dir / "tmp")
         create_buckets(endpoint, [dataset_bucket, artifacts_bucket])
+        upload_local_dataset(endpoint, plan, dataset_bucket)
         say(f"run {run[0]}")
         progress = (
             None if options.quiet else ProgressBar(plan.training.iterations, plan.goal.deadline_s)

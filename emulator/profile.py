@@ -29,6 +29,7 @@ import datetime as dt
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,14 +50,17 @@ def dataset_source(dataset: str, samples: int) -> str:
     """The runtime loader's source string for a profile's dataset name."""
     if dataset == "digits":
         return "builtin:digits"
+    if dataset.startswith("s3://"):
+        return dataset
     if dataset.startswith("synthetic-cifar") or dataset == "cifar10":
         # enough batches; the rate is per sample and depends on the input's shape (CIFAR-10's
         # 3×32×32, 10 classes), not on its pixel values, so CIFAR-10 is timed on same-shaped
         # SYNTHETIC CIFAR (no download here)
         return f"synthetic-cifar:{min(samples, 2048)}"
-    raise ValueError(
-        f"dataset {dataset!r} cannot be profiled here: expected digits, cifar10 or synthetic-*"
-    )
+    if dataset.startswith(("builtin:", "synthetic-cifar:")):
+        return dataset
+    # a user's dataset: a path relative to the project folder, as the profile names it
+    return str(REPO_ROOT / dataset)
 
 
 def child_main(args: argparse.Namespace) -> int:
@@ -64,7 +68,7 @@ def child_main(args: argparse.Namespace) -> int:
     started_s = float(args.spawned_at)
     import torch
 
-    from functions import datasets, worker, zoo  # the worker: what a cold start imports
+    from functions import datasets, models, worker  # the worker: what a cold start imports
 
     imported_s = time.time() - started_s
     # Lambda's init phase (the import) runs with burst CPU, as the emulator's runner does; the
@@ -76,15 +80,16 @@ def child_main(args: argparse.Namespace) -> int:
     # here (scikit-learn's digits, synthetic CIFAR) has no counterpart in a worker.
     x, y, _ = datasets.load_source(args.source, seed=0)
     built_at_s = time.time()
-    model = zoo.build(args.model, list(x.shape[1:]), int(y.max()) + 1, seed=0)
-    flat = zoo.flat_parameters(model)
+    model = models.build(args.model, list(x.shape[1:]), int(y.max()) + 1, seed=0)
+    flat = models.flat_parameters(model)
     startup_s = imported_s + time.time() - built_at_s
     # The worker's own step (functions.worker._compute: its batch sampling, forward,
     # backward and gradient flattening), not a leaner copy: the MLP's sub-millisecond steps
     # spend a third of their time outside forward + backward.
     run = types.SimpleNamespace(
-        task=types.SimpleNamespace(seed=0, rank=0, local_batch=args.batch), flat=flat, x=x, y=y
-    )
+        task=types.SimpleNamespace(seed=0, rank=0, local_batch=args.batch), flat=flat, x=x, y=y,
+        loss_fn=models.loss_function(args.model),
+    )  # fmt: skip
     # The first steps of a fresh process run slower (allocator, first kernel calls): timed
     # apart, as the excess over the steady step, in steady steps (profile warmup_iterations).
     first_s = []
@@ -107,6 +112,8 @@ def child_main(args: argparse.Namespace) -> int:
                 "startup_s": startup_s,
                 "warmup_iterations": warmup_iterations,
                 "threads": torch.get_num_threads(),
+                # the whole dataset is in memory, as one worker holds it at n = 1
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             }
         )
     )
@@ -247,6 +254,18 @@ def updated_profile(
     out["startup_s"] = round(startup_s, 2)
     out["ps_aggregation_mb_s_per_core"] = round(agg_mb_s, 1)
     sources = out.setdefault("sources", {})
+    rss = [float(p["peak_rss_mb"]) for p in points if "peak_rss_mb" in p]
+    if rss:
+        from functions.profile_task import RSS_HEADROOM, memory_for_rss_mb
+
+        out["min_memory_mb"] = memory_for_rss_mb(max(rss))
+        sources["min_memory_mb"] = {
+            "method": f"measured: python -m emulator.profile; the largest peak resident set of a "
+            f"child that trained on the whole dataset ({max(rss):.0f} MB) × {RSS_HEADROOM}, in "
+            "64 MB steps; " + machine,
+            "date": when,
+            "tag": "measured",
+        }
     if warmup_iterations is not None:
         out["warmup_iterations"] = round(warmup_iterations, 2)
         sources["warmup_iterations"] = {
@@ -295,9 +314,102 @@ def updated_profile(
     return out
 
 
+LAMBDA_MAX_MEMORY_MB = 10240  # the largest memory a function can have (a model must fit)
+NEW_PROFILE_DEFAULTS = {"epochs": 1, "profiled_local_batch": 32, "max_global_batch": 256,
+                        "learning_rate": 0.05, "momentum": 0.9}  # fmt: skip
+
+
+def new_profile(
+    model: str, dataset: str, *, name: str, when: str, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """A profile document for a user's model file and dataset, from what can be read without
+    timing anything: sizes, shapes, the file's digest; the timed figures follow (updated_profile).
+
+    ValueError (one line) for a model or dataset that cannot train: see functions.models and
+    functions.datasets for the checks."""
+    import numpy as np
+
+    from functions import datasets, models
+    from functions.model_spec import file_digest, parse_spec
+
+    spec = parse_spec(model)
+    x, y, _ = datasets.load_source(dataset_source(dataset, 0), seed=0)
+    if len(x) == 0:
+        raise ValueError(f"dataset {dataset!r} holds no samples")
+    shape, classes = [int(d) for d in x.shape[1:]], int(y.max()) + 1
+    built = models.build(model, shape, classes, seed=0)
+    models.check_output(built, model, shape, classes)
+    params = models.parameter_count(built)
+    # as the prepare step writes shards: float32 inputs, int64 labels
+    dataset_bytes = len(x) * int(np.prod(shape)) * 4 + len(y) * 8
+    computed = {"date": when, "tag": "exact"}
+    return {
+        "schema_version": 1,
+        "name": name,
+        "model": model,
+        "model_digest": file_digest(spec),
+        "dataset": dataset,
+        "input_shape": shape,
+        "provisional": True,
+        "model_bytes": params * 4,
+        "dataset_samples": len(x),
+        "dataset_bytes": dataset_bytes,
+        **settings,
+        "min_memory_mb": 128,  # replaced by the measured peak resident set
+        "training_rate": {},
+        "startup_s": 0.0,
+        "ps_aggregation_mb_s_per_core": 1.0,
+        "sources": {
+            "model_bytes": {"method": f"computed: {spec.text} = {params:,} fp32 parameters",
+                            **computed},
+            "dataset_samples": {"method": f"counted: {dataset} read by functions.datasets, "
+                                f"{len(x):,} samples of {'×'.join(map(str, shape))}, {classes} "
+                                "classes", **computed},
+            "dataset_bytes": {"method": "computed: float32 inputs + int64 labels (shard format)",
+                              **computed},
+            **{k: {"method": "chosen: python -m emulator.profile's default or its flag",
+                   "date": when, "tag": "design"} for k in settings},
+        },
+    }  # fmt: skip
+
+
+def check_fits_lambda(doc: dict[str, Any]) -> None:
+    """ValueError when the measured memory need exceeds Lambda's largest function."""
+    need = int(doc["min_memory_mb"])
+    if need > LAMBDA_MAX_MEMORY_MB:
+        raise ValueError(
+            f"model {doc['model']} on {doc['dataset']} needs {need} MB (the peak resident set of "
+            f"a training step with headroom); a Lambda function has at most "
+            f"{LAMBDA_MAX_MEMORY_MB} MB: use a smaller model or batch, or a dataset of fewer "
+            "samples per worker"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emulator.profile")
-    parser.add_argument("--workload", help="profile name (profiles/<name>.json) or path")
+    parser.add_argument(
+        "--workload", help="re-measure this profile (profiles/<name>.json or a path)"
+    )
+    parser.add_argument(
+        "--model", help="a new profile of this model: path/to/file.py:function (or a zoo name)"
+    )
+    parser.add_argument(
+        "--dataset", help="with --model: the dataset, a path in the project or s3://"
+    )
+    parser.add_argument(
+        "--name", help="with --model: the profile's name (default: the file's stem)"
+    )
+    parser.add_argument("--epochs", type=int, default=NEW_PROFILE_DEFAULTS["epochs"])
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=NEW_PROFILE_DEFAULTS["profiled_local_batch"],
+        help="with --model: the local batch per worker and iteration",
+    )
+    parser.add_argument(
+        "--learning-rate", type=float, default=NEW_PROFILE_DEFAULTS["learning_rate"]
+    )
+    parser.add_argument("--momentum", type=float, default=NEW_PROFILE_DEFAULTS["momentum"])
     parser.add_argument("--shares", default=",".join(f"{s:g}" for s in DEFAULT_SHARES))
     parser.add_argument("--measure-s", type=float, default=MEASURE_S)
     parser.add_argument(
@@ -309,23 +421,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, help="where to write (default: print only)")
     parser.add_argument("--write", action="store_true", help="update the workload's own file")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--source", help=argparse.SUPPRESS)
-    parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--spawned-at", help=argparse.SUPPRESS)
     parser.add_argument("--cpu-group-procs", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child_main(args)
+    when = dt.datetime.now(dt.UTC).date().isoformat()
     try:
-        if not args.workload:
-            raise ValueError("missing --workload: expected a profile name such as digits-mlp")
-        path = Path(args.workload)
-        if not path.is_file():
-            path = REPO_ROOT / "profiles" / f"{args.workload}.json"
-        if not path.is_file():
-            raise ValueError(f"bad --workload {args.workload!r}: no file {path}")
+        path: Path | None = None
+        if args.workload and args.model:
+            raise ValueError(
+                "give --workload (re-measure a profile) or --model with --dataset (a new one), "
+                "not both"
+            )
+        if args.model:
+            raw = _new_profile_from_args(args, when)
+            if args.write:
+                raise ValueError("--write updates an existing profile; give --output for a new one")
+        elif not args.workload:
+            raise ValueError(
+                "missing --workload (a profile name such as digits-mlp) or --model and --dataset"
+            )
+        else:
+            path = Path(args.workload)
+            if not path.is_file():
+                path = REPO_ROOT / "profiles" / f"{args.workload}.json"
+            if not path.is_file():
+                raise ValueError(f"bad --workload {args.workload!r}: no file {path}")
+            raw = json.loads(path.read_text())
         try:
             shares = [float(s) for s in args.shares.split(",")]
         except ValueError:
@@ -338,7 +463,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    raw = json.loads(path.read_text())
     source = dataset_source(raw["dataset"], int(raw["dataset_samples"]))
     with cpu.CpuLimiter(f"lambda-dnn-profile-{os.getpid()}") as limiter:
         print(limiter.status(), file=sys.stderr)
@@ -394,7 +518,6 @@ def main(argv: list[str] | None = None) -> int:
     startup_s = min(points, key=lambda p: abs(p["vcpu_share"] - 1.0))["startup_s"]
     agg = ps_update_mb_s()
     print(f"PS update on one core: {agg:.0f} MB/s", file=sys.stderr)
-    when = dt.datetime.now(dt.UTC).date().isoformat()
     doc = updated_profile(
         raw,
         points,
@@ -407,14 +530,55 @@ def main(argv: list[str] | None = None) -> int:
         warmup_iterations=statistics.median(p["warmup_iterations"] for p in points),
         parallel=parallel,
     )
+    try:
+        check_fits_lambda(doc)
+    except ValueError as err:
+        print(f"error: {err}; no profile written", file=sys.stderr)
+        return 2
     text = json.dumps(doc, indent=2) + "\n"
     target = path if args.write else args.output
     if target is None:
         print(text)
     else:
-        target.write_text(text)
+        partial = target.with_name(target.name + ".partial")  # never a half-written profile
+        partial.write_text(text)
+        partial.replace(target)
         print(f"wrote {target}", file=sys.stderr)
     return 0
+
+
+def _new_profile_from_args(args: argparse.Namespace, when: str) -> dict[str, Any]:
+    from functions.model_spec import parse_spec
+
+    if not args.dataset:
+        raise ValueError("--model needs --dataset: a dataset path in the project, or s3://")
+    from provisioner.profile import is_dataset_path
+
+    if not is_dataset_path(args.dataset) and not args.dataset.startswith("builtin:"):
+        raise ValueError(
+            f"bad --dataset {args.dataset!r}: expected a path relative to the project folder "
+            "(a folder of .npz, an ImageFolder layout or a .csv) or s3://bucket/prefix"
+        )
+    for flag, value, ok in (
+        ("--epochs", args.epochs, args.epochs >= 1),
+        ("--batch", args.batch, args.batch >= 1),
+        ("--learning-rate", args.learning_rate, args.learning_rate > 0),
+        ("--momentum", args.momentum, 0 <= args.momentum < 1),
+    ):
+        if not ok:
+            raise ValueError(f"bad {flag} {value!r}: expected " + {
+                "--epochs": "a whole number, 1 or more", "--batch": "a whole number, 1 or more",
+                "--learning-rate": "a positive number", "--momentum": "a number in [0, 1)",
+            }[flag])  # fmt: skip
+    name = args.name or Path(parse_spec(args.model).file).stem.replace("_", "-")
+    settings = {
+        "epochs": args.epochs,
+        "profiled_local_batch": args.batch,
+        "max_global_batch": max(args.batch, NEW_PROFILE_DEFAULTS["max_global_batch"]),
+        "learning_rate": args.learning_rate,
+        "momentum": args.momentum,
+    }
+    return new_profile(args.model, args.dataset, name=name, when=when, settings=settings)
 
 
 if __name__ == "__main__":

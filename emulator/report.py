@@ -152,7 +152,7 @@ def _compute_s_at_share(record: RunRecord, share: float) -> float | None:
         from provisioner import load_profile
         from provisioner.model import training_rate_samples_s
 
-        profile = load_profile(record.plan.workload)
+        profile = load_profile(record.workload)
     except (ImportError, OSError, ValueError):
         return None
     curve = profile.rate(record.plan.arch) or (profile.rates[0] if profile.rates else None)
@@ -233,14 +233,14 @@ def predict_local(record: RunRecord, catalog: Catalog | str | None) -> tuple[Pla
         return None, NO_LOCAL_CATALOG
     choice = local_choice(record.plan, record.worker_cores, catalog)
     try:
-        profile = load_profile(record.plan.workload)
+        profile = load_profile(record.workload)
         plan = predict_run(profile, catalog, choice, run_rules(record), job=record.plan.job)
     except (OSError, ValueError) as err:  # Infeasible included: the model says it cannot run
         return None, f"no local prediction: {err}"
     return plan, f"{catalog.name}: {describe(plan)} ({record.worker_cores:.3f} cores per worker)"
 
 
-def predict_aws(plan: Plan) -> tuple[Plan | None, str]:
+def predict_aws(plan: Plan, workload: str | None = None) -> tuple[Plan | None, str]:
     """The AWS prediction and its label: the plan's own unless it was made on the local catalog;
     then the same (n, memory, arch, PS count) on lambda-2025 with its cheapest PS type."""
     if plan.catalog != LOCAL_CATALOG:
@@ -248,7 +248,7 @@ def predict_aws(plan: Plan) -> tuple[Plan | None, str]:
     from provisioner import load_profile
 
     try:
-        profile, catalog = load_profile(plan.workload), load_catalog(AWS_CATALOG)
+        profile, catalog = load_profile(workload or plan.workload), load_catalog(AWS_CATALOG)
     except (OSError, ValueError) as err:
         return None, f"no AWS prediction: {err}"
     options = []
@@ -287,7 +287,7 @@ def build_report(
     measured["setup"] = 0.0
     predicted = {t: float(getattr(plan.prediction, f)) for t, f in PREDICTED_FIELDS.items()}
     local_plan, local_label = predict_local(record, local_catalog)
-    aws_plan, aws_label = predict_aws(plan)
+    aws_plan, aws_label = predict_aws(plan, record.workload)
     local = {t: _term(local_plan, f) for t, f in PREDICTED_FIELDS.items()}
     aws = {t: _term(aws_plan, f) for t, f in PREDICTED_FIELDS.items()}
     curve = loss_curve(record.workers)

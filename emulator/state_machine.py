@@ -287,6 +287,9 @@ class LocalRun:
     # -- names -----------------------------------------------------------------------------------
     def _localize(self, event: dict[str, Any]) -> dict[str, Any]:
         """The definition's event with this machine's bucket names and PS addresses."""
+        ours = f"s3://{event.get('dataset_bucket')}/"
+        if str(event.get("source", "")).startswith(ours):  # a user's dataset, uploaded to ours
+            event["source"] = f"s3://{self.buckets['dataset']}/" + event["source"][len(ours) :]
         for key, kind in (("dataset_bucket", "dataset"), ("artifacts_bucket", "artifacts")):
             if key in event:
                 event[key] = self.buckets[kind]

@@ -194,12 +194,16 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
 
 
 # -- the profile document ------------------------------------------------------------------------
+def memory_for_rss_mb(rss_mb: float) -> int:
+    """The memory a peak resident set of `rss_mb` needs: a fifth more, in 64 MB steps, ≥ 128."""
+    return max(128, math.ceil(rss_mb * RSS_HEADROOM / MEMORY_STEP_MB) * MEMORY_STEP_MB)
+
+
 def min_memory_mb(measured: list[Mapping[str, Any]], failed_mb: list[int]) -> int:
     """The smallest memory that trains: the largest peak resident set with headroom, in 64 MB
     steps; never below the smallest working size when a size below it failed (e.g. out of
     memory)."""
-    rss_mb = max(float(m["peak_rss_mb"]) for m in measured)
-    need_mb = max(128, math.ceil(rss_mb * RSS_HEADROOM / MEMORY_STEP_MB) * MEMORY_STEP_MB)
+    need_mb = memory_for_rss_mb(max(float(m["peak_rss_mb"]) for m in measured))
     smallest_ok_mb = min(int(m["memory_mb"]) for m in measured)
     if any(f < smallest_ok_mb for f in failed_mb):
         need_mb = max(need_mb, smallest_ok_mb)

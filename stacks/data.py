@@ -45,7 +45,7 @@ def data_layout(job: str, dataset: DatasetSource) -> DataLayout:
         user = BucketRef(name=dataset.bucket, nag_name=dataset.bucket)
         return DataLayout(ours, artifacts, dataset.spec, user, dataset.prefix)
     if dataset.kind == "local":
-        source = f"s3://{ours.name}/{LOCAL_SOURCE_PREFIX}"
+        source = f"s3://{ours.name}/{LOCAL_SOURCE_PREFIX}{dataset.source_suffix}"
         return DataLayout(ours, artifacts, source, ours, LOCAL_SOURCE_PREFIX)
     return DataLayout(ours, artifacts, dataset.spec, None, "")
 

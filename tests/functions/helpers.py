@@ -130,7 +130,8 @@ def reference_params(s3: Any, bucket: str, event: dict[str, Any], iterations: in
     shards = [
         datasets.load_shard(s3, bucket, event["dataset_prefix"], r, manifest) for r in range(n)
     ]
-    model = models.build(event["model"], manifest["input_shape"], manifest["classes"], event["seed"])
+    shape, classes = manifest["input_shape"], manifest["classes"]
+    model = models.build(event["model"], shape, classes, event["seed"])
     opt = torch.optim.SGD(model.parameters(), lr=event["learning_rate"], momentum=event["momentum"])
     for it in range(iterations):
         xs, ys = [], []

@@ -20,6 +20,7 @@ from typing import TextIO
 
 from aws_cdk import App
 
+from functions.model_spec import file_digest, parse_spec
 from provisioner import (
     Goal,
     Infeasible,
@@ -63,6 +64,19 @@ def _check_generated_dataset(ctx: JobContext, profile: WorkloadProfile) -> None:
         check_dataset(profile, generated, ctx.dataset.spec)
 
 
+def check_model_file(profile: WorkloadProfile) -> None:
+    """ValueError unless the profile's model file exists and is the one the profile measured:
+    the image holds the file as it is now, the plan is sized for the one profiled."""
+    spec = parse_spec(profile.model)
+    now = file_digest(spec)  # its own one-line error when the file is missing
+    if profile.model_digest and now != profile.model_digest:
+        raise ValueError(
+            f"model file {spec.file} changed since profile {profile.name!r} measured it "
+            f"({profile.model_digest[:15]}… then, {now[:15]}… now): re-profile it with python -m "
+            f"emulator.profile --model {spec.text} --dataset {profile.dataset} --output <profile>"
+        )
+
+
 def plan_for(ctx: JobContext) -> PlanResult:
     """The planner, called once; its ValueErrors name the bad input in one line."""
     limits = Limits(
@@ -75,6 +89,7 @@ def plan_for(ctx: JobContext) -> PlanResult:
     goal = Goal(deadline_s=ctx.deadline_s, budget_usd=ctx.budget_usd, slack=ctx.slack)
     profile, catalog = load_profile(ctx.workload), load_catalog(ctx.catalog)
     _check_generated_dataset(ctx, profile)
+    check_model_file(profile)
     return plan_job(profile, catalog, goal, limits, ctx.job)
 
 
@@ -84,6 +99,7 @@ def profile_run_for(ctx: JobContext) -> ProfileRun:
     _, document = read_data_json(ctx.workload, PROFILE_DIR, "profile")
     profile = profile_from_dict(document)
     _check_generated_dataset(ctx, profile)
+    check_model_file(profile)
     cap_mb = ctx.max_memory_mb or max(DEFAULT_PROFILE_MEMORY_MB)
     sizes = ctx.profile_memory_mb or tuple(m for m in DEFAULT_PROFILE_MEMORY_MB if m <= cap_mb)
     if not sizes:

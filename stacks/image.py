@@ -2,9 +2,10 @@
 
 The workers, the prepare and finalize steps and the parameter servers all run this image, so
 there is one build per CPU architecture. Assets are hashed at synth and built at deploy: synth
-needs no Docker engine. The build context is the repo root (the Dockerfile copies only
-`functions/`); everything that is not an input of the image is excluded, which also
-keeps the asset hash, and so the template, stable while tests and docs change.
+needs no Docker engine. The build context is the repo root (the Dockerfile copies `functions/`
+and the model's file); everything that is not an input of the image is excluded, which also
+keeps the asset hash, and so the template, stable while tests and docs change, and changes it
+when the model file changes (so `cdk diff` shows a new image).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from aws_cdk import IgnoreMode
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
+
+from functions.model_spec import ZOO_FILE, parse_spec
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 DOCKERFILE = "functions/Dockerfile"
@@ -33,6 +36,22 @@ class ImageSpec:
     """Where and how to build the image for one architecture."""
 
     arch: str  # "x86_64" | "arm64"
+    model: str = "mlp"  # the plan's model spec: a user's file goes into the image too
+
+    @property
+    def model_file(self) -> str:
+        return parse_spec(self.model).file
+
+    @property
+    def exclude(self) -> list[str]:
+        if self.model_file == ZOO_FILE:
+            return list(BUILD_CONTEXT_EXCLUDE)
+        return [*BUILD_CONTEXT_EXCLUDE, f"!{self.model_file}"]
+
+    @property
+    def build_args(self) -> dict[str, str] | None:
+        """The Dockerfile's MODEL_FILE (default: the zoo, already under functions/)."""
+        return None if self.model_file == ZOO_FILE else {"MODEL_FILE": self.model_file}
 
     @property
     def platform(self) -> ecr_assets.Platform:
@@ -51,8 +70,9 @@ class ImageSpec:
             file=DOCKERFILE,
             cmd=[handler],
             platform=self.platform,
-            exclude=list(BUILD_CONTEXT_EXCLUDE),
+            exclude=self.exclude,
             ignore_mode=IgnoreMode.DOCKER,
+            build_args=self.build_args,
         )
 
     def asset(self, scope: Construct, construct_id: str) -> ecr_assets.DockerImageAsset:
@@ -63,6 +83,7 @@ class ImageSpec:
             directory=REPO_ROOT,
             file=DOCKERFILE,
             platform=self.platform,
-            exclude=list(BUILD_CONTEXT_EXCLUDE),
+            exclude=self.exclude,
             ignore_mode=IgnoreMode.DOCKER,
+            build_args=self.build_args,
         )

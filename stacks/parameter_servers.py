@@ -111,7 +111,7 @@ class ParameterServers(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        image = ImageSpec(plan.ps_arch).asset(self, "Image")
+        image = ImageSpec(plan.ps_arch, plan.training.model).asset(self, "Image")
         self.log_group = stack_log_group(self, "Logs")
         self.role = iam.Role(
             self, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),

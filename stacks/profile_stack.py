@@ -42,7 +42,7 @@ class ProfileStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, run: ProfileRun,
                  layout: DataLayout, description: str) -> None:  # fmt: skip
         super().__init__(scope, construct_id, description=description)
-        image = ImageSpec(run.arch)
+        image = ImageSpec(run.arch, run.model)
         self.profilers = {
             mb: ImageFunction(
                 self, f"Profile{mb}", image=image, handler="functions.profile_task.handler",

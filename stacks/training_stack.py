@@ -40,7 +40,7 @@ class TrainingStack(Stack):
                  parameter_servers: ParameterServers, description: str,
                  env: Environment | None = None) -> None:  # fmt: skip
         super().__init__(scope, construct_id, description=description, env=env)
-        image = ImageSpec(plan.arch)
+        image = ImageSpec(plan.arch, plan.training.model)
         in_vpc = VpcPlacement(vpc=network.vpc, subnets=network.subnets,
                               security_group=network.worker_security_group)  # fmt: skip
         self.worker = ImageFunction(

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import emulator.__main__ as emulator_cli
+import emulator.profile as profile_cli
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.cli import run as provisioner_run
 from provisioner.parse import MAX_SYNTHETIC_SAMPLES
@@ -34,7 +35,8 @@ from tests.stacks.conftest import run_synth
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 DROP = object()
-PROGRAMS = {"plan": "python -m provisioner", "emulator": "python -m emulator", "cdk": "cdk synth"}
+PROGRAMS = {"plan": "python -m provisioner", "emulator": "python -m emulator", "cdk": "cdk synth",
+            "profile": "python -m emulator.profile"}
 
 
 def _profile(**changes: Any) -> str:
@@ -84,6 +86,10 @@ def emu(*args: str, says: str, plan: str | dict[str, Any] | None = None, given: 
     elif not given and plan is not None:
         given = f"plan.json: {plan}"
     return Case("emulator", ("{dir}/plan.json", *args), 2, says, plan=plan or {}, given=given)
+
+
+def prof(*args: str, says: str, given: str = "") -> Case:
+    return Case("profile", args, 2, says, given=given)
 
 
 def cdk(*args: str, says: str, code: int = 2, given: str = "") -> Case:
@@ -176,6 +182,29 @@ CASES = [
     emu("--s3", "minio", says="argument --s3: invalid choice: 'minio'"),
     emu("--out", "{dir}/a-file", says="a-file' is not a folder", given="a-file: a file"),
     emu("--out", "{dir}/a-file/run", says="a-file' is a file)", given="a-file: a file"),
+    # python -m emulator.profile --model FILE:FUNCTION --dataset PATH (a new profile)
+    prof("--model", "tests/fixtures/models/broken.py:build", "--dataset", "builtin:digits",
+         says="model file tests/fixtures/models/broken.py does not import: ModuleNotFoundError: "
+         "No module named 'not_installed_anywhere'", given="broken.py imports a missing module"),
+    prof("--model", "tests/fixtures/models/wrong.py:build", "--dataset", "builtin:digits",
+         says="model tests/fixtures/models/wrong.py:build returned int, expected a torch.nn.",
+         given="build returns 42"),
+    prof("--model", "tests/fixtures/models/wrong.py:five_classes", "--dataset", "builtin:digits",
+         says="outputs (2, 5) for a batch shaped (2, 1, 8, 8); the labels need (2, 10)",
+         given="five_classes: 5 scores; digits has 10 classes"),
+    prof("--model", "tests/fixtures/models/wrong.py:absent", "--dataset", "builtin:digits",
+         says="model file tests/fixtures/models/wrong.py has no function 'absent'; it defines: "),
+    prof("--model", "/home/me/model.py:build", "--dataset", "builtin:digits",
+         says="the file must be a path inside the project folder, relative to it"),
+    prof("--model", "mlp", says="--model needs --dataset: a dataset path in the project, or s3://"),
+    prof("--model", "mlp", "--dataset", "/data/cats",
+         says="bad --dataset '/data/cats': expected a path relative to the project folder"),
+    prof("--model", "mlp", "--dataset", "runs/no-such-folder",
+         says="bad source"),
+    prof("--model", "mlp", "--dataset", "builtin:digits", "--epochs", "0",
+         says="bad --epochs 0: expected a whole number, 1 or more"),
+    prof("--model", "mlp", "--workload", "digits-mlp",
+         says="give --workload (re-measure a profile) or --model with --dataset (a new one)"),
     # cdk synth -c key=value
     cdk("job=../../victim", says="job='../../victim' is not a job name"),
     cdk("dataset=synthetic-cifar:99999999999999",
@@ -253,10 +282,12 @@ def run_case(case: Case, folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
         result = run_synth(context, str(folder / "cdk.out"))
         return result.code, result.stderr
     monkeypatch.setattr(emulator_cli, "run", _never_run)
+    monkeypatch.setattr(profile_cli, "measure_share", _never_run)  # refused before any timing
     err = io.StringIO()
+    main = {"plan": provisioner_run, "emulator": emulator_cli.main, "profile": profile_cli.main}
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            code = (provisioner_run if case.entry == "plan" else emulator_cli.main)(args)
+            code = main[case.entry](args)
         except SystemExit as exit_:  # argparse errors
             code = int(exit_.code or 0)
     return code, err.getvalue()

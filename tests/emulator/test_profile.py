@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from emulator.profile import dataset_source, updated_profile
+from emulator.profile import (
+    LAMBDA_MAX_MEMORY_MB,
+    check_fits_lambda,
+    dataset_source,
+    new_profile,
+    updated_profile,
+)
+from functions.model_spec import file_digest
 from provisioner import load_profile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,5 +56,39 @@ def test_dataset_source_names_the_runtime_loader_sources() -> None:
     assert dataset_source("synthetic-cifar", 50000) == "synthetic-cifar:2048"
     # CIFAR-10 is timed on same-shaped synthetic data (the rate depends on the shape only)
     assert dataset_source("cifar10", 50000) == "synthetic-cifar:2048"
-    with pytest.raises(ValueError, match="'imagenet' cannot be profiled here"):
-        dataset_source("imagenet", 10)
+    # a user's dataset: a path in the project (read from there) or an S3 prefix
+    assert dataset_source("examples/own-model/data", 0) == str(REPO / "examples/own-model/data")
+    assert dataset_source("s3://bucket/cats", 0) == "s3://bucket/cats"
+
+
+def test_a_new_profile_names_the_users_file_and_reads_the_data_without_timing() -> None:
+    spec = "examples/own-model/model.py:build"
+    settings = {"epochs": 2, "profiled_local_batch": 16, "max_global_batch": 256,
+                "learning_rate": 0.05, "momentum": 0.9}  # fmt: skip
+    doc = new_profile(spec, "builtin:digits", name="own", when="2026-11-24", settings=settings)
+    assert doc["model"] == spec and doc["model_digest"] == file_digest(spec)
+    assert (doc["input_shape"], doc["dataset_samples"]) == ([1, 8, 8], 1797)
+    assert doc["dataset_bytes"] == 1797 * 64 * 4 + 1797 * 8
+    # the example CNN: conv 3×3 1→16, conv 3×3 16→32, linear 32→10 (with biases), in fp32
+    assert doc["model_bytes"] == 4 * ((9 * 16 + 16) + (9 * 16 * 32 + 32) + (32 * 10 + 10))
+    assert doc["epochs"] == 2 and doc["sources"]["epochs"]["tag"] == "design"
+
+
+def test_a_model_lambda_cannot_hold_is_refused_with_its_size() -> None:
+    doc = {"model": "big.py:build", "dataset": "data", "min_memory_mb": LAMBDA_MAX_MEMORY_MB}
+    check_fits_lambda(doc)  # the largest function holds it
+    with pytest.raises(ValueError) as err:
+        check_fits_lambda({**doc, "min_memory_mb": 12288})
+    assert str(err.value) == (
+        "model big.py:build on data needs 12288 MB (the peak resident set of a training step "
+        "with headroom); a Lambda function has at most 10240 MB: use a smaller model or batch, "
+        "or a dataset of fewer samples per worker"
+    )
+
+
+def test_the_measured_peak_resident_set_sets_min_memory(tmp_path: Path) -> None:
+    raw = json.loads((REPO / "profiles" / "digits-mlp.json").read_text())
+    points = [{"vcpu_share": 1.0, "samples_per_s": 1800.0, "startup_s": 4.0, "peak_rss_mb": 300.0}]
+    doc = updated_profile(raw, points, 4.0, 900.0, "x86_64", "2026-11-24", "m", cpu_limit="x")
+    assert doc["min_memory_mb"] == 384  # 300 MB × 1.2 = 360, in 64 MB steps
+    assert doc["sources"]["min_memory_mb"]["tag"] == "measured"

@@ -31,7 +31,7 @@ REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 def make_plan(**overrides: object) -> Plan:
     """A plausible digits-mlp plan; override any top-level field by keyword."""
     training = TrainingSpec(
-        model="digits-mlp",
+        model="mlp",
         dataset="digits",
         dataset_samples=1797,
         dataset_bytes=1797 * 64 * 4,

@@ -14,7 +14,7 @@ export MPLBACKEND := Agg
 # node on import, and the machine's Node 20 is end-of-life.
 export PATH := $(CURDIR)/$(VENV)/node-bin:$(PATH)
 
-.PHONY: setup demo test lint synth diff bench clean calibrate lock
+.PHONY: setup demo example test lint synth diff bench clean calibrate lock
 
 # The demo's defaults: digits-mlp trains in well under a minute. `cdk synth` writes the AWS plan
 # (cdk.out/plan.json) and the deploy artifact; the local run is a plan the planner chose for this
@@ -65,6 +65,25 @@ demo: synth catalog/local.json
 		--iterations-per-invocation $(ITERATIONS_PER_INVOCATION) --job demo --out $(LOCAL_PLAN)
 	$(PY) -m emulator $(LOCAL_PLAN) --invocation-limit $(INVOCATION_LIMIT) \
 		--iterations-per-invocation $(ITERATIONS_PER_INVOCATION)
+
+# Train your own model (README): a user's model file and image folder, profiled here, planned and
+# synthesized for AWS, then planned for this machine and trained in the emulator.
+EXAMPLE := examples/own-model
+EXAMPLE_RUN := runs/example
+EXAMPLE_PROFILE := $(EXAMPLE_RUN)/shapes-cnn.json
+example: setup catalog/local.json
+	mkdir -p $(EXAMPLE_RUN)
+	$(PY) $(EXAMPLE)/make_data.py --out $(EXAMPLE)/data
+	$(PY) -m emulator.profile --model $(EXAMPLE)/model.py:build --dataset $(EXAMPLE)/data \
+		--name shapes-cnn --epochs 8 --shares 0.5,1 --repeats 1 --measure-s 2 \
+		--output $(EXAMPLE_PROFILE)
+	$(CDK) synth --quiet -c workload=$(EXAMPLE_PROFILE) -c dataset=$(EXAMPLE)/data -c job=shapes \
+		-c deadline=$(AWS_DEADLINE) -o $(EXAMPLE_RUN)/cdk.out > /dev/null
+	$(PY) -m provisioner plan --workload $(EXAMPLE_PROFILE) --catalog local --deadline 60s \
+		--invocation-limit $(INVOCATION_LIMIT) --iterations-per-invocation 50 --job shapes \
+		--out $(EXAMPLE_RUN)/plan.json
+	$(PY) -m emulator $(EXAMPLE_RUN)/plan.json --workload $(EXAMPLE_PROFILE) \
+		--invocation-limit $(INVOCATION_LIMIT) --iterations-per-invocation 50
 
 # This machine's platform catalog (git-ignored): measured once, when missing (order-only on the
 # install so a reinstall does not re-measure); `make calibrate` measures again.

@@ -1,4 +1,5 @@
-# Two entry points a newcomer needs: `make demo` (plan, synth, local training run) and `make test`.
+# Two entry points a newcomer needs: `make demo` (plan, synth, local training run) and `make test`
+# (the suite, then the deploy rehearsal).
 # Every target installs what it needs itself, idempotently.
 SHELL := /bin/bash
 PY_SYS ?= python3
@@ -14,7 +15,7 @@ export MPLBACKEND := Agg
 # node on import, and the machine's Node 20 is end-of-life.
 export PATH := $(CURDIR)/$(VENV)/node-bin:$(PATH)
 
-.PHONY: setup demo example test lint synth diff bench clean calibrate lock
+.PHONY: setup demo example test rehearse lint synth diff bench clean calibrate lock
 
 # The demo's defaults: digits-mlp trains in well under a minute. `cdk synth` writes the AWS plan
 # (cdk.out/plan.json) and the deploy artifact; the local run is a plan the planner chose for this
@@ -108,6 +109,12 @@ bench: setup
 
 test: setup
 	$(PY) -m pytest
+	$(PY) -m tools.rehearse
+
+# The deploy rehearsal: the pinned CDK CLI bootstraps, deploys, redeploys, updates and destroys
+# the app against moto's server on localhost (tools/rehearse.py; about a minute, no network).
+rehearse: setup
+	$(PY) -m tools.rehearse
 
 lint: setup
 	$(VENV)/bin/ruff check .

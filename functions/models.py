@@ -38,9 +38,7 @@ from functions.model_spec import (
     spec_of,
 )
 
-__all__ = ["ModelError", "ModelSpec", "build", "check_output", "flat_parameters", "loss_function"]
-
-LARGEST_BATCH_CHECKED = 2  # samples pushed through a fresh model to check its output shape
+CHECK_BATCH = 2  # samples pushed through a fresh model to check its output shape
 
 _LOCK = threading.Lock()  # torch's global RNG and the module cache are shared by threads
 _MODULES: dict[tuple[str, str], types.ModuleType] = {}
@@ -133,7 +131,7 @@ def check_output(
 ) -> None:
     """ModelError unless a batch of inputs gives one score per class for each sample."""
     text = spec_of(spec).text
-    batch = torch.zeros((LARGEST_BATCH_CHECKED, *input_shape), dtype=torch.float32)
+    batch = torch.zeros((CHECK_BATCH, *input_shape), dtype=torch.float32)
     try:
         with torch.no_grad():
             out = model(batch)
@@ -142,7 +140,7 @@ def check_output(
             f"model {text} fails on a batch of inputs shaped {tuple(batch.shape)}: "
             f"{type(err).__name__}: {err}"
         ) from None
-    expected = (LARGEST_BATCH_CHECKED, int(classes))
+    expected = (CHECK_BATCH, int(classes))
     got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
     if got != expected:
         raise ModelError(

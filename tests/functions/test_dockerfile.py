@@ -25,10 +25,19 @@ def _instructions() -> list[tuple[str, str]]:
 
 
 def test_every_copy_source_exists() -> None:
+    """Build arguments at their defaults (the zoo for MODEL_FILE; stacks/image.py passes a
+    user's model file, which tests/stacks/test_own_model.py checks in the build context)."""
+    defaults = dict(
+        rest.split("=", 1) for word, rest in _instructions() if word == "ARG" and "=" in rest
+    )
+    assert defaults["MODEL_FILE"] == "functions/zoo.py"
     copies = [rest.split() for word, rest in _instructions() if word == "COPY"]
     assert copies, "the Dockerfile copies nothing"
+    assert ["${MODEL_FILE}", "${LAMBDA_TASK_ROOT}/${MODEL_FILE}"] in copies  # same relative path
     for parts in copies:
         for source in parts[:-1]:
+            for name, value in defaults.items():
+                source = source.replace("${" + name + "}", value)
             assert (ROOT / source).exists(), f"COPY source {source} does not exist"
 
 

@@ -69,11 +69,13 @@ def synthesize_training(plan: Plan, dataset: str) -> tuple[dict[str, Any], dict[
     _pinned_node_first_on_path()
     from aws_cdk import App  # imported here: only a run needs node and the CDK
 
+    from functions.model_spec import defines_function
     from stacks.context import parse_dataset
     from stacks.job import add_job_stacks
 
     errors: list[str] = []
-    source = parse_dataset(dataset, errors, cwd=str(REPO_ROOT))
+    reader = defines_function(plan.training.model, "read_dataset")
+    source = parse_dataset(dataset, errors, cwd=str(REPO_ROOT), reader=reader)
     if errors:
         raise ValueError("; ".join(errors))
     app = App(context=_cdk_context())

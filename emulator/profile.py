@@ -78,7 +78,7 @@ def child_main(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     # Not start-up: the worker reads its shard from S3 (the load term); generating the source
     # here (scikit-learn's digits, synthetic CIFAR) has no counterpart in a worker.
-    x, y, _ = datasets.load_source(args.source, seed=0)
+    x, y, _ = datasets.load_source(args.source, seed=0, reader=models.dataset_reader(args.model))
     built_at_s = time.time()
     model = models.build(args.model, list(x.shape[1:]), int(y.max()) + 1, seed=0)
     flat = models.flat_parameters(model)
@@ -333,7 +333,8 @@ def new_profile(
     from functions.model_spec import file_digest, parse_spec
 
     spec = parse_spec(model)
-    x, y, _ = datasets.load_source(dataset_source(dataset, 0), seed=0)
+    reader = models.dataset_reader(model)
+    x, y, _ = datasets.load_source(dataset_source(dataset, 0), seed=0, reader=reader)
     if len(x) == 0:
         raise ValueError(f"dataset {dataset!r} holds no samples")
     shape, classes = [int(d) for d in x.shape[1:]], int(y.max()) + 1

@@ -6,7 +6,9 @@ Sources (`load_source`):
   template per class plus noise), for benchmarks only; the manifest says `"synthetic": true`;
 - a user's files, local or `s3://bucket/prefix` (`functions.formats`): `.npz` arrays `x` and `y`,
   class folders of images (the ImageFolder layout), or a `.csv` table of numeric features and a
-  label column (`table.csv#label=<column>`; `label` by default). Each needs at least 2 classes.
+  label column (`table.csv#label=<column>`; `label` by default). Each needs at least 2 classes;
+- any other format, when the model file defines `read_dataset(path) -> (x, y)`: it gets the
+  local path (an `s3://` prefix is first copied to TMPDIR) and returns the arrays.
 
 `write_shards` shuffles with the seed, holds out a test split, and cuts the rest into n shards of
 exactly equal size (the remainder is dropped, as BSP needs equal local batches). Workers read
@@ -23,8 +25,9 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,14 +55,22 @@ class SourceData:
 
 
 # -- sources ---------------------------------------------------------------------------------
-def load_source(source: str, seed: int = 0, s3: Any = None) -> tuple[np.ndarray, np.ndarray, bool]:
+def load_source(
+    source: str, seed: int = 0, s3: Any = None, reader: Reader | None = None
+) -> tuple[np.ndarray, np.ndarray, bool]:
     """(x float32 with samples first, y int64, synthetic?) for a source string."""
-    data = read_source(source, seed, s3)
+    data = read_source(source, seed, s3, reader)
     return data.x, data.y, data.synthetic
 
 
-def read_source(source: str, seed: int = 0, s3: Any = None) -> SourceData:
-    """The samples of a source string (see the module docstring)."""
+Reader = Callable[[str], Any]  # a model file's read_dataset(path) -> (x, y)
+
+
+def read_source(
+    source: str, seed: int = 0, s3: Any = None, reader: Reader | None = None
+) -> SourceData:
+    """The samples of a source string (see the module docstring); a user's files through
+    `reader` when the model file brings one."""
     if source == "builtin:digits":
         from sklearn.datasets import load_digits  # ships its data; no download
 
@@ -74,6 +85,8 @@ def read_source(source: str, seed: int = 0, s3: Any = None) -> SourceData:
                 f"from 1 to {MAX_SYNTHETIC_SAMPLES}"
             )
         return SourceData(*synthetic_cifar(int(count), seed), synthetic=True)
+    if reader is not None:
+        return _read_with(reader, source, s3)
     loaded = read_files(source, s3)
     labels = np.unique(loaded.y)
     if len(labels) < 2:
@@ -84,6 +97,58 @@ def read_source(source: str, seed: int = 0, s3: Any = None) -> SourceData:
             f"bad source {source!r}: every sample has {only}; a classifier needs 2 classes or more"
         )
     return SourceData(loaded.x, loaded.y, class_names=loaded.class_names)
+
+
+def _read_with(reader: Reader, source: str, s3: Any) -> SourceData:
+    """The model file's reader on a local path (an S3 source copied to TMPDIR first), its
+    arrays checked: x numeric with samples first, y whole class indices ≥ 0, as many of each."""
+    path = _local_copy(source, s3) if source.startswith("s3://") else source
+    try:
+        x, y = reader(path)
+        x, y = np.asarray(x), np.asarray(y)
+    except Exception as err:  # noqa: BLE001 - the user's code: any error is theirs
+        raise DatasetError(
+            f"bad source {source!r}: the model file's read_dataset failed: "
+            f"{type(err).__name__}: {err}"
+        ) from None
+    wrong = ""
+    if x.ndim < 2 or not np.issubdtype(x.dtype, np.number):
+        wrong = f"x is {x.dtype} shaped {x.shape}, expected numbers with samples first"
+    elif y.ndim != 1 or not np.issubdtype(y.dtype, np.integer) or (len(y) and y.min() < 0):
+        wrong = f"y is {y.dtype} shaped {y.shape}, expected one class index ≥ 0 per sample"
+    elif len(x) != len(y):
+        wrong = f"x has {len(x)} samples but y has {len(y)}"
+    elif len(np.unique(y)) < 2:
+        wrong = "every sample has one class; a classifier needs 2 classes or more"
+    if wrong:
+        raise DatasetError(f"bad source {source!r}: read_dataset returned {wrong}")
+    return SourceData(x.astype(np.float32, copy=False), y.astype(np.int64, copy=False))
+
+
+def _local_copy(source: str, s3: Any) -> str:
+    """The objects under an `s3://bucket/prefix` copied to a fresh TMPDIR folder, their paths
+    below the prefix kept; that folder (or the one object's file)."""
+    bucket, _, prefix = source[len("s3://") :].partition("/")
+    if s3 is None:
+        from functions.aws import s3_client
+
+        s3 = s3_client()
+    folder = Path(tempfile.mkdtemp(prefix="ldnn-source-", dir=default_cache_dir().parent))
+    keys = [
+        o["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for o in page.get("Contents", [])
+    ]
+    if keys == [prefix]:  # one object named by its key
+        target = folder / Path(prefix).name
+        s3.download_file(bucket, prefix, str(target))
+        return str(target)
+    base = prefix.rstrip("/") + "/" if prefix else ""
+    for key in keys:
+        target = folder / key[len(base) :]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file(bucket, key, str(target))
+    return str(folder)
 
 
 def synthetic_cifar(samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -116,13 +181,14 @@ def write_shards(
     prefix: str,
     seed: int = 0,
     test_fraction: float = 0.2,
+    reader: Reader | None = None,
 ) -> dict[str, Any]:
     """Shuffle, split off a test set, upload n equal shards and the manifest; returns it."""
     if n_shards < 1:
         raise DatasetError(f"n_shards {n_shards}: expected an integer >= 1")
     if not 0 <= test_fraction < 1:
         raise DatasetError(f"test_fraction {test_fraction}: expected 0 <= fraction < 1")
-    data = read_source(source, seed, s3)
+    data = read_source(source, seed, s3, reader)
     x, y = data.x, data.y
     order = np.random.default_rng(seed).permutation(len(x))
     n_test = int(round(len(x) * test_fraction))
@@ -267,7 +333,8 @@ def batch_indices(
 # -- entry points ----------------------------------------------------------------------------
 def prepare_handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     """Lambda/emulator step: {source, n_shards, dataset_bucket, dataset_prefix, seed?,
-    test_fraction?} → the manifest (also written to S3)."""
+    test_fraction?, model?} → the manifest (also written to S3). `model`, a user's model file,
+    brings its `read_dataset` if it defines one."""
     from functions.aws import naming_s3_failures, s3_client
 
     try:
@@ -277,6 +344,11 @@ def prepare_handler(event: Mapping[str, Any], context: Any = None) -> dict[str, 
         prefix = str(event["dataset_prefix"])
     except KeyError as exc:
         raise DatasetError(f"prepare event is missing key {exc.args[0]!r}") from None
+    reader = None
+    if event.get("model"):
+        from functions import models  # torch: only for a user's file
+
+        reader = models.dataset_reader(str(event["model"]))
     with naming_s3_failures():
         return write_shards(
             s3_client(),
@@ -286,6 +358,7 @@ def prepare_handler(event: Mapping[str, Any], context: Any = None) -> dict[str, 
             prefix,
             seed=int(event.get("seed", 0)),
             test_fraction=float(event.get("test_fraction", 0.2)),
+            reader=reader,
         )
 
 

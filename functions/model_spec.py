@@ -9,6 +9,7 @@ planner and the stacks only need the spec and the file's digest, from here.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -79,6 +80,19 @@ def file_path(model: str | ModelSpec, root: Path = PROJECT_ROOT) -> Path:
 def file_digest(model: str | ModelSpec, root: Path = PROJECT_ROOT) -> str:
     """`sha256:<hex>` of the model file's bytes: a profile and a plan name what they measured."""
     return "sha256:" + hashlib.sha256(file_path(model, root).read_bytes()).hexdigest()
+
+
+def defines_function(model: str | ModelSpec, name: str, root: Path = PROJECT_ROOT) -> bool:
+    """Does the model file define a top-level function `name`? Read, not imported: synth needs
+    no torch (a file that does not parse defines nothing; building it will say why)."""
+    try:
+        tree = ast.parse(file_path(model, root).read_bytes())
+    except (ModelError, SyntaxError, ValueError):
+        return False
+    return any(
+        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name
+        for node in tree.body
+    )
 
 
 def is_digest(text: object) -> bool:

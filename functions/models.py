@@ -99,6 +99,21 @@ def loss_function(model: str | ModelSpec, root: Path = PROJECT_ROOT) -> LossFn:
     return fn
 
 
+DatasetReader = Callable[[str], Any]
+
+
+def dataset_reader(model: str | ModelSpec, root: Path = PROJECT_ROOT) -> DatasetReader | None:
+    """The file's `read_dataset(path) -> (x, y)`, for data in a format the project does not
+    read; None when it defines none (the zoo does not)."""
+    spec = spec_of(model)
+    if spec.zoo_name is not None:
+        return None
+    fn = getattr(_module(spec, root), "read_dataset", None)
+    if fn is not None and not callable(fn):
+        raise ModelError(f"model file {spec.file}: 'read_dataset' is not a function")
+    return fn
+
+
 def build(
     model: str | ModelSpec,
     input_shape: Sequence[int],

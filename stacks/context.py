@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from functions.formats import DatasetError, LocalFolder, detect_layout, resolve
+from functions.model_spec import ModelError, defines_function
 from provisioner.parse import JOB_NAME_FORMS, JOB_NAME_PATTERN, MAX_SYNTHETIC_SAMPLES
 
 ARCH_CHOICES = ("x86_64", "arm64", "mixed", "any")  # the last is the default
@@ -206,7 +207,9 @@ def parse_job(value: object, errors: list[str]) -> str:
     return "invalid"
 
 
-def parse_dataset(value: object, errors: list[str], *, cwd: str) -> DatasetSource:
+def parse_dataset(
+    value: object, errors: list[str], *, cwd: str, reader: bool = False
+) -> DatasetSource:
     """builtin:NAME, synthetic-cifar:N, s3://bucket/prefix (or key), or an existing local folder
     or .npz/.csv file that the prepare step can read (functions/formats.py)."""
     spec = "" if value is None else str(value).strip()
@@ -229,13 +232,16 @@ def parse_dataset(value: object, errors: list[str], *, cwd: str) -> DatasetSourc
         if BUCKET_PATTERN.match(bucket) and ".." not in bucket:
             return DatasetSource(kind="s3", spec=spec, bucket=bucket, prefix=prefix.strip("/"))
     elif location and ":" not in location and os.path.exists(os.path.join(cwd, location)):
-        return _local_dataset(value, spec, errors, cwd=cwd)
+        return _local_dataset(value, spec, errors, cwd=cwd, reader=reader)
     errors.append(f"dataset={value!r} is not accepted; {accepted}")
     return DatasetSource(kind="builtin", spec="builtin:digits", name="digits")
 
 
-def _local_dataset(value: object, spec: str, errors: list[str], *, cwd: str) -> DatasetSource:
-    """A local folder or file, checked by file names with the prepare step's own rules."""
+def _local_dataset(
+    value: object, spec: str, errors: list[str], *, cwd: str, reader: bool = False
+) -> DatasetSource:
+    """A local folder or file, checked by file names with the prepare step's own rules; any
+    folder or file when the model file brings its own `read_dataset` (`reader`)."""
     location, hashed, options = spec.partition("#")
     target = os.path.normpath(os.path.join(cwd, location))
     folder, file = (target, "") if os.path.isdir(target) else os.path.split(target)
@@ -247,8 +253,9 @@ def _local_dataset(value: object, spec: str, errors: list[str], *, cwd: str) -> 
                 "move it to a folder of its own"
             )
     except DatasetError as exc:
-        errors.append(f"dataset={value!r} is not usable: {exc}")
-        return DatasetSource(kind="builtin", spec="builtin:digits", name="digits")
+        if not reader:
+            errors.append(f"dataset={value!r} is not usable: {exc}")
+            return DatasetSource(kind="builtin", spec="builtin:digits", name="digits")
     suffix = (f"/{file}" if file else "") + hashed + options
     return DatasetSource(kind="local", spec=spec, path=folder, source_suffix=suffix)
 
@@ -258,6 +265,17 @@ def _alone(folder: str, file: str) -> bool:
     try:
         return detect_layout(LocalFolder(Path(folder)).names())[1] == [file]
     except DatasetError:  # several .csv files, say
+        return False
+
+
+def _brings_reader(profile: object) -> bool:
+    """Does the workload's model file define `read_dataset` (read, not imported)?"""
+    model = getattr(profile, "model", None)
+    if not isinstance(model, str):
+        return False
+    try:
+        return defines_function(model, "read_dataset")
+    except ModelError:  # the spec is the profile's to report
         return False
 
 
@@ -360,18 +378,21 @@ def read_context(
             f"catalog={values.get('catalog')!r} is not accepted; "
             "use a catalog name (catalog/NAME.json) or a path to a catalog JSON file"
         )
+    loaded: dict[str, object] = {}
     for key, loader in (loaders or {}).items():
         name = {"workload": workload, "catalog": catalog}.get(key, "")
         if name:
             try:
-                loader(name)
+                loaded[key] = loader(name)
             except (ValueError, OSError) as exc:
                 errors.append(f"{key}={name!r}: {exc}")
     context = JobContext(
         job=parse_job(values.get("job"), errors),
         workload=workload,
         catalog=catalog,
-        dataset=parse_dataset(values.get("dataset"), errors, cwd=cwd),
+        dataset=parse_dataset(
+            values.get("dataset"), errors, cwd=cwd, reader=_brings_reader(loaded.get("workload"))
+        ),
         deadline_s=deadline_s,
         budget_usd=budget_usd,
         deadline_is_default=deadline_is_default,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from functions.model_spec import parse_spec
 from provisioner.plan import Plan
 
 PS_PORT = 7070  # one TCP port per PS instance; only the workers' security group may reach it
@@ -82,13 +83,16 @@ def prepare_event(plan: Plan, *, source: str, dataset_bucket: str) -> dict[str, 
     `source` is what `functions.datasets.load_source` reads: builtin:digits,
     synthetic-cifar:N or s3://bucket/prefix (a local folder is uploaded first, then read from S3).
     """
-    return {
+    event = {
         "source": source,
         "n_shards": plan.n_workers,
         "dataset_bucket": dataset_bucket,
         "dataset_prefix": shards_prefix(plan),
         "seed": 0,
     }
+    if parse_spec(plan.training.model).zoo_name is None:  # a user's file may read the data
+        event["model"] = plan.training.model
+    return event
 
 
 def ps_command(

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from functions.model_spec import parse_spec
+
 # Power Tuning's idea on λDNN's curve: below, at and above one vCPU (1,769 MB), up to 3 vCPUs.
 DEFAULT_PROFILE_MEMORY_MB = (1024, 1769, 3008, 5307)
 DEFAULT_PROFILE_ITERATIONS = 30  # timed iterations per memory size ("a few dozen")
@@ -65,14 +67,18 @@ def profile_key(run: ProfileRun) -> str:
 
 
 def prepare_event(run: ProfileRun, *, source: str, dataset_bucket: str) -> dict[str, Any]:
-    """`functions.datasets.prepare_handler`'s event: the dataset cut into profile-sized shards."""
-    return {
+    """`functions.datasets.prepare_handler`'s event: the dataset cut into profile-sized shards
+    (read by the model file's `read_dataset` when a user's file brings one)."""
+    event = {
         "source": source,
         "n_shards": shard_count(run.dataset_bytes),
         "dataset_bucket": dataset_bucket,
         "dataset_prefix": profile_shards_prefix(run),
         "seed": 0,
     }
+    if parse_spec(run.model).zoo_name is None:
+        event["model"] = run.model
+    return event
 
 
 def profile_event(run: ProfileRun, *, memory_mb: int, dataset_bucket: str) -> dict[str, Any]:

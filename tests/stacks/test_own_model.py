@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import uuid
@@ -94,3 +95,44 @@ def test_a_model_file_changed_since_profiling_is_refused(
         f"now): re-profile it with python -m emulator.profile --model {relative}:build "
         "--dataset synthetic-cifar --output <profile>"
     )
+
+
+def test_a_folder_only_the_model_files_reader_knows_is_accepted_with_it(
+    tmp_path: Path, project_model: Path
+) -> None:
+    data = project_model.parent / "data"
+    data.mkdir()
+    (data / "part-0.jsonl").write_text('{"features": [1, 2], "label": 0}\n')
+    dataset = data.relative_to(REPO_ROOT).as_posix()
+    spec = f"{project_model.relative_to(REPO_ROOT).as_posix()}:build"
+
+    def synth(model_text: str) -> Any:
+        project_model.write_text(model_text)
+        profile = tmp_path / f"p-{uuid.uuid4().hex[:6]}.json"
+        profile.write_text(json.dumps({**_profile(spec, file_digest(spec)), "dataset": dataset}))
+        out = tmp_path / f"cdk.out-{uuid.uuid4().hex[:6]}"
+        return run_synth({"workload": str(profile), "dataset": dataset, "job": "own",
+                          "deadline": "2h"}, str(out))  # fmt: skip
+
+    plain = synth(EXAMPLE_MODEL.read_text())
+    assert plain.code == 2 and f"dataset='{dataset}' is not usable: " in plain.stderr
+    with_reader = synth(EXAMPLE_MODEL.read_text() + "\n\ndef read_dataset(path):\n    ...\n")
+    assert with_reader.code == 0, with_reader.stderr
+    machines = [
+        "".join(p for p in r["Properties"]["DefinitionString"]["Fn::Join"][1] if isinstance(p, str))
+        for r in with_reader.template("training")["Resources"].values()
+        if r["Type"] == "AWS::StepFunctions::StateMachine"
+    ]
+    # the prepare step gets the model, to read the data with its read_dataset
+    assert any(f'"model":"{spec}"' in m for m in machines)
+
+
+def test_the_prepare_event_names_a_users_model_file_only() -> None:
+    from stacks.events import prepare_event
+
+    from .conftest import make_plan
+
+    plan = make_plan()
+    assert "model" not in prepare_event(plan, source="builtin:digits", dataset_bucket="b")
+    user = dataclasses.replace(plan, training=dataclasses.replace(plan.training, model="m.py:f"))
+    assert prepare_event(user, source="s3://b/source", dataset_bucket="b")["model"] == "m.py:f"

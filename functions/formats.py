@@ -9,14 +9,13 @@ A folder (or `s3://bucket/prefix`) is read by what it holds, checked in this ord
   as greyscale GIFs are saved) as one channel, every other mode through Pillow's RGB conversion
   (palette expanded, alpha dropped, not composited); a GIF gives its first frame. All images must
   share one C×H×W;
-- exactly one `.csv` at its top: a header row, numeric feature columns (in column order) and a
-  label column, `label` unless the source says otherwise with `#label=<column>`. Labels that are
-  all non-negative integers are used as they are; otherwise each distinct value is a class name,
-  sorted, and a label is its index.
-A source may also name one `.npz` or `.csv` file (`data/table.csv#label=species`,
-`s3://bucket/key.csv`); a `#` in a source always starts its options. Hidden files and folders
-(`.name`, `__MACOSX`) are skipped. Parquet is not read (pyarrow is not in the image); export the
-table to CSV.
+- exactly one table at its top, `.csv` or `.parquet`: numeric feature columns (in column
+  order) and a label column, `label` unless the source says otherwise with `#label=<column>`.
+  Labels that are all non-negative integers are used as they are; otherwise each distinct value
+  is a class name, sorted, and a label is its index.
+A source may also name one `.npz`, `.csv` or `.parquet` file (`data/table.csv#label=species`,
+`s3://bucket/key.parquet`); a `#` in a source always starts its options. Hidden files and
+folders (`.name`, `__MACOSX`) are skipped.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
+TABLE_SUFFIXES = (".csv", ".parquet")
 DEFAULT_LABEL_COLUMN = "label"
 # Pillow modes read as one channel; the 16-bit ones ("I;16", "I;16B", "I", ...) full-scale 65535.
 GREY_MODES = ("1", "L", "LA")
@@ -129,12 +129,12 @@ def detect_layout(names: Sequence[str]) -> tuple[str, list[str]]:
     if any(_is_image(n) for n in nested):
         _class_images(nested)  # every class folder must hold an image
         return "images", nested
-    tables = [n for n in top if n.lower().endswith(".csv")]
+    tables = [n for n in top if n.lower().endswith(TABLE_SUFFIXES)]
     if len(tables) > 1:
-        raise DatasetError(f"{len(tables)} .csv files ({', '.join(tables)}): name one of them")
+        raise DatasetError(f"{len(tables)} tables ({', '.join(tables)}): name one of them")
     if tables:
-        return "csv", tables
-    raise DatasetError("no .npz files, no class folders of images and no .csv file in it")
+        return tables[0].rsplit(".", 1)[1].lower(), tables
+    raise DatasetError("no .npz files, no class folders of images and no .csv or .parquet table")
 
 
 def _class_images(nested: Sequence[str]) -> dict[str, list[str]]:
@@ -173,13 +173,16 @@ def read_files(source: str, s3: Any = None) -> Loaded:
             return _read_npz(files.read(names))
         if kind == "images":
             return _read_images(files, _class_images(names))
+        if kind == "parquet":
+            return _read_parquet(next(iter(files.read(names))), names[0], label_column)
         return _read_table(next(iter(files.read(names))), names[0], label_column)
     except DatasetError as exc:
         raise DatasetError(f"bad source {source!r}: {exc}") from None
 
 
 def resolve(source: str, s3: Any = None) -> tuple[Files, str, list[str], str]:
-    """(the files, their layout "npz" | "images" | "csv", the names to read, the label column)
+    """(the files, their layout "npz" | "images" | "csv" | "parquet", the names to read, the
+    label column)
     of a source, from its file names alone: synth checks a local source with it too."""
     location, label_column = split_options(source)
     files, name = _open(location, s3)
@@ -187,14 +190,16 @@ def resolve(source: str, s3: Any = None) -> tuple[Files, str, list[str], str]:
         kind, names = name.rsplit(".", 1)[1].lower(), [name]
     else:
         kind, names = detect_layout(files.names())
-    if label_column != DEFAULT_LABEL_COLUMN and kind != "csv":
-        raise DatasetError("#label= names a column of a .csv table, and this is not one")
+    if label_column != DEFAULT_LABEL_COLUMN and kind not in ("csv", "parquet"):
+        raise DatasetError(
+            "#label= names a column of a .csv or .parquet table, and this is not one"
+        )
     return files, kind, names, label_column
 
 
 def _open(location: str, s3: Any) -> tuple[Files, str]:
-    """The folder to read and, when the location names one .npz/.csv file, that file's name."""
-    single = location.lower().endswith((".npz", ".csv"))
+    """The folder to read and, when the location names one .npz/.csv/.parquet file, its name."""
+    single = location.lower().endswith((".npz", *TABLE_SUFFIXES))
     if location.startswith("s3://"):
         bucket, _, key = location[len("s3://") :].partition("/")
         if s3 is None:
@@ -211,8 +216,9 @@ def _open(location: str, s3: Any) -> tuple[Files, str]:
     if path.is_dir():
         return LocalFolder(path), ""
     raise DatasetError(
-        "expected builtin:digits, synthetic-cifar:<samples>, a .npz or .csv file, a folder of "
-        ".npz files, of class folders of images or with one .csv, or s3://bucket/prefix"
+        "expected builtin:digits, synthetic-cifar:<samples>, a .npz, .csv or .parquet file, a "
+        "folder of .npz files, of class folders of images or with one table, or "
+        "s3://bucket/prefix"
     )
 
 
@@ -321,6 +327,49 @@ def _read_table(blob: bytes, name: str, label_column: str) -> Loaded:
     x = _numbers(rows, lines, features, name)
     y, class_names = _labels(labels)
     return Loaded(x, y, class_names)
+
+
+def _read_parquet(blob: bytes, name: str, label_column: str) -> Loaded:
+    """A Parquet table as the CSV one: numeric (or boolean) feature columns, a label column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(io.BytesIO(blob))
+    except (pa.ArrowException, OSError) as err:
+        raise DatasetError(f"{name!r} is not a Parquet table Arrow reads: {err}") from None
+    header = list(table.column_names)
+    if label_column not in header:
+        raise DatasetError(
+            f"{name!r} has no column {label_column!r} (its columns: {', '.join(header)}); "
+            "name the label column with #label=<column>"
+        )
+    features = [column for column in header if column != label_column]
+    if not features:
+        raise DatasetError(f"{name!r} has no feature columns besides {label_column!r}")
+    if table.num_rows == 0:
+        raise DatasetError(f"{name!r} has columns and no rows")
+    columns = []
+    for column in features:
+        data = table.column(column)
+        kind = data.type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)
+                or pa.types.is_boolean(kind)):  # fmt: skip
+            raise DatasetError(f"{name!r} column {column!r} holds {kind}, not numbers")
+        values = data.to_numpy(zero_copy_only=False).astype(np.float64)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if len(bad):
+            raise DatasetError(
+                f"{name!r} row {int(bad[0]) + 1}, column {column!r}: "
+                f"{data[int(bad[0])].as_py()!r} is not a number"
+            )
+        columns.append(values)
+    labels = table.column(label_column).to_pylist()
+    if any(value is None or str(value).strip() == "" for value in labels):
+        row = next(i for i, v in enumerate(labels) if v is None or str(v).strip() == "")
+        raise DatasetError(f"{name!r} row {row + 1} has an empty {label_column!r}")
+    y, class_names = _labels([str(value).strip() for value in labels])
+    return Loaded(np.stack(columns, axis=1).astype(np.float32), y, class_names)
 
 
 def _numbers(rows: list[list[str]], lines: list[int], columns: list[str], name: str) -> np.ndarray:

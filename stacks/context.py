@@ -24,7 +24,8 @@ BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 SYNTHETIC_PATTERN = re.compile(r"^synthetic-cifar:(\d+)$")
 AZ_PATTERN = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")  # us-east-1b, ap-southeast-2a
 BUILTIN_DATASETS = ("digits",)
-DATA_FILE_SUFFIXES = (".npz", ".csv")  # a dataset that is one file (functions/formats.py)
+# A dataset that is one file (functions/formats.py).
+DATA_FILE_SUFFIXES = (".npz", ".csv", ".parquet")
 
 # Keys this app reads. Anything else that looks like ours (plain snake_case) is a typo; CDK's own
 # keys contain ':' or '@' and are left alone.
@@ -66,8 +67,9 @@ class DatasetSource:
 
     kind is "builtin" (name), "synthetic" (samples), "local" (path, a folder uploaded at deploy)
     or "s3" (bucket + prefix of an existing bucket we import and never delete; for an object key,
-    its folder). A local .npz or .csv file is uploaded with its folder (CDK uploads folders), so
-    the prepare step reads the uploaded prefix plus `source_suffix` ("/table.csv#label=species").
+    its folder). A local .npz, .csv or .parquet file is uploaded with its folder (CDK uploads
+    folders), so the prepare step reads the uploaded prefix plus `source_suffix`
+    ("/table.csv#label=species").
     """
 
     kind: str
@@ -211,13 +213,13 @@ def parse_dataset(
     value: object, errors: list[str], *, cwd: str, reader: bool = False
 ) -> DatasetSource:
     """builtin:NAME, synthetic-cifar:N, s3://bucket/prefix (or key), or an existing local folder
-    or .npz/.csv file that the prepare step can read (functions/formats.py)."""
+    or .npz/.csv/.parquet file that the prepare step can read (functions/formats.py)."""
     spec = "" if value is None else str(value).strip()
     accepted = (
         f"use builtin:{'|'.join(BUILTIN_DATASETS)}, "
         f"synthetic-cifar:N (N from 1 to {MAX_SYNTHETIC_SAMPLES} samples), "
         "s3://bucket/prefix, or an existing local folder (of .npz files, of class folders of "
-        "images, or with one .csv) or .npz or .csv file"
+        "images, or with one .csv or .parquet table) or .npz, .csv or .parquet file"
     )
     if spec.startswith("builtin:") and spec[len("builtin:") :] in BUILTIN_DATASETS:
         return DatasetSource(kind="builtin", spec=spec, name=spec[len("builtin:") :])

@@ -102,7 +102,7 @@ def test_an_empty_folder_is_named(tmp_path: Path) -> None:
     (tmp_path / "data" / ".hidden").mkdir(parents=True)
     assert _error(tmp_path / "data") == (
         f"bad source '{tmp_path}/data': no .npz files, no class folders of images and no .csv "
-        "file in it"
+        "or .parquet table"
     )
 
 
@@ -157,6 +157,6 @@ def test_one_class_is_not_enough(tmp_path: Path) -> None:
 def test_a_label_option_on_images_is_refused(tmp_path: Path) -> None:
     _grey_folder(tmp_path)
     assert _error(f"{tmp_path}#label=kind") == (
-        f"bad source '{tmp_path}#label=kind': #label= names a column of a .csv table, and this "
-        "is not one"
+        f"bad source '{tmp_path}#label=kind': #label= names a column of a .csv or .parquet "
+        "table, and this is not one"
     )

@@ -119,9 +119,70 @@ def test_two_tables_in_a_folder_ask_for_one_and_options_are_checked(tmp_path: Pa
     _table(tmp_path / "a.csv", IRIS)
     _table(tmp_path / "b.csv", IRIS)
     assert _error(tmp_path) == (
-        f"bad source '{tmp_path}': 2 .csv files (a.csv, b.csv): name one of them"
+        f"bad source '{tmp_path}': 2 tables (a.csv, b.csv): name one of them"
     )
     assert _error(f"{tmp_path}/a.csv#target=species") == (
         f"bad source '{tmp_path}/a.csv#target=species': option #target=species is not "
         "accepted; use #label=<column>"
     )
+
+
+# -- Parquet: the same table rules, read with pyarrow ------------------------------------------
+def _parquet(path: Path, columns: dict[str, list[Any]]) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def test_a_parquet_table_reads_as_its_csv_does_locally_and_on_s3(
+    s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    csv_table = _table(tmp_path / "csv" / "iris.csv", IRIS)
+    rows = [line.split(",") for line in IRIS.strip().splitlines()[1:]]
+    table = _parquet(tmp_path / "pq" / "iris.parquet", {
+        "sepal": [float(r[0]) for r in rows], "petal": [float(r[1]) for r in rows],
+        "species": [r[2] for r in rows],
+    })  # fmt: skip
+    want = datasets.read_source(f"{csv_table}#label=species")
+    for source in (f"{table}#label=species", f"{table.parent}#label=species"):
+        got = datasets.read_source(source)
+        assert got.class_names == want.class_names
+        assert np.array_equal(got.x, want.x) and np.array_equal(got.y, want.y)
+    s3.upload_file(str(table), bucket, "pq/iris.parquet")
+    manifest = datasets.write_shards(
+        s3, f"s3://{bucket}/pq/iris.parquet#label=species", 1, bucket, "s", test_fraction=0
+    )
+    assert manifest["class_names"] == ["setosa", "versicolor", "virginica"]
+    assert manifest["input_shape"] == [2] and manifest["train_samples"] == 6
+
+
+def test_integer_and_boolean_parquet_columns_are_numbers(tmp_path: Path) -> None:
+    columns = {"a": [1, 2, 3, 4], "b": [True, False, True, False], "label": [0, 1, 0, 1]}
+    table = _parquet(tmp_path / "t.parquet", columns)
+    data = datasets.read_source(str(table))
+    assert data.x.tolist() == [[1, 1], [2, 0], [3, 1], [4, 0]] and data.class_names is None
+
+
+@pytest.mark.parametrize(
+    ("columns", "problem"),
+    [
+        ({"a": [1.0, 2.0], "kind": [0, 1]},
+         "'t.parquet' has no column 'label' (its columns: a, kind); name the label column with "
+         "#label=<column>"),
+        ({"a": ["x", "y"], "label": [0, 1]}, "'t.parquet' column 'a' holds string, not numbers"),
+        ({"a": [1.0, None], "label": [0, 1]},
+         "'t.parquet' row 2, column 'a': None is not a number"),
+        ({"a": [1.0, 2.0], "label": [0, None]}, "'t.parquet' row 2 has an empty 'label'"),
+    ],
+)  # fmt: skip
+def test_a_bad_parquet_table_is_named_in_one_line(
+    tmp_path: Path, columns: dict[str, list[Any]], problem: str
+) -> None:
+    table = _parquet(tmp_path / "t.parquet", columns)
+    assert _error(table) == f"bad source '{table}': {problem}"
+    (tmp_path / "junk.parquet").write_bytes(b"not parquet")
+    junk = _error(tmp_path / "junk.parquet")
+    assert "'junk.parquet' is not a Parquet table Arrow reads: " in junk

@@ -78,7 +78,7 @@ def test_a_local_folder_without_data_is_rejected(tmp_path: Any) -> None:
     (tmp_path / "empty").mkdir()
     assert local_errors(tmp_path, "empty") == (
         "dataset='empty' is not usable: no .npz files, no class folders of images and no .csv "
-        "file in it",
+        "or .parquet table",
     )
 
 
@@ -146,8 +146,8 @@ def csv_beside_images(root: Any) -> None:
          "dataset='d/t.csv' is not usable: t.csv is uploaded with its folder, which holds other "
          "data too; move it to a folder of its own"),
         (lambda root: image_folder(root / "pets"), "pets#label=kind",
-         "dataset='pets#label=kind' is not usable: #label= names a column of a .csv table, and "
-         "this is not one"),
+         "dataset='pets#label=kind' is not usable: #label= names a column of a .csv or .parquet "
+         "table, and this is not one"),
         (lambda root: image_folder(root / "pets"), "pets#kind",
          "dataset='pets#kind' is not usable: option #kind is not accepted; use #label=<column>"),
     ],
@@ -182,15 +182,18 @@ def test_a_local_dataset_the_prepare_step_could_not_read_is_rejected(
         ({"dataset": "mnist"},
          "dataset='mnist' is not accepted; use builtin:digits, synthetic-cifar:N (N from 1 "
          "to 60000 samples), s3://bucket/prefix, or an existing local folder (of .npz files, of "
-         "class folders of images, or with one .csv) or .npz or .csv file"),
+         "class folders of images, or with one .csv or .parquet table) or .npz, .csv or .parquet "
+         "file"),
         ({"dataset": "synthetic-cifar:0"},
          "dataset='synthetic-cifar:0' is not accepted; use builtin:digits, synthetic-cifar:N "
          "(N from 1 to 60000 samples), s3://bucket/prefix, or an existing local folder (of .npz "
-         "files, of class folders of images, or with one .csv) or .npz or .csv file"),
+         "files, of class folders of images, or with one .csv or .parquet table) or .npz, .csv "
+         "or .parquet file"),
         ({"dataset": "s3://Bad_Bucket/x"},
          "dataset='s3://Bad_Bucket/x' is not accepted; use builtin:digits, synthetic-cifar:N "
          "(N from 1 to 60000 samples), s3://bucket/prefix, or an existing local folder (of .npz "
-         "files, of class folders of images, or with one .csv) or .npz or .csv file"),
+         "files, of class folders of images, or with one .csv or .parquet table) or .npz, .csv "
+         "or .parquet file"),
         ({"arch": "x86"}, "arch='x86' is not accepted; use one of x86_64, arm64, mixed, any"),
         ({"az": "us-east-1"},
          "az='us-east-1' is not accepted; use an availability zone name like us-east-1b"),
@@ -216,8 +219,8 @@ def test_a_local_dataset_the_prepare_step_could_not_read_is_rejected(
         ({"dataset": "synthetic-cifar:99999999999999"},
          "dataset='synthetic-cifar:99999999999999' is not accepted; use builtin:digits, "
          "synthetic-cifar:N (N from 1 to 60000 samples), s3://bucket/prefix, or an existing "
-         "local folder (of .npz files, of class folders of images, or with one .csv) or .npz "
-         "or .csv file"),
+         "local folder (of .npz files, of class folders of images, or with one .csv or .parquet "
+         "table) or .npz, .csv or .parquet file"),
         ({"job": "9lives"},
          "job='9lives' is not a job name; use 1-32 letters, digits or hyphens starting with a "
          "letter, e.g. digits-demo"),

@@ -66,7 +66,7 @@ def _pins(path: Path) -> dict[str, str]:
 
 def test_image_pins_match_the_repo() -> None:
     image, repo = _pins(ROOT / "functions" / "requirements.txt"), _pins(ROOT / "requirements.txt")
-    assert set(image) == {"torch", "numpy", "boto3", "scikit-learn", "pillow"}
+    assert set(image) == {"torch", "numpy", "boto3", "scikit-learn", "pillow", "pyarrow"}
     for name, version in image.items():
         assert repo[name] == version, f"{name}: image pins {version}, repo pins {repo[name]}"
 

@@ -76,7 +76,7 @@ example: setup catalog/local.json
 	mkdir -p $(EXAMPLE_RUN)
 	$(PY) $(EXAMPLE)/make_data.py --out $(EXAMPLE)/data
 	$(PY) -m emulator.profile --model $(EXAMPLE)/model.py:build --dataset $(EXAMPLE)/data \
-		--name shapes-cnn --epochs 8 --shares 0.5,1 --repeats 1 --measure-s 2 \
+		--name shapes-cnn --epochs 20 --shares 0.5,1 --repeats 1 --measure-s 2 \
 		--output $(EXAMPLE_PROFILE)
 	$(CDK) synth --quiet -c workload=$(EXAMPLE_PROFILE) -c dataset=$(EXAMPLE)/data -c job=shapes \
 		-c deadline=$(AWS_DEADLINE) -o $(EXAMPLE_RUN)/cdk.out > /dev/null

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -199,8 +199,12 @@ def _start_ps(
     return proc, wait_for_log_line(proc, log_path, "READY", READY_TIMEOUT_S)
 
 
-def _exchange_s(endpoint: str, secret: bytes, n: int, size_mb: float, repeats: int) -> float:
-    """Median wall time of one BSP push+pull of `size_mb` with n clients (threads) at once."""
+@contextlib.contextmanager
+def _clients(
+    endpoint: str, secret: bytes, n: int, size_mb: float
+) -> Iterator[tuple[list[PSClient], list[np.ndarray], int]]:
+    """n PS clients of one run connected to one shard, the shard initialised with `size_mb` of
+    parameters: (clients, one vector each, the shard's iteration); closed on exit."""
     params = max(1, round(size_mb * 1e6 / 4))
     run_id, run_started = new_run(datetime.datetime.now(datetime.UTC), "calibrate")
     clients = [
@@ -213,7 +217,15 @@ def _exchange_s(endpoint: str, secret: bytes, n: int, size_mb: float, repeats: i
         for client in clients:
             client.connect()
         clients[0].init_params(vectors[0])
-        start = clients[0].shard_iterations[0]
+        yield clients, vectors, clients[0].shard_iterations[0]
+    finally:
+        for client in clients:
+            client.close()
+
+
+def _exchange_s(endpoint: str, secret: bytes, n: int, size_mb: float, repeats: int) -> float:
+    """Median wall time of one BSP push+pull of `size_mb` with n clients (threads) at once."""
+    with _clients(endpoint, secret, n, size_mb) as (clients, vectors, start):
         samples: list[float] = []
         for k in range(repeats + 1):  # the first exchange warms buffers and is not counted
             it = start + k
@@ -237,9 +249,6 @@ def _exchange_s(endpoint: str, secret: bytes, n: int, size_mb: float, repeats: i
             if k:
                 samples.append(time.perf_counter() - t0)
         return statistics.median(samples)
-    finally:
-        for client in clients:
-            client.close()
 
 
 def _round_trips(
@@ -253,15 +262,7 @@ def _round_trips(
     worker pays. No thread per exchange as in _exchange_s: starting one costs about as much
     as a small exchange. The CPU share is this process's CPU time over the wall time of the
     exchanges alone: the part of an exchange a CPU quota holds."""
-    params = max(1, round(size_mb * 1e6 / 4))
-    run_id, run_started = new_run(datetime.datetime.now(datetime.UTC), "calibrate")
-    client = PSClient((endpoint,), "calibrate", 0, secret, params, timeout_s=120.0,
-                      run_id=run_id, run_started=run_started)  # fmt: skip
-    vector = np.zeros(params, np.float32)
-    try:
-        client.connect()
-        client.init_params(vector)
-        it = client.shard_iterations[0]
+    with _clients(endpoint, secret, 1, size_mb) as ((client,), (vector,), it):
         walls: list[float] = []
         cpus: list[float] = []
         for k in range(repeats + 1):  # the first warms buffers and is not counted
@@ -275,8 +276,6 @@ def _round_trips(
             cpus.append(time.process_time() - c0)
         cpu_share = sum(cpus[1:]) / sum(walls[1:])
         return statistics.median(walls[1:]), min(1.0, cpu_share)
-    finally:
-        client.close()
 
 
 def measure_ps(

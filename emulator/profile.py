@@ -57,8 +57,6 @@ def dataset_source(dataset: str, samples: int) -> str:
         # 3×32×32, 10 classes), not on its pixel values, so CIFAR-10 is timed on same-shaped
         # SYNTHETIC CIFAR (no download here)
         return f"synthetic-cifar:{min(samples, 2048)}"
-    if dataset.startswith(("builtin:", "synthetic-cifar:")):
-        return dataset
     # a user's dataset: a path relative to the project folder, as the profile names it
     return str(REPO_ROOT / dataset)
 
@@ -579,7 +577,9 @@ def _new_profile_from_args(args: argparse.Namespace, when: str) -> dict[str, Any
         "learning_rate": args.learning_rate,
         "momentum": args.momentum,
     }
-    return new_profile(args.model, args.dataset, name=name, when=when, settings=settings)
+    # the profile names the generated dataset as the planner knows it (builtin:digits → digits)
+    dataset = "digits" if args.dataset == "builtin:digits" else args.dataset
+    return new_profile(args.model, dataset, name=name, when=when, settings=settings)
 
 
 if __name__ == "__main__":

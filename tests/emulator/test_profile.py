@@ -65,7 +65,7 @@ def test_a_new_profile_names_the_users_file_and_reads_the_data_without_timing() 
     spec = "examples/own-model/model.py:build"
     settings = {"epochs": 2, "profiled_local_batch": 16, "max_global_batch": 256,
                 "learning_rate": 0.05, "momentum": 0.9}  # fmt: skip
-    doc = new_profile(spec, "builtin:digits", name="own", when="2026-11-24", settings=settings)
+    doc = new_profile(spec, "digits", name="own", when="2026-11-24", settings=settings)
     assert doc["model"] == spec and doc["model_digest"] == file_digest(spec)
     assert (doc["input_shape"], doc["dataset_samples"]) == ([1, 8, 8], 1797)
     assert doc["dataset_bytes"] == 1797 * 64 * 4 + 1797 * 8

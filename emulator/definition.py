@@ -18,11 +18,14 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emulator.asl import resolve_cfn
 from emulator.naming import SECRET_ENV
 from provisioner.plan import Plan
+
+if TYPE_CHECKING:
+    from stacks.context import DatasetSource
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ACCOUNT = "local"
@@ -64,20 +67,28 @@ def _pinned_node_first_on_path() -> None:
     os.environ.setdefault("JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION", "1")
 
 
-def synthesize_training(plan: Plan, dataset: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(training template, PS template) of the plan's stacks, synthesized in this process."""
-    _pinned_node_first_on_path()
-    from aws_cdk import App  # imported here: only a run needs node and the CDK
-
+def dataset_of(plan: Plan, dataset: str) -> DatasetSource:
+    """`dataset` as the stacks read it for this plan (a model file that brings `read_dataset`
+    makes any local folder or file acceptable); ValueError naming what is wrong."""
     from functions.model_spec import defines_function
     from stacks.context import parse_dataset
-    from stacks.job import add_job_stacks
 
     errors: list[str] = []
     reader = defines_function(plan.training.model, "read_dataset")
     source = parse_dataset(dataset, errors, cwd=str(REPO_ROOT), reader=reader)
     if errors:
         raise ValueError("; ".join(errors))
+    return source
+
+
+def synthesize_training(plan: Plan, dataset: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(training template, PS template) of the plan's stacks, synthesized in this process."""
+    _pinned_node_first_on_path()
+    from aws_cdk import App  # imported here: only a run needs node and the CDK
+
+    from stacks.job import add_job_stacks
+
+    source = dataset_of(plan, dataset)
     app = App(context=_cdk_context())
     # The PS type never reaches the definition; the local catalog's `loopback` is no EC2 type,
     # and synth validates instance types.

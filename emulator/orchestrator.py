@@ -533,19 +533,16 @@ def upload_local_dataset(endpoint: S3Endpoint, plan: Plan, bucket: str) -> int:
     """What the data stack's BucketDeployment does at deploy: a user's dataset folder (a file's
     folder) copied under `source/` of the dataset bucket, where the prepare step reads it.
     Returns the number of files (0 for generated data)."""
-    from functions.model_spec import defines_function  # noqa: PLC0415
-    from stacks.context import parse_dataset  # noqa: PLC0415  # the stacks' own reading
+    from emulator.definition import dataset_of  # noqa: PLC0415  # the stacks' own reading
     from stacks.data import LOCAL_SOURCE_PREFIX  # noqa: PLC0415
 
-    errors: list[str] = []
-    reader = defines_function(plan.training.model, "read_dataset")
-    source = parse_dataset(dataset_source(plan), errors, cwd=str(REPO_ROOT), reader=reader)
-    if errors:
-        raise EmulatorError("; ".join(errors))
+    try:
+        source = dataset_of(plan, dataset_source(plan))
+    except ValueError as err:
+        raise EmulatorError(str(err)) from None
     if source.kind != "local":
         return 0
-    folder = Path(source.path)
-    folder = folder if folder.is_dir() else folder.parent
+    folder = Path(source.path)  # a file's folder when the dataset is one file
     client = s3_client_for(endpoint)
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     for path in files:

@@ -292,6 +292,21 @@ def _grey_palette(image: Any) -> bool:
     return all(palette[i] == palette[i + 1] == palette[i + 2] for i in range(0, len(palette), 3))
 
 
+def _feature_columns(header: list[str], label_column: str, name: str) -> list[str]:
+    """A table's columns but the label's, in order; DatasetError when the label column is
+    missing or nothing else is there (CSV and Parquet alike)."""
+    if label_column not in header:
+        raise DatasetError(
+            f"{name!r} has no column {label_column!r} (its columns: {', '.join(header)}); "
+            "name the label column with #label=<column>"
+        )
+    at = header.index(label_column)
+    features = header[:at] + header[at + 1 :]
+    if not features:
+        raise DatasetError(f"{name!r} has no feature columns besides {label_column!r}")
+    return features
+
+
 def _read_table(blob: bytes, name: str, label_column: str) -> Loaded:
     try:
         text = blob.decode("utf-8-sig")  # a BOM, as spreadsheet programs write, is not a column
@@ -299,15 +314,8 @@ def _read_table(blob: bytes, name: str, label_column: str) -> Loaded:
         raise DatasetError(f"{name!r} is not UTF-8 text") from None
     reader = csv.reader(io.StringIO(text, newline=""))
     header = [column.strip() for column in next(reader, [])]
-    if label_column not in header:
-        raise DatasetError(
-            f"{name!r} has no column {label_column!r} (its columns: {', '.join(header)}); "
-            "name the label column with #label=<column>"
-        )
+    features = _feature_columns(header, label_column, name)
     at = header.index(label_column)
-    features = [column for i, column in enumerate(header) if i != at]
-    if not features:
-        raise DatasetError(f"{name!r} has no feature columns besides {label_column!r}")
     rows, labels, lines = [], [], []
     for row in reader:
         if not any(cell.strip() for cell in row):
@@ -338,15 +346,7 @@ def _read_parquet(blob: bytes, name: str, label_column: str) -> Loaded:
         table = pq.read_table(io.BytesIO(blob))
     except (pa.ArrowException, OSError) as err:
         raise DatasetError(f"{name!r} is not a Parquet table Arrow reads: {err}") from None
-    header = list(table.column_names)
-    if label_column not in header:
-        raise DatasetError(
-            f"{name!r} has no column {label_column!r} (its columns: {', '.join(header)}); "
-            "name the label column with #label=<column>"
-        )
-    features = [column for column in header if column != label_column]
-    if not features:
-        raise DatasetError(f"{name!r} has no feature columns besides {label_column!r}")
+    features = _feature_columns(list(table.column_names), label_column, name)
     if table.num_rows == 0:
         raise DatasetError(f"{name!r} has columns and no rows")
     columns = []

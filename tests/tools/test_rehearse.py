@@ -11,31 +11,19 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
-import boto3
 import pytest
 
 from tools.plan_diff import REPO_ROOT
 from tools.rehearse import app_dir, cli_env, moto_server
+from tools.rehearse_checks import Aws
 
 
 def test_moto_serves_on_localhost_with_the_fixes_and_stops_on_exit(tmp_path: Path) -> None:
     with moto_server(tmp_path / "moto.log") as url:
         assert url.startswith("http://localhost:")
-        sts = boto3.client(
-            "sts",
-            endpoint_url=url,
-            region_name="us-east-1",
-            aws_access_key_id="a",
-            aws_secret_access_key="b",
-        )
-        assert sts.get_caller_identity()["Account"] == "123456789012"
-        cf = boto3.client(
-            "cloudformation",
-            endpoint_url=url,
-            region_name="us-east-1",
-            aws_access_key_id="a",
-            aws_secret_access_key="b",
-        )
+        aws = Aws(url)
+        assert aws("sts").get_caller_identity()["Account"] == "123456789012"
+        cf = aws("cloudformation")
         with pytest.raises(cf.exceptions.ChangeSetNotFoundException):  # a fix, so installed
             cf.describe_change_set(StackName="s", ChangeSetName="cdk-deploy-change-set")
     port = urlparse(url).port

@@ -15,6 +15,8 @@ from typing import Any
 from functions import wire
 from functions.runs import parse_run, run_checkpoint_prefix
 
+SYNC_MODES = ("ps", "s3")  # the same modes as a plan's `sync` (provisioner/plan.py)
+
 
 class TaskError(ValueError):
     """A worker event with a missing or badly typed key; the message is one line."""
@@ -54,6 +56,12 @@ class WorkerTask:
     # emulator and tests take the checkpoint-and-re-invoke path at a chosen iteration, whatever
     # the machine's speed.
     iterations_per_invocation: int = 0
+    # Gradient exchange (issue 13): "ps" through ps_endpoints; "s3" through objects under
+    # exchange_prefix in the artifacts bucket, where ranks 0..reducers-1 each reduce one of
+    # `reducers` partitions (ps_endpoints and secret_ref are then unused and may be empty).
+    sync: str = "ps"
+    reducers: int = 1
+    exchange_prefix: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -91,11 +99,24 @@ class WorkerTask:
                 self.iterations_per_invocation,
                 "an integer >= 0 (0 = no cap)",
             ),
+            (self.sync in SYNC_MODES, "sync", self.sync, " or ".join(map(repr, SYNC_MODES))),
             (
-                len(self.ps_endpoints) >= 1,
+                self.sync != "ps" or len(self.ps_endpoints) >= 1,
                 "ps_endpoints",
                 list(self.ps_endpoints),
-                "a non-empty list of 'host:port'",
+                "a non-empty list of 'host:port' (sync 'ps')",
+            ),
+            (
+                self.sync != "s3" or 1 <= self.reducers <= self.n_workers,
+                "reducers",
+                self.reducers,
+                f"an integer from 1 to n_workers ({self.n_workers}) (sync 's3')",
+            ),
+            (
+                self.sync != "s3" or bool(self.exchange_prefix.strip("/")),
+                "exchange_prefix",
+                self.exchange_prefix,
+                "a non-empty S3 key prefix (sync 's3')",
             ),
             (bool(self.job_id), "job_id", self.job_id, "a non-empty string"),
         ]

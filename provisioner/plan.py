@@ -24,7 +24,8 @@ from provisioner.profile import DATASET_FORMS, DATASETS, is_dataset_path
 _BOUNDS: dict[str, tuple[float, float | None]] = {
     "n_workers": (1, None),
     "memory_mb": (128, 10240),
-    "ps_count": (1, None),
+    "ps_count": (0, None),  # 0 in an S3-sync plan (no PS); at least 1 in a PS plan
+    "reducers": (0, None),  # k in an S3-sync plan (1 ≤ k ≤ n); 0 in a PS plan
     "invocation_timeout_s": (1, 900),
     "ephemeral_storage_mb": (512, 10240),
     "invocations_per_worker": (1, None),
@@ -38,6 +39,7 @@ _BOUNDS: dict[str, tuple[float, float | None]] = {
     "training.iterations": (1, None),
     "training.checkpoint_every_iterations": (1, None),
 }
+SYNC_MODES = ("ps", "s3")  # how workers exchange gradients: EC2 parameter servers or S3
 _CHOICES: dict[str, tuple[str, ...]] = {
     "arch": ARCHITECTURES,
     "ps_arch": ARCHITECTURES,
@@ -146,6 +148,10 @@ class Plan:
     worst_case_usd: float = 0.0  # what a run costs if it runs into these bounds
     ps_volume_gb: int = 30  # each PS instance's root volume (gp3)
     idle_usd_per_hour: float = 0.0  # what the deployment bills by the hour between runs
+    # Gradient exchange (issue 13): "ps" = EC2 parameter servers (ps_type × ps_count); "s3" =
+    # through S3, k = `reducers` workers each reduce one of k partitions (ps_count 0, no PS).
+    sync: str = "ps"
+    reducers: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -262,10 +268,29 @@ def check_plan_dict(data: Any) -> None:
         raise ValueError(
             f"plan field 'training.learning_rate': {training['learning_rate']!r} is not positive"
         )
+    _check_sync(data)
     try:
         parse_job_name(data["job"])
     except ValueError as exc:
         raise ValueError(f"plan field 'job': {exc}") from None
+
+
+def _check_sync(data: dict[str, Any]) -> None:
+    """A PS plan has PS shards and no reducers; an S3 plan has 1 ≤ reducers ≤ n and no PS."""
+    sync, n = data.get("sync", "ps"), data["n_workers"]
+    if sync not in SYNC_MODES:
+        raise ValueError(f"plan field 'sync': {sync!r} is not one of {', '.join(SYNC_MODES)}")
+    reducers, ps_count = data.get("reducers", 0), data["ps_count"]
+    if sync == "ps" and (ps_count < 1 or reducers != 0):
+        raise ValueError(
+            f"plan fields 'ps_count', 'reducers': {ps_count!r}, {reducers!r} do not fit sync 'ps';"
+            " use ps_count at least 1 and reducers 0"
+        )
+    if sync == "s3" and (ps_count != 0 or not 1 <= reducers <= n):
+        raise ValueError(
+            f"plan fields 'ps_count', 'reducers': {ps_count!r}, {reducers!r} do not fit sync 's3';"
+            f" use ps_count 0 and reducers from 1 to n_workers ({n})"
+        )
 
 
 _NESTED: dict[str, type] = {

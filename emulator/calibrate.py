@@ -546,6 +546,10 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
         "mb_per_vcpu": policy(cpu.MB_PER_VCPU, "MB", "1 local core = 1 Lambda vCPU (cpu_scale 1)"),
         "max_vcpu": measured(m.total_vcpu, "vCPU", cores_method),
         "total_vcpu": measured(m.total_vcpu, "vCPU", cores_method),
+        "init_cores": measured(
+            float(m.cores), "cores", f"os.sched_getaffinity: {m.cores} cores (imports run at burst "
+            "CPU, outside the workers' quota: emulator/runner.py init_phase)"
+        ),
         "cpu_throttle_period_s": policy(
             m.cfs_period_s, "s", "emulator/cpu.py CFS_PERIOD_US (Lambda's 20 ms slice)"
         ),

@@ -106,6 +106,10 @@ class Catalog:
     checkpoint_max_overhead: float = 0.02  # policy: share of training periodic checkpoints take
     cpu_throttle_period_s: float = 0.0  # CPU quota period (CFS); 0 = compute back to back
     total_vcpu: float | None = None  # cores all functions share; None = unlimited (AWS)
+    # Cores the functions' init phases (imports) share: the init runs at burst CPU, outside the
+    # quota that holds total_vcpu (Lambda's and the emulator's runner alike), so n cold starts
+    # at once contend for the machine's cores; None = total_vcpu (or unlimited: AWS).
+    init_cores: float | None = None
     # Start-up of a re-invocation that lands on the warm environment of the previous link (no
     # imports; the shard is in /tmp); None = every link starts cold (the conservative AWS reading).
     warm_start_s: float | None = None
@@ -306,6 +310,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         cpu_throttle_period_s=_optional_figure(lam, "cpu_throttle_period_s", "lambda", 0.0),
         total_vcpu=float(lf("total_vcpu")) if "total_vcpu" in lam else None,
         warm_start_s=float(lf("warm_start_s")) if "warm_start_s" in lam else None,
+        init_cores=float(lf("init_cores")) if "init_cores" in lam else None,
         load_cpu_s=float(lf("load_cpu_s")) if "load_cpu_s" in lam else None,
         exchange_cpu_fraction=_optional_figure(net, "exchange_cpu_fraction", "network", 0.0),
         ps_root_volume_gb=int(_optional_figure(ps, "root_volume_gb", "parameter_servers", 30)),

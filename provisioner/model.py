@@ -155,14 +155,17 @@ def shared_exchange_s(exchange_s: Arr, n: Arr, total_vcpu: float | None) -> Arr:
     return exchange_s * shared_slowdown(n, total_vcpu)
 
 
-def cold_start_s(startup_s: float, n: Arr, total_vcpu: float | None) -> Arr:
+def cold_start_s(startup_s: float, n: Arr, init_cores: float | None) -> Arr:
     """Extension: the first link's start-up when n functions start at once on C shared cores.
 
     A cold start (imports, model build) is CPU-bound; on AWS every function has its own cores,
-    but on the local platform n start-ups share C cores, so each takes startup · max(1, n/C)
-    (measured on 2 cores: 1.2 s at n = 1, 3.4 s at n = 4, 7.5 s at n = 8).
+    but on the local platform n start-ups share C cores, so each takes startup · max(1, n/C).
+    C is the machine's cores, not the workers' quota total: the import runs in the init phase at
+    burst CPU, outside the quota (measured on 2 cores, bench/predict 2026-11-24, the median
+    start-up of three runs: 1.24-1.66 s at n = 1, 1.29-1.73 s at n = 2, 2.85-3.34 s at n = 4,
+    5.43-6.24 s at n = 8: about n/2 × the n = 1 figure, where C = 1.5 predicted 4.0 s and 8.0 s).
     """
-    return startup_s * shared_slowdown(n, total_vcpu)
+    return startup_s * shared_slowdown(n, init_cores)
 
 
 def cfs_step_s(core_s: Arr, throttled_s: Arr, idle_s: Arr, period_s: float) -> Arr:
@@ -557,7 +560,7 @@ def n_terms(
         communication_burst_s=comm_burst,
         exchange_burst_s=comm_burst + agg,
         burst_iterations=burst_iterations(burst_s, comm_burst, k),
-        startup_s=cold_start_s(profile.startup_s, n, catalog.total_vcpu),
+        startup_s=cold_start_s(profile.startup_s, n, catalog.init_cores or catalog.total_vcpu),
     )
 
 

@@ -156,6 +156,8 @@ def test_catalog_writes_the_figures_the_model_engineer_adds() -> None:
     lam = doc["lambda"]
     assert lam["cpu_throttle_period_s"]["value"] == 0.02
     assert lam["total_vcpu"]["value"] == 1.5
+    # the cold starts share all the cores (the init runs outside the workers' quota)
+    assert lam["init_cores"]["value"] == 2.0 and calibrate.catalog_from_dict(doc).init_cores == 2
     assert doc["parameter_servers"]["candidates"][0]["burst_s"]["value"] == 0
     assert (lam["cold_start_s"]["value"], lam["warm_start_s"]["value"]) == (1.8, 0.005)
     assert lam["load_cpu_s"]["value"] == 0.3

@@ -262,6 +262,20 @@ def test_cold_starts_share_the_cores_of_a_shared_platform() -> None:
     assert cold_start_s(1.2, np.array([1, 2, 3, 6]), 1.5) == pytest.approx([1.2, 1.6, 2.4, 4.8])
 
 
+def test_cold_starts_share_the_machine_cores_not_the_workers_quota() -> None:
+    """The init phase runs outside the quota: on a catalog with init_cores, n cold starts
+    share those cores (2 here), not total_vcpu (1.5)."""
+    from tests.local_catalog import local_catalog
+
+    profile = make_profile()
+    quota_only = dataclasses.replace(local_catalog(), total_vcpu=1.5, init_cores=None)
+    machine = dataclasses.replace(quota_only, init_cores=2.0)
+    for catalog, cores in ((quota_only, 1.5), (machine, 2.0)):
+        for n in (1, 4, 8):
+            got = predict(profile, catalog, Choice(n, 1024, "x86_64", "loopback", 1)).startup_s
+            assert got == pytest.approx(profile.startup_s * max(1.0, n / cores))
+
+
 def test_a_share_between_whole_vcpus_trains_at_its_whole_threads() -> None:
     """The worker runs max(1, ⌊s⌋) torch threads, so 1.5 vCPU trains as 1 and 2.5 as 2; points
     keyed by memory (λDNN's runtime, every core busy) are read as they are."""

@@ -107,6 +107,22 @@ def worker_terms(worker: WorkerState) -> dict[str, float]:
     return terms
 
 
+def measured_terms(per_worker: list[dict[str, float]]) -> dict[str, float]:
+    """The run's measured terms: start-up, load, chaining and wall as the slowest worker's (each
+    gates the others), compute and communication both from the straggler (the worker that
+    computed longest).
+
+    Not each term's maximum over workers: in BSP the others wait for the straggler in their
+    communication, so the fastest worker's communication holds the straggler's extra compute,
+    and the two maxima, taken from different workers, counted that time twice.
+    """
+    straggler = max(per_worker, key=lambda w: w["compute"])
+    measured = {t: max(w[t] for w in per_worker) for t in per_worker[0]}
+    measured["compute"], measured["communication"] = (
+        straggler["compute"], straggler["communication"])  # fmt: skip
+    return measured
+
+
 def loss_curve(workers: list[WorkerState]) -> list[tuple[int, float]]:
     """Mean loss per iteration over the workers that reported it, in iteration order."""
     by_iteration: dict[int, list[float]] = {}
@@ -279,7 +295,7 @@ def build_report(
     its name or path (a missing one leaves the local columns null)."""
     plan = record.plan
     per_worker = [worker_terms(w) for w in record.workers]
-    measured = {t: max((w[t] for w in per_worker), default=0.0) for t in per_worker[0]}
+    measured = measured_terms(per_worker)
     # Inside the PS (the workers wait through it): the slowest shard's own update time.
     measured["ps_aggregation"] = math.nan if record.ps_update_s is None else record.ps_update_s
     measured["total"] = record.train_wall_s

@@ -9,6 +9,7 @@ from emulator.progress import eta_s, render_line
 from emulator.report import (
     link_timing,
     loss_curve,
+    measured_terms,
     orchestration_gap_s,
     smoothed_first_last,
     worker_terms,
@@ -40,6 +41,16 @@ def test_worker_terms_sum_links_and_split_startup_from_chaining() -> None:
     # handler and its import) and both links' checkpoints
     assert math.isclose(terms["chaining"], 3.0 + 0.2 + 0.5 + 0.1 + 0.1)
     assert terms["wall"] == 20.0
+
+
+def test_compute_and_communication_come_from_the_straggler_not_two_workers() -> None:
+    """In BSP the fast worker waits for the slow one in its communication: the two maxima from
+    different workers would count the straggler's extra compute twice."""
+    fast = {"compute": 8.0, "communication": 3.0, "startup": 2.0, "load": 0.5, "chaining": 0.0}
+    slow = {"compute": 10.0, "communication": 1.0, "startup": 1.5, "load": 0.7, "chaining": 0.2}
+    got = measured_terms([fast, slow])
+    assert (got["compute"], got["communication"]) == (10.0, 1.0)
+    assert (got["startup"], got["load"], got["chaining"]) == (2.0, 0.7, 0.2)
 
 
 def test_the_orchestration_gap_is_what_the_handler_did_not_spend() -> None:

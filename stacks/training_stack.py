@@ -184,6 +184,6 @@ class TrainingStack(Stack):
             ("Results", f"s3://{layout.artifacts.name}/{plan.job}/",
              "Final model (model.pt) and run report (report.json)"),
             ("Checkpoints", f"s3://{layout.artifacts.name}/{checkpoint_prefix(plan)}/",
-             "PS checkpoints"),
+             "Checkpoints (written by the workers)" if plan.sync == "s3" else "PS checkpoints"),
         ):  # fmt: skip
             CfnOutput(self, name, value=value, description=description)

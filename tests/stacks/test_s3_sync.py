@@ -334,3 +334,24 @@ def test_ps_to_s3_removes_the_network_and_ps_and_changes_only_workers_and_the_st
         "AWS::Lambda::Function": 2, "AWS::IAM::Role": 2, "AWS::IAM::Policy": 3,
         "AWS::StepFunctions::StateMachine": 1, "Custom::AWS": 1,
     })  # fmt: skip
+
+
+def test_plan_diff_reports_a_stack_on_one_side_whole(tmp_path: Path) -> None:
+    """`tools.plan_diff` on a PS → S3 change: the PS stack is on the "from" side only."""
+    from tools.plan_diff import one_sided
+
+    before, after = tmp_path / "from", tmp_path / "to"
+    before.mkdir()
+    after.mkdir()
+    resources = {"Vpc": {"Type": "AWS::EC2::VPC"}, "A": {"Type": "AWS::EC2::Instance"},
+                 "B": {"Type": "AWS::EC2::Instance"}}  # fmt: skip
+    (before / "j-ps.template.json").write_text(json.dumps({"Resources": resources}))
+    for side in (before, after):
+        (side / "j-training.template.json").write_text(json.dumps({"Resources": {}}))
+    assert one_sided(str(before), str(after), "j-ps") == (
+        "removed: the whole stack (3 resources: 2 AWS::EC2::Instance, 1 AWS::EC2::VPC)"
+    )
+    assert (one_sided(str(after), str(before), "j-ps") or "").startswith(
+        "added: the whole stack (3 "
+    )
+    assert one_sided(str(before), str(after), "j-training") is None

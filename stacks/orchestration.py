@@ -191,8 +191,8 @@ class TrainingOrchestration(Construct):
                               instance_ids=ps.instance_ids, instance_arns=ps.instance_arns)
 
     def _around_ps(self, ps: PsSteps, on_failure: sfn.IChainable, helper_timeout_s: int, *,
-                   name_run: sfn.Pass, prepare_step: tasks.LambdaInvoke, workers: sfn.Chain,
-                   finalize_step: tasks.LambdaInvoke) -> sfn.Chain:  # fmt: skip
+                   name_run: sfn.Pass, prepare_step: sfn.TaskStateBase, workers: sfn.Chain,
+                   finalize_step: sfn.TaskStateBase) -> sfn.Chain:  # fmt: skip
         """A PS plan's run: open the endpoints and start the PS before the shards are prepared,
         wait for the PS before the workers, stop it and close the endpoints after finalize."""
         ids = {"instance_ids": ps.instance_ids, "instance_arns": ps.instance_arns}

@@ -49,8 +49,9 @@ class TrainingStack(Stack):
             raise ValueError(f"plan sync {plan.sync!r} and a PS stack {ps} do not fit: "
                              "an S3-sync plan has no PS stack, a PS plan needs one")  # fmt: skip
         image = ImageSpec(plan.arch, plan.training.model)
-        in_vpc = ps and VpcPlacement(vpc=ps.network.vpc, subnets=ps.network.subnets,
-                                     security_group=ps.network.worker_security_group)  # fmt: skip
+        in_vpc = (VpcPlacement(vpc=ps.network.vpc, subnets=ps.network.subnets,
+                               security_group=ps.network.worker_security_group)
+                  if ps else None)  # fmt: skip
         self.worker = ImageFunction(
             self, "Worker", image=image, handler="functions.worker.handler",
             description=f"Training worker of job {plan.job}", memory_mb=plan.memory_mb,
@@ -155,8 +156,9 @@ class TrainingStack(Stack):
             put_exact_objects(layout.artifacts, result_keys(plan)))
         grant_prepare(self.prepare.function, self.prepare, layout, shards,
                       reason="Writes this run's shards and manifest under one prefix.")
-        for fn in (self.worker, self.finalize) if secret is not None else ():
-            fn.function.add_to_role_policy(read_secret_value(secret.secret_arn))
+        if secret is not None:
+            for fn in (self.worker, self.finalize):
+                fn.function.add_to_role_policy(read_secret_value(secret.secret_arn))
 
     def _acknowledge_orchestration(self) -> str:
         """Acknowledge the state machine's findings; return its executions' nag ARN form."""

@@ -355,3 +355,24 @@ def test_plan_diff_reports_a_stack_on_one_side_whole(tmp_path: Path) -> None:
         "added: the whole stack (3 "
     )
     assert one_sided(str(before), str(after), "j-training") is None
+
+
+def test_synth_says_s3_sync_instead_of_the_ps_line() -> None:
+    from types import SimpleNamespace
+
+    import app as app_module
+
+    plan = s3_plan(reducers=3)
+    ctx = SimpleNamespace(deadline_s=7200.0, budget_usd=None, deadline_is_default=False, slack=0)
+    lines = app_module.summary_lines(ctx, SimpleNamespace(plan=plan))  # type: ignore[arg-type]
+    assert lines[0].startswith(f"plan {plan.job}: 4 x 2048 MB arm64 workers, "
+                               "sync: s3 (3 reducers), no PS, timeout 900 s")  # fmt: skip
+    assert "PS" not in app_module.image_line(plan).replace("no PS", "")
+    assert (
+        app_module.placement_line(plan, None) == "placement: no VPC and no PS instances (S3 sync)"
+    )
+    between = [line for line in lines if line.startswith("between runs: ")]
+    assert between == ["between runs: $0.0000/h until `cdk destroy` (no PS volumes, no secret, "
+                       "no endpoints: S3 storage only)"]  # fmt: skip
+    ps_lines = app_module.summary_lines(ctx, SimpleNamespace(plan=make_plan()))  # type: ignore[arg-type]
+    assert "PS 2 x c5.large (x86_64)" in ps_lines[0]

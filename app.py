@@ -44,6 +44,7 @@ from provisioner.plan import Plan
 from provisioner.profile import PROFILE_DIR, profile_from_dict
 from provisioner.runaway import bounds_line
 from stacks.context import ContextError, JobContext, read_context
+from stacks.events import sync_summary
 from stacks.image import DOCKERFILE, REPO_ROOT, ImageSpec
 from stacks.machine_image import ami_line, deploy_env
 from stacks.profile_run import (
@@ -146,6 +147,8 @@ def image_line(plan: Plan) -> str:
     """Which platforms `cdk deploy` builds the image for (an arm64 build on an x86 host, or the
     reverse, needs QEMU/binfmt; -c arch=mixed is what allows a plan to need both)."""
     workers, ps = (ImageSpec(arch).platform.platform for arch in (plan.arch, plan.ps_arch))
+    if plan.sync == "s3":
+        return f"image: {workers} (workers; no PS)"
     if workers == ps:
         return f"image: {workers} (workers and PS)"
     return (
@@ -157,12 +160,30 @@ def image_line(plan: Plan) -> str:
 def placement_line(plan: Plan, az: str | None) -> str:
     """Where the PS instances go, and how to move them where their type is offered (not every
     AZ offers every type; synth cannot ask EC2, so the user is told how to check)."""
+    if plan.sync == "s3":
+        ignored = f" (-c az={az} is not used)" if az else ""
+        return f"placement: no VPC and no PS instances (S3 sync){ignored}"
     where = f"availability zone {az} (-c az)" if az else "the region's first availability zone"
     return (
         f"PS placement: {where}; if {plan.ps_type} is not offered there, pick one that offers it "
         "with -c az= (aws ec2 describe-instance-type-offerings --location-type "
         f"availability-zone --filters Name=instance-type,Values={plan.ps_type})"
     )
+
+
+def ps_words(plan: Plan) -> str:
+    """The summary's words for how the workers exchange gradients."""
+    if plan.sync == "s3":
+        return sync_summary(plan)
+    return f"PS {plan.ps_count} x {plan.ps_type} ({plan.ps_arch})"
+
+
+def between_runs(plan: Plan) -> str:
+    """What bills between runs; an S3-sync deployment has no PS volumes and no secret."""
+    if plan.sync == "s3":
+        return (f"{format_usd(plan.idle_usd_per_hour)}/h until `cdk destroy` (no PS volumes, "
+                "no secret, no endpoints: S3 storage only)")  # fmt: skip
+    return idle_line(plan)
 
 
 def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
@@ -182,7 +203,7 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
         goals.append(f"budget {format_usd(ctx.budget_usd)}")
     return [
         f"plan {plan.job}: {plan.n_workers} x {plan.memory_mb} MB {plan.arch} workers, "
-        f"PS {plan.ps_count} x {plan.ps_type} ({plan.ps_arch}), "
+        f"{ps_words(plan)}, "
         f"timeout {plan.invocation_timeout_s} s, /tmp {plan.ephemeral_storage_mb} MB, "
         f"{plan.invocations_per_worker} invocation(s) per worker",
         f"goal: {' and '.join(goals)}; predicted {format_duration_s(plan.prediction.total_s)}, "
@@ -194,7 +215,7 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
         ),
         image_line(plan),
         f"if it goes wrong: {bounds_line(plan)}",
-        f"between runs: {idle_line(plan)}",
+        f"between runs: {between_runs(plan)}",
         *(f"why: {note}" for note in plan.notes),
     ]
 
@@ -241,7 +262,8 @@ def synth_job(app: App, *, err: TextIO) -> int:
     shown = os.path.relpath(plan_path)
     print(f"plan written to {plan_path if shown.startswith('..') else shown}", file=err)
     env = deploy_env(os.environ)
-    print(ami_line(env), file=err)
+    if result.plan.sync != "s3":  # no PS, no AMI
+        print(ami_line(env), file=err)
     print(placement_line(result.plan, ctx.az), file=err)
     add_job_stacks(app, plan=result.plan, dataset=ctx.dataset, env=env, az=ctx.az)
     return 0

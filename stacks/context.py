@@ -18,6 +18,7 @@ from functions.model_spec import ModelError, defines_function
 from provisioner.parse import JOB_NAME_FORMS, JOB_NAME_PATTERN, MAX_SYNTHETIC_SAMPLES
 
 ARCH_CHOICES = ("x86_64", "arm64", "mixed", "any")  # the last is the default
+SYNC_CHOICES = ("ps", "s3", "auto")  # gradient exchange; auto: the planner picks (the default)
 MEMORY_MB_MIN, MEMORY_MB_MAX = 128, 10240  # Lambda's configurable range (1 MB steps)
 INSTANCE_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -46,6 +47,7 @@ KNOWN_KEYS = (
     "ps_types",
     "reserve_concurrency",
     "slack",
+    "sync",
     "workload",
 )
 _OWN_KEY_SHAPE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -103,6 +105,9 @@ class JobContext:
     profile_memory_mb: tuple[int, ...] = ()  # sizes to profile; () = the default sizes
     profile_iterations: int | None = None  # timed iterations per size; None = the default
     az: str | None = None  # the VPC's one AZ (where the PS type is offered); None = the first
+    # -c sync: force "ps" or "s3" gradient exchange, or let the planner pick ("auto"). Read and
+    # checked here; app.py passes it on once provisioner.Limits takes a sync mode.
+    sync: str = "auto"
 
 
 def parse_az(value: object, errors: list[str]) -> str | None:
@@ -416,6 +421,7 @@ def read_context(
             "profile_iterations", values.get("profile_iterations"), 1, 1000, errors
         ),
         az=parse_az(values.get("az"), errors),
+        sync=parse_choice("sync", values.get("sync"), SYNC_CHOICES, errors),
     )
     too_big = [mb for mb in context.profile_memory_mb if mb > (context.max_memory_mb or mb)]
     if too_big:

@@ -59,6 +59,19 @@ ARTIFACTS_LIFECYCLE = s3.LifecycleRule(
 )
 
 
+
+
+def exchange_lifecycle(prefix: str) -> s3.LifecycleRule:
+    """An S3-sync plan's exchange objects go after a day, superseded versions too: the runtime
+    deletes them as it goes, and this is the backstop for a run cut off mid-iteration."""
+    return s3.LifecycleRule(
+        id="ExpireExchange",
+        prefix=f"{prefix}/",
+        expiration=Duration.days(1),
+        noncurrent_version_expiration=Duration.days(1),
+    )
+
+
 def grant_prepare(principal: iam.IGrantable, owner: IConstruct, layout: DataLayout,
                   shards: str, *, reason: str) -> None:  # fmt: skip
     """The prepare step writes the shards and manifest under `shards` and reads nothing back,
@@ -85,10 +98,14 @@ def _bucket(scope: Construct, construct_id: str, **kwargs: object) -> s3.Bucket:
 
 
 class DataBuckets(Construct):
-    """Attributes: `dataset_bucket`, `artifacts_bucket`, `access_logs_bucket`, `upload`."""
+    """Attributes: `dataset_bucket`, `artifacts_bucket`, `access_logs_bucket`, `upload`.
+
+    `exchange_prefix`: an S3-sync plan's exchange prefix in the artifacts bucket, which gets its
+    own expiry (`exchange_lifecycle`); None for a PS plan (and a profiling run).
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, layout: DataLayout,
-                 dataset: DatasetSource) -> None:  # fmt: skip
+                 dataset: DatasetSource, exchange_prefix: str | None = None) -> None:  # fmt: skip
         super().__init__(scope, construct_id)
         self.access_logs_bucket = _bucket(self, "AccessLogs")
         acknowledge(
@@ -107,7 +124,10 @@ class DataBuckets(Construct):
         # storage for real (a deleted version stays billable until it expires).
         self.artifacts_bucket = _bucket(
             self, "Artifacts", bucket_name=layout.artifacts.name, versioned=True,
-            server_access_logs_prefix="artifacts/", lifecycle_rules=[ARTIFACTS_LIFECYCLE],
+            server_access_logs_prefix="artifacts/", lifecycle_rules=[
+                ARTIFACTS_LIFECYCLE,
+                *([exchange_lifecycle(exchange_prefix)] if exchange_prefix else []),
+            ],
             **logs,
         )  # fmt: skip
         self.upload: s3_deployment.BucketDeployment | None = None

@@ -26,6 +26,22 @@ def result_keys(plan: Plan) -> tuple[str, str]:
     return f"{plan.job}/model.pt", f"{plan.job}/report.json"
 
 
+def exchange_prefix(plan: Plan) -> str:
+    """Where an S3-sync run's workers exchange gradient partitions, in the artifacts bucket.
+
+    One prefix per job, not per run: the runtime keys each run's objects under it by run id, and
+    a lifecycle rule (stacks/data.py) needs a literal prefix to expire what a cut-off run leaves.
+    """
+    return f"{plan.job}/exchange"
+
+
+def sync_summary(plan: Plan) -> str:
+    """How the workers exchange gradients, as the summaries and descriptions say it."""
+    if plan.sync == "s3":
+        return f"sync: s3 ({plan.reducers} reducer{'s' if plan.reducers != 1 else ''}), no PS"
+    return f"PS {plan.ps_count} x {plan.ps_type}"
+
+
 def shards_prefix(plan: Plan) -> str:
     """Shards are one per worker, so the prefix names n: a new n never reads stale shards."""
     return f"{plan.job}/shards-n{plan.n_workers}"
@@ -40,8 +56,12 @@ def worker_event(
     ps_endpoints: list[str],
     secret_ref: str,
 ) -> dict[str, Any]:
-    """The first event of worker `rank` (docs/CONTRACTS.md, "Worker event")."""
-    return {
+    """The first event of worker `rank` (docs/CONTRACTS.md, "Worker event").
+
+    A PS plan's event carries no sync keys (the defaults are the PS's); an S3 plan's carries
+    `sync`, `reducers` and `exchange_prefix`, with `ps_endpoints` [] and `secret_ref` "".
+    """
+    event: dict[str, Any] = {
         "job_id": plan.job,
         "rank": rank,
         "n_workers": plan.n_workers,
@@ -63,6 +83,9 @@ def worker_event(
         "safety_margin_s": SAFETY_MARGIN_S,
         "ephemeral_storage_mb": plan.ephemeral_storage_mb,  # optional key: /tmp fits a shard?
     }
+    if plan.sync == "s3":
+        event.update(sync="s3", reducers=plan.reducers, exchange_prefix=exchange_prefix(plan))
+    return event
 
 
 def run_keys(run_id: str, run_started: str) -> dict[str, str]:

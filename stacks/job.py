@@ -1,5 +1,5 @@
-"""Compose one job's three stacks from a Plan (or its two profiling stacks from a ProfileRun),
-tag everything, and register cdk-nag.
+"""Compose one job's three stacks from a Plan (two for an S3-sync plan: no PS stack), or its
+two profiling stacks from a ProfileRun, tag everything, and register cdk-nag.
 
 This is what app.py and the tests call: stacks get the Plan (and where the dataset comes from)
 and nothing else.
@@ -18,6 +18,7 @@ from provisioner.plan import Plan
 from stacks.context import DatasetSource
 from stacks.data import data_layout
 from stacks.data_stack import DataStack
+from stacks.events import exchange_prefix, sync_summary
 from stacks.profile_run import ProfileRun
 from stacks.profile_stack import ProfileStack
 from stacks.provider_logs import own_provider_log_groups
@@ -28,7 +29,7 @@ from stacks.training_stack import TrainingStack
 @dataclass(frozen=True)
 class JobStacks:
     data: DataStack
-    parameter_servers: ParameterServerStack
+    parameter_servers: ParameterServerStack | None  # None when the plan syncs through S3
     training: TrainingStack
 
 
@@ -41,9 +42,15 @@ RUN_FIELDS = (
 
 
 def plan_digest(plan: Plan) -> str:
-    """sha256 of the Plan's run configuration: deploying a changed one starts a new run."""
+    """sha256 of the Plan's run configuration: deploying a changed one starts a new run.
+
+    An S3-sync plan's run also depends on its sync mode and k; a PS plan's digest leaves them
+    out, so it is what it was before plans had them (a redeploy of the same plan restarts
+    nothing)."""
     data = plan.to_dict()
     run = {key: data[key] for key in RUN_FIELDS}
+    if plan.sync != "ps":
+        run.update(sync=plan.sync, reducers=plan.reducers)
     return hashlib.sha256(json.dumps(run, sort_keys=True).encode()).hexdigest()
 
 
@@ -61,34 +68,35 @@ def plan_tags(plan: Plan) -> dict[str, str]:
 
 def add_job_stacks(app: App, *, plan: Plan, dataset: DatasetSource, nag: bool = True,
                    env: Environment | None = None, az: str | None = None) -> JobStacks:  # fmt: skip
-    """The job's Data, ParameterServers and Training stacks, named `<job>-data` etc.
+    """The job's Data, ParameterServers and Training stacks, named `<job>-data` etc.; an S3-sync
+    plan (`plan.sync == "s3"`) has no ParameterServers stack: no VPC, no instance, no secret.
 
     `env`: the account and region (`deploy_env`), all three stacks the same (they reference
     each other); with one, the PS AMI is pinned in cdk.context.json (stacks/machine_image.py).
     `az`: the one availability zone of the VPC (-c az=); None = the region's first.
     """
-    summary = (
-        f"n={plan.n_workers} x {plan.memory_mb} MB {plan.arch}, "
-        f"PS {plan.ps_count} x {plan.ps_type}"
-    )
+    summary = f"n={plan.n_workers} x {plan.memory_mb} MB {plan.arch}, {sync_summary(plan)}"
     layout = data_layout(plan.job, dataset)
+    s3_sync = plan.sync == "s3"
     data = DataStack(app, f"{plan.job}-data", layout=layout, dataset=dataset,
-                     description=f"λDNN job {plan.job}: buckets", env=env)  # fmt: skip
-    ps = ParameterServerStack(
+                     description=f"λDNN job {plan.job}: buckets", env=env,
+                     exchange_prefix=exchange_prefix(plan) if s3_sync else None)  # fmt: skip
+    ps = None if s3_sync else ParameterServerStack(
         app, f"{plan.job}-ps", plan=plan, artifacts=layout.artifacts, env=env, az=az,
         description=f"λDNN job {plan.job}: network and parameter servers ({summary})",
     )  # fmt: skip
     training = TrainingStack(
         app, f"{plan.job}-training", plan=plan, plan_digest=plan_digest(plan),
-        layout=layout, network=ps.network, secret=ps.secret,
-        parameter_servers=ps.parameter_servers, env=env,
+        layout=layout, ps=ps, env=env,
         description=f"λDNN job {plan.job}: workers and orchestration ({summary})",
     )  # fmt: skip
     # Other stacks name our buckets rather than import them: order the deploys explicitly.
-    ps.add_stack_dependency(data)
-    training.add_stack_dependency(ps)
+    if ps is not None:
+        ps.add_stack_dependency(data)
+    training.add_stack_dependency(ps or data)
     for stack in (data, ps, training):
-        own_provider_log_groups(stack)
+        if stack is not None:
+            own_provider_log_groups(stack)
     for key, value in plan_tags(plan).items():
         Tags.of(app).add(key, value)
     if nag:

@@ -12,11 +12,16 @@ Runaway bounds (provisioner/runaway.py, priced in the plan): a link that does no
 timeout. A timed-out or stopped execution runs no catch, so a rule on its end stops the PS
 instances and closes the endpoints unless another run of the job is going (a redeploy stops the
 old run as the new one starts).
+
+An S3-sync plan has no PS and no endpoints: name the run → prepare → workers → finalize, and a
+failure just fails the execution; nothing bills by the hour, so nothing needs stopping when a
+run is cut off (its exchange objects expire by the artifacts bucket's lifecycle rule).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import ArnFormat, Duration, Stack
@@ -65,8 +70,62 @@ def _without_rank(event: dict[str, Any]) -> dict[str, Any]:
 RUN_FROM_STATE = {"run_id.$": "$.run.run_id", "run_started.$": "$.run.run_started"}
 
 
+@dataclass(frozen=True)
+class PsSteps:
+    """What a PS plan's run starts, waits for and stops around its workers; an S3-sync plan has
+    none of it (no instances, no endpoints)."""
+
+    instance_ids: list[str]
+    instance_arns: list[str]
+    run_network: RunNetwork
+    ps_wait: PsWait
+
+
+def _worker_loop(scope: Construct, worker: lambda_.IFunction, *, timeout_s: int,
+                 max_links: int) -> sfn.IChainable:  # fmt: skip
+    """One worker's links: re-invoked with its `next_event` until `done`, while each advances."""
+    run_worker = _invoke(
+        scope, "RunWorker", worker, timeout_s=timeout_s,
+        payload=sfn.TaskInput.from_json_path_at("$.event"),
+        result_selector={"done.$": "$.Payload.done", "event.$": "$.Payload.next_event"},
+        result_path="$.link",  # beside the link's own event: did it advance?
+    )  # fmt: skip
+    # A crashed link is retried from the same event: the worker resumes from its checkpoint.
+    run_worker.add_retry(errors=["States.TaskFailed"], max_attempts=LINK_RETRIES,
+                         interval=Duration.seconds(10), backoff_rate=2)  # fmt: skip
+    cond = sfn.Condition
+    return run_worker.next(
+        sfn.Choice(scope, "WorkerDone")
+        # Output just `true`: n full events would hit the Map's 256 KB result limit.
+        .when(cond.boolean_equals("$.link.done", True),
+              sfn.Succeed(scope, "WorkerFinished", output_path="$.link.done"))
+        .when(cond.number_less_than_equals_json_path("$.link.event.start_iteration",
+                                                     "$.event.start_iteration"),
+              sfn.Fail(scope, "LinkMadeNoProgress", error="LinkMadeNoProgress",
+                       cause="A worker link ended without advancing; see its log."))
+        .when(cond.number_greater_than_equals("$.link.event.invocation", max_links),
+              sfn.Fail(scope, "TooManyLinks", error="TooManyLinks",
+                       cause=f"A worker ran {max_links} links, the plan's bound."))
+        .otherwise(sfn.Pass(scope, "NextLink", parameters={"event.$": "$.link.event"})
+                   .next(run_worker))
+    )  # fmt: skip
+
+
+def _stop_ps_after_failure(scope: Construct, ps: PsSteps, failed: sfn.Fail,
+                           helper_timeout_s: int) -> tasks.CallAwsService:  # fmt: skip
+    """Stop the PS, then close the endpoints (even if the stop failed), then fail."""
+    close_after_failure = _close_network(scope, "CloseNetworkAfterFailure", ps.run_network,
+                                         helper_timeout_s).add_catch(failed)  # fmt: skip
+    stop_after_failure = _ec2_call(scope, "StopPsAfterFailure", "stopInstances",
+                                   instance_ids=ps.instance_ids, instance_arns=ps.instance_arns)
+    stop_after_failure.add_catch(close_after_failure)
+    stop_after_failure.next(close_after_failure).next(failed)
+    return stop_after_failure
+
+
 class TrainingOrchestration(Construct):
-    """Attributes: `state_machine`, `log_group`."""
+    """Attributes: `state_machine`, `log_group`. `ps`: the PS steps of a PS plan; None for an
+    S3-sync plan, whose run is name → prepare → workers → finalize (a failure just fails)."""
 
     def __init__(
         self,
@@ -81,47 +140,14 @@ class TrainingOrchestration(Construct):
         prepare_event: dict[str, Any],
         finalize: lambda_.IFunction,
         helper_timeout_s: int,
-        ps_instance_ids: list[str],
-        ps_instance_arns: list[str],
-        run_network: RunNetwork,
-        ps_wait: PsWait,
+        ps: PsSteps | None,
         bounds: tuple[int, int],
     ) -> None:
         super().__init__(scope, construct_id)
         max_links, timeout_s = bounds  # provisioner.runaway.plan_bounds
-        ps = {"instance_ids": ps_instance_ids, "instance_arns": ps_instance_arns}
         failed = sfn.Fail(self, "TrainingFailed", cause="A step failed; see the execution history.")
-        close_after_failure = _close_network(self, "CloseNetworkAfterFailure", run_network,
-                                             helper_timeout_s).add_catch(failed)  # fmt: skip
-        stop_after_failure = _ec2_call(self, "StopPsAfterFailure", "stopInstances", **ps)
-        stop_after_failure.add_catch(close_after_failure)
-        stop_after_failure.next(close_after_failure).next(failed)
-
-        run_worker = _invoke(
-            self, "RunWorker", worker, timeout_s=worker_timeout_s,
-            payload=sfn.TaskInput.from_json_path_at("$.event"),
-            result_selector={"done.$": "$.Payload.done", "event.$": "$.Payload.next_event"},
-            result_path="$.link",  # beside the link's own event: did it advance?
-        )  # fmt: skip
-        # A crashed link is retried from the same event: the worker resumes from its checkpoint.
-        run_worker.add_retry(errors=["States.TaskFailed"], max_attempts=LINK_RETRIES,
-                             interval=Duration.seconds(10), backoff_rate=2)  # fmt: skip
-        cond = sfn.Condition
-        worker_loop = run_worker.next(
-            sfn.Choice(self, "WorkerDone")
-            # Output just `true`: n full events would hit the Map's 256 KB result limit.
-            .when(cond.boolean_equals("$.link.done", True),
-                  sfn.Succeed(self, "WorkerFinished", output_path="$.link.done"))
-            .when(cond.number_less_than_equals_json_path("$.link.event.start_iteration",
-                                                         "$.event.start_iteration"),
-                  sfn.Fail(self, "LinkMadeNoProgress", error="LinkMadeNoProgress",
-                           cause="A worker link ended without advancing; see its log."))
-            .when(cond.number_greater_than_equals("$.link.event.invocation", max_links),
-                  sfn.Fail(self, "TooManyLinks", error="TooManyLinks",
-                           cause=f"A worker ran {max_links} links, the plan's bound."))
-            .otherwise(sfn.Pass(self, "NextLink", parameters={"event.$": "$.link.event"})
-                       .next(run_worker))
-        )  # fmt: skip
+        on_failure = _stop_ps_after_failure(self, ps, failed, helper_timeout_s) if ps else failed
+        worker_loop = _worker_loop(self, worker, timeout_s=worker_timeout_s, max_links=max_links)
         # The execution's name and start time, read once into the state: every worker event
         # and finalize carry them, so each run checkpoints apart and a newer run's PS refuses
         # a stopped execution's workers.
@@ -136,43 +162,60 @@ class TrainingOrchestration(Construct):
             result_path=sfn.JsonPath.DISCARD,
         )  # fmt: skip
         fan_out.item_processor(worker_loop)
-        fan_out.add_catch(stop_after_failure)
+        fan_out.add_catch(on_failure)
 
         prepare_step = _invoke(
             self, "PrepareDataset", prepare, timeout_s=helper_timeout_s,
             payload=sfn.TaskInput.from_object(prepare_event), result_path=sfn.JsonPath.DISCARD,
-        ).add_catch(stop_after_failure)  # fmt: skip
+        ).add_catch(on_failure)  # fmt: skip
         finalize_step = _invoke(
             self, "Finalize", finalize, timeout_s=helper_timeout_s,
             payload=sfn.TaskInput.from_object({**worker_event, **RUN_FROM_STATE}),
             result_path=sfn.JsonPath.DISCARD,
-        ).add_catch(stop_after_failure)  # fmt: skip
-        start_ps = _ec2_call(self, "StartPs", "startInstances", **ps).add_catch(stop_after_failure)
-        open_network = _invoke(
-            self, "OpenNetwork", run_network.function, timeout_s=helper_timeout_s,
-            payload=sfn.TaskInput.from_object(run_network.open_event),
-            result_path=sfn.JsonPath.DISCARD,
-        ).add_catch(stop_after_failure)  # fmt: skip
-        wait_ps = _invoke(
-            self, "WaitForPs", ps_wait.function, timeout_s=helper_timeout_s,
-            payload=sfn.TaskInput.from_object(ps_wait.event), result_path=sfn.JsonPath.DISCARD,
-        )  # fmt: skip
-        # A first boot installs Docker and pulls the image: one more wait before giving up.
-        wait_ps.add_retry(errors=["States.TaskFailed"], max_attempts=1)
-        wait_ps.add_catch(stop_after_failure)
-
-        definition = (
-            name_run.next(open_network).next(start_ps).next(prepare_step).next(wait_ps)
-            .next(ranks).next(fan_out).next(finalize_step)
-            .next(_ec2_call(self, "StopPs", "stopInstances", **ps))
-            .next(_close_network(self, "CloseNetwork", run_network, helper_timeout_s))
-            .next(sfn.Succeed(self, "TrainingFinished"))
-        )  # fmt: skip
+        ).add_catch(on_failure)  # fmt: skip
+        if ps is None:
+            definition = (
+                name_run.next(prepare_step).next(ranks).next(fan_out).next(finalize_step)
+                .next(sfn.Succeed(self, "TrainingFinished"))
+            )  # fmt: skip
+        else:
+            definition = self._around_ps(ps, on_failure, helper_timeout_s, name_run=name_run,
+                                         prepare_step=prepare_step, workers=ranks.next(fan_out),
+                                         finalize_step=finalize_step)  # fmt: skip
         self.log_group, self.state_machine = logged_state_machine(
             self, definition, timeout=Duration.seconds(timeout_s)
         )
-        StopPsWhenRunEnds(self, "StopPsWhenRunEnds", training=self.state_machine,
-                          run_network=run_network, helper_timeout_s=helper_timeout_s, **ps)
+        if ps is not None:
+            StopPsWhenRunEnds(self, "StopPsWhenRunEnds", training=self.state_machine,
+                              run_network=ps.run_network, helper_timeout_s=helper_timeout_s,
+                              instance_ids=ps.instance_ids, instance_arns=ps.instance_arns)
+
+    def _around_ps(self, ps: PsSteps, on_failure: sfn.IChainable, helper_timeout_s: int, *,
+                   name_run: sfn.Pass, prepare_step: sfn.TaskStateBase, workers: sfn.Chain,
+                   finalize_step: sfn.TaskStateBase) -> sfn.Chain:  # fmt: skip
+        """A PS plan's run: open the endpoints and start the PS before the shards are prepared,
+        wait for the PS before the workers, stop it and close the endpoints after finalize."""
+        ids = {"instance_ids": ps.instance_ids, "instance_arns": ps.instance_arns}
+        start_ps = _ec2_call(self, "StartPs", "startInstances", **ids).add_catch(on_failure)
+        open_network = _invoke(
+            self, "OpenNetwork", ps.run_network.function, timeout_s=helper_timeout_s,
+            payload=sfn.TaskInput.from_object(ps.run_network.open_event),
+            result_path=sfn.JsonPath.DISCARD,
+        ).add_catch(on_failure)  # fmt: skip
+        wait_ps = _invoke(
+            self, "WaitForPs", ps.ps_wait.function, timeout_s=helper_timeout_s,
+            payload=sfn.TaskInput.from_object(ps.ps_wait.event), result_path=sfn.JsonPath.DISCARD,
+        )  # fmt: skip
+        # A first boot installs Docker and pulls the image: one more wait before giving up.
+        wait_ps.add_retry(errors=["States.TaskFailed"], max_attempts=1)
+        wait_ps.add_catch(on_failure)
+        return (
+            name_run.next(open_network).next(start_ps).next(prepare_step).next(wait_ps)
+            .next(workers).next(finalize_step)
+            .next(_ec2_call(self, "StopPs", "stopInstances", **ids))
+            .next(_close_network(self, "CloseNetwork", ps.run_network, helper_timeout_s))
+            .next(sfn.Succeed(self, "TrainingFinished"))
+        )  # fmt: skip
 
 
 def _close_network(scope: Construct, state_id: str, run_network: RunNetwork,

@@ -1,4 +1,5 @@
-"""Training stack: the worker, prepare and finalize functions, the state machine, its start."""
+"""Training stack: the worker, prepare and finalize functions, the state machine, its start; in a
+PS plan also the run's endpoint function and PS wait (an S3-sync plan has neither)."""
 
 from __future__ import annotations
 
@@ -12,18 +13,19 @@ from provisioner.runaway import HELPER_TIMEOUT_S, plan_bounds
 from stacks.data import DataLayout, grant_prepare
 from stacks.events import (
     checkpoint_prefix,
+    exchange_prefix,
     prepare_event,
     result_keys,
     shards_prefix,
     worker_event,
 )
 from stacks.functions import ImageFunction, VpcPlacement
-from stacks.grants import grant_prefix, put_exact_objects, read_secret_value
+from stacks.grants import grant_prefix, grant_s3_sync, put_exact_objects, read_secret_value
 from stacks.image import ImageSpec
 from stacks.nag import acknowledge, acknowledge_invoking_machine, executions_nag_arn
-from stacks.network import INTERFACE_ENDPOINTS, TrainingNetwork
-from stacks.orchestration import StartOnDeploy, TrainingOrchestration
-from stacks.parameter_servers import ParameterServers
+from stacks.network import INTERFACE_ENDPOINTS
+from stacks.orchestration import PsSteps, StartOnDeploy, TrainingOrchestration
+from stacks.ps_stack import ParameterServerStack
 from stacks.run_network import PsWait, RunNetwork
 
 # Not in the Plan because the planner does not model them: the prepare and finalize steps run
@@ -32,17 +34,24 @@ HELPER_MEMORY_MB = 3008
 
 
 class TrainingStack(Stack):
-    """Attributes: `worker`, `prepare`, `finalize`, `run_network`, `ps_wait`, `orchestration`,
-    `start`."""
+    """Attributes: `worker`, `prepare`, `finalize`, `run_network` and `ps_wait` (None in an
+    S3-sync plan), `orchestration`, `start`.
+
+    `ps`: the job's PS stack for a PS plan; None for an S3-sync plan (`plan.sync == "s3"`),
+    whose functions run outside any VPC and whose run starts, waits for and stops no PS.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, plan: Plan, plan_digest: str,
-                 layout: DataLayout, network: TrainingNetwork, secret: secretsmanager.ISecret,
-                 parameter_servers: ParameterServers, description: str,
+                 layout: DataLayout, ps: ParameterServerStack | None, description: str,
                  env: Environment | None = None) -> None:  # fmt: skip
         super().__init__(scope, construct_id, description=description, env=env)
+        if (ps is None) != (plan.sync == "s3"):
+            raise ValueError(f"plan sync {plan.sync!r} and a PS stack {ps} do not fit: "
+                             "an S3-sync plan has no PS stack, a PS plan needs one")  # fmt: skip
         image = ImageSpec(plan.arch, plan.training.model)
-        in_vpc = VpcPlacement(vpc=network.vpc, subnets=network.subnets,
-                              security_group=network.worker_security_group)  # fmt: skip
+        in_vpc = (VpcPlacement(vpc=ps.network.vpc, subnets=ps.network.subnets,
+                               security_group=ps.network.worker_security_group)
+                  if ps else None)  # fmt: skip
         self.worker = ImageFunction(
             self, "Worker", image=image, handler="functions.worker.handler",
             description=f"Training worker of job {plan.job}", memory_mb=plan.memory_mb,
@@ -61,20 +70,16 @@ class TrainingStack(Stack):
             memory_mb=HELPER_MEMORY_MB, timeout_s=HELPER_TIMEOUT_S,
             ephemeral_storage_mb=plan.ephemeral_storage_mb, placement=in_vpc,
         )  # fmt: skip
-        # getattr: plans written before the field existed carry no list; use the default set.
-        services = tuple(getattr(plan, "interface_endpoints", ())) or INTERFACE_ENDPOINTS
-        self.run_network = RunNetwork(self, "RunNetwork", job=plan.job, image=image,
-                                      network=network, services=services,
-                                      timeout_s=HELPER_TIMEOUT_S)  # fmt: skip
-        self.ps_wait = PsWait(self, "PsWait", job=plan.job, image=image, placement=in_vpc,
-                              ps_endpoints=parameter_servers.endpoints,
-                              timeout_s=HELPER_TIMEOUT_S)  # fmt: skip
-        self._grant(plan, layout, secret)
+        steps = self._ps_steps(plan, image, ps, in_vpc) if ps and in_vpc else None
+        self.run_network = steps.run_network if steps else None
+        self.ps_wait = steps.ps_wait if steps else None
+        self._grant(plan, layout, ps.secret if ps else None)
 
         event = worker_event(
             plan, rank=0, dataset_bucket=layout.dataset.name,
-            artifacts_bucket=layout.artifacts.name, ps_endpoints=parameter_servers.endpoints,
-            secret_ref=secret.secret_arn,
+            artifacts_bucket=layout.artifacts.name,
+            ps_endpoints=ps.parameter_servers.endpoints if ps else [],
+            secret_ref=ps.secret.secret_arn if ps else "",
         )  # fmt: skip
         self.orchestration = TrainingOrchestration(
             self, "Orchestration", n_workers=plan.n_workers, worker=self.worker.function,
@@ -82,11 +87,7 @@ class TrainingStack(Stack):
             prepare=self.prepare.function, finalize=self.finalize.function,
             prepare_event=prepare_event(plan, source=layout.source,
                                         dataset_bucket=layout.dataset.name),
-            helper_timeout_s=HELPER_TIMEOUT_S,
-            ps_instance_ids=[i.instance_id for i in parameter_servers.instances],
-            ps_instance_arns=parameter_servers.instance_arns,
-            run_network=self.run_network, ps_wait=self.ps_wait,
-            bounds=plan_bounds(plan),
+            helper_timeout_s=HELPER_TIMEOUT_S, ps=steps, bounds=plan_bounds(plan),
         )  # fmt: skip
         executions = self._acknowledge_orchestration()
         machine = self.orchestration.state_machine
@@ -106,7 +107,24 @@ class TrainingStack(Stack):
         )
         self._outputs(plan, layout, machine.state_machine_arn)
 
-    def _grant(self, plan: Plan, layout: DataLayout, secret: secretsmanager.ISecret) -> None:
+    def _ps_steps(self, plan: Plan, image: ImageSpec, ps: ParameterServerStack,
+                  in_vpc: VpcPlacement) -> PsSteps:  # fmt: skip
+        """The run's endpoint function and PS wait (in this stack), and the PS instances."""
+        # getattr: plans written before the field existed carry no list; use the default set.
+        services = tuple(getattr(plan, "interface_endpoints", ())) or INTERFACE_ENDPOINTS
+        run_network = RunNetwork(self, "RunNetwork", job=plan.job, image=image,
+                                 network=ps.network, services=services,
+                                 timeout_s=HELPER_TIMEOUT_S)  # fmt: skip
+        ps_wait = PsWait(self, "PsWait", job=plan.job, image=image, placement=in_vpc,
+                         ps_endpoints=ps.parameter_servers.endpoints,
+                         timeout_s=HELPER_TIMEOUT_S)  # fmt: skip
+        servers = ps.parameter_servers
+        return PsSteps(instance_ids=[i.instance_id for i in servers.instances],
+                       instance_arns=servers.instance_arns, run_network=run_network,
+                       ps_wait=ps_wait)  # fmt: skip
+
+    def _grant(self, plan: Plan, layout: DataLayout,
+               secret: secretsmanager.ISecret | None) -> None:  # fmt: skip
         """Each role gets exactly what its handler does, read from the handlers themselves.
 
         Worker (functions/worker.py): the manifest and its shard, the secret; it writes only its
@@ -114,7 +132,8 @@ class TrainingStack(Stack):
         (functions/finalize.py): the manifest and test split, the PS checkpoints and the link
         records, the secret (it asks the PS for a last checkpoint); writes exactly model.pt and
         report.json. Prepare (functions/datasets.py): reads the source,
-        writes the shards and manifest, reads nothing back.
+        writes the shards and manifest, reads nothing back. An S3-sync plan has no secret; its
+        workers write the checkpoints and read, write and delete under the exchange prefix.
         """
         shards = shards_prefix(plan)
         grant_prefix(self.worker.function, self.worker, layout.dataset, shards, write=False,
@@ -122,6 +141,9 @@ class TrainingStack(Stack):
         grant_prefix(self.worker.function, self.worker, layout.artifacts, runs_prefix(plan.job),
                      write=True, read=False, reason="Writes its link records; run id, rank and "
                      "link are in the key.")
+        if plan.sync == "s3":
+            grant_s3_sync(self.worker.function, self.worker, layout.artifacts,
+                          checkpoints=checkpoint_prefix(plan), exchange=exchange_prefix(plan))
         grant_prefix(self.finalize.function, self.finalize, layout.dataset, shards, write=False,
                      reason="Reads the manifest and the held-out split for the run report.")
         grant_prefix(self.finalize.function, self.finalize, layout.artifacts,
@@ -134,14 +156,15 @@ class TrainingStack(Stack):
             put_exact_objects(layout.artifacts, result_keys(plan)))
         grant_prepare(self.prepare.function, self.prepare, layout, shards,
                       reason="Writes this run's shards and manifest under one prefix.")
-        for fn in (self.worker, self.finalize):
-            fn.function.add_to_role_policy(read_secret_value(secret.secret_arn))
+        if secret is not None:
+            for fn in (self.worker, self.finalize):
+                fn.function.add_to_role_policy(read_secret_value(secret.secret_arn))
 
     def _acknowledge_orchestration(self) -> str:
         """Acknowledge the state machine's findings; return its executions' nag ARN form."""
         machine = self.orchestration.state_machine
         invoked = (self.worker, self.prepare, self.finalize, self.run_network, self.ps_wait)
-        acknowledge_invoking_machine(machine, (f.function for f in invoked))
+        acknowledge_invoking_machine(machine, (f.function for f in invoked if f is not None))
         executions = executions_nag_arn(machine)
         for suffix in (":*", "/*:*"):
             acknowledge(
@@ -163,6 +186,6 @@ class TrainingStack(Stack):
             ("Results", f"s3://{layout.artifacts.name}/{plan.job}/",
              "Final model (model.pt) and run report (report.json)"),
             ("Checkpoints", f"s3://{layout.artifacts.name}/{checkpoint_prefix(plan)}/",
-             "PS checkpoints"),
+             "Checkpoints (written by the workers)" if plan.sync == "s3" else "PS checkpoints"),
         ):  # fmt: skip
             CfnOutput(self, name, value=value, description=description)

@@ -1,11 +1,14 @@
 """Offline review of what another deadline (or any context change) would change.
 
     python -m tools.plan_diff --from 2h --to 90m [-c workload=... -c dataset=...] [--plan-only]
+    python -m tools.plan_diff --from 2h --to 2h --to-c sync=s3   # PS plan -> S3-sync plan
 
 Synthesizes the app twice (same code path as `cdk synth`: cdk.json context + overrides) into
 `cdk.out/plan-diff/from` and `.../to`, prints a plan-level table (n, memory, PS, predicted
 time and cost), then runs the pinned CDK CLI's `cdk diff --template <from> --app <to>` per stack.
 `cdk diff` against a deployed stack needs an AWS account; against a saved template it does not.
+A stack on one side only (the PS stack of a PS plan, gone in an S3-sync plan) is reported as
+removed or added whole, with its resources counted by type.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ PLAN_ROWS = (
     ("/tmp MB", ("ephemeral_storage_mb",)),
     ("invocations/worker", ("invocations_per_worker",)),
     ("reserved concurrency", ("reserve_concurrency",)),
+    ("sync", ("sync",)),
+    ("reducers k", ("reducers",)),
     ("PS type", ("ps_type",)),
     ("PS shards", ("ps_count",)),
     ("PS arch", ("ps_arch",)),
@@ -131,6 +136,23 @@ def with_tags(template: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
     return copy
 
 
+def one_sided(from_dir: str, to_dir: str, stack: str) -> str | None:
+    """"removed"/"added: the whole stack (N resources: counts by type)" when `stack` was
+    synthesized on one side only; None when both sides have it (or neither)."""
+    found = {side: os.path.join(folder, f"{stack}.template.json")
+             for side, folder in (("removed", from_dir), ("added", to_dir))}  # fmt: skip
+    present = [side for side, path in found.items() if os.path.exists(path)]
+    if len(present) != 1:
+        return None
+    with open(found[present[0]], encoding="utf-8") as handle:
+        resources = json.load(handle).get("Resources", {})
+    counts: dict[str, int] = {}
+    for resource in resources.values():
+        counts[resource["Type"]] = counts.get(resource["Type"], 0) + 1
+    listed = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+    return f"{present[0]}: the whole stack ({len(resources)} resources: {listed})"
+
+
 def template_diff(from_dir: str, to_dir: str, stack: str,
                   tags: dict[str, str] | None) -> tuple[int, str]:  # fmt: skip
     """The pinned CLI's diff of one stack: saved template (from) vs synthesized app (to)."""
@@ -154,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--to", dest="after", required=True, help="deadline, e.g. 90m")
     parser.add_argument("-c", dest="context", action="append", default=[],
                         help="extra context for both synths, key=value (repeatable)")
+    parser.add_argument("--to-c", dest="to_context", action="append", default=[],
+                        help="extra context for the 'to' synth only, e.g. sync=s3 (repeatable)")
     parser.add_argument("--out", default=os.path.join(REPO_ROOT, "cdk.out", "plan-diff"))
     parser.add_argument("--plan-only", action="store_true", help="skip the template diff")
     parser.add_argument("--with-tags", action="store_true",
@@ -161,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         common = parse_context(args.context)
+        to_only = parse_context(args.to_context)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -168,13 +193,15 @@ def main(argv: list[str] | None = None) -> int:
     dirs = {"from": os.path.join(args.out, "from"), "to": os.path.join(args.out, "to")}
     plans = {}
     for side, deadline in (("from", args.before), ("to", args.after)):
-        code, printed = synth_into({**common, "deadline": deadline}, dirs[side])
+        extra = to_only if side == "to" else {}
+        code, printed = synth_into({**common, **extra, "deadline": deadline}, dirs[side])
         if code:
             print(f"{side} (deadline={deadline}): {printed.strip()}", file=sys.stderr)
             return code
         with open(os.path.join(dirs[side], "plan.json"), encoding="utf-8") as handle:
             plans[side] = json.load(handle)["plan"]
-    print(f"plan: deadline {args.before} -> {args.after} (* = changed)")
+    also = "".join(f", -c {k}={v}" for k, v in to_only.items())
+    print(f"plan: deadline {args.before} -> {args.after}{also} (* = changed)")
     print("\n".join(plan_table(plans["from"], plans["to"])))
     if args.plan_only:
         return 0
@@ -191,7 +218,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ntags on every resource: {'; '.join(changed)} (--with-tags to list them)")
     job = plans["to"]["job"]
     for suffix in ("data", "ps", "training"):
-        code, text = template_diff(dirs["from"], dirs["to"], f"{job}-{suffix}",
+        stack = f"{job}-{suffix}"
+        whole = one_sided(dirs["from"], dirs["to"], stack)
+        if whole is not None:
+            print(f"\n=== {stack} ===\n{whole}")
+            continue
+        if not os.path.exists(os.path.join(dirs["to"], f"{stack}.template.json")):
+            continue  # on neither side
+        code, text = template_diff(dirs["from"], dirs["to"], stack,
                                    None if args.with_tags else tags["to"])
         print(f"\n=== {job}-{suffix} ===\n{text}")
         if code not in (0, 1):  # 1 means "differences found" with --fail; anything else broke

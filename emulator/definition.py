@@ -81,8 +81,11 @@ def dataset_of(plan: Plan, dataset: str) -> DatasetSource:
     return source
 
 
-def synthesize_training(plan: Plan, dataset: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(training template, PS template) of the plan's stacks, synthesized in this process."""
+def synthesize_training(
+    plan: Plan, dataset: str
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(training template, PS template) of the plan's stacks, synthesized in this process; no
+    PS template for a plan that syncs through S3 (it has no PS stack)."""
     _pinned_node_first_on_path()
     from aws_cdk import App  # imported here: only a run needs node and the CDK
 
@@ -97,6 +100,8 @@ def synthesize_training(plan: Plan, dataset: str) -> tuple[dict[str, Any], dict[
     stacks = add_job_stacks(app, plan=plan, dataset=source, nag=False)
     assembly = app.synth()
     training = assembly.get_stack_by_name(stacks.training.stack_name).template
+    if stacks.parameter_servers is None:
+        return training, None
     ps = assembly.get_stack_by_name(stacks.parameter_servers.stack_name).template
     return training, ps
 
@@ -147,7 +152,7 @@ def training_definition(plan: Plan, dataset: str) -> dict[str, Any]:
         and "StopPsWhenRunEnds" not in logical_id
     ]
     (machine,) = machines
-    resolve = _resolver(shards_by_instance(ps))
+    resolve = _resolver({} if ps is None else shards_by_instance(ps))
     text = resolve_cfn(machine["Properties"]["DefinitionString"], resolve)
     definition: dict[str, Any] = json.loads(text)
     return definition

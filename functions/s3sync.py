@@ -312,6 +312,7 @@ class S3Exchange:
         keys = self._list()  # outside the hot path: once per link
         states = states_by_part(keys, self.parts)
         iteration = resume_iteration(states)
+        self._newest = [-1] * self.parts  # until known below (a seeded state may set one)
         if iteration is None:
             iteration = self._seed(params, states)
         self._newest = [max(states[j] | {iteration}) for j in range(self.parts)]
@@ -415,10 +416,19 @@ class S3Exchange:
         )
         part.iteration = iteration + 1
         self._write_state(part)
-        # Every worker has read state t (it pushed t), so t-1 is nobody's resume point.
-        old = [state_key(self.base, iteration - 1, part.index)] if iteration >= 1 else []
-        self._delete(keys + old)
+        self._delete(keys + self._superseded(part.index, iteration))
         return StepTiming(wait_s=blocked_s, reduce_s=time.perf_counter() - t0 - blocked_s)
+
+    def _superseded(self, j: int, iteration: int) -> list[str]:
+        """What reducer j may delete with iteration's gradients: state t-1 (every worker has
+        read state t, as it pushed t, so t-1 is nobody's resume point) and the gradients of
+        t-1 again: a worker that resumed behind this partition may have uploaded one after
+        the last clean-up, and it finished that upload before pushing t. Deleting keys that
+        do not exist costs nothing: it is the same one request."""
+        if iteration < 1:
+            return []
+        previous = [grad_key(self.base, iteration - 1, j, r) for r in range(self.n_workers)]
+        return [state_key(self.base, iteration - 1, j), *previous]
 
     def _write_state(self, part: _Partition) -> None:
         """State object: params then momentum as torch holds it, raw float32."""

@@ -25,8 +25,17 @@ BASE = f"{PREFIX}/job-test/run-test"  # exchange_base of every helper event
 
 def s3_event(rank: int, n: int, k: int, bucket: str, **overrides: Any) -> dict[str, Any]:
     """A worker event in sync mode s3 (no PS endpoints, no secret)."""
-    return worker_event(rank, n, [], bucket, sync="s3", reducers=k, exchange_prefix=PREFIX,
-                        secret_ref="", **overrides)  # fmt: skip
+    return worker_event(
+        rank,
+        n,
+        [],
+        bucket,
+        sync="s3",
+        reducers=k,
+        exchange_prefix=PREFIX,
+        secret_ref="",
+        **overrides,
+    )
 
 
 def exchange_keys(s3: Any, bucket: str) -> list[str]:
@@ -114,8 +123,15 @@ def test_poll_backs_off_exponentially_and_honours_the_deadline() -> None:
         tries.append(clock.now)
 
     with pytest.raises(s3sync.ExchangeTimeout, match=r"^s3://b/k did not appear within 2 s$"):
-        s3sync.poll(never, timeout_s=2.0, what="s3://b/k", clock=clock, sleep=clock.sleep,
-                    first_delay_s=0.1, max_delay_s=0.5)  # fmt: skip
+        s3sync.poll(
+            never,
+            timeout_s=2.0,
+            what="s3://b/k",
+            clock=clock,
+            sleep=clock.sleep,
+            first_delay_s=0.1,
+            max_delay_s=0.5,
+        )
     assert clock.sleeps == pytest.approx([0.1, 0.2, 0.4, 0.5, 0.5, 0.3])
     assert clock.now == pytest.approx(102.0)  # never past the deadline
     assert tries[-1] == pytest.approx(102.0)  # one last try at the deadline
@@ -124,8 +140,7 @@ def test_poll_backs_off_exponentially_and_honours_the_deadline() -> None:
 
 def test_poll_returns_what_appears() -> None:
     clock, answers = FakeClock(), iter([None, None, b"x"])
-    got = s3sync.poll(lambda: next(answers), timeout_s=5, what="k", clock=clock,
-                      sleep=clock.sleep)  # fmt: skip
+    got = s3sync.poll(lambda: next(answers), timeout_s=5, what="k", clock=clock, sleep=clock.sleep)
     assert got == b"x" and len(clock.sleeps) == 2
 
 
@@ -142,8 +157,11 @@ def test_update_is_the_ps_update_and_torch_sgd() -> None:
     n, size, lr, m = 3, 1000, 0.05, 0.8
     init = rng.standard_normal(size, dtype=np.float32)
     params, scaled = init.copy(), np.zeros(size, np.float32)
-    shard = ShardState(PSConfig(job_id="j", shard=0, shards=1, workers=n, secret=b"s",
-                                learning_rate=lr, momentum=m))  # fmt: skip
+    shard = ShardState(
+        PSConfig(
+            job_id="j", shard=0, shards=1, workers=n, secret=b"s", learning_rate=lr, momentum=m
+        )
+    )
     with shard.cond:  # ShardState's callers hold its condition
         shard.adopt(size, init, np.zeros(size, np.float32), 0)
     param = torch.nn.Parameter(torch.from_numpy(init.copy()))
@@ -260,8 +278,9 @@ class Killed(Exception):
     """The injected death of a worker."""
 
 
-def kill_once(monkeypatch: pytest.MonkeyPatch, name: str, when: Callable[..., bool],
-              after: bool) -> None:  # fmt: skip
+def kill_once(
+    monkeypatch: pytest.MonkeyPatch, name: str, when: Callable[..., bool], after: bool
+) -> None:
     """S3Exchange.<name> raises Killed the first time `when(self, *args)` holds, before the
     real method runs or after it (in the worker whose `when` it is; the others go on)."""
     real, fired = getattr(S3Exchange, name), threading.Event()
@@ -286,8 +305,11 @@ KILLS = {
     # rank 1 has pushed iteration 3, dies before reducing partition 1
     "reducer_before_state": ("_reduce", lambda ex, part, it: ex.rank == 1 and it == 3, False),
     # rank 1 wrote state 4 of partition 1, dies before deleting what it no longer needs
-    "reducer_after_state": ("_write_state", lambda ex, part: ex.rank == 1 and part.iteration == 4,
-                            True),  # fmt: skip
+    "reducer_after_state": (
+        "_write_state",
+        lambda ex, part: ex.rank == 1 and part.iteration == 4,
+        True,
+    ),
 }
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
+from botocore.exceptions import ClientError
 
 from functions import wire
 from functions.aws import resolve_secret
@@ -189,10 +190,9 @@ class _Partition:
     scaled_momentum: np.ndarray
 
 
-def _missing(exc: Exception) -> bool:
+def _missing(exc: ClientError) -> bool:
     """A GET of a key that does not exist (yet)."""
-    code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-    return code in ("NoSuchKey", "404")
+    return exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404")
 
 
 @dataclass
@@ -211,10 +211,11 @@ class S3Exchange:
     checkpoints: CheckpointStore
     clock: Callable[[], float] = time.monotonic
     counts: RequestCounts = field(default_factory=RequestCounts)
-    _owned: _Partition | None = None
-    _newest: list[int] = field(default_factory=list)  # newest state iteration per partition
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _pool: concurrent.futures.ThreadPoolExecutor | None = None
+    _owned: _Partition | None = field(default=None, init=False)
+    # Newest state iteration per partition, as listed at the start and written since.
+    _newest: list[int] = field(default_factory=list, init=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _pool: concurrent.futures.ThreadPoolExecutor | None = field(default=None, init=False)
 
     @classmethod
     def for_task(cls, task: WorkerTask, s3: Any, total_params: int) -> S3Exchange:
@@ -273,7 +274,7 @@ class S3Exchange:
         self.counts.add("get")
         try:
             response = self.s3.get_object(Bucket=self.bucket, Key=key, **extra)
-        except Exception as exc:
+        except ClientError as exc:
             if not _missing(exc):
                 raise
             self.counts.add("get_miss")
@@ -297,7 +298,7 @@ class S3Exchange:
             self.counts.add("delete")
 
     def _list(self) -> list[str]:
-        keys = []
+        keys: list[str] = []
         for page in self.s3.get_paginator("list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=f"{self.base}/"
         ):

@@ -351,3 +351,27 @@ def test_finalize_reads_the_reducers_checkpoints(s3: Any, bucket: str, digits: A
     _, got = final_params(s3, events[0])
     want = reference_params(s3, bucket, events[0], iterations)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_an_expired_exchange_resumes_from_the_reducers_checkpoints(
+    s3: Any, bucket: str, digits: Any
+) -> None:
+    """The exchange objects are gone between links (the lifecycle rule): the next links seed
+    the states from the checkpoints the reducers wrote, momentum included."""
+    n, k, iterations = 2, 2, 6
+    digits(n)
+    events = [
+        s3_event(r, n, k, bucket, iterations=iterations, iterations_per_invocation=3)
+        for r in range(n)
+    ]
+    first = run_threads(worker.handler, [(e, None) for e in events])
+    assert [r["iteration"] for r in first] == [3, 3]
+    keys = exchange_keys(s3, bucket)
+    s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": key} for key in keys]})
+    second = run_threads(worker.handler, [(r["next_event"], None) for r in first])
+    assert all(r["done"] and r["iteration"] == iterations for r in second)
+    iteration, got = final_params(s3, events[0])
+    assert iteration == iterations
+    want = reference_params(s3, bucket, events[0], iterations)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert_cleaned_up(s3, bucket, k, iterations)

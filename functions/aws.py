@@ -25,6 +25,7 @@ S3_CONNECT_TIMEOUT_S = 5.0
 # Longest silence between two reads of a response before the attempt is abandoned.
 S3_READ_TIMEOUT_S = 20.0
 S3_MAX_ATTEMPTS = 3  # the first try and two retries
+S3_POOL_CONNECTIONS = 64  # botocore's default of 10 would queue a worker's k transfers
 MIN_TIMEOUT_S = 0.5  # below this a healthy but busy endpoint would fail spuriously
 # botocore's standard mode sleeps rand(0, 1) * min(2 ** (n - 1), 20) s before attempt n + 1.
 _BACKOFF_BASE_S = 2.0
@@ -80,6 +81,8 @@ def _config(connect_s: float, read_s: float) -> Any:
         read_timeout=read_s,
         retries={"total_max_attempts": S3_MAX_ATTEMPTS, "mode": "standard"},
         s3={"addressing_style": "path"},
+        # The s3 sync mode keeps a partition's uploads and downloads in flight at once.
+        max_pool_connections=S3_POOL_CONNECTIONS,
     )
 
 

@@ -1,7 +1,8 @@
 """Finalize a job: checkpoint the PS shards, assemble the model, write model.pt and report.json.
 
 `handler(event, context)` takes the worker event of the job (any rank) with its run. It asks each
-PS shard for a checkpoint (if the PS is already gone, the run's checkpoints in S3 are used),
+PS shard for a checkpoint (if the PS is already gone, or in sync mode "s3", where each reducer
+checkpoints its partition as a shard, the run's checkpoints in S3 are used),
 loads the newest iteration every shard has, concatenates the shards into the full parameter
 vector, evaluates on the held-out test split and writes `s3://<artifacts_bucket>/<job_id>/model.pt`
 (a state_dict) and `report.json`, whose `workers` are the run's link records (functions.runs).
@@ -24,6 +25,7 @@ from functions.aws import naming_s3_failures, resolve_secret, s3_client
 from functions.ps import CheckpointStore
 from functions.ps_client import PSClient
 from functions.runs import links_prefix
+from functions.s3sync import checkpoint_secret
 from functions.task import WorkerTask
 
 LOG = logging.getLogger("functions.finalize")
@@ -52,22 +54,29 @@ def request_checkpoints(task: WorkerTask, timeout_s: float = 30.0) -> list[int] 
         client.close()
 
 
+def checkpoint_shards(task: WorkerTask) -> int:
+    """How many parts the run's checkpoints come in: a PS shard's each, or (sync "s3") a
+    reducer's partition each, in the same format (functions.s3sync)."""
+    return task.reducers if task.sync == "s3" else len(task.ps_endpoints)
+
+
 def assemble_parameters(s3: Any, task: WorkerTask) -> tuple[int, np.ndarray]:
     """(iteration, full parameter vector) from the newest checkpoint every shard holds."""
+    shards = checkpoint_shards(task)
     store = CheckpointStore(
         s3,
         task.artifacts_bucket,
         task.run_checkpoint_prefix,
-        len(task.ps_endpoints),
-        secret=resolve_secret(task.secret_ref),  # a checkpoint that does not verify is refused
+        shards,
+        secret=checkpoint_secret(task),  # a checkpoint that does not verify is refused
     )
     iteration = store.latest_common_iteration()
     if iteration is None:
         raise RuntimeError(
             f"no PS checkpoint in s3://{task.artifacts_bucket}/{task.run_checkpoint_prefix} "
-            f"common to all {len(task.ps_endpoints)} shards"
+            f"common to all {shards} shards"
         )
-    parts = [store.load(k, iteration)["params"] for k in range(len(task.ps_endpoints))]
+    parts = [store.load(k, iteration)["params"] for k in range(shards)]
     return iteration, np.concatenate(parts).astype(np.float32, copy=False)
 
 
@@ -116,7 +125,12 @@ def evaluate(
 def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     task = WorkerTask.from_event(event)
     s3 = s3_client()
-    acked = request_checkpoints(task, timeout_s=min(task.ps_timeout_s, 30.0))
+    # In s3 mode the reducers checkpointed at the end of their links: there is no PS to ask.
+    acked = (
+        request_checkpoints(task, timeout_s=min(task.ps_timeout_s, 30.0))
+        if task.sync == "ps"
+        else None
+    )
     iteration, vector = assemble_parameters(s3, task)
     manifest = datasets.read_manifest(s3, task.dataset_bucket, task.dataset_prefix)
     model = models.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)

@@ -1,10 +1,12 @@
 """The worker Lambda handler: compute gradients on the local batch, push, pull, repeat.
 
 `handler(event, context)` parses the event once into a WorkerTask, loads this rank's shard,
-builds the model, syncs with the PS shards (adopting *their* iteration: the PS is the source of
-truth, so a re-invoked or killed-and-restarted worker never skips or repeats an update) and runs
-BSP iterations until the job is done or the invocation's remaining time drops below the safety
-margin plus one iteration. It returns how far it got and the event for the next chain link.
+builds the model, syncs through the event's exchange (functions.exchange: the PS shards, or S3
+objects in sync mode "s3", functions.s3sync), adopting *its* iteration (the shared state is the
+source of truth, so a re-invoked or killed-and-restarted worker never skips or repeats an
+update) and runs BSP iterations until the job is done or the invocation's remaining time
+drops below the safety margin plus one iteration. It returns how far it got and the event for
+the next chain link.
 """
 
 from __future__ import annotations
@@ -26,8 +28,14 @@ import torch  # noqa: E402
 
 from functions import datasets, models, wire  # noqa: E402
 from functions.aws import naming_s3_failures, remaining_s, resolve_secret, s3_client  # noqa: E402
+from functions.exchange import (  # noqa: E402
+    Exchange,
+    PSExchange,
+    PSInconsistent,  # noqa: E402, F401  # re-exported: callers catch it here
+)
 from functions.ps_client import PSClient  # noqa: E402
 from functions.runs import link_record_key  # noqa: E402
+from functions.s3sync import S3Exchange  # noqa: E402
 from functions.task import WorkerTask  # noqa: E402
 
 IMPORT_S = time.perf_counter() - _MODULE_START
@@ -35,11 +43,6 @@ LOG = logging.getLogger("functions.worker")
 VCPU_MEMORY_MB = 1769  # Lambda: 1,769 MB buys one vCPU of CPU time
 S3_CALLS_TO_LOAD = 3  # manifest GET, shard HEAD + GET
 _cold = True
-
-
-class PSInconsistent(RuntimeError):
-    """PS shards are more than one iteration apart and a rollback to a common checkpoint did
-    not bring them together (no checkpoints); restart all shards of the job."""
 
 
 def torch_threads(memory_mb: int) -> int:
@@ -59,6 +62,7 @@ class Timings:
     push_s: float = 0.0
     pull_transfer_s: float = 0.0
     wait_s: float = 0.0  # pull time before the first byte: waiting for the slowest worker
+    reduce_s: float = 0.0  # s3 mode, reducers: averaging, update, state upload and clean-up
     checkpoint_s: float = 0.0
     total_s: float = 0.0
 
@@ -74,7 +78,7 @@ class _Run:
     task: WorkerTask
     flat: models.FlatModel
     loss_fn: models.LossFn
-    client: PSClient
+    exchange: Exchange
     x: np.ndarray
     y: np.ndarray
     timings: Timings = field(default_factory=Timings)
@@ -91,49 +95,14 @@ def progress_line(rank: int, iteration: int, loss: float) -> str:
     return f"progress rank={rank} iteration={iteration} loss={loss:.6f}"
 
 
-def _sync(run: _Run) -> int:
-    """(Re)connect, initialise empty shards, adopt the PS iteration, pull its parameters."""
+def _resync(run: _Run) -> int:
+    """Adopt the iteration the shared state is at (PS shards or S3 objects), with its
+    parameters; the time goes to sync_s (and the barrier part of it to wait_s)."""
     t0 = time.perf_counter()
-    client = run.client
-    iterations = client.connect()
-    if not all(it >= 0 for it in iterations):
-        client.init_params(run.flat.params.numpy())
-        iterations = client.shard_iterations
-    if max(iterations) - min(iterations) > 1:
-        # Some shards restarted from their checkpoint while the others went on: all go back
-        # to the newest checkpoint they share and the iterations since are done again.
-        LOG.warning("rank %d: PS shards at iterations %s; rolling back", run.task.rank, iterations)
-        try:
-            iterations = client.rollback()
-        except wire.RemoteError as exc:  # e.g. a PS without checkpoints cannot roll back
-            raise PSInconsistent(f"PS shards are at iterations {iterations}: {exc}") from exc
-        if max(iterations) - min(iterations) > 1:
-            raise PSInconsistent(
-                f"PS shards are at iterations {iterations} and share no checkpoint to roll back"
-                " to; restart all shards"
-            )
-    lo = min(iterations)
-    # A shard one ahead means this worker died after pushing to it; it keeps t-1's parameters
-    # and ignores the duplicate gradient, so resuming at the lowest iteration is exact.
-    timing = client.pull(lo, run.flat.params.numpy())
+    iteration, timing = run.exchange.start(run.flat.params.numpy())
     run.timings.wait_s += timing.wait_s
     run.timings.sync_s += time.perf_counter() - t0
-    return lo
-
-
-def _resync(run: _Run) -> int:
-    """_sync after a lost connection, retried while the PS restarts (until the connect
-    deadline): a connection accepted by a dying listener is reset during the handshake."""
-    deadline = time.monotonic() + run.client.connect_timeout_s
-    delay_s = 0.1
-    while True:
-        try:
-            return _sync(run)
-        except wire.PSDisconnected:
-            if time.monotonic() + delay_s > deadline:
-                raise
-            time.sleep(delay_s)
-            delay_s = min(2 * delay_s, 2.0)
+    return iteration
 
 
 def _compute(run: _Run, iteration: int) -> float:
@@ -151,14 +120,13 @@ def _step(run: _Run, iteration: int) -> None:
     t0 = time.perf_counter()
     loss = _compute(run, iteration)
     t1 = time.perf_counter()
-    run.client.push(iteration, run.flat.grads.numpy())
-    t2 = time.perf_counter()
-    timing = run.client.pull(iteration + 1, run.flat.params.numpy())
+    timing = run.exchange.step(iteration, run.flat.grads.numpy(), run.flat.params.numpy())
     t3 = time.perf_counter()
     run.timings.compute_s += t1 - t0
-    run.timings.push_s += t2 - t1
+    run.timings.push_s += timing.push_s
     run.timings.wait_s += timing.wait_s
     run.timings.pull_transfer_s += timing.transfer_s
+    run.timings.reduce_s += timing.reduce_s
     run.losses.append([iteration, loss])
     run.iteration_s.append(t3 - t0)
 
@@ -248,29 +216,15 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
     flat = models.flat_parameters(model)
     timings.build_s = time.perf_counter() - t_loaded
 
-    client = PSClient(
-        task.ps_endpoints,
-        task.job_id,
-        task.rank,
-        resolve_secret(task.secret_ref),
-        int(flat.params.numel()),
-        timeout_s=task.ps_timeout_s,
-        learning_rate=task.learning_rate,
-        momentum=task.momentum,
-        run_id=task.run_id,
-        run_started=task.run_started,
-    )
-    run = _Run(task, flat, models.loss_function(task.model), client, x, y, timings)
+    exchange = make_exchange(task, s3, int(flat.params.numel()))
+    run = _Run(task, flat, models.loss_function(task.model), exchange, x, y, timings)
     try:
         iteration, reason = _train(run, context)
-        if task.rank == 0 and reason != "ps_timeout":
-            # Rank 0 has not pushed `iteration` yet, so every shard is exactly there: the
-            # checkpoint is consistent across shards.
-            t0 = time.perf_counter()
-            client.checkpoint()
-            timings.checkpoint_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        exchange.finish(iteration, reason)
+        timings.checkpoint_s = time.perf_counter() - t0
     finally:
-        client.close()
+        exchange.close()
     timings.total_s = time.perf_counter() - t_start
     summary = {
         "done": iteration >= task.iterations,
@@ -285,7 +239,29 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "parameters": int(flat.params.numel()),
     }
+    counts = exchange.request_counts()
+    if counts is not None:  # measured, for the emulator's report against the cost model
+        summary["s3_requests"] = counts
     return {**summary, "record_key": write_link_record(s3, task, {**summary, "losses": run.losses})}
+
+
+def make_exchange(task: WorkerTask, s3: Any, total_params: int) -> Exchange:
+    """The event's sync mode: the PS shards, or S3 objects under the exchange prefix."""
+    if task.sync == "s3":
+        return S3Exchange.for_task(task, s3, total_params)
+    client = PSClient(
+        task.ps_endpoints,
+        task.job_id,
+        task.rank,
+        resolve_secret(task.secret_ref),
+        total_params,
+        timeout_s=task.ps_timeout_s,
+        learning_rate=task.learning_rate,
+        momentum=task.momentum,
+        run_id=task.run_id,
+        run_started=task.run_started,
+    )
+    return PSExchange(client, task.rank)
 
 
 def write_link_record(s3: Any, task: WorkerTask, record: dict[str, Any]) -> str:

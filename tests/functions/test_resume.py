@@ -18,6 +18,7 @@ import pytest
 
 from functions import models, wire, worker
 from functions.aws import resolve_secret
+from functions.exchange import PSExchange
 from functions.ps import ParameterServer
 from functions.ps_client import PSClient
 from functions.task import WorkerTask
@@ -100,16 +101,17 @@ def test_worker_that_died_after_pushing_to_one_shard_resumes_exactly(
     # Push rank 1's iteration-2 gradient to shard 0 only, then "die" (close the sockets).
     task = WorkerTask.from_event(events[1])
     run = _half_run(task)
-    iteration = worker._sync(run)
+    iteration = worker._resync(run)
     assert iteration == 2
     worker._compute(run, iteration)
     grads = run.flat.grads.numpy()
-    shard0 = run.client._shards[0]
+    client = run.exchange.client
+    shard0 = client._shards[0]
     wire.send_frame(
         shard0.sock, wire.MsgType.PUSH, 2, grads[shard0.start : shard0.stop], time.monotonic() + 10
     )
-    status = run.client.status()
-    run.client.close()
+    status = client.status()
+    client.close()
     assert [st["iteration"] for st in status] == [3, 2]
     assert status[1]["received"] == [0]
 
@@ -142,7 +144,8 @@ def _half_run(task: WorkerTask) -> Any:
         run_id=task.run_id,
         run_started=task.run_started,
     )
-    return worker._Run(task, flat, models.loss_function(task.model), client, x, y)
+    exchange = PSExchange(client, task.rank)
+    return worker._Run(task, flat, models.loss_function(task.model), exchange, x, y)
 
 
 def test_worker_killed_with_sigkill_and_reinvoked_matches(

@@ -52,6 +52,27 @@ def test_round_trip_and_next_event() -> None:
             "'nohost': expected 'host:port' with port 1-65535",
         ),
         ({"memory_mb": 64}, "worker event key 'memory_mb' = 64: expected an integer >= 128"),
+        ({"sync": "tcp"}, "worker event key 'sync' = 'tcp': expected 'ps' or 's3'"),
+        (
+            {"sync": "s3", "reducers": 0, "exchange_prefix": "x"},
+            "worker event key 'reducers' = 0: expected an integer from 1 to n_workers (2)"
+            " (sync 's3')",
+        ),
+        (
+            {"sync": "s3", "reducers": 3, "exchange_prefix": "x"},
+            "worker event key 'reducers' = 3: expected an integer from 1 to n_workers (2)"
+            " (sync 's3')",
+        ),
+        (
+            {"sync": "s3", "reducers": 1, "exchange_prefix": ""},
+            "worker event key 'exchange_prefix' = '': expected a non-empty S3 key prefix"
+            " (sync 's3')",
+        ),
+        (
+            {"sync": "s3", "reducers": 1, "exchange_prefix": "/"},
+            "worker event key 'exchange_prefix' = '/': expected a non-empty S3 key prefix"
+            " (sync 's3')",
+        ),
     ],
 )
 def test_bad_values_name_the_key_and_what_is_accepted(
@@ -67,3 +88,11 @@ def test_missing_key() -> None:
     del event["job_id"]
     with pytest.raises(TaskError, match="^worker event is missing required key 'job_id'$"):
         WorkerTask.from_event(event)
+
+
+def test_an_s3_event_needs_no_ps_and_no_secret() -> None:
+    task = WorkerTask.from_event(
+        _event(sync="s3", reducers=2, exchange_prefix="x", ps_endpoints=[], secret_ref="")
+    )
+    assert (task.sync, task.reducers, task.ps_endpoints, task.secret_ref) == ("s3", 2, (), "")
+    assert WorkerTask.from_event(task.to_event()) == task

@@ -89,10 +89,12 @@ def grant_prefix(principal: iam.IGrantable, owner: IConstruct, bucket: BucketRef
 
 def grant_s3_sync(principal: iam.IGrantable, owner: IConstruct, artifacts: BucketRef, *,
                   checkpoints: str, exchange: str) -> None:  # fmt: skip
-    """An S3-sync worker's own writes beyond its link records: the checkpoints (no PS writes
-    them), and read, write and delete of the gradient partitions under `exchange`."""
-    grant_prefix(principal, owner, artifacts, checkpoints, write=True, read=False,
-                 reason="Writes the checkpoints (no PS here); run id and iteration are in the key.")
+    """An S3-sync worker's own access beyond its link records: its reducers' checkpoints (no PS
+    writes them; a run whose exchange objects expired resumes from them, and each reducer
+    prunes its older ones), and read, write and delete of the partitions under `exchange`."""
+    grant_prefix(principal, owner, artifacts, checkpoints, write=True, delete=True,
+                 reason="Writes, reads back and prunes its reducers' checkpoints (no PS here); "
+                 "run id and iteration are in the key.")  # fmt: skip
     grant_prefix(principal, owner, artifacts, exchange, write=True, delete=True,
                  reason="Exchanges gradient partitions with the other workers; run id, "
                  "iteration and rank are in the key; it deletes them as the exchange goes.")

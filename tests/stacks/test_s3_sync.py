@@ -104,7 +104,7 @@ def test_worker_and_finalize_run_outside_any_vpc(
         assert [arn.rsplit("/", 1)[1] for arn in arns] == ["AWSLambdaBasicExecutionRole"]
 
 
-def test_worker_role_reads_its_shards_exchanges_under_its_prefix_and_writes_checkpoints(
+def test_worker_role_reads_its_shards_and_exchanges_and_checkpoints_under_their_prefixes(
     built: tuple[Plan, JobStacks, dict[str, Template]],
 ) -> None:
     plan, _, templates = built
@@ -114,14 +114,18 @@ def test_worker_role_reads_its_shards_exchanges_under_its_prefix_and_writes_chec
     dataset = f"arn:TOKEN:s3:::{plan.job}-dataset-TOKEN"
     artifacts = f"arn:TOKEN:s3:::{plan.job}-artifacts-TOKEN"
     shards, exchange = f"{plan.job}/shards-n{plan.n_workers}", f"{plan.job}/exchange"
-    assert allowed["s3:GetObject"] == {f"{dataset}/{shards}/*", f"{artifacts}/{exchange}/*"}
+    checkpoints = f"{plan.job}/checkpoints"
+    assert allowed["s3:GetObject"] == {f"{dataset}/{shards}/*", f"{artifacts}/{exchange}/*",
+                                       f"{artifacts}/{checkpoints}/*"}  # fmt: skip
     assert allowed["s3:ListBucket"] == {dataset, artifacts}
-    assert sorted(listing_prefixes(statements)) == [[f"{exchange}/*", exchange],
+    assert sorted(listing_prefixes(statements)) == [[f"{checkpoints}/*", checkpoints],
+                                                    [f"{exchange}/*", exchange],
                                                     [f"{shards}/*", shards]]  # fmt: skip
     assert allowed["s3:PutObject"] == {f"{artifacts}/{plan.job}/runs/*",
                                        f"{artifacts}/{plan.job}/checkpoints/*",
                                        f"{artifacts}/{exchange}/*"}  # fmt: skip
-    assert allowed["s3:DeleteObject"] == {f"{artifacts}/{exchange}/*"}
+    assert allowed["s3:DeleteObject"] == {f"{artifacts}/{exchange}/*",
+                                          f"{artifacts}/{checkpoints}/*"}  # fmt: skip
 
 
 def test_finalize_reads_the_checkpoints_and_writes_exactly_the_results_without_a_secret(

@@ -97,10 +97,11 @@ def progress_line(rank: int, iteration: int, loss: float) -> str:
 
 def _resync(run: _Run) -> int:
     """Adopt the iteration the shared state is at (PS shards or S3 objects), with its
-    parameters; the time goes to sync_s (and the barrier part of it to wait_s)."""
+    parameters; the time goes to sync_s, its barrier wait included: waiting there is waiting
+    for the other workers' cold starts, which is start-up, not communication (it was in both,
+    so a run's start-up was counted twice when the report summed the terms)."""
     t0 = time.perf_counter()
-    iteration, timing = run.exchange.start(run.flat.params.numpy())
-    run.timings.wait_s += timing.wait_s
+    iteration, _ = run.exchange.start(run.flat.params.numpy())
     run.timings.sync_s += time.perf_counter() - t0
     return iteration
 

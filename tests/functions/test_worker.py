@@ -84,3 +84,25 @@ def test_the_return_value_stays_bounded_and_the_losses_go_to_s3(
     record = json.loads(s3.get_object(Bucket=bucket, Key=result["record_key"])["Body"].read())
     assert [it for it, _ in record["losses"]] == list(range(iterations))
     assert record["loss"] == result["loss"] == record["losses"][-1][1]
+
+
+def test_the_first_sync_wait_is_start_up_not_communication() -> None:
+    """Waiting at the first sync is waiting for the other workers' cold starts: it goes to
+    sync_s (start-up) only; in both, the report counted it twice."""
+    import time
+    import types
+
+    from functions.exchange import StepTiming
+
+    class SlowPeers:
+        def start(self, params: Any) -> tuple[int, StepTiming]:
+            time.sleep(0.05)  # stands for the peers' cold starts; only a lower bound is asserted
+            return 7, StepTiming(wait_s=0.05)
+
+    run = types.SimpleNamespace(exchange=SlowPeers(), timings=worker.Timings(),
+                                flat=types.SimpleNamespace(params=types.SimpleNamespace(
+                                    numpy=lambda: None)))  # fmt: skip
+    assert worker._resync(run) == 7  # type: ignore[arg-type]
+    assert run.timings.wait_s == 0.0 and run.timings.sync_s >= 0.05
+    timings = run.timings.as_dict()
+    assert timings["communication_s"] == 0.0 and timings["startup_s"] >= 0.05

@@ -263,8 +263,10 @@ class LocalRun:
             if self.progress is None or now - self._last_status_s < self.options.status_poll_s:
                 return
             self._last_status_s = now
+            # the PS knows the live iteration; an S3-sync run has none: its links report it
             live = current_iteration(self.endpoints[0], job_id=self.plan.job,
-                                     shards=self.plan.ps_count, secret=self.secret)  # fmt: skip
+                                     shards=self.plan.ps_count,
+                                     secret=self.secret) if self.shards else None  # fmt: skip
             reported = min(w.iteration for w in self.workers)
             self._live_iteration = max(self._live_iteration, reported, live or 0)
             started = self.timings.train_started_s or now

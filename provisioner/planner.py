@@ -33,6 +33,7 @@ from provisioner.profile import WorkloadProfile
 from provisioner.search import SLACK, fastest_cell, solve_deadline, solve_goal
 from provisioner.space import (
     ARCH_CHOICES,
+    SYNC_CHOICES,
     Choice,
     Flat,
     Infeasible,
@@ -45,6 +46,7 @@ from provisioner.space import (
 
 __all__ = [
     "ARCH_CHOICES",
+    "SYNC_CHOICES",
     "FrontierPoint",
     "Infeasible",
     "Limits",

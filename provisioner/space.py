@@ -30,7 +30,7 @@ from provisioner.profile import WorkloadProfile
 # "any": one architecture per plan (workers and PS alike), the cheaper; "mixed": workers and PS
 # may differ, and the deploy builds the image for both (linux/arm64 on an x86 host needs QEMU).
 ARCH_CHOICES = ("x86_64", "arm64", "mixed", "any")  # the last is the default
-SYNC_CHOICES = ("ps", "s3", "auto")  # auto (the default): the cheaper of the two per job
+SYNC_CHOICES = ("ps", "s3", "auto")  # auto: the better of the two for the goal, per job
 # S3 routes with more reducers than this are held back from a search's first pass and flattened
 # only where a lower bound on their cost can still beat the first pass (search.held_back).
 FIRST_PASS_REDUCERS = 8
@@ -49,7 +49,9 @@ class Limits:
     arch: str = "any"
     ps_types: tuple[str, ...] | None = None
     reserve_concurrency: bool = False
-    sync: str = "auto"  # "ps", "s3" or "auto" (SYNC_CHOICES)
+    # "ps", "s3" or "auto" (SYNC_CHOICES). The library default is λDNN's setting, "ps", which
+    # callers written before issue 13 assume; the CLI's --sync and the context default to "auto".
+    sync: str = "ps"
 
 
 @dataclass(frozen=True)

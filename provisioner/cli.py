@@ -178,6 +178,10 @@ def render_plan(plan: Plan) -> str:
             "workers × memory",
             f"{plan.n_workers} × {plan.memory_mb} MB {plan.arch} ({plan.vcpu_share:.2f} vCPU)",
         ),
+        _row(
+            "parameter servers",
+            f"{plan.ps_type} × {plan.ps_count} ({plan.ps_arch})" if plan.ps_count else "none",
+        ),
         _row("gradient exchange", _exchange(plan)),
         *[_row("sync", n.removeprefix(SYNC_NOTE)) for n in plan.notes if n.startswith(SYNC_NOTE)],
         _row(
@@ -224,10 +228,10 @@ def _exchange(plan: Plan) -> str:
     if plan.sync == "s3":
         p = plan.prediction
         return (
-            f"S3, reducers k = {plan.reducers}, no PS ({p.exchange_puts_per_iteration} PUT + "
+            f"S3, reducers k = {plan.reducers} ({p.exchange_puts_per_iteration} PUT + "
             f"{p.exchange_gets_per_iteration} GET per iteration)"
         )
-    return f"PS {plan.ps_type} × {plan.ps_count} ({plan.ps_arch})"
+    return "PS: workers push gradients to the shards and pull parameters"
 
 
 def _alternative_line(a: Plan) -> str:

@@ -264,12 +264,13 @@ def held_back(
         vcpu_share(top, catalog.mb_per_vcpu, catalog.max_vcpu),
     )
     fastest_rate = max(float(np.max(space.rate)), float(np.max(space.core_rate)))
-    a_s = (
-        2.0 * model_mb / bw
-        + 4.0 * catalog.s3_request_s
-        + b_l / fastest_rate
-        + profile.startup_s / np.maximum(k_iter, 1.0)
-    )
+    with np.errstate(divide="ignore"):  # no rate at all: a_s = inf, no pair can run
+        a_s = (
+            2.0 * model_mb / bw
+            + 4.0 * catalog.s3_request_s
+            + b_l / fastest_rate
+            + profile.startup_s / np.maximum(k_iter, 1.0)
+        )
     c_s = (n + 2.0) * model_mb / bw + n * model_mb / reduce
     puts, gets = s3_exchange_requests(n, np.ones(1))
     q = k_iter * (catalog.s3_usd_per_put * puts + catalog.s3_usd_per_get * gets)

@@ -5,6 +5,8 @@ evaluate millions of (n, m, arch, PS) cells at once and a single plan is the sam
 one cell. Symbols follow λDNN (Xu et al., IEEE TC 71(2), 2022, §3): n functions of m MB, local
 batch b_l, global batch b_g = n·b_l, n_t samples of d_t bytes, model of d_m bytes, e epochs.
 Bandwidths are in decimal MB/s, sizes in MB = 10^6 bytes, /tmp in MiB as Lambda configures it.
+A cell exchanges gradients through EC2 parameter servers (λDNN) or, with k > 0 reducers, through
+S3 (issue 13: the S3 section below); n_terms and timeline pick the terms per cell.
 """
 
 from __future__ import annotations

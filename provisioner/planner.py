@@ -68,8 +68,10 @@ class FrontierPoint:
     n_workers: int
     memory_mb: int
     arch: str
-    ps_type: str
-    ps_count: int
+    ps_type: str  # "" for the S3 exchange
+    ps_count: int  # 0 for the S3 exchange
+    sync: str = "ps"
+    reducers: int = 0
 
 
 @dataclass(frozen=True)
@@ -402,6 +404,8 @@ def frontier(
                 arch=ch.arch,
                 ps_type=ch.ps_type,
                 ps_count=ch.ps_count,
+                sync=ch.sync,
+                reducers=ch.reducers,
             )
         )
     return tuple(out)

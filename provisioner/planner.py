@@ -319,8 +319,8 @@ def _infeasible_message(
     text = (
         f"no plan meets {' and '.join(wanted)} for {profile.name} on {catalog.name} under "
         f"these limits: fastest achievable {format_duration_s(fast_s)} "
-        f"(n={fast.n_workers}, {fast.memory_mb} MB, {fast.arch}, {fast.ps_type}×"
-        f"{fast.ps_count})"
+        f"(n={fast.n_workers}, {fast.memory_mb} MB, {fast.arch}, "
+        + (f"S3 k={fast.reducers})" if fast.sync == "s3" else f"{fast.ps_type}×{fast.ps_count})")
     )
     if cheap is not None:
         i, pool = cheap
@@ -462,14 +462,10 @@ def plan_job(
     )
     if profile.provisional:
         notes += (f"workload profile {profile.name} holds provisional figures: re-profile",)
+    other_note = (f"best plan of the other gradient exchange (sync {other.sync if other else ''})",)
     other_plan = (
-        None
-        if other is None
-        else build_plan(
-            profile, catalog, other, goal, limits, job,
-            (f"best plan of the other gradient exchange (sync {other.sync})",),
-        )
-    )  # fmt: skip
+        build_plan(profile, catalog, other, goal, limits, job, other_note) if other else None
+    )
     plan = build_plan(profile, catalog, choice, goal, limits, job, notes)
     plan = replace(
         plan,

@@ -299,9 +299,7 @@ class Flat:
         return replace(self, nt=replace(self.nt, ok=ok), s3_held_back=self.s3_held_back and s3)
 
 
-def flat_pairs(
-    profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr, ni: Arr
-) -> NTerms:
+def flat_pairs(profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr, ni: Arr) -> NTerms:
     """The n-terms of the (route, n-index) pairs r, ni (1-D), flattened."""
     a = space.route_arch[r]
     return n_terms(

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from provisioner import Goal, load_catalog, load_profile
 from provisioner.catalog import catalog_from_dict
@@ -27,6 +29,8 @@ from provisioner.plan import Plan
 from provisioner.planner import plan_job, predict
 from provisioner.space import Choice, Limits
 from tests.local_catalog import local_catalog, local_catalog_dict
+from tests.provisioner.test_alternatives import _check_random
+from tests.provisioner.test_planner_exact import SYNC_GRIDS, SYNC_LIMITS, workload
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -229,3 +233,15 @@ def test_more_reducers_are_never_slower() -> None:
     ]
     assert all(b <= a for a, b in zip(times, times[1:], strict=False))
     assert all(math.isfinite(t) for t in times)
+
+
+# --- alternatives over both modes: the exact optimum of each other worker count ------------------
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workload(), SYNC_LIMITS, st.floats(0.8, 20.0), SYNC_GRIDS)
+def test_alternatives_over_both_modes_equal_enumeration(
+    fields: dict[str, object], limits: Limits, factor: float, grid: tuple[int, int, int, int]
+) -> None:
+    """Held-back S3 pairs (k > 8) of a worker count already listed stay left out."""
+    _check_random(fields, limits, grid, lambda fast_s, *_: Goal(deadline_s=fast_s * factor))

@@ -316,11 +316,29 @@ def flat_pairs(profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr,
 
 
 def flatten(profile: WorkloadProfile, catalog: Catalog, space: Space) -> Flat:
-    """Every PS pair and the S3 pairs with k ≤ min(n, FIRST_PASS_REDUCERS); the rest held back."""
-    k = space.route_reducers[:, None]
-    first = (k <= FIRST_PASS_REDUCERS) & (k <= space.n[None, :])
-    r, ni = np.nonzero(first)
-    return Flat(r=r, ni=ni, nt=flat_pairs(profile, catalog, space, r, ni))
+    """Every PS pair and the S3 pairs with k ≤ FIRST_PASS_REDUCERS (those with k > n not ok);
+    the rest held back. The n-terms are computed on the (route, n) grid, so what depends on n
+    only is computed once per n."""
+    rows = np.nonzero(space.route_reducers <= FIRST_PASS_REDUCERS)[0][:, None]
+    ni = np.arange(space.n.size)[None, :]
+    a = space.route_arch[rows]
+    nt = n_terms(
+        profile,
+        catalog,
+        space.n[ni],
+        space.route_shard_mb_s[rows],
+        space.route_count[rows],
+        core_rate_samples_s=space.core_rate[a],
+        burst_shard_mb_s=space.route_burst_mb_s[rows],
+        burst_s=space.route_burst_s[rows],
+        reducers=space.route_reducers[rows],
+    )
+    shape = (rows.shape[0], ni.shape[1])
+    return Flat(
+        r=np.broadcast_to(rows, shape).ravel(),
+        ni=np.broadcast_to(ni, shape).ravel(),
+        nt=nt.flat(),
+    )
 
 
 def choice_of(space: Space, r: int, ni: int, j: int) -> Choice:

@@ -227,7 +227,7 @@ def _concat_terms(parts: list[NTerms]) -> NTerms:
 
 # The held-back S3 reducer counts, searched in these windows in turn, so that a cheap plan found
 # with few reducers bounds the windows of many (a deadline only the many can meet is found late).
-HELD_BACK_WINDOWS = ((FIRST_PASS_REDUCERS + 1, 32), (33, 128), (129, 512), (513, 1 << 62))
+HELD_BACK_WINDOWS = ((FIRST_PASS_REDUCERS + 1, 16), (17, 64), (65, 256), (257, 1 << 62))
 
 
 def held_back(

@@ -33,7 +33,7 @@ ARCH_CHOICES = ("x86_64", "arm64", "mixed", "any")  # the last is the default
 SYNC_CHOICES = ("ps", "s3", "auto")  # auto: the better of the two for the goal, per job
 # S3 routes with more reducers than this are held back from a search's first pass and flattened
 # only where a lower bound on their cost can still beat the first pass (search.held_back).
-FIRST_PASS_REDUCERS = 8
+FIRST_PASS_REDUCERS = 4
 
 
 class Infeasible(ValueError):  # noqa: N818 - the contract names it Infeasible

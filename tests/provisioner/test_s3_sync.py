@@ -243,5 +243,5 @@ def test_more_reducers_are_never_slower() -> None:
 def test_alternatives_over_both_modes_equal_enumeration(
     fields: dict[str, object], limits: Limits, factor: float, grid: tuple[int, int, int, int]
 ) -> None:
-    """Held-back S3 pairs (k > 8) of a worker count already listed stay left out."""
+    """Held-back S3 pairs (k > FIRST_PASS_REDUCERS) of a worker count already listed stay out."""
     _check_random(fields, limits, grid, lambda fast_s, *_: Goal(deadline_s=fast_s * factor))

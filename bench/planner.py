@@ -3,12 +3,14 @@
 Run: `.venv/bin/python -m bench.planner` (writes bench/results/planner.md and planner.png).
 
 For every workload × catalog × deadline:
-- ours on the *reduced* grid (64 MB memory steps, n ≤ 64 on lambda-2025; the whole 2020 grid)
-  against exhaustive enumeration of that grid: the costs must be equal. The full 1 MB grid with
-  n ≤ 1,000 holds ~5·10^8 cells per goal, too many to enumerate; the hypothesis tests cover fine
-  grids with few workers;
+- ours (both gradient exchanges, PS and S3 with k = 1 … n reducers) on the *reduced* grid (64 MB
+  memory steps on lambda-2025, n ≤ 64 on both catalogs) against exhaustive enumeration of that
+  grid: the costs must be equal. The full 1 MB grid with n ≤ 1,000 holds ~10^9 cells per goal,
+  too many to enumerate; the hypothesis tests cover fine grids with few workers;
 - ours on the full grid against λDNN's Algorithm 1 and "naive" (largest memory, smallest n
-  meeting the deadline), both with the catalog's default PS type, one shard, x86_64.
+  meeting the deadline), both with the catalog's default PS type, one shard, x86_64;
+- ours against ours held to one exchange ("PS only", "S3 only"): which mode wins where, and what
+  choosing saves against always-PS and always-S3 (issue 13).
 Deadlines are multiples of the fastest time achievable on the reduced grid, so each is feasible.
 Solve times are medians of repeated runs on this machine, with exhaustive enumeration of the
 reduced grid timed in the same run as the baseline.
@@ -26,6 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from provisioner import Goal, Limits, load_catalog, load_profile
 from provisioner.baselines import algorithm1, fixed_route_space, naive
 from provisioner.catalog import Catalog
@@ -33,7 +37,7 @@ from provisioner.parse import format_duration_s
 from provisioner.planner import plan_job, predict
 from provisioner.profile import WorkloadProfile
 from provisioner.search import exhaustive, fastest_cell, solve_deadline
-from provisioner.space import Choice, build_space
+from provisioner.space import Choice, Space, build_space, choice_of
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WORKLOADS = ("digits-mlp", "cifar10-resnet18", "paper-cifar10-mobilenetv2")
@@ -62,6 +66,10 @@ class Row:
     naive_s: float
     hand_usd: float  # the fixed hand-picked configuration HAND (inf if it cannot run)
     hand_s: float
+    sync: str = "ps"  # the exchange ours chose ("ps" or "s3")
+    reducers: int = 0  # k of an S3 plan
+    ps_only_usd: float = math.inf  # ours held to PS (inf: cannot meet the deadline)
+    s3_only_usd: float = math.inf  # ours held to S3
 
     @property
     def exact(self) -> bool:
@@ -105,14 +113,26 @@ def reduced(catalog: Catalog, step_mb: int) -> Catalog:
     return dataclasses.replace(catalog, memory_step_mb=step_mb, memory_max_mb=top)
 
 
+AUTO = Limits(sync="auto")
+
+
+def _ours_choice(
+    profile: WorkloadProfile, catalog: Catalog, limits: Limits, deadline_s: float
+) -> tuple[float, float, Choice | None]:
+    space = build_space(profile, catalog, limits)
+    res = solve_deadline(profile, catalog, space, deadline_s)
+    if res is None:
+        return math.inf, math.inf, None
+    i, pool = res
+    choice = choice_of(space, int(pool.r[i]), int(pool.ni[i]), int(pool.j[i]))
+    return float(pool.total_usd[i]), float(pool.total_s[i]), choice
+
+
 def _ours(
     profile: WorkloadProfile, catalog: Catalog, limits: Limits, deadline_s: float
 ) -> tuple[float, float]:
-    res = solve_deadline(profile, catalog, build_space(profile, catalog, limits), deadline_s)
-    if res is None:
-        return math.inf, math.inf
-    i, pool = res
-    return float(pool.total_usd[i]), float(pool.total_s[i])
+    usd, s, _ = _ours_choice(profile, catalog, limits, deadline_s)
+    return usd, s
 
 
 def compare(
@@ -120,8 +140,8 @@ def compare(
 ) -> list[Row]:
     """All comparisons for one workload on one catalog."""
     small_cat = reduced(catalog, step_mb)
-    # A catalog already on a coarse grid (lambda-2020) is enumerated whole.
-    small_lim = Limits(max_concurrency=max_n) if small_cat is not catalog else Limits()
+    # n ≤ max_n on both catalogs: S3 routes (k ≤ n) make the whole lambda-2020 grid too big
+    small_lim = Limits(max_concurrency=max_n, sync="auto")
     fast_s, _ = fastest_cell(profile, small_cat, build_space(profile, small_cat, small_lim))
     fixed_s, _ = fastest_cell(profile, catalog, fixed_route_space(profile, catalog, Limits()))
     anchors = sorted({fast_s, max(fast_s, fixed_s)})
@@ -130,7 +150,9 @@ def compare(
         d = anchor * factor
         want = exhaustive(profile, small_cat, small_lim, Goal(deadline_s=d))
         r_usd, _ = _ours(profile, small_cat, small_lim, d)
-        o_usd, o_s = _ours(profile, catalog, Limits(), d)
+        o_usd, o_s, o_choice = _ours_choice(profile, catalog, AUTO, d)
+        ps_usd, _ = _ours(profile, catalog, Limits(sync="ps"), d)
+        s3_usd, _ = _ours(profile, catalog, Limits(sync="s3"), d)
         fixed = solve_deadline(profile, catalog, fixed_route_space(profile, catalog, Limits()), d)
         f_usd = float(fixed[1].total_usd[fixed[0]]) if fixed else math.inf
         a = algorithm1(profile, catalog, Limits(), d)
@@ -154,6 +176,10 @@ def compare(
                 naive_s=n_s,
                 hand_usd=float(hand.total_usd[0]),
                 hand_s=float(hand.total_s[0]),
+                sync=o_choice.sync if o_choice else "—",
+                reducers=o_choice.reducers if o_choice else 0,
+                ps_only_usd=ps_usd,
+                s3_only_usd=s3_usd,
             )
         )
     return rows
@@ -205,25 +231,23 @@ def time_solver(name: str, factor: float = 2.0, repeats: int = 15) -> Timing:
     """Median solve times on the full lambda-2025 grid (1 MB steps, n ≤ 1,000, all PS, 2 archs)
     for a deadline `factor` × the fastest achievable time."""
     profile, catalog = load_profile(name), load_catalog("lambda-2025")
-    space = build_space(profile, catalog, Limits())
+    space = build_space(profile, catalog, AUTO)
     d = fastest_cell(profile, catalog, space)[0] * factor
-    small_cat, small_lim = reduced(catalog, 64), Limits(max_concurrency=64)
+    small_cat, small_lim = reduced(catalog, 64), Limits(max_concurrency=64, sync="auto")
     small = build_space(profile, small_cat, small_lim, prune=False)
 
     def search() -> object:
-        return solve_deadline(profile, catalog, build_space(profile, catalog, Limits()), d)
+        return solve_deadline(profile, catalog, build_space(profile, catalog, AUTO), d)
 
     def full(points: int) -> Callable[[], object]:
         return lambda: plan_job(
-            profile, catalog, Goal(deadline_s=d), Limits(), "bench", frontier_points=points
+            profile, catalog, Goal(deadline_s=d), AUTO, "bench", frontier_points=points
         )
 
     return Timing(
         workload=name,
         factor=factor,
-        cells=len(build_space(profile, catalog, Limits(), prune=False).route_ps)
-        * space.n.size
-        * space.memory_mb.size,
+        cells=_cells(build_space(profile, catalog, AUTO, prune=False)),
         deadline_s=d,
         search_ms=median_ms(search, repeats),
         plan_job_ms=median_ms(full(0), repeats),
@@ -231,8 +255,15 @@ def time_solver(name: str, factor: float = 2.0, repeats: int = 15) -> Timing:
         exhaustive_reduced_ms=median_ms(
             lambda: exhaustive(profile, small_cat, small_lim, Goal(deadline_s=d)), 3
         ),
-        reduced_cells=len(small.route_ps) * small.n.size * small.memory_mb.size,
+        reduced_cells=_cells(small),
     )
+
+
+def _cells(space: Space) -> int:
+    """Cells of a space: every PS route × n × m, and the S3 routes' k ≤ n only."""
+    ps = int(np.count_nonzero(space.route_reducers == 0)) * space.n.size
+    s3 = int(np.count_nonzero(space.route_reducers[:, None] <= space.n[None, :])) - ps
+    return (ps + s3) * space.memory_mb.size
 
 
 def _usd(x: float) -> str:
@@ -265,7 +296,8 @@ def render(rows: Sequence[Row], timings: Sequence[Timing], load_avg: float | Non
             else f" (1-minute load average {load_avg:.1f} at the start of the run)."
         ),
         "",
-        "### Solve time (lambda-2025, 1 MB steps, all PS types × 1–8 shards, both arches)",
+        "### Solve time (lambda-2025, 1 MB steps, all PS types × 1–8 shards and S3 with "
+        "k = 1 … n reducers, both arches)",
         "",
         "| workload | deadline | cells in space | exact search (median) | plan_job, no frontier | "
         "plan_job + 12-point frontier | baseline: exhaustive, reduced grid |",
@@ -283,7 +315,7 @@ def render(rows: Sequence[Row], timings: Sequence[Timing], load_avg: float | Non
         "### Cost of the chosen plan",
         "",
         f"- exact: {exact}/{len(rows)} cases equal to exhaustive enumeration (reduced grid: "
-        "64 MB steps, n ≤ 64 on lambda-2025; the whole lambda-2020 grid).",
+        "64 MB steps on lambda-2025, n ≤ 64 on both catalogs; PS and S3 with every k ≤ n).",
         f"- met the deadline: ours {len(rows)}/{len(rows)}, λDNN Algorithm 1 {a_met}/{len(rows)}, "
         f"naive {n_met}/{len(rows)}, fixed 16 × 3,008 MB {h_met}/{len(rows)}.",
         f"- when they meet it, Algorithm 1 costs {_summary(a_ratios)} and naive costs "
@@ -314,9 +346,57 @@ def render(rows: Sequence[Row], timings: Sequence[Timing], load_avg: float | Non
         "Deadlines are multiples of the fastest time of ours (on the reduced grid) and of λDNN's",
         "setting (a single m5.large PS, which often cannot reach our fastest times).",
         "",
+        *render_sync(rows),
+        "",
         CLI_USAGE,
     ]
     return "\n".join(lines)
+
+
+def _saving(other_usd: float, ours_usd: float) -> str:
+    """What choosing saves against always using one mode: its cost over ours, or *missed*."""
+    if not math.isfinite(other_usd):
+        return "missed"
+    if other_usd == ours_usd:
+        return "= ours"
+    return f"{other_usd / ours_usd:.2f}× (+{_usd(other_usd - ours_usd)})"
+
+
+def render_sync(rows: Sequence[Row]) -> list[str]:
+    """The PS-or-S3 section: which exchange wins where, and what choosing saves."""
+    wins = {m: sum(r.sync == m for r in rows) for m in ("ps", "s3")}
+    ps_ratios = [r.ps_only_usd / r.ours_usd for r in rows if math.isfinite(r.ps_only_usd)]
+    s3_ratios = [r.s3_only_usd / r.ours_usd for r in rows if math.isfinite(r.s3_only_usd)]
+    ps_missed = sum(not math.isfinite(r.ps_only_usd) for r in rows)
+    s3_missed = sum(not math.isfinite(r.s3_only_usd) for r in rows)
+    lines = [
+        "### PS or S3 gradient exchange (issue 13)",
+        "",
+        f"- ours chose PS in {wins['ps']}/{len(rows)} cases and S3 in {wins['s3']}/{len(rows)}.",
+        f"- always-PS misses the deadline in {ps_missed}/{len(rows)} cases; when it meets it, it "
+        f"costs {_summary(ps_ratios)} of ours.",
+        f"- always-S3 misses the deadline in {s3_missed}/{len(rows)} cases; when it meets it, it "
+        f"costs {_summary(s3_ratios)} of ours.",
+        "",
+        "| workload | catalog | deadline | chosen | ours | PS only | S3 only |",
+        "|---|---|---:|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        chosen = f"s3, k = {r.reducers}" if r.sync == "s3" else r.sync
+        lines.append(
+            f"| {r.workload} | {r.catalog} | {format_duration_s(r.deadline_s)} "
+            f"({r.factor:g}× {r.anchor}) | {chosen} | {_usd(r.ours_usd)} | "
+            f"{_saving(r.ps_only_usd, r.ours_usd)} | {_saving(r.s3_only_usd, r.ours_usd)} |"
+        )
+    lines += [
+        "",
+        "PS only / S3 only: ours held to one exchange (`--sync ps`, `--sync s3`): its cost over",
+        "ours and what choosing saves, *= ours* for the mode ours chose, or *missed* when that",
+        "mode cannot meet the deadline. The S3 request latency (30 ms) is an estimate from AWS's",
+        "guidance (tens of ms); on lambda-2025 a PS run first opens its VPC endpoints and starts",
+        "its PS (210 s, estimates), which S3 runs skip.",
+    ]
+    return lines
 
 
 CLI_USAGE = """### Planning from the command line
@@ -354,7 +434,7 @@ def write_png(rows: Sequence[Row], timings: Sequence[Timing], path: Path) -> Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (left, right, sync) = plt.subplots(1, 3, figsize=(18, 4.5))
     labels = [
         f"{r.workload.split('-')[0]}/{r.catalog[-4:]}\n{r.factor:g}× {r.anchor}" for r in rows
     ]
@@ -398,6 +478,19 @@ def write_png(rows: Sequence[Row], timings: Sequence[Timing], path: Path) -> Non
     right.set_ylabel("median solve time (ms)")
     right.set_title("Solve time on this machine (same run)")
     right.legend(fontsize=7)
+    for attr, name, marker in (("ps_only_usd", "PS only", "o"), ("s3_only_usd", "S3 only", "s")):
+        ys = [getattr(r, attr) / r.ours_usd for r in rows]
+        shown = [y if math.isfinite(y) else math.nan for y in ys]
+        sync.scatter(xs, shown, marker=marker, label=f"{name} / ours")
+        missed = [i for i, y in enumerate(ys) if not math.isfinite(y)]
+        sync.scatter(missed, [1.0] * len(missed), marker="x", label=f"{name}: missed deadline")
+    sync.axhline(1.0, color="black", linewidth=1, label="ours (chooses per job)")
+    sync_labels = [f"{label}\n{r.sync}" for label, r in zip(labels, rows, strict=True)]
+    sync.set_xticks(list(xs), sync_labels, fontsize=5, rotation=90)
+    sync.set_yscale("log")
+    sync.set_ylabel("cost relative to ours")
+    sync.set_title("One exchange vs choosing PS or S3 per job")
+    sync.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

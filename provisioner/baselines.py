@@ -23,6 +23,7 @@ def fixed_route_space(profile: WorkloadProfile, catalog: Catalog, limits: Limits
         arch=arch,
         ps_types=(catalog.ps_default_type,),
         reserve_concurrency=limits.reserve_concurrency,
+        sync="ps",
     )
     space = build_space(profile, catalog, fixed, prune=False)
     one = np.array([i for i, (_, c) in enumerate(space.route_ps) if c == 1])
@@ -36,6 +37,7 @@ def fixed_route_space(profile: WorkloadProfile, catalog: Catalog, limits: Limits
             "route_usd_per_hour": space.route_usd_per_hour[one],
             "route_burst_mb_s": space.route_burst_mb_s[one],
             "route_burst_s": space.route_burst_s[one],
+            "route_reducers": space.route_reducers[one],
         }
     )
 

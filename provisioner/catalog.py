@@ -130,6 +130,10 @@ class Catalog:
     # A rule of the run, not a JSON figure: the emulator's --iterations-per-invocation also ends
     # an invocation after this many iterations (0 = only the time limit does).
     max_iterations_per_invocation: int = 0
+    # The S3 gradient exchange (sync "s3"): one GET or PUT's latency, and S3 Standard storage
+    # for the exchange's objects while a run lasts; 0 in catalogs from before issue 13.
+    s3_request_s: float = 0.0
+    s3_usd_per_gb_month: float = 0.0
 
     def arch(self, name: str) -> LambdaArch:
         for a in self.architectures:
@@ -320,6 +324,8 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         secret_usd_per_month=_optional_figure(orch, "secret_usd_per_month", "orchestration", 0.0),
         endpoint_ready_s=_optional_figure(net, "vpc_endpoint_ready_s", "network", 0.0),
         ps_start_s=_optional_figure(ps, "start_s", "parameter_servers", 0.0),
+        s3_request_s=_optional_figure(net, "s3_request_s", "network", 0.0),
+        s3_usd_per_gb_month=_optional_figure(orch, "s3_usd_per_gb_month", "orchestration", 0.0),
     )
     _validate(cat)
     return cat

@@ -43,7 +43,9 @@ from provisioner.planner import (
     run_catalog,
 )
 from provisioner.profile import PROFILE_DIR, load_profile, profile_from_dict
+from provisioner.space import SYNC_CHOICES
 
+SYNC_NOTE = "sync: "  # the plan note on the winning exchange (planner.sync_note), shown as a row
 EXIT_OK, EXIT_WRITE_FAILED, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
 
 
@@ -134,6 +136,13 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--max-concurrency", type=_positive_int)
         p.add_argument("--arch", default="any", choices=ARCH_CHOICES)
         p.add_argument("--ps-types", help="comma-separated EC2 types, e.g. c5.large,c5n.xlarge")
+        p.add_argument(
+            "--sync",
+            default="auto",
+            choices=SYNC_CHOICES,
+            help="gradient exchange: ps (EC2 parameter servers), s3 (through S3, k reducers) or "
+            "auto (the better for the goal; the default)",
+        )
         p.add_argument("--reserve-concurrency", action="store_true")
         p.add_argument("--job", default="job", type=_job_name, help="job name in the plan")
         p.add_argument("--json", action="store_true", help="print the plan.json document")
@@ -169,7 +178,12 @@ def render_plan(plan: Plan) -> str:
             "workers × memory",
             f"{plan.n_workers} × {plan.memory_mb} MB {plan.arch} ({plan.vcpu_share:.2f} vCPU)",
         ),
-        _row("parameter servers", f"{plan.ps_type} × {plan.ps_count} ({plan.ps_arch})"),
+        _row(
+            "parameter servers",
+            f"{plan.ps_type} × {plan.ps_count} ({plan.ps_arch})" if plan.ps_count else "none",
+        ),
+        _row("gradient exchange", _exchange(plan)),
+        *[_row("sync", n.removeprefix(SYNC_NOTE)) for n in plan.notes if n.startswith(SYNC_NOTE)],
         _row(
             "batch",
             f"local {plan.training.local_batch}, global {plan.training.global_batch}, "
@@ -198,25 +212,48 @@ def render_plan(plan: Plan) -> str:
         _row("Step Functions", format_usd(c.step_functions_usd)),
         _row("S3 requests", format_usd(c.s3_requests_usd)),
         _row("VPC endpoints", format_usd(c.vpc_endpoints_usd)),
+        _row("S3 exchange", format_usd(c.s3_exchange_usd)),
         _row("total", format_usd(c.total_usd)),
     ]
     if plan.execution_timeout_s:
         lines += ["if it goes wrong", _row("bounds", runaway.bounds_line(plan))]
     if plan.idle_usd_per_hour:
         lines += [_row("between runs", idle_line(plan))]
-    lines += [f"  note: {n}" for n in plan.notes]
+    lines += [f"  note: {n}" for n in plan.notes if not n.startswith(SYNC_NOTE)]
     return "\n".join(lines)
 
 
-def render_alternatives(result: PlanResult) -> str:
-    if not result.alternatives:
-        return "no alternatives"
-    lines = [f"next-best alternatives: {alternatives_rule(result.plan.goal)}"]
-    for a in result.alternatives:
-        lines.append(
-            f"  {a.n_workers:>4} × {a.memory_mb:>5} MB {a.arch:<7} {a.ps_type} × {a.ps_count}"
-            f"  {format_duration_s(a.prediction.total_s):>9}  {format_usd(a.cost.total_usd)}"
+def _exchange(plan: Plan) -> str:
+    """The plan's gradient exchange: its PS shards, or its S3 reducers and requests."""
+    if plan.sync == "s3":
+        p = plan.prediction
+        return (
+            f"S3, reducers k = {plan.reducers} ({p.exchange_puts_per_iteration} PUT + "
+            f"{p.exchange_gets_per_iteration} GET per iteration)"
         )
+    return "PS: workers push gradients to the shards and pull parameters"
+
+
+def _alternative_line(a: Plan) -> str:
+    exchange = f"{a.ps_type} × {a.ps_count}" if a.sync == "ps" else f"s3, k = {a.reducers}"
+    return (
+        f"  {a.n_workers:>4} × {a.memory_mb:>5} MB {a.arch:<7} {exchange}"
+        f"  {format_duration_s(a.prediction.total_s):>9}  {format_usd(a.cost.total_usd)}"
+    )
+
+
+def render_alternatives(result: PlanResult) -> str:
+    lines = (
+        [f"next-best alternatives: {alternatives_rule(result.plan.goal)}"]
+        + [_alternative_line(a) for a in result.alternatives]
+        if result.alternatives
+        else ["no alternatives"]
+    )
+    if result.other_sync is not None:
+        lines += [
+            f"best plan of the other gradient exchange (sync {result.other_sync.sync}):",
+            _alternative_line(result.other_sync),
+        ]
     return "\n".join(lines)
 
 
@@ -391,6 +428,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             arch=args.arch,
             ps_types=ps_types,
             reserve_concurrency=args.reserve_concurrency,
+            sync=args.sync,
         )
         profile = load_profile(args.workload)
         catalog = run_rules_catalog(load_catalog(args.catalog), args)

@@ -32,6 +32,9 @@ class IdleCost:
 
 def idle_line(plan: Plan) -> str:
     """What synth and `provisioner plan` print about the time between runs."""
+    if plan.sync == "s3":
+        usd = format_usd(plan.idle_usd_per_hour)
+        return f"{usd}/h until `cdk destroy` (S3 sync: no PS volumes, no secret)"
     endpoints = len(plan.interface_endpoints)
     closing = f"; the run's {endpoints} interface endpoints close with it" if endpoints else ""
     return (
@@ -40,11 +43,11 @@ def idle_line(plan: Plan) -> str:
     )
 
 
-def idle_cost(catalog: Catalog, *, ps_count: int) -> IdleCost:
+def idle_cost(catalog: Catalog, *, ps_count: int, secret: bool = True) -> IdleCost:
     """The hourly bill of `ps_count` PS root volumes of the catalog's size and the job's one
-    secret, at the catalog's prices."""
+    secret (none in an S3-sync plan: no PS to authenticate to), at the catalog's prices."""
     gb = ps_count * catalog.ps_root_volume_gb
     return IdleCost(
         volumes_usd_per_hour=gb * catalog.ebs_usd_per_gb_month / HOURS_PER_MONTH,
-        secret_usd_per_hour=catalog.secret_usd_per_month / HOURS_PER_MONTH,
+        secret_usd_per_hour=catalog.secret_usd_per_month / HOURS_PER_MONTH if secret else 0.0,
     )

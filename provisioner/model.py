@@ -5,6 +5,8 @@ evaluate millions of (n, m, arch, PS) cells at once and a single plan is the sam
 one cell. Symbols follow λDNN (Xu et al., IEEE TC 71(2), 2022, §3): n functions of m MB, local
 batch b_l, global batch b_g = n·b_l, n_t samples of d_t bytes, model of d_m bytes, e epochs.
 Bandwidths are in decimal MB/s, sizes in MB = 10^6 bytes, /tmp in MiB as Lambda configures it.
+A cell exchanges gradients through EC2 parameter servers (λDNN) or, with k > 0 reducers, through
+S3 (issue 13: the S3 section below); n_terms and timeline pick the terms per cell.
 """
 
 from __future__ import annotations
@@ -393,6 +395,72 @@ def s3_requests_usd(
     return np.asarray(get_usd * gets + put_usd * puts)
 
 
+# --- the S3 gradient exchange (sync "s3", issue 13) -------------------------------------------
+#
+# Each iteration every worker PUTs its gradient as k partitions of d/k; reducer j (one of ranks
+# 0..k−1) GETs the n partitions j, averages them, applies SGD momentum and PUTs one state object
+# (parameters + momentum, 2·d/k); every worker then range-GETs the k parameter slices (d). The
+# scheme is LambdaML's ScatterReduce through S3 (Jiang et al., SIGMOD 2021) with k ≤ n reducers.
+# Pipelining: the requests of one phase run at once (one per partition), so their latencies
+# overlap and their bytes share the function's S3 bandwidth B_s(m): a phase takes one latency
+# plus its bytes over B_s(m). Phases do not overlap: a reducer needs all n partitions before its
+# update and a worker all k slices before its next step (BSP), so the critical path is the sum.
+
+
+def s3_reduce_mb_s(mb_s_per_core: float, share: Arr) -> Arr:
+    """Extension: a reducer's averaging + momentum rate, the profile's PS rate per core at the
+    function's vCPU share (numpy's element-wise work is one thread: never more than one core)."""
+    return mb_s_per_core * np.minimum(np.asarray(share, dtype=np.float64), 1.0)
+
+
+def s3_communication_s(
+    n: Arr, reducers: Arr, model_mb: float, s3_mb_s: Arr, request_s: float
+) -> Arr:
+    """Extension of λDNN t_comm = 2·d_m/B to the exchange through S3, on B_s(m): four phases of
+    one latency each, PUT d (worker), GET n·d/k and PUT 2·d/k (reducer), range-GET d (worker):
+    (2·d + (n + 2)·d/k)/B_s(m) + 4·latency."""
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(divide="ignore"):  # k = 0 (a PS cell) is masked by the caller
+        share = model_mb / np.asarray(reducers, dtype=np.float64)
+    return (2.0 * model_mb + (n + 2.0) * share) / s3_mb_s + 4.0 * request_s
+
+
+def s3_aggregation_s(n: Arr, reducers: Arr, model_mb: float, reduce_mb_s: Arr) -> Arr:
+    """Extension: a reducer averages n gradient partitions of d/k and applies the update, as a PS
+    shard does with d_m/ps_count (aggregation_time_s), at its own rate s3_reduce_mb_s."""
+    with np.errstate(divide="ignore"):
+        part_mb = model_mb / np.asarray(reducers, dtype=np.float64)
+    return np.asarray(n, dtype=np.float64) * part_mb / reduce_mb_s
+
+
+def s3_exchange_requests(n: Arr, reducers: Arr) -> tuple[Arr, Arr]:
+    """Extension: (PUTs, GETs) of one S3 exchange: n·k gradient partitions and k state objects
+    PUT; n·k partitions GET by the reducers and n·k slices range-GET by the workers (DELETE of
+    the previous iteration's objects is free)."""
+    n = np.asarray(n, dtype=np.float64)
+    k = np.asarray(reducers, dtype=np.float64)
+    return n * k + k, 2.0 * n * k
+
+
+def s3_exchange_usd(get_usd: float, put_usd: float, n: Arr, reducers: Arr, k_iter: Arr) -> Arr:
+    """Extension: the exchange's request charges, per iteration × k iterations (0 at k = 0)."""
+    puts, gets = s3_exchange_requests(n, reducers)
+    return (put_usd * puts + get_usd * gets) * np.asarray(k_iter, dtype=np.float64)
+
+
+def s3_exchange_stored_mb(n: Arr, model_mb: float) -> Arr:
+    """Extension: the exchange's objects in S3 at once, 2·(n + 2)·d: at most two iterations'
+    objects live (n gradients d and the state 2·d each; one iteration is written while the
+    previous one is read, then deleted)."""
+    return 2.0 * (np.asarray(n, dtype=np.float64) + 2.0) * model_mb
+
+
+def s3_storage_usd(usd_per_gb_month: float, stored_mb: Arr, total_s: Arr) -> Arr:
+    """Extension: S3 Standard storage for the whole run, billed by the GB-hour (730 h a month)."""
+    months = np.asarray(total_s, dtype=np.float64) / (730.0 * 3600.0)
+    return usd_per_gb_month * np.asarray(stored_mb, dtype=np.float64) / 1000.0 * months
+
+
 # --- one evaluation over a grid of cells ---------------------------------------------------------
 
 
@@ -430,6 +498,7 @@ class Cells:
     s3_usd: Arr
     endpoints_usd: Arr
     total_usd: Arr
+    exchange_usd: Arr  # S3 sync: the exchange's requests and storage (0 in a PS cell)
 
 
 @dataclass(frozen=True)
@@ -446,6 +515,7 @@ class Axis:
     core_rate_samples_s: Arr  # R(1 vCPU) for this cell's architecture
     burst_shard_mb_s: Arr  # bandwidth of one PS shard while its credits last
     burst_s: Arr  # seconds of burst of a fresh PS instance
+    reducers: Arr  # S3 sync: k reducers; 0 = a PS cell
 
 
 @dataclass(frozen=True)
@@ -470,6 +540,11 @@ class NTerms:
     exchange_burst_s: Arr
     burst_iterations: Arr  # iterations the PS runs at its burst bandwidth (fresh instance)
     startup_s: Arr  # the first link's cold start (cold_start_s)
+    # S3 sync (k > 0): the exchange terms above are at the smallest memory (the slowest; the
+    # timeline puts them at the cell's memory), checkpoint 0 (the state is in S3 every iteration)
+    reducers: Arr
+    s3: Arr  # bool: the cell exchanges through S3
+    exchange_stored_mb: Arr  # S3 sync: the exchange's objects in S3 at once (0 in a PS cell)
 
     def flat(self) -> NTerms:
         """Every field broadcast to one shape and flattened, so cells can be taken by index."""
@@ -492,6 +567,7 @@ class Timeline:
     compute_s: Arr  # per iteration, mean over the run
     warmup_s: Arr  # the cold processes' slower first steps, over the whole run
     communication_s: Arr  # per iteration, mean over the run (burst, then baseline)
+    aggregation_s: Arr  # per iteration: PS shard or S3 reducer averaging and update
     burst_iterations: Arr  # iterations run at the PS burst bandwidth
     iteration_s: Arr  # compute + exchange + the periodic checkpoint's share
     checkpoint_every: Arr  # iterations between periodic PS checkpoints
@@ -514,31 +590,56 @@ def n_terms(
     core_rate_samples_s: Arr,
     burst_shard_mb_s: Arr,
     burst_s: Arr,
+    reducers: Arr | None = None,
 ) -> NTerms:
     """λDNN's batch rule, k and t_comm, plus PS aggregation, checkpoint and /tmp size, per n;
-    the step at full core speed, the shared-core floor, and t_comm while the PS bursts."""
+    the step at full core speed, the shared-core floor, and t_comm while the PS bursts.
+    Cells with reducers k > 0 exchange through S3 (no PS): see s3_cell_terms."""
     model_mb = profile.model_bytes / 1e6
+    k_red = np.zeros(1, dtype=np.int64) if reducers is None else np.asarray(reducers)
+    s3_sync = k_red > 0
+    shards = np.maximum(ps_count, 1)  # an S3 cell has no shard: its PS terms are replaced
     b_l = local_batch(n, profile.profiled_local_batch, profile.max_global_batch)
     k = iterations(profile.dataset_samples, profile.epochs, n * b_l)
     flow_cap = gbps_to_mb_s(catalog.per_flow_cap_gbps)
-    bw = ps_bandwidth_mb_s(n, catalog.function_ps_mb_s, shard_mb_s, ps_count, flow_cap)
-    comm = shared_exchange_s(
-        communication_time_s(model_mb, bw, catalog.function_ps_rtt_s), n, catalog.total_vcpu
-    )
-    # a burst never slows the PS down (a catalog peak below the baseline counts as the baseline)
-    burst_bw = ps_bandwidth_mb_s(
-        n, catalog.function_ps_mb_s, np.maximum(burst_shard_mb_s, shard_mb_s), ps_count, flow_cap
-    )
-    comm_burst = shared_exchange_s(
-        communication_time_s(model_mb, burst_bw, catalog.function_ps_rtt_s), n, catalog.total_vcpu
-    )
-    agg = aggregation_time_s(n, model_mb, ps_count, profile.ps_aggregation_mb_s_per_core)
+    bw = ps_bandwidth_mb_s(n, catalog.function_ps_mb_s, shard_mb_s, shards, flow_cap)
+    with np.errstate(divide="ignore"):  # an S3 cell's PS bandwidth is 0; replaced below
+        comm = shared_exchange_s(
+            communication_time_s(model_mb, bw, catalog.function_ps_rtt_s), n, catalog.total_vcpu
+        )
+        # a burst never slows the PS down (a catalog peak below the baseline counts as the
+        # baseline)
+        burst_bw = ps_bandwidth_mb_s(
+            n, catalog.function_ps_mb_s, np.maximum(burst_shard_mb_s, shard_mb_s), shards, flow_cap
+        )
+        comm_burst = shared_exchange_s(
+            communication_time_s(model_mb, burst_bw, catalog.function_ps_rtt_s),
+            n,
+            catalog.total_vcpu,
+        )
+    agg = aggregation_time_s(n, model_mb, shards, profile.ps_aggregation_mb_s_per_core)
     eph = ephemeral_storage_mb(
         profile.dataset_bytes, n, profile.model_bytes, catalog.ephemeral_min_mb
     )
     speed = parallel_speed(
         n, profile.parallel_speed_ratio, profile.parallel_processes, catalog.total_vcpu
     )
+    checkpoint = checkpoint_time_s(model_mb, shards, catalog.ps_s3_mb_s)
+    ok = (b_l >= 1) & (eph <= catalog.ephemeral_max_mb)
+    stored = np.zeros(1)
+    if np.any(s3_sync):
+        # upper bounds over memory (B_s(m) and the reducer's rate grow with m); exact per cell
+        # in the timeline
+        s3_comm, s3_agg = s3_cell_terms(
+            profile, catalog, n, k_red, np.asarray(catalog.memory_min_mb)
+        )
+        comm = np.where(s3_sync, s3_comm, comm)
+        comm_burst = np.where(s3_sync, s3_comm, comm_burst)
+        agg = np.where(s3_sync, s3_agg, agg)
+        bw = np.where(s3_sync, 0.0, bw)
+        checkpoint = np.where(s3_sync, 0.0, checkpoint)
+        ok = ok & (~s3_sync | (k_red <= n))
+        stored = np.where(s3_sync, s3_exchange_stored_mb(n, model_mb), 0.0)
     return NTerms(
         n=np.asarray(n),
         ps_count=np.asarray(ps_count),
@@ -548,9 +649,9 @@ def n_terms(
         communication_s=comm,
         aggregation_s=agg,
         exchange_s=comm + agg,
-        checkpoint_s=checkpoint_time_s(model_mb, ps_count, catalog.ps_s3_mb_s),
+        checkpoint_s=checkpoint,
         ephemeral_mb=eph,
-        ok=(b_l >= 1) & (eph <= catalog.ephemeral_max_mb),
+        ok=ok,
         core_compute_s=compute_time_s(b_l, core_rate_samples_s) / speed,
         compute_floor_s=compute_time_s(
             b_l, shared_core_rate_samples_s(core_rate_samples_s, n, catalog.total_vcpu)
@@ -561,7 +662,27 @@ def n_terms(
         exchange_burst_s=comm_burst + agg,
         burst_iterations=burst_iterations(burst_s, comm_burst, k),
         startup_s=cold_start_s(profile.startup_s, n, catalog.init_cores or catalog.total_vcpu),
+        reducers=k_red,
+        s3=s3_sync,
+        exchange_stored_mb=stored,
     )
+
+
+def s3_cell_terms(
+    profile: WorkloadProfile, catalog: Catalog, n: Arr, reducers: Arr, memory_mb: Arr
+) -> tuple[Arr, Arr]:
+    """(communication, aggregation) per iteration of an S3 exchange at memory m: transfers on
+    B_s(m) (on C shared cores, shared as the PS exchange is), the reduction at the share's rate."""
+    model_mb = profile.model_bytes / 1e6
+    bw = s3_bandwidth_mb_s(
+        memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
+    )
+    share = vcpu_share(memory_mb, catalog.mb_per_vcpu, catalog.max_vcpu)
+    comm = shared_exchange_s(
+        s3_communication_s(n, reducers, model_mb, bw, catalog.s3_request_s), n, catalog.total_vcpu
+    )
+    reduce = s3_reduce_mb_s(profile.ps_aggregation_mb_s_per_core, share)
+    return comm, s3_aggregation_s(n, reducers, model_mb, reduce)
 
 
 def timeline(
@@ -590,19 +711,25 @@ def timeline(
     # quota would let run at full speed runs at no more than C/n cores.
     core = np.maximum(nt.core_compute_s, nt.compute_floor_s)
     cpu_share = catalog.exchange_cpu_fraction
+    comm_base, agg = nt.communication_s, nt.aggregation_s
+    exch_base, exch_burst, comm_burst = nt.exchange_s, nt.exchange_burst_s, nt.communication_burst_s
+    if np.any(nt.s3):  # the S3 exchange at this memory (n_terms holds its slowest)
+        s3_comm, s3_agg = s3_cell_terms(profile, catalog, nt.n, nt.reducers, memory_mb)
+        comm_base = np.where(nt.s3, s3_comm, comm_base)
+        agg = np.where(nt.s3, s3_agg, agg)
+        exch_base = np.where(nt.s3, s3_comm + s3_agg, exch_base)
+        exch_burst = np.where(nt.s3, exch_base, exch_burst)
+        comm_burst = np.where(nt.s3, s3_comm, nt.communication_burst_s)
     step_base = cfs_step_s(
-        *exchange_under_quota(core, throttled, nt.exchange_s, cpu_share * nt.communication_s),
-        period,
+        *exchange_under_quota(core, throttled, exch_base, cpu_share * comm_base), period
     )
-    burst_parts = exchange_under_quota(
-        core, throttled, nt.exchange_burst_s, cpu_share * nt.communication_burst_s
-    )
+    burst_parts = exchange_under_quota(core, throttled, exch_burst, cpu_share * comm_burst)
     # never slower than the baseline step (the quota refund shrinks with a shorter exchange)
     step_burst = np.minimum(cfs_step_s(*burst_parts, period), step_base)
     k_burst = nt.burst_iterations
     step = two_rate_mean(nt.iterations, k_burst, step_burst, step_base)
-    exchange = two_rate_mean(nt.iterations, k_burst, nt.exchange_burst_s, nt.exchange_s)
-    comm = two_rate_mean(nt.iterations, k_burst, nt.communication_burst_s, nt.communication_s)
+    exchange = two_rate_mean(nt.iterations, k_burst, exch_burst, exch_base)
+    comm = two_rate_mean(nt.iterations, k_burst, comm_burst, comm_base)
     comp = step - exchange
     interval = checkpoint_interval_s(
         nt.checkpoint_s, catalog.checkpoint_max_loss_s, catalog.checkpoint_max_overhead
@@ -635,7 +762,7 @@ def timeline(
     warmup_total = warmup * (links if cold_relinks else 1)
     # Before any worker starts, the run opens its endpoints and starts the PS: both bill
     # (endpoints_usd, ps_usd take the total), Lambda does not.
-    setup = catalog.run_setup_s
+    setup = np.where(nt.s3, 0.0, catalog.run_setup_s)  # an S3 run opens and starts nothing
     with np.errstate(invalid="ignore"):
         total = np.where(
             feasible, setup + link_overhead + nt.iterations * it + chaining + warmup_total, np.inf
@@ -647,6 +774,7 @@ def timeline(
         compute_s=comp,
         warmup_s=warmup_total,
         communication_s=comm,
+        aggregation_s=agg,
         burst_iterations=k_burst,
         iteration_s=it,
         checkpoint_every=every,
@@ -689,10 +817,22 @@ def costs(
         s3c = s3_requests_usd(
             catalog.s3_usd_per_get, catalog.s3_usd_per_put, n, links, nt.ps_count, periodic
         )
-        net = endpoints_usd(
-            catalog.endpoint_usd_per_hour, len(catalog.interface_endpoints), tl.total_s
+        net = np.where(
+            nt.s3,
+            0.0,
+            endpoints_usd(
+                catalog.endpoint_usd_per_hour, len(catalog.interface_endpoints), tl.total_s
+            ),
         )
-        cost = lam + req + ephc + psc + sfn + s3c + net
+        exch = np.where(
+            nt.s3,
+            s3_exchange_usd(
+                catalog.s3_usd_per_get, catalog.s3_usd_per_put, n, nt.reducers, nt.iterations
+            )
+            + s3_storage_usd(catalog.s3_usd_per_gb_month, nt.exchange_stored_mb, tl.total_s),
+            0.0,
+        )
+        cost = lam + req + ephc + psc + sfn + s3c + net + exch
     return Cells(
         feasible=tl.feasible,
         startup_s=nt.startup_s,
@@ -705,7 +845,7 @@ def costs(
         warmup_s=tl.warmup_s,
         communication_per_iteration_s=tl.communication_s,
         burst_iterations=tl.burst_iterations,
-        aggregation_per_iteration_s=nt.aggregation_s,
+        aggregation_per_iteration_s=tl.aggregation_s,
         iteration_s=tl.iteration_s,
         checkpoint_s=nt.checkpoint_s,
         checkpoint_every=tl.checkpoint_every,
@@ -724,6 +864,7 @@ def costs(
         s3_usd=s3c,
         endpoints_usd=net,
         total_usd=np.where(tl.feasible, cost, np.inf),
+        exchange_usd=exch,
     )
 
 
@@ -738,6 +879,7 @@ def evaluate(profile: WorkloadProfile, catalog: Catalog, x: Axis) -> Cells:
         core_rate_samples_s=x.core_rate_samples_s,
         burst_shard_mb_s=x.burst_shard_mb_s,
         burst_s=x.burst_s,
+        reducers=x.reducers,
     )
     tl = timeline(profile, catalog, nt, x.memory_mb, x.rate_samples_s)
     return costs(catalog, nt, tl, x.memory_mb, x.usd_per_gb_s, x.ps_usd_per_hour)

@@ -82,6 +82,11 @@ class Prediction:
     s3_bandwidth_mb_s: float  # B_s(m)
     checkpoint_s: float = 0.0  # periodic PS checkpoints: k × their share of an iteration
     setup_s: float = 0.0  # the run's set-up: open its interface endpoints, start the PS
+    # One exchange (communication + aggregation, per iteration) and, in an S3-sync plan, its
+    # requests: PUT n·k + k, GET 2·n·k (0 in a PS plan and in plans from before issue 13).
+    exchange_per_iteration_s: float = 0.0
+    exchange_puts_per_iteration: int = 0
+    exchange_gets_per_iteration: int = 0
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,7 @@ class CostBreakdown:
     s3_requests_usd: float  # checkpoints and dataset reads
     total_usd: float
     vpc_endpoints_usd: float = 0.0  # interface endpoints of the PS network (in total_usd)
+    s3_exchange_usd: float = 0.0  # S3 sync: the exchange's requests and storage (in total_usd)
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,11 @@ class Plan:
     # through S3, k = `reducers` workers each reduce one of k partitions (ps_count 0, no PS).
     sync: str = "ps"
     reducers: int = 0
+    # The best plan of the other mode under the same goal and limits, for comparison (a line in
+    # `notes` says which mode won and by how much): its total cost and time; None if the other
+    # mode cannot meet the goal or was not searched (`--sync ps|s3`).
+    other_sync_usd: float | None = None
+    other_sync_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -23,6 +23,7 @@ from provisioner.model import (
     Cells,
     evaluate,
     local_batch,
+    s3_exchange_requests,
     training_rate_samples_s,
     vcpu_share,
 )
@@ -32,6 +33,7 @@ from provisioner.profile import WorkloadProfile
 from provisioner.search import SLACK, fastest_cell, solve_deadline, solve_goal
 from provisioner.space import (
     ARCH_CHOICES,
+    SYNC_CHOICES,
     Choice,
     Flat,
     Infeasible,
@@ -44,6 +46,7 @@ from provisioner.space import (
 
 __all__ = [
     "ARCH_CHOICES",
+    "SYNC_CHOICES",
     "FrontierPoint",
     "Infeasible",
     "Limits",
@@ -65,23 +68,28 @@ class FrontierPoint:
     n_workers: int
     memory_mb: int
     arch: str
-    ps_type: str
-    ps_count: int
+    ps_type: str  # "" for the S3 exchange
+    ps_count: int  # 0 for the S3 exchange
+    sync: str = "ps"
+    reducers: int = 0
 
 
 @dataclass(frozen=True)
 class PlanResult:
-    """The chosen plan, the Pareto frontier and a few next-best alternatives."""
+    """The chosen plan, the Pareto frontier, a few next-best alternatives (one per other worker
+    count) and the best plan of the other gradient exchange (sync), if it meets the goal."""
 
     plan: Plan
     frontier: tuple[FrontierPoint, ...] = ()
     alternatives: tuple[Plan, ...] = ()
+    other_sync: Plan | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "plan": self.plan.to_dict(),
             "frontier": [asdict(p) for p in self.frontier],
             "alternatives": [a.to_dict() for a in self.alternatives],
+            "other_sync": None if self.other_sync is None else self.other_sync.to_dict(),
         }
 
     def to_json(self) -> str:
@@ -91,7 +99,8 @@ class PlanResult:
 
 def predict(profile: WorkloadProfile, catalog: Catalog, choice: Choice) -> Cells:
     """The model at one configuration (same code path as the search)."""
-    ps = catalog.ps_type(choice.ps_type)
+    s3 = choice.sync == "s3"  # no PS: no bandwidth, price or burst of one
+    ps = None if s3 else catalog.ps_type(choice.ps_type)
     curve = profile.rate(choice.arch)
     if curve is None:
         raise ValueError(f"workload {profile.name} has no training rate for {choice.arch}")
@@ -107,12 +116,13 @@ def predict(profile: WorkloadProfile, catalog: Catalog, choice: Choice) -> Cells
             rate_samples_s=training_rate_samples_s(curve, share, mem),
             usd_per_gb_s=np.array([catalog.arch(choice.arch).usd_per_gb_s]),
             n=n,
-            shard_mb_s=np.array([ps.baseline_mb_s]),
+            shard_mb_s=np.array([ps.baseline_mb_s if ps else 0.0]),
             ps_count=np.array([choice.ps_count]),
-            ps_usd_per_hour=np.array([ps.usd_per_hour]),
+            ps_usd_per_hour=np.array([ps.usd_per_hour if ps else 0.0]),
             core_rate_samples_s=training_rate_samples_s(curve, one, one * catalog.mb_per_vcpu),
-            burst_shard_mb_s=np.array([ps.burst_mb_s]),
-            burst_s=np.array([ps.burst_s]),
+            burst_shard_mb_s=np.array([ps.burst_mb_s if ps else 0.0]),
+            burst_s=np.array([ps.burst_s if ps else 0.0]),
+            reducers=np.array([choice.reducers]),
         ),
     )
 
@@ -141,6 +151,8 @@ def build_plan(
     k, links = _i(c.iterations), _i(c.invocations)
     per_inv = _i(c.iterations_per_invocation)
     startup = _f(c.startup_s)
+    s3 = choice.sync == "s3"
+    puts, gets = s3_exchange_requests(np.array([choice.n_workers]), np.array([choice.reducers]))
     prediction = Prediction(
         load_s=_f(c.load_s),
         compute_s=k * _f(c.compute_per_iteration_s) + _f(c.warmup_s),
@@ -155,7 +167,11 @@ def build_plan(
         ps_bandwidth_mb_s=_f(c.ps_mb_s),
         s3_bandwidth_mb_s=_f(c.s3_mb_s),
         checkpoint_s=k * _f(c.periodic_checkpoint_s),
-        setup_s=catalog.run_setup_s,
+        setup_s=0.0 if s3 else catalog.run_setup_s,
+        exchange_per_iteration_s=_f(c.communication_per_iteration_s)
+        + _f(c.aggregation_per_iteration_s),
+        exchange_puts_per_iteration=_i(puts),
+        exchange_gets_per_iteration=_i(gets),
     )
     cost = CostBreakdown(
         lambda_compute_usd=_f(c.lambda_usd),
@@ -166,6 +182,7 @@ def build_plan(
         s3_requests_usd=_f(c.s3_usd),
         total_usd=_f(c.total_usd),
         vpc_endpoints_usd=_f(c.endpoints_usd),
+        s3_exchange_usd=_f(c.exchange_usd),
     )
     b_l = _i(c.local_batch)
     # The profile may pin the interval; otherwise the model's time-based one (checkpoint_interval_s)
@@ -189,7 +206,8 @@ def build_plan(
         vcpu_share(np.array([choice.memory_mb]), catalog.mb_per_vcpu, catalog.max_vcpu)[0]
     )
     timeout_s = runaway.execution_timeout_s(prediction.total_s)
-    idle = idle_cost(catalog, ps_count=choice.ps_count)  # endpoints: the run closes them
+    # endpoints: the run closes them; an S3 plan has no PS, no secret and no endpoints
+    idle = idle_cost(catalog, ps_count=choice.ps_count, secret=not s3)
     return Plan(
         job=job,
         workload=profile.name,
@@ -201,7 +219,7 @@ def build_plan(
         vcpu_share=round(share, 4),
         ps_type=choice.ps_type,
         ps_count=choice.ps_count,
-        ps_arch=catalog.ps_type(choice.ps_type).arch,
+        ps_arch=choice.arch if s3 else catalog.ps_type(choice.ps_type).arch,
         invocation_timeout_s=catalog.invocation_timeout_s,
         ephemeral_storage_mb=_i(c.ephemeral_mb),
         invocations_per_worker=links,
@@ -211,7 +229,7 @@ def build_plan(
         prediction=prediction,
         cost=cost,
         notes=notes,
-        interface_endpoints=catalog.interface_endpoints,
+        interface_endpoints=() if s3 else catalog.interface_endpoints,
         max_links_per_worker=runaway.max_links(links),
         execution_timeout_s=timeout_s,
         worst_case_usd=runaway.worst_case_usd(
@@ -219,8 +237,10 @@ def build_plan(
             ps_count=choice.ps_count, billed_s=_f(c.billed_s), planned_links=links,
             timeout_s=timeout_s,
         ),
-        ps_volume_gb=catalog.ps_root_volume_gb,
+        ps_volume_gb=0 if s3 else catalog.ps_root_volume_gb,
         idle_usd_per_hour=idle.total_usd_per_hour,
+        sync=choice.sync,
+        reducers=choice.reducers,
     )  # fmt: skip
 
 
@@ -299,8 +319,8 @@ def _infeasible_message(
     text = (
         f"no plan meets {' and '.join(wanted)} for {profile.name} on {catalog.name} under "
         f"these limits: fastest achievable {format_duration_s(fast_s)} "
-        f"(n={fast.n_workers}, {fast.memory_mb} MB, {fast.arch}, {fast.ps_type}×"
-        f"{fast.ps_count})"
+        f"(n={fast.n_workers}, {fast.memory_mb} MB, {fast.arch}, "
+        + (f"S3 k={fast.reducers})" if fast.sync == "s3" else f"{fast.ps_type}×{fast.ps_count})")
     )
     if cheap is not None:
         i, pool = cheap
@@ -329,15 +349,15 @@ def _alternatives(
     exact optimum of its slice and they come in goal order (the same order `exhaustive_per_n`
     enumerates).
     """
-    left_out = flat.ni == chosen_ni
+    left_out = np.arange(space.n.size) == chosen_ni
     out: list[Choice] = []
     for _ in range(count):
-        res = solve_goal(profile, catalog, space, goal, flat.without(left_out))
+        res = solve_goal(profile, catalog, space, goal, flat.without_n(left_out))
         if res is None:
             break
         i, pool = res
         out.append(choice_of(space, int(pool.r[i]), int(pool.ni[i]), int(pool.j[i])))
-        left_out = left_out | (flat.ni == pool.ni[i])
+        left_out = left_out | (np.arange(space.n.size) == pool.ni[i])
     return out
 
 
@@ -384,6 +404,8 @@ def frontier(
                 arch=ch.arch,
                 ps_type=ch.ps_type,
                 ps_count=ch.ps_count,
+                sync=ch.sync,
+                reducers=ch.reducers,
             )
         )
     return tuple(out)
@@ -420,6 +442,7 @@ def plan_job(
         raise Infeasible(_infeasible_message(profile, catalog, space, goal, limits.arch))
     best, pool = res
     choice = choice_of(space, int(pool.r[best]), int(pool.ni[best]), int(pool.j[best]))
+    other = _other_sync(profile, catalog, space, goal, flat, limits, choice.sync)
     why = (
         "cheapest plan meeting the deadline (ties: faster)"
         if cost_first
@@ -432,13 +455,24 @@ def plan_job(
         )
     notes = (
         why,
-        "exact search over n, memory, arch, PS type and shard count",
+        "exact search over n, memory, arch, PS type and shard count, and S3 exchange with k "
+        "reducers",
         *space.notes,
         "Lambda GB-s priced at tier 1 (one job stays below the first monthly tier)",
     )
     if profile.provisional:
         notes += (f"workload profile {profile.name} holds provisional figures: re-profile",)
+    other_note = (f"best plan of the other gradient exchange (sync {other.sync if other else ''})",)
+    other_plan = (
+        build_plan(profile, catalog, other, goal, limits, job, other_note) if other else None
+    )
     plan = build_plan(profile, catalog, choice, goal, limits, job, notes)
+    plan = replace(
+        plan,
+        notes=(*plan.notes, sync_note(plan, other_plan, limits.sync)),
+        other_sync_usd=None if other_plan is None else other_plan.cost.total_usd,
+        other_sync_s=None if other_plan is None else other_plan.prediction.total_s,
+    )
     alts = tuple(
         build_plan(
             profile,
@@ -454,4 +488,55 @@ def plan_job(
         )
     )
     front = frontier(profile, catalog, space, frontier_points) if frontier_points else ()
-    return PlanResult(plan=plan, frontier=front, alternatives=alts)
+    return PlanResult(plan=plan, frontier=front, alternatives=alts, other_sync=other_plan)
+
+
+def _other_sync(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    space: Space,
+    goal: Goal,
+    flat: Flat,
+    limits: Limits,
+    chosen: str,
+) -> Choice | None:
+    """The optimum of the other exchange under the same goal; None if it cannot meet the goal or
+    the limits force one exchange."""
+    if limits.sync != "auto":
+        return None
+    other = flat.only_sync("s3" if chosen == "ps" else "ps")
+    res = solve_goal(profile, catalog, space, goal, other)
+    if res is None:
+        return None
+    i, pool = res
+    return choice_of(space, int(pool.r[i]), int(pool.ni[i]), int(pool.j[i]))
+
+
+def sync_label(plan: Plan) -> str:
+    """The exchange of a plan in a few words: `s3 (k=2)` or `ps (c5.large × 1)`."""
+    if plan.sync == "s3":
+        return f"s3 (k={plan.reducers})"
+    return f"ps ({plan.ps_type} × {plan.ps_count})"
+
+
+def sync_note(plan: Plan, other: Plan | None, forced: str) -> str:
+    """Which gradient exchange won, and by how much over the best plan of the other one."""
+    name = {"ps": "PS", "s3": "S3"}
+    mode = name["s3" if plan.sync == "ps" else "ps"]
+    if forced != "auto":
+        return f"sync: {sync_label(plan)}, as asked (sync={forced}); the other mode not searched"
+    if other is None:
+        return f"sync: {sync_label(plan)}; the best {mode} plan cannot meet the goal"
+    if plan.goal.deadline_s is not None:
+        saved = other.cost.total_usd - plan.cost.total_usd
+        return (
+            f"sync: {sync_label(plan)}, {format_usd(saved)} cheaper than the best {mode} plan "
+            f"{format_usd(other.cost.total_usd)} ({sync_label(other)}, "
+            f"{format_duration_s(other.prediction.total_s)})"
+        )
+    faster = other.prediction.total_s - plan.prediction.total_s
+    return (
+        f"sync: {sync_label(plan)}, {format_duration_s(faster)} faster than the best {mode} plan "
+        f"{format_duration_s(other.prediction.total_s)} ({sync_label(other)}, "
+        f"{format_usd(other.cost.total_usd)})"
+    )

@@ -77,13 +77,15 @@ def worst_case_usd(
     # The model's items take arrays (cells); here each is one value.
     n, shards, t, links = (np.asarray(v) for v in (n_workers, ps_count, timeout_s,
                                                    max_links(planned_links)))  # fmt: skip
-    hourly = np.asarray(catalog.ps_type(ps_type).usd_per_hour)
+    # an S3-sync plan (no shard) has no PS and opens no endpoints
+    hourly = np.asarray(catalog.ps_type(ps_type).usd_per_hour if ps_count else 0.0)
+    endpoints = len(catalog.interface_endpoints) if ps_count else 0
     return float(
         (cost.lambda_compute_usd + cost.ephemeral_storage_usd) * longer
         + model.ps_usd(hourly, shards, t, catalog.ps_min_billed_s)
-        + model.endpoints_usd(catalog.endpoint_usd_per_hour, len(catalog.interface_endpoints), t)
+        + model.endpoints_usd(catalog.endpoint_usd_per_hour, endpoints, t)
         + model.requests_usd(catalog.usd_per_request, n, links)
         + model.step_functions_usd(catalog.sfn_usd_per_transition, catalog.sfn_fixed_transitions,
                                    catalog.sfn_transitions_per_invocation, n, links)
-        + cost.s3_requests_usd * longer
+        + (cost.s3_requests_usd + cost.s3_exchange_usd) * longer
     )  # fmt: skip

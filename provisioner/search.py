@@ -10,7 +10,13 @@ Strategy (exact, vectorised over (route, n) pairs):
    exceeds the best cost found so far are pruned; surviving blocks are evaluated whole.
 3. Before any bisection, pairs are pruned by the fastest time they can reach (at the top
    memory) and by a bound on their Lambda GB-s (k·b_l·min(m/R(m)) plus the rest at the top).
-Tie-breaks: cost, then time, then smaller n, smaller m, route order (budget: time first).
+4. S3 routes (issue 13) with k ≤ n reducers: k goes up to n, so the pairs with many reducers are
+   held back (space.flatten) and flattened only where a closed-form lower bound on their cost
+   (the exchange's requests, k·Q, plus the Lambda GB-s of the exchange alone at the smallest
+   memory, P·(A + C/k)) fits under the first pass's best cost (or the budget) and a lower bound
+   on their time (k iterations of the exchange at the top memory) under the deadline: `held_back`.
+Tie-breaks: cost, then time, then smaller n, smaller m, route order (budget: time first); PS
+routes come before S3 routes.
 `solve_goal` picks the solver for a Goal; the slices a search may use are the pairs `Flat` marks ok.
 `exhaustive` enumerates every cell, without pruning PS types, as the reference in tests.
 """
@@ -19,15 +25,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from provisioner.catalog import Catalog
-from provisioner.model import Arr, Cells, NTerms, costs, timeline
+from provisioner.model import (
+    Arr,
+    Cells,
+    NTerms,
+    costs,
+    iterations,
+    local_batch,
+    s3_bandwidth_mb_s,
+    s3_exchange_requests,
+    s3_reduce_mb_s,
+    timeline,
+    vcpu_share,
+)
 from provisioner.plan import Goal
 from provisioner.profile import WorkloadProfile
 from provisioner.space import (
+    FIRST_PASS_REDUCERS,
     Choice,
     Flat,
     Limits,
@@ -35,8 +54,8 @@ from provisioner.space import (
     build_space,
     cells_at,
     choice_of,
+    flat_pairs,
     flatten,
-    grid,
 )
 
 SLACK = 1e-9  # relative widening of bound windows so float rounding never drops the optimum
@@ -201,6 +220,117 @@ class _Blocks:
         return pools
 
 
+def _concat_terms(parts: list[NTerms]) -> NTerms:
+    fields = NTerms.__dataclass_fields__
+    return NTerms(*(np.concatenate([np.asarray(getattr(p, k)) for p in parts]) for k in fields))
+
+
+# The held-back S3 reducer counts, searched in these windows in turn, so that a cheap plan found
+# with few reducers bounds the windows of many (a deadline only the many can meet is found late).
+HELD_BACK_WINDOWS = ((FIRST_PASS_REDUCERS + 1, 16), (17, 64), (65, 256), (257, 1 << 62))
+
+
+def held_back(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    space: Space,
+    flat: Flat,
+    max_usd: float,
+    max_s: float,
+    window: tuple[int, int] = (FIRST_PASS_REDUCERS + 1, 1 << 62),
+) -> Flat | None:
+    """The held-back S3 pairs with k in `window` that may cost ≤ max_usd within max_s.
+
+    Per (arch, n), with Q the exchange's request charges per reducer over the run, P the Lambda
+    price of n workers at the smallest memory for k_iter iterations, and A + C/k a floor on one
+    iteration's billed time (start-up spread over the iterations, the compute at the fastest rate
+    of any memory, one exchange at the top memory: the fastest), cost ≥ Q·k + P·(A + C/k) and
+    T ≥ k_iter·(A + C/k): both hold on an interval of k, found in closed form. None if no pair is
+    left.
+    """
+    if not flat.s3_held_back or not np.any(space.route_reducers >= window[0]):
+        return None
+    table = space.s3_route_table()
+    n = space.n.astype(np.float64)
+    model_mb = profile.model_bytes / 1e6
+    b_l = local_batch(space.n, profile.profiled_local_batch, profile.max_global_batch)
+    k_iter = iterations(profile.dataset_samples, profile.epochs, space.n * b_l).astype(np.float64)
+    top = space.memory_mb[-1:]
+    bw = s3_bandwidth_mb_s(
+        top, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
+    )
+    reduce = s3_reduce_mb_s(
+        profile.ps_aggregation_mb_s_per_core,
+        vcpu_share(top, catalog.mb_per_vcpu, catalog.max_vcpu),
+    )
+    fastest_rate = max(float(np.max(space.rate)), float(np.max(space.core_rate)))
+    with np.errstate(divide="ignore"):  # no rate at all: a_s = inf, no pair can run
+        a_s = (
+            2.0 * model_mb / bw
+            + 4.0 * catalog.s3_request_s
+            + b_l / fastest_rate
+            + profile.startup_s / np.maximum(k_iter, 1.0)
+        )
+    c_s = (n + 2.0) * model_mb / bw + n * model_mb / reduce
+    puts, gets = s3_exchange_requests(n, np.ones(1))
+    q = k_iter * (catalog.s3_usd_per_put * puts + catalog.s3_usd_per_get * gets)
+    wide = 1.0 + 1e-6  # bounds widened so float rounding never drops a pair that could win
+    lo = np.full((len(space.archs), n.size), float(window[0]))
+    hi = np.minimum(np.broadcast_to(n, lo.shape), float(window[1]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = max_s * wide - k_iter * a_s  # time bound: k ≥ k_iter·C / room
+        lo = np.maximum(lo, np.where(room > 0, k_iter * c_s / room, np.inf))
+        p = space.usd_per_gb_s[:, None] * space.memory_mb[0] / 1024.0 * n * k_iter
+        b = max_usd * wide - p * a_s  # cost bound: q·k² − b·k + p·C ≤ 0
+        disc = b * b - 4.0 * q * p * c_s
+        root = np.sqrt(np.maximum(disc, 0.0))
+        fits = (b > 0) & (disc >= 0)
+        k_lo = np.where(q > 0, (b - root) / (2.0 * q), p * c_s / b)
+        k_hi = np.where(q > 0, (b + root) / (2.0 * q), np.inf)
+        if math.isfinite(max_usd):  # no incumbent yet: no cost bound
+            lo = np.where(fits, np.maximum(lo, k_lo), np.inf)
+            hi = np.where(fits, np.minimum(hi, k_hi), -np.inf)
+    lo_i = np.ceil(np.where(np.isfinite(lo), lo * (1 - 1e-9), n.size + 1.0)).astype(np.int64)
+    hi_i = np.floor(np.where(np.isfinite(hi), hi * (1 + 1e-9), 0.0)).astype(np.int64)
+    if flat.left_out_n.size:
+        hi_i = np.where(flat.left_out_n[None, :], 0, hi_i)
+    owner, k = ragged(lo_i.ravel(), hi_i.ravel())
+    if owner.size == 0:
+        return None
+    a, ni = np.divmod(owner, n.size)
+    r = table[a, k]
+    order = np.lexsort((ni, r))  # (route, n) order, as flatten's
+    r, ni = r[order], ni[order]
+    nt = flat_pairs(profile, catalog, space, r, ni)
+    return Flat(r=r, ni=ni, nt=nt, s3_held_back=False)
+
+
+def _with_held_back(flat: Flat, extra: Flat | None) -> Flat:
+    if extra is None:
+        return replace(flat, s3_held_back=False)
+    return Flat(
+        r=np.concatenate([flat.r, extra.r]),
+        ni=np.concatenate([flat.ni, extra.ni]),
+        nt=_concat_terms([flat.nt, extra.nt]),
+        s3_held_back=False,
+        left_out_n=flat.left_out_n,
+    )
+
+
+def _best_of(results: list[tuple[int, Pool] | None], cost_first: bool) -> tuple[int, Pool] | None:
+    found = [res for res in results if res is not None]
+    if len(found) <= 1:
+        return found[0] if found else None
+    pool = Pool.concat([p for _, p in found])
+    ok = np.zeros(pool.r.size, dtype=bool)
+    offset = 0
+    for i, p in found:
+        ok[offset + i] = True  # each pass's optimum (a pool also holds cells beyond its goal)
+        offset += p.r.size
+    order = goal_order(pool, cost_first)
+    return int(order[ok[order]][0]), pool
+
+
 def solve_deadline(
     profile: WorkloadProfile,
     catalog: Catalog,
@@ -210,10 +340,32 @@ def solve_deadline(
 ) -> tuple[int, Pool] | None:
     """The cheapest cell with T ≤ deadline (ties: faster); None if no cell meets it.
 
+    A first pass over `flat` (every pair but the held-back S3 ones), then a pass over the held-back
+    pairs whose bounds can still beat it.
+    """
+    f = flat if flat is not None else flatten(profile, catalog, space)
+    found = [_deadline_pass(profile, catalog, space, deadline_s, f)]
+    for window in HELD_BACK_WINDOWS:
+        best = _best_of(found, True)
+        best_usd = math.inf if best is None else float(best[1].total_usd[best[0]])
+        extra = held_back(profile, catalog, space, f, best_usd, deadline_s, window)
+        if extra is not None:
+            found.append(_deadline_pass(profile, catalog, space, deadline_s, extra))
+    return _best_of(found, True)
+
+
+def _deadline_pass(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    space: Space,
+    deadline_s: float,
+    f: Flat,
+) -> tuple[int, Pool] | None:
+    """solve_deadline over the pairs of `f` only.
+
     Bounds prune (route, n) pairs before any bisection: T at the top memory is the fastest the
     pair can be, and cost ≥ base + slope·m with base and slope taken at the top memory.
     """
-    f = flat if flat is not None else flatten(profile, catalog, space)
     top = space.memory_mb.size - 1
     ids = np.nonzero(f.nt.ok)[0]
     nt, r, ni = f.nt.take(ids), f.r[ids], f.ni[ids]
@@ -287,6 +439,7 @@ def solve_budget(
         return None
     pools = [cheap[1]]
     t_ub = float(cheap[1].total_s[cheap[0]])
+    f = _with_held_back(f, held_back(profile, catalog, space, f, budget_usd, t_ub))
     top = space.memory_mb.size - 1
     ids = np.nonzero(f.nt.ok)[0]
     nt, r, ni = f.nt.take(ids), f.r[ids], f.ni[ids]
@@ -333,13 +486,19 @@ def solve_goal(
 
 
 def fastest_cell(profile: WorkloadProfile, catalog: Catalog, space: Space) -> tuple[float, Choice]:
-    """The fastest achievable configuration: T is non-increasing in m, so check the top memory."""
-    r, ni = grid(space)
-    top = np.full((r.shape[0], ni.shape[1]), space.memory_mb.size - 1)
+    """The fastest achievable configuration: T is non-increasing in m, so check the top memory;
+    and in k (more reducers, a shorter exchange), so of the S3 routes only k = n."""
+    ps = np.nonzero(space.route_reducers == 0)[0]
+    r_ps, ni_ps = (x.ravel() for x in np.meshgrid(ps, np.arange(space.n.size), indexing="ij"))
+    table = space.s3_route_table()
+    a, ni_s3 = np.nonzero(table[:, 1:] >= 0)  # S3 routes (arch, k), k = ni + 1
+    keep = table[a, ni_s3 + 1] >= 0
+    r = np.concatenate([r_ps, table[a, ni_s3 + 1][keep]])
+    ni = np.concatenate([ni_ps, ni_s3[keep]])
+    top = np.full(r.size, space.memory_mb.size - 1)
     cells = cells_at(profile, catalog, space, r, ni, top)
-    flat = int(np.argmin(cells.total_s))
-    rr, nn = np.unravel_index(flat, cells.total_s.shape)
-    return float(cells.total_s[rr, nn]), choice_of(space, int(rr), int(nn), top[rr, nn])
+    best = int(np.argmin(cells.total_s))
+    return float(cells.total_s[best]), choice_of(space, int(r[best]), int(ni[best]), int(top[best]))
 
 
 def _enumerate(

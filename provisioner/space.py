@@ -3,7 +3,9 @@
 Search space: n = 1 … min(concurrency limit, b_g^max); m on the catalog's grid between the
 profile's minimum and the limit; every architecture the catalog, the profile and the limits
 allow; every PS type (minus those another type beats on bandwidth *and* price) × 1 … max
-shards. A *route* is one (architecture, PS type, shard count); a cell is (route, n, m).
+shards; and the S3 exchange (sync "s3", issue 13) with k = 1 … n reducers. A *route* is one
+(architecture, PS type, shard count) or one (architecture, S3, k); a cell is (route, n, m), and
+an S3 cell with k > n does not exist (n_terms marks it not ok).
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from provisioner.profile import WorkloadProfile
 # "any": one architecture per plan (workers and PS alike), the cheaper; "mixed": workers and PS
 # may differ, and the deploy builds the image for both (linux/arm64 on an x86 host needs QEMU).
 ARCH_CHOICES = ("x86_64", "arm64", "mixed", "any")  # the last is the default
+SYNC_CHOICES = ("ps", "s3", "auto")  # auto: the better of the two for the goal, per job
+# S3 routes with more reducers than this are held back from a search's first pass and flattened
+# only where a lower bound on their cost can still beat the first pass (search.held_back).
+FIRST_PASS_REDUCERS = 4
 
 
 class Infeasible(ValueError):  # noqa: N818 - the contract names it Infeasible
@@ -43,6 +49,9 @@ class Limits:
     arch: str = "any"
     ps_types: tuple[str, ...] | None = None
     reserve_concurrency: bool = False
+    # "ps", "s3" or "auto" (SYNC_CHOICES). The library default is λDNN's setting, "ps", which
+    # callers written before issue 13 assume; the CLI's --sync and the context default to "auto".
+    sync: str = "ps"
 
 
 @dataclass(frozen=True)
@@ -52,8 +61,10 @@ class Choice:
     n_workers: int
     memory_mb: int
     arch: str
-    ps_type: str
-    ps_count: int
+    ps_type: str  # "" in an S3 cell
+    ps_count: int  # 0 in an S3 cell
+    sync: str = "ps"
+    reducers: int = 0  # k of an S3 cell
 
 
 @dataclass(frozen=True)
@@ -73,7 +84,15 @@ class Space:
     core_rate: Arr  # (A,) R(1 vCPU): full single-core speed, for the CPU-quota term
     route_burst_mb_s: Arr  # (R,) bandwidth of one shard while its network credits last
     route_burst_s: Arr  # (R,) seconds of burst of a fresh instance
+    route_reducers: Arr  # (R,) S3 routes: k reducers; 0 on a PS route
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def s3_route_table(self) -> Arr:
+        """(A, N + 1) route index of (arch, k) for the S3 routes; −1 where there is none."""
+        table = np.full((len(self.archs), self.n.size + 1), -1, dtype=np.int64)
+        s3 = np.nonzero(self.route_reducers > 0)[0]
+        table[self.route_arch[s3], self.route_reducers[s3]] = s3
+        return table
 
 
 def concurrency_cap(catalog: Catalog, limits: Limits) -> int:
@@ -117,6 +136,8 @@ def validate_limits(catalog: Catalog, limits: Limits) -> None:
     """Reject limits that name nothing in the catalog, one line each."""
     if limits.arch not in ARCH_CHOICES:
         raise ValueError(f"arch {limits.arch!r} is not one of {', '.join(ARCH_CHOICES)}")
+    if limits.sync not in SYNC_CHOICES:
+        raise ValueError(f"sync {limits.sync!r} is not one of {', '.join(SYNC_CHOICES)}")
     if limits.max_memory_mb is not None and limits.max_memory_mb < catalog.memory_min_mb:
         raise ValueError(
             f"max memory {limits.max_memory_mb} MB is below the catalog minimum "
@@ -184,7 +205,10 @@ def build_space(
         if mixed or p.arch == archs[ai]
         for c in range(1, catalog.ps_max_shards + 1)
     ]
-    if not routes:
+    routes = routes if limits.sync != "s3" else []
+    s3_routes = [(ai, k) for ai in range(len(archs)) for k in range(1, n_max + 1)]
+    s3_routes = s3_routes if limits.sync != "ps" else []
+    if not routes and not s3_routes:
         raise Infeasible(
             f"no PS type of architecture {' or '.join(archs)} is allowed (ps_types "
             f"{', '.join(limits.ps_types or ())}); allow one, or -c arch=mixed"
@@ -197,20 +221,22 @@ def build_space(
         if drop
         else ()
     )
+    none = [0.0] * len(s3_routes)  # an S3 route has no PS: no bandwidth, price or burst
     return Space(
         memory_mb=mem,
         n=n,
         archs=archs,
         rate=rate,
         usd_per_gb_s=np.array([catalog.arch(a).usd_per_gb_s for a in archs]),
-        route_arch=np.array([r[0] for r in routes], dtype=np.int64),
-        route_ps=tuple((r[1].name, r[2]) for r in routes),
-        route_shard_mb_s=np.array([r[1].baseline_mb_s for r in routes]),
-        route_count=np.array([r[2] for r in routes], dtype=np.int64),
-        route_usd_per_hour=np.array([r[1].usd_per_hour for r in routes]),
+        route_arch=np.array([r[0] for r in routes] + [r[0] for r in s3_routes], dtype=np.int64),
+        route_ps=tuple((r[1].name, r[2]) for r in routes) + (("", 0),) * len(s3_routes),
+        route_shard_mb_s=np.array([r[1].baseline_mb_s for r in routes] + none),
+        route_count=np.array([r[2] for r in routes] + [0] * len(s3_routes), dtype=np.int64),
+        route_usd_per_hour=np.array([r[1].usd_per_hour for r in routes] + none),
         core_rate=core_rate,
-        route_burst_mb_s=np.array([r[1].burst_mb_s for r in routes]),
-        route_burst_s=np.array([r[1].burst_s for r in routes]),
+        route_burst_mb_s=np.array([r[1].burst_mb_s for r in routes] + none),
+        route_burst_s=np.array([r[1].burst_s for r in routes] + none),
+        route_reducers=np.array([0] * len(routes) + [k for _, k in s3_routes], dtype=np.int64),
         notes=notes,
     )
 
@@ -234,6 +260,7 @@ def cells_at(
             core_rate_samples_s=space.core_rate[a],
             burst_shard_mb_s=space.route_burst_mb_s[r],
             burst_s=space.route_burst_s[r],
+            reducers=space.route_reducers[r],
         ),
     )
 
@@ -246,21 +273,36 @@ def grid(space: Space) -> tuple[Arr, Arr]:
 
 @dataclass(frozen=True)
 class Flat:
-    """Every (route, n) pair of a space, flattened (id = route·N + n-index), n-terms included."""
+    """(route, n) pairs of a space, flattened in (route, n) order, n-terms included.
+
+    `flatten` holds back the S3 routes with more than FIRST_PASS_REDUCERS reducers (up to n per
+    n: too many pairs to evaluate whole); a solver flattens those of them a lower bound cannot
+    rule out (search.held_back), unless `s3_held_back` is False. `left_out_n` marks worker
+    counts (n-indices) left out of every search, held-back pairs included.
+    """
 
     r: Arr
     ni: Arr
     nt: NTerms
+    s3_held_back: bool = True
+    left_out_n: Arr = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
-    def without(self, pairs: Arr) -> Flat:
-        """The same pairs, those marked in the boolean array `pairs` left out of every search."""
-        return replace(self, nt=replace(self.nt, ok=self.nt.ok & ~pairs))
+    def without_n(self, n_mask: Arr) -> Flat:
+        """The same pairs, the worker counts marked in `n_mask` (over n-indices) left out."""
+        left = n_mask if self.left_out_n.size == 0 else self.left_out_n | n_mask
+        return replace(self, nt=replace(self.nt, ok=self.nt.ok & ~n_mask[self.ni]), left_out_n=left)
+
+    def only_sync(self, sync: str) -> Flat:
+        """The same pairs, those of the other exchange (sync "ps" or "s3") left out."""
+        s3 = sync == "s3"
+        ok = self.nt.ok & (self.nt.s3 if s3 else ~self.nt.s3)
+        return replace(self, nt=replace(self.nt, ok=ok), s3_held_back=self.s3_held_back and s3)
 
 
-def flatten(profile: WorkloadProfile, catalog: Catalog, space: Space) -> Flat:
-    r, ni = grid(space)
+def flat_pairs(profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr, ni: Arr) -> NTerms:
+    """The n-terms of the (route, n-index) pairs r, ni (1-D), flattened."""
     a = space.route_arch[r]
-    nt = n_terms(
+    return n_terms(
         profile,
         catalog,
         space.n[ni],
@@ -269,19 +311,45 @@ def flatten(profile: WorkloadProfile, catalog: Catalog, space: Space) -> Flat:
         core_rate_samples_s=space.core_rate[a],
         burst_shard_mb_s=space.route_burst_mb_s[r],
         burst_s=space.route_burst_s[r],
+        reducers=space.route_reducers[r],
+    ).flat()
+
+
+def flatten(profile: WorkloadProfile, catalog: Catalog, space: Space) -> Flat:
+    """Every PS pair and the S3 pairs with k ≤ FIRST_PASS_REDUCERS (those with k > n not ok);
+    the rest held back. The n-terms are computed on the (route, n) grid, so what depends on n
+    only is computed once per n."""
+    rows = np.nonzero(space.route_reducers <= FIRST_PASS_REDUCERS)[0][:, None]
+    ni = np.arange(space.n.size)[None, :]
+    a = space.route_arch[rows]
+    nt = n_terms(
+        profile,
+        catalog,
+        space.n[ni],
+        space.route_shard_mb_s[rows],
+        space.route_count[rows],
+        core_rate_samples_s=space.core_rate[a],
+        burst_shard_mb_s=space.route_burst_mb_s[rows],
+        burst_s=space.route_burst_s[rows],
+        reducers=space.route_reducers[rows],
     )
-    shape = (r.shape[0], ni.shape[1])
+    shape = (rows.shape[0], ni.shape[1])
     return Flat(
-        r=np.broadcast_to(r, shape).ravel(), ni=np.broadcast_to(ni, shape).ravel(), nt=nt.flat()
+        r=np.broadcast_to(rows, shape).ravel(),
+        ni=np.broadcast_to(ni, shape).ravel(),
+        nt=nt.flat(),
     )
 
 
 def choice_of(space: Space, r: int, ni: int, j: int) -> Choice:
     ps_type, count = space.route_ps[r]
+    k = int(space.route_reducers[r])
     return Choice(
         n_workers=int(space.n[ni]),
         memory_mb=int(space.memory_mb[j]),
         arch=space.archs[int(space.route_arch[r])],
         ps_type=ps_type,
         ps_count=count,
+        sync="s3" if k else "ps",
+        reducers=k,
     )

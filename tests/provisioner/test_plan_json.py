@@ -22,7 +22,7 @@ def test_plan_round_trips_through_json() -> None:
     text = result.to_json()  # type: ignore[attr-defined]
     assert Plan.from_json(text) == result.plan  # type: ignore[attr-defined]
     doc = json.loads(text)
-    assert set(doc) == {"plan", "frontier", "alternatives"}
+    assert set(doc) == {"plan", "frontier", "alternatives", "other_sync"}
     assert [Plan.from_dict(a) for a in doc["alternatives"]] == list(result.alternatives)  # type: ignore[attr-defined]
 
 

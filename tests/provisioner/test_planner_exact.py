@@ -111,6 +111,8 @@ def _check(
     assert got.plan.cost.total_usd == want_usd
     assert got.plan.prediction.total_s == want_s
     event("plan compared")
+    if got.plan.reducers > 4:  # an S3 plan found among the held-back pairs (FIRST_PASS_REDUCERS)
+        event("held-back S3 plan compared")
 
 
 @SETTINGS
@@ -159,3 +161,87 @@ def test_both_goals_equal_exhaustive(
         return Goal(deadline_s=d, budget_usd=usd * b_factor)
 
     _check(fields, limits, goal, grid, platform)
+
+
+# --- both gradient exchanges (issue 13): PS routes and S3 with every k = 1 … n --------------------
+
+SYNC_LIMITS = st.builds(
+    Limits,
+    max_memory_mb=st.sampled_from([None, 512, 1000]),
+    max_concurrency=st.integers(1, 40),
+    arch=st.sampled_from(["any", "x86_64", "arm64"]),
+    sync=st.sampled_from(["auto", "s3"]),
+)
+# Up to 40 workers: S3 routes with k > FIRST_PASS_REDUCERS (4) are held back and searched in
+# windows (5–16, 17–64), so the closed-form bounds that prune them are checked too.
+SYNC_GRIDS = st.sampled_from([(1280, 64, 2, 40), (1536, 8, 1, 12)])
+SYNC_SETTINGS = settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def _check_other_mode(
+    profile_fields: dict[str, object], limits: Limits, goal: Goal, grid: tuple[int, int, int, int]
+) -> None:
+    """The plan's other_sync_usd is the exhaustive optimum of the other mode alone."""
+    top, step, shards, workers = grid
+    profile, catalog = on_platform(
+        profile_fields, (None, None, None, None), memory_max_mb=top, step_mb=step, shards=shards
+    )
+    limits = dataclasses.replace(limits, max_concurrency=min(workers, limits.max_concurrency or 1))
+    try:
+        got = plan_job(profile, catalog, goal, limits, "t", frontier_points=0, alternatives=0)
+    except (Infeasible, ValueError):
+        return
+    other = "s3" if got.plan.sync == "ps" else "ps"
+    want = exhaustive(profile, catalog, dataclasses.replace(limits, sync=other), goal)
+    assert got.plan.other_sync_usd == (None if want is None else want[2])
+    event(f"chosen {got.plan.sync}, other {'none' if want is None else other}")
+
+
+@SYNC_SETTINGS
+@given(workload(), SYNC_LIMITS, st.floats(0.8, 20.0), SYNC_GRIDS, PLATFORMS)
+def test_deadline_goal_over_both_modes_equals_exhaustive(
+    fields: dict[str, object],
+    limits: Limits,
+    factor: float,
+    grid: tuple[int, int, int, int],
+    platform: Platform,
+) -> None:
+    _check(fields, limits, lambda fast_s, *_: Goal(deadline_s=fast_s * factor), grid, platform)
+
+
+@SYNC_SETTINGS
+@given(workload(), SYNC_LIMITS, st.floats(0.5, 30.0), SYNC_GRIDS, PLATFORMS)
+def test_budget_goal_over_both_modes_equals_exhaustive(
+    fields: dict[str, object],
+    limits: Limits,
+    factor: float,
+    grid: tuple[int, int, int, int],
+    platform: Platform,
+) -> None:
+    def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
+        cheapest = exhaustive(profile, catalog, lim, Goal(deadline_s=math.inf))  # type: ignore[arg-type]
+        usd = cheapest[2] if cheapest else 1.0
+        return Goal(budget_usd=usd * factor)
+
+    _check(fields, limits, goal, grid, platform)
+
+
+@SYNC_SETTINGS
+@given(workload(), st.floats(1.0, 1e5), st.booleans(), SYNC_GRIDS)
+def test_other_mode_is_the_exhaustive_optimum_of_that_mode(
+    fields: dict[str, object], deadline_s: float, budget: bool, grid: tuple[int, int, int, int]
+) -> None:
+    goal = Goal(budget_usd=deadline_s / 1000.0) if budget else Goal(deadline_s=deadline_s)
+    _check_other_mode(fields, Limits(sync="auto", max_concurrency=40), goal, grid)
+
+
+@SYNC_SETTINGS
+@given(workload(), st.floats(1.0, 1.5), st.sampled_from([(1280, 64, 1, 40), (1280, 128, 1, 24)]))
+def test_tight_deadline_over_s3_equals_exhaustive(
+    fields: dict[str, object], factor: float, grid: tuple[int, int, int, int]
+) -> None:
+    """Near the fastest time the optimum tends to need many reducers (held-back pairs)."""
+    limits = Limits(sync="s3", max_concurrency=40)
+    _check(fields, limits, lambda fast_s, *_: Goal(deadline_s=fast_s * factor), grid)

@@ -86,6 +86,7 @@ def plan_for(ctx: JobContext) -> PlanResult:
         arch=ctx.arch,
         ps_types=ctx.ps_types,
         reserve_concurrency=ctx.reserve_concurrency,
+        sync=ctx.sync,
     )
     goal = Goal(deadline_s=ctx.deadline_s, budget_usd=ctx.budget_usd, slack=ctx.slack)
     profile, catalog = load_profile(ctx.workload), load_catalog(ctx.catalog)

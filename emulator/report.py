@@ -38,6 +38,7 @@ TERM_KEYS: dict[str, tuple[str, ...]] = {
     "communication": ("communication_s", "comm_s"),
     "startup": ("startup_s", "init_s", "setup_s"),
     "checkpoint": ("checkpoint_s",),
+    "reduce": ("reduce_s",),  # S3 sync: a reducer's own work (its partition's sum and update)
 }
 PREDICTED_FIELDS = {
     "load": "load_s",
@@ -91,7 +92,8 @@ def worker_terms(worker: WorkerState) -> dict[str, float]:
     """One worker's measured seconds per term over its whole chain of invocations."""
     links = worker.links
     terms = {
-        t: sum(link_timing(link, t) for link in links) for t in ("load", "compute", "communication")
+        t: sum(link_timing(link, t) for link in links)
+        for t in ("load", "compute", "communication", "reduce")
     }
     terms["startup"] = startup_of(links[0]) if links else 0.0
     # Chaining: what each extra link costs beyond training, i.e. its start-up, reload and the
@@ -121,6 +123,77 @@ def measured_terms(per_worker: list[dict[str, float]]) -> dict[str, float]:
     measured["compute"], measured["communication"] = (
         straggler["compute"], straggler["communication"])  # fmt: skip
     return measured
+
+
+def aggregation_measured_s(record: RunRecord, per_worker: list[dict[str, float]]) -> float:
+    """The averaging and update the workers wait through: the slowest PS shard's own update
+    time, or in an S3-sync run the busiest reducer's (NaN when neither was measured)."""
+    if record.plan.sync == "s3":
+        return max((w.get("reduce", 0.0) for w in per_worker), default=math.nan)
+    return math.nan if record.ps_update_s is None else record.ps_update_s
+
+
+def exchange_figures(record: RunRecord, local: Plan | None) -> dict[str, Any] | None:
+    """An S3-sync run's exchange per iteration and its requests, measured next to the model's
+    for this machine (None for a PS run: its exchange is the communication term).
+
+    Measured per iteration: the slowest worker's communication plus its reduce over the
+    iterations it ran (a reducer is on every iteration's critical path); requests: every
+    link's counts over the run's iterations (polls that found nothing are GETs S3 bills too).
+    """
+    plan = record.plan
+    if plan.sync != "s3":
+        return None
+    per_iteration = []
+    for worker in record.workers:
+        ran = sum(int(link.get("iterations_run") or 0) for link in worker.links)
+        spent = sum(link_timing(link, t) for link in worker.links
+                    for t in ("communication", "reduce"))  # fmt: skip
+        if ran:
+            per_iteration.append(spent / ran)
+    counts: dict[str, int] = {}
+    for worker in record.workers:
+        for link in worker.links:
+            for kind, value in (link.get("s3_requests") or {}).items():
+                counts[kind] = counts.get(kind, 0) + int(value)
+    k = max(1, plan.training.iterations)
+    predicted = None if local is None else local.prediction
+    return {
+        "sync": "s3",
+        "reducers": plan.reducers,
+        "per_iteration_s": {
+            "measured": max(per_iteration, default=math.nan),
+            "predicted_local": None if predicted is None else predicted.exchange_per_iteration_s,
+        },
+        "requests_per_iteration": {
+            "measured": {kind: n / k for kind, n in sorted(counts.items())},
+            "predicted_local": None if predicted is None else {
+                "put": predicted.exchange_puts_per_iteration,
+                "get": predicted.exchange_gets_per_iteration,
+            },
+        },
+        "requests_total": counts,
+    }
+
+
+def exchange_lines(exchange: dict[str, Any] | None) -> list[str]:
+    """The S3 exchange's figures under the term table (nothing for a PS run)."""
+    if not exchange:
+        return []
+    time_s, requests = exchange["per_iteration_s"], exchange["requests_per_iteration"]
+    measured = requests["measured"]
+    lines = [
+        f"S3 exchange, k = {exchange['reducers']}, per iteration: measured "
+        f"{1000 * time_s['measured']:.1f} ms"
+        + ("" if time_s["predicted_local"] is None
+           else f", predicted here {1000 * time_s['predicted_local']:.1f} ms"),
+        "S3 requests per iteration: measured "
+        + ", ".join(f"{kind} {n:.2f}" for kind, n in measured.items())
+        + ("" if requests["predicted_local"] is None else
+           f"; predicted PUT {requests['predicted_local']['put']}, "
+           f"GET {requests['predicted_local']['get']} (get_miss: polls that found nothing)"),
+    ]  # fmt: skip
+    return lines
 
 
 def loss_curve(workers: list[WorkerState]) -> list[tuple[int, float]]:
@@ -208,10 +281,14 @@ def accuracy_of(predicted_s: float | None, measured_s: float | None) -> float | 
 
 
 def describe(plan: Plan) -> str:
-    """One configuration in a few words: '2 x 1769 MB x86_64, PS 1 x loopback'."""
-    return (
-        f"{plan.n_workers} x {plan.memory_mb} MB {plan.arch}, PS {plan.ps_count} x {plan.ps_type}"
+    """One configuration in a few words: '2 x 1769 MB x86_64, PS 1 x loopback' or
+    '2 x 1769 MB x86_64, S3 sync, k = 1'."""
+    exchange = (
+        f"S3 sync, k = {plan.reducers}"
+        if plan.sync == "s3"
+        else f"PS {plan.ps_count} x {plan.ps_type}"
     )
+    return f"{plan.n_workers} x {plan.memory_mb} MB {plan.arch}, {exchange}"
 
 
 def run_rules(record: RunRecord) -> RunRules:
@@ -231,6 +308,8 @@ def run_rules(record: RunRecord) -> RunRules:
 def local_choice(plan: Plan, worker_cores: float, catalog: Catalog) -> Choice:
     """The configuration that ran, on the local platform: a worker's cores as memory."""
     memory_mb = max(1, round(worker_cores * catalog.mb_per_vcpu))
+    if plan.sync == "s3":
+        return Choice(plan.n_workers, memory_mb, plan.arch, "", 0, "s3", plan.reducers)
     return Choice(plan.n_workers, memory_mb, plan.arch, LOCAL_PS_TYPE, plan.ps_count)
 
 
@@ -268,8 +347,7 @@ def predict_aws(plan: Plan, workload: str | None = None) -> tuple[Plan | None, s
     except (OSError, ValueError) as err:
         return None, f"no AWS prediction: {err}"
     options = []
-    for ps in catalog.ps_types:
-        choice = Choice(plan.n_workers, plan.memory_mb, plan.arch, ps.name, plan.ps_count)
+    for choice in aws_choices(plan, catalog):
         try:
             options.append(build_plan(profile, catalog, choice, Goal(), Limits(), job=plan.job))
         except (Infeasible, ValueError):
@@ -277,7 +355,20 @@ def predict_aws(plan: Plan, workload: str | None = None) -> tuple[Plan | None, s
     if not options:
         return None, f"no AWS prediction: {plan.n_workers} x {plan.memory_mb} MB cannot run"
     cheapest = min(options, key=lambda p: p.cost.total_usd)
+    if plan.sync == "s3":
+        return cheapest, f"{catalog.name}: {describe(cheapest)}"
     return cheapest, f"{catalog.name}, cheapest PS type: {describe(cheapest)}"
+
+
+def aws_choices(plan: Plan, catalog: Catalog) -> list[Choice]:
+    """A local plan's configuration on AWS: the same exchange through S3, or the same PS count
+    of every PS type the catalog offers."""
+    if plan.sync == "s3":
+        return [Choice(plan.n_workers, plan.memory_mb, plan.arch, "", 0, "s3", plan.reducers)]
+    return [
+        Choice(plan.n_workers, plan.memory_mb, plan.arch, ps.name, plan.ps_count)
+        for ps in catalog.ps_types
+    ]
 
 
 def deadline_verdict(deadline_s: float | None, measured_total_s: float) -> dict[str, Any]:
@@ -297,7 +388,7 @@ def build_report(
     per_worker = [worker_terms(w) for w in record.workers]
     measured = measured_terms(per_worker)
     # Inside the PS (the workers wait through it): the slowest shard's own update time.
-    measured["ps_aggregation"] = math.nan if record.ps_update_s is None else record.ps_update_s
+    measured["ps_aggregation"] = aggregation_measured_s(record, per_worker)
     measured["total"] = record.train_wall_s
     # Nothing to set up here: the emulator's PS serves before the clock starts.
     measured["setup"] = 0.0
@@ -320,6 +411,8 @@ def build_report(
             "vcpu_share": plan.vcpu_share,
             "ps_type": plan.ps_type,
             "ps_count": plan.ps_count,
+            "sync": plan.sync,
+            "reducers": plan.reducers,
             "iterations": plan.training.iterations,
             "local_batch": plan.training.local_batch,
             "model": plan.training.model,
@@ -348,6 +441,7 @@ def build_report(
         ],
         "accuracy_local": {t: accuracy_of(local[t], measured.get(t)) for t in PREDICTED_FIELDS},
         "predictions": {"local": local_label, "aws": aws_label},
+        "exchange": exchange_figures(record, local_plan),
         "deadline": deadline_verdict(plan.goal.deadline_s, record.train_wall_s),
         "compute_predicted_at_local_share_s": compute_at_local_share_s(record),
         "compute_at_full_speed_s": compute_at_full_speed_s(record),
@@ -447,6 +541,7 @@ def format_table(report: dict[str, Any]) -> str:
             f"deadline {verdict['deadline_s']:.1f} s: measured total "
             f"{verdict['measured_total_s']:.1f} s, " + ("met" if verdict["met"] else "MISSED")
         )
+    lines += exchange_lines(report.get("exchange"))
     local = report.get("compute_predicted_at_local_share_s")
     full = report.get("compute_at_full_speed_s")
     if local is not None and full is not None:
@@ -458,8 +553,10 @@ def format_table(report: dict[str, Any]) -> str:
     inv, loss = report["invocations"], report["loss"]
     lines += [
         "",
-        f"plan: {plan['n_workers']} x {plan['memory_mb']} MB {plan['arch']}, PS {plan['ps_count']}"
-        f" x {plan['ps_type']}, {plan['iterations']} iterations of local batch "
+        f"plan: {plan['n_workers']} x {plan['memory_mb']} MB {plan['arch']}, "
+        + (f"S3 sync, k = {plan['reducers']}" if plan.get("sync") == "s3"
+           else f"PS {plan['ps_count']} x {plan['ps_type']}")
+        + f", {plan['iterations']} iterations of local batch "
         f"{plan['local_batch']}",
         f"emulation: {em['invocation_limit_s']:.0f} s invocations, {em['worker_cores']:.3f} cores"
         f" per worker (cpu_scale {em['cpu_scale_cores_per_vcpu']:.3f}); {em['cpu_share']}",

@@ -38,8 +38,13 @@ from functions.ps import CheckpointStore
 from functions.task import WorkerTask
 
 T = TypeVar("T")
-POLL_FIRST_S = 0.01  # first back-off: an object a peer is writing now is there within ~10 ms
-POLL_MAX_S = 0.5  # back-off ceiling: bounds both the request count and the added latency
+POLL_FIRST_S = 0.005  # first back-off: an object a peer is writing now is there within ms
+# Growth per miss: doubling overshot a wait by up to its own length (a 50 ms wait became up to
+# 70 ms: polls at 0, 10, 30, 70 ms), which on 50-130 ms exchanges was most of the error; ×1.5
+# overshoots by at most half, for one or two more GETs, and a GET that misses costs
+# $0.0004 per 1,000 (catalog s3_usd_per_get), against 12.5× that for the PUT it waits on.
+POLL_GROWTH = 1.5
+POLL_MAX_S = 0.2  # back-off ceiling: bounds both the request count and the added latency
 GATHER_WINDOW = 4  # gradients a reducer has in flight: memory stays O(partition), not O(n)
 DELETE_BATCH = 1000  # keys per DeleteObjects request (the S3 limit)
 STATE_KEY_RE = re.compile(r"/state/(\d{10})/(\d{3})$")
@@ -118,9 +123,11 @@ def poll(
     sleep: Callable[[float], object] = time.sleep,
     first_delay_s: float = POLL_FIRST_S,
     max_delay_s: float = POLL_MAX_S,
+    growth: float = POLL_GROWTH,
 ) -> T:
-    """fetch() until it returns a value, backing off exponentially (first_delay_s doubling up
-    to max_delay_s) and never past the deadline: one last try at it, then ExchangeTimeout.
+    """fetch() until it returns a value, backing off exponentially (first_delay_s, × growth per
+    miss up to max_delay_s) and never past the deadline: one last try at it, then
+    ExchangeTimeout.
     `sleep` returning True means the wait was cancelled (ExchangeClosed)."""
     deadline = clock() + timeout_s
     delay_s = first_delay_s
@@ -133,7 +140,7 @@ def poll(
             raise ExchangeTimeout(f"{what} did not appear within {timeout_s:g} s")
         if sleep(min(delay_s, left_s)) is True:
             raise ExchangeClosed(f"stopped waiting for {what}: the exchange was closed")
-        delay_s = min(2 * delay_s, max_delay_s)
+        delay_s = min(growth * delay_s, max_delay_s)
 
 
 def momentum_step(
@@ -376,11 +383,16 @@ class S3Exchange:
         owned = self._owned
         if owned is not None and owned.iteration == iteration:
             timing = self._reduce(owned, iteration)
-        done = [future.result() for future in uploads]
-        timing.push_s = max(done, default=t0) - t0
+        for future in uploads:
+            future.result()
         pulled = self._pull(iteration + 1, params)
         timing.wait_s += pulled.wait_s
         timing.transfer_s = pulled.transfer_s
+        # The uploads run while this rank reduces: push_s is what they added beyond the reduce
+        # and the waits, so push + wait + transfer + reduce is the exchange's wall time (timed
+        # from the first upload they overlapped and were counted twice).
+        spent_s = time.perf_counter() - t0
+        timing.push_s = max(0.0, spent_s - timing.wait_s - timing.transfer_s - timing.reduce_s)
         return timing
 
     def _reduce(self, part: _Partition, iteration: int) -> StepTiming:

@@ -131,6 +131,7 @@ def test_poll_backs_off_exponentially_and_honours_the_deadline() -> None:
             sleep=clock.sleep,
             first_delay_s=0.1,
             max_delay_s=0.5,
+            growth=2.0,
         )
     assert clock.sleeps == pytest.approx([0.1, 0.2, 0.4, 0.5, 0.5, 0.3])
     assert clock.now == pytest.approx(102.0)  # never past the deadline
@@ -219,9 +220,10 @@ def test_s3_workers_match_single_process_sgd(
     assert np.abs(want - initial).max() > 1e-3  # training moved the parameters
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert_cleaned_up(s3, bucket, k, iterations)
-    # The hot path never lists: a LIST at each start (the exchange, then the checkpoints of a
-    # fresh run) and a reducer's checkpoint listing at its end, whatever the iterations.
-    assert listed == 2 * n + k
+    # The hot path never lists: a LIST at each start (the exchange, then the checkpoints if it
+    # found no state yet: whether a peer's state 0 is there first is a race, so 1 or 2) and a
+    # reducer's checkpoint listing at its end, whatever the iterations.
+    assert n + k <= listed <= 2 * n + k
     assert sum(r["s3_requests"]["list"] for r in results) == listed
 
 
@@ -237,7 +239,7 @@ def test_request_counts_per_iteration(s3: Any, bucket: str, digits: Any) -> None
     assert total["put"] == iterations * (n * k + k) + k + k
     assert total["get"] - total["get_miss"] == iterations * 2 * n * k + n * k
     assert total["delete"] == iterations * k
-    assert total["list"] == 2 * n + k
+    assert n + k <= total["list"] <= 2 * n + k  # the checkpoint lookup only before state 0
 
 
 def test_a_missing_peer_ends_the_invocation_at_the_deadline(bucket: str, digits: Any) -> None:

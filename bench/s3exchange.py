@@ -228,6 +228,20 @@ def table(rows: Sequence[S3Row], ps_step_s: dict[tuple[float, int], float]) -> s
     return "\n".join(lines)
 
 
+def breakdown(rows: Sequence[S3Row]) -> str:
+    """Where rank 0's steps went (it reduces partition 0 in every configuration)."""
+    lines = [
+        "| model MB | n | k | S3 iteration s | push s | wait s | transfer s | reduce s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.size_mb:g} | {r.n_workers} | {r.reducers} | {r.step_s:.4f} | {r.push_s:.4f} "
+            f"| {r.wait_s:.4f} | {r.transfer_s:.4f} | {r.reduce_s:.4f} |"
+        )
+    return "\n".join(lines)
+
+
 def summary(rows: Sequence[S3Row]) -> list[str]:
     accuracy = [r.accuracy for r in rows]
     exact = all(

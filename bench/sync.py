@@ -364,6 +364,13 @@ def s3_section(s3_rows: Sequence[s3exchange.S3Row], rows: Sequence[Row]) -> list
         "",
         *s3exchange.summary(s3_rows),
         "",
+        "Where rank 0's step went (medians over its timed steps, `functions.exchange.StepTiming`):"
+        " *push* until its last gradient partition was uploaded, *wait* for objects not there "
+        "yet (as a reducer, the gradients; then the new states), *transfer* the parameters' "
+        "bytes once there, *reduce* the averaging, update, state PUT and DELETE.",
+        "",
+        s3exchange.breakdown(s3_rows),
+        "",
     ]
 
 

@@ -1,4 +1,5 @@
-"""Data-plane benchmark: gradient push+pull through our PS vs raw loopback TCP vs gloo all-reduce.
+"""Data-plane benchmark: gradient push+pull through our PS vs raw loopback TCP vs gloo all-reduce,
+and the exchange through S3 (sync "s3", issue 13).
 
 Run: `.venv/bin/python -m bench.sync` (writes bench/results/sync.md, sync.png, sync.json);
 `--quick` runs a small grid as a smoke run.
@@ -11,7 +12,10 @@ For each model size S (MB of float32) and n workers, measured in the same run on
   preallocated buffer, send it back): the best a single server process can do over loopback
   TCP with the same traffic shape, no handshake, no barrier, no arithmetic;
 - gloo: n processes of `torch.distributed` (gloo backend, TCP on 127.0.0.1) all-reducing the
-  same S-MB tensor — what a PS-less synchronous step would cost on this machine.
+  same S-MB tensor — what a PS-less synchronous step would cost on this machine;
+- s3: n processes each driving the worker's own `functions.s3sync.S3Exchange` against a local
+  SeaweedFS with k reducers (bench.s3exchange), beside the model's prediction for the local
+  platform and the S3 requests against the formula.
 Throughput is bytes moved through the server (2·n·S per step) per second of the slowest worker;
 raw and ours are measured alternately, `--rounds` times each, and each keeps its best round.
 Everything runs on one 2-core machine, so clients and server share CPUs: absolute figures are
@@ -37,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from bench import s3exchange
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -160,6 +166,8 @@ def measure_raw(size_mb: float, n: int, reps: int) -> float:
 
 # -- our PS ---------------------------------------------------------------------------------
 BENCH_RUN_STARTED = "2026-01-01T00:00:00Z"
+
+
 def _ps_client(
     endpoint: str, rank: int, n_params: int, reps: int, barrier: Any, out_q: Any
 ) -> None:
@@ -297,11 +305,15 @@ def summary(rows: Sequence[Row]) -> list[str]:
     ratios = [r.ours_gb_s / r.raw_gb_s for r in rows]
     big = [r.ours_gb_s / r.raw_gb_s for r in rows if r.size_mb >= 10]
     gloo = [r.gloo_step_s / r.ours_step_s for r in rows if r.gloo_step_s is not None]
+    big_text = (
+        f" (sizes ≥ 10 MB: median {statistics.median(big):.0%}, min {min(big):.0%}); "
+        f"target ≥ 70%: {'met' if min(big) >= 0.7 else 'NOT met'} for sizes ≥ 10 MB,"
+        if big
+        else "; target ≥ 70%:"
+    )
     out = [
         f"- ours / raw loopback: median {statistics.median(ratios):.0%}, min {min(ratios):.0%}, "
-        f"max {max(ratios):.0%} over all {len(rows)} configurations "
-        f"(sizes ≥ 10 MB: median {statistics.median(big):.0%}, min {min(big):.0%}); "
-        f"target ≥ 70%: {'met' if min(big) >= 0.7 else 'NOT met'} for sizes ≥ 10 MB, "
+        f"max {max(ratios):.0%} over all {len(rows)} configurations{big_text} "
         f"{'met' if min(ratios) >= 0.7 else 'NOT met'} for all sizes.",
     ]
     if gloo:
@@ -311,7 +323,6 @@ def summary(rows: Sequence[Row]) -> list[str]:
             "machine; < 1: gloo is faster)."
         )
     return out
-
 
 
 def cpu_model() -> str:
@@ -325,16 +336,59 @@ def cpu_model() -> str:
     return "unknown CPU"
 
 
+def s3_section(s3_rows: Sequence[s3exchange.S3Row], rows: Sequence[Row]) -> list[str]:
+    """The S3 exchange's rows beside the PS step of the same S and n."""
+    ps_step_s = {(r.size_mb, r.n_workers): r.ours_step_s for r in rows}
+    return [
+        '## The exchange through S3 (sync "s3")',
+        "",
+        "- *S3*: n processes, each driving the worker's own `functions.s3sync.S3Exchange` "
+        "(as `S3Exchange.for_task` builds it, boto3 client from `functions.aws.s3_client`) "
+        "against one SeaweedFS server on 127.0.0.1 (`emulator.s3server.weed_server`) with k "
+        "reducers: every worker PUTs its S-MB gradient as k partitions, reducer j GETs the n "
+        "partitions j (polled), averages, applies SGD-momentum, PUTs the state and deletes "
+        "the iteration's objects, every worker range-GETs the k new parameter slices. No "
+        "training: the step is the exchange alone. After "
+        f"{s3exchange.WARMUP_STEPS} warm-up step, the iteration time is the last worker's "
+        "end of step i less its end of step i − 1, median over the steps.",
+        "- *PS step s*: the *ours* column above for the same S and n (one shard).",
+        "- *predicted*: `provisioner.model.s3_cell_terms` (communication + aggregation per "
+        "iteration) on `catalog/local.json` with the "
+        f"`{s3exchange.PROFILE}` profile's reduction rate and S as the model size, at one full "
+        "vCPU; accuracy = 1 − |predicted − measured| / measured.",
+        "- *requests*: per iteration, summed over the workers, counted by the exchange itself "
+        "(`RequestCounts`), against `s3_exchange_requests` (PUT n·k + k, GET 2·n·k) and DELETE "
+        "k; *GET meas* counts every GET, the polls that found nothing (*misses*) included.",
+        "",
+        s3exchange.table(s3_rows, ps_step_s),
+        "",
+        *s3exchange.summary(s3_rows),
+        "",
+        "Where rank 0's step went (medians over its timed steps, `functions.exchange.StepTiming`):"
+        " *push* until its last gradient partition was uploaded, *wait* for objects not there "
+        "yet (as a reducer, the gradients; then the new states), *transfer* the parameters' "
+        "bytes once there, *reduce* the averaging, update, state PUT and DELETE.",
+        "",
+        s3exchange.breakdown(s3_rows),
+        "",
+    ]
+
+
 def write_markdown(
-    rows: Sequence[Row], path: Path, seconds: float, load: tuple[float, float], rounds: int
+    rows: Sequence[Row],
+    s3_rows: Sequence[s3exchange.S3Row],
+    path: Path,
+    seconds: float,
+    load: tuple[float, float],
+    rounds: int,
 ) -> None:
     text = "\n".join(
         [
-            "# Data-plane benchmark: PS push+pull vs raw loopback TCP vs gloo all-reduce",
+            "# Data-plane benchmark: PS push+pull vs raw loopback TCP vs gloo all-reduce vs S3",
             "",
             f"Regenerate: `{REGENERATE}` (writes this file, `bench/results/sync.png` and "
             "`bench/results/sync.json`; took "
-            f"{seconds:.0f} s here).",
+            f"{seconds:.0f} s here, {time.strftime('%Y-%m-%d', time.gmtime())}).",
             "",
             f"Machine: {cpu_model()} ({platform.machine()}), {os.cpu_count()} CPUs, Python "
             f"{platform.python_version()}; all processes on one machine over 127.0.0.1, so the "
@@ -359,18 +413,19 @@ def write_markdown(
             "",
             *summary(rows),
             "",
+            *(s3_section(s3_rows, rows) if s3_rows else []),
         ]
     )
     path.write_text(text)
 
 
-def plot(rows: Sequence[Row], path: Path) -> None:
+def plot(rows: Sequence[Row], s3_rows: Sequence[s3exchange.S3Row], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.2))
     for n in sorted({r.n_workers for r in rows}):
         sub = [r for r in rows if r.n_workers == n]
         sizes = [r.size_mb for r in sub]
@@ -396,8 +451,32 @@ def plot(rows: Sequence[Row], path: Path) -> None:
         title="> 1: our PS step faster than gloo",
     )
     ax2.legend(fontsize=8)
+    plot_s3(ax3, rows, s3_rows)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def plot_s3(ax: Any, rows: Sequence[Row], s3_rows: Sequence[s3exchange.S3Row]) -> None:
+    """Per-iteration time against S: the S3 exchange per (n, k), measured (solid) and
+    predicted (dotted), and the PS step per n (dashed)."""
+    for n in sorted({r.n_workers for r in rows}):
+        ps = [(r.size_mb, r.ours_step_s) for r in rows if r.n_workers == n]
+        line = ax.plot(*zip(*ps, strict=True), "s--", lw=1, label=f"PS n={n}")[0]
+        for k in sorted({r.reducers for r in s3_rows if r.n_workers == n}):
+            sub = [r for r in s3_rows if r.n_workers == n and r.reducers == k]
+            sizes = [r.size_mb for r in sub]
+            marker = "o-" if k == 1 else ("^-" if k == n else "v-")
+            ax.plot(sizes, [r.step_s for r in sub], marker, color=line.get_color(),
+                    label=f"S3 n={n} k={k}")  # fmt: skip
+            ax.plot(sizes, [r.predicted_s for r in sub], ":", color=line.get_color(), lw=1)
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="model size (MB)",
+        ylabel="s per iteration",
+        title="S3 exchange (solid; dotted: model) vs PS (dashed)",
+    )
+    ax.legend(fontsize=6, ncol=2)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -405,9 +484,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small grid (smoke run)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per config")
+    parser.add_argument("--no-s3", action="store_true", help="skip the S3 exchange")
     args = parser.parse_args(argv)
-    sizes = [1.0, 10.0] if args.quick else [1.0, 10.0, 50.0, 200.0]
-    workers = [1, 2] if args.quick else [1, 2, 4, 8]
+    sizes = [0.07, 1.0] if args.quick else [0.07, 1.0, 10.0]
+    workers = [1, 2] if args.quick else [1, 2, 4]
     t_start = time.perf_counter()
     load_start = os.getloadavg()[0]
     gloo_by_n: dict[int, list[float]] = {}
@@ -432,15 +512,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f" GB/s ({row.ours_gb_s / row.raw_gb_s:.0%})",
                 flush=True,
             )
+    s3_rows = [] if args.no_s3 else s3exchange.measure_grid(sizes, workers)
     seconds = time.perf_counter() - t_start
     args.out.mkdir(parents=True, exist_ok=True)
-    write_markdown(
-        rows, args.out / "sync.md", seconds, (load_start, os.getloadavg()[0]), args.rounds
-    )
-    plot(rows, args.out / "sync.png")
-    (args.out / "sync.json").write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+    load = (load_start, os.getloadavg()[0])
+    write_markdown(rows, s3_rows, args.out / "sync.md", seconds, load, args.rounds)
+    plot(rows, s3_rows, args.out / "sync.png")
+    results = {"ps": [asdict(r) for r in rows], "s3": [asdict(r) for r in s3_rows]}
+    (args.out / "sync.json").write_text(json.dumps(results, indent=2) + "\n")
     print(table(rows))
     print("\n".join(summary(rows)))
+    if s3_rows:
+        print(s3exchange.table(s3_rows, {(r.size_mb, r.n_workers): r.ours_step_s for r in rows}))
+        print("\n".join(s3exchange.summary(s3_rows)))
     return 0
 
 

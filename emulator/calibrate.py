@@ -611,6 +611,7 @@ def _network_section(m: Measurements, w: Provenance) -> dict[str, Any]:
     )
     rtt_method = f"median of {small}, less 2·d/B: (t − 2·d/B)/2"
     s3_method = f"boto3 GET from SeaweedFS on 127.0.0.1, median of {m.repeats}, fit latency + d/B"
+    s3_put_method = f"boto3 PUT to SeaweedFS on 127.0.0.1, median of {m.repeats}, fit latency + d/B"
     return {
         "function_ps_mb_s": _fig(round(m.ps_mb_s, 3), "MB/s", ps_method, w, "measured"),
         "function_ps_rtt_s": _fig(round(m.ps_rtt_s, 6), "s", rtt_method, w, "measured"),
@@ -627,6 +628,8 @@ def _network_section(m: Measurements, w: Provenance) -> dict[str, Any]:
         "s3_mb_s_intercept": _fig(round(m.s3_get_mb_s, 3), "MB/s", s3_method, w, "measured"),
         "s3_max_mb_s": _fig(round(m.s3_get_mb_s, 3), "MB/s", s3_method, w, "measured"),
         "s3_request_s": _fig(round(m.s3_get_latency_s, 6), "s", s3_method, w, "measured"),
+        "s3_put_request_s": _fig(round(m.s3_put_latency_s, 6), "s", s3_put_method, w, "measured"),
+        "s3_put_mb_s": _fig(round(m.s3_put_mb_s, 3), "MB/s", s3_put_method, w, "measured"),
         "per_flow_cap_gbps": _fig(
             round(mb_s_to_gbps(m.ps_mb_s), 4),
             "Gbit/s",

@@ -414,15 +414,32 @@ def s3_reduce_mb_s(mb_s_per_core: float, share: Arr) -> Arr:
 
 
 def s3_communication_s(
-    n: Arr, reducers: Arr, model_mb: float, s3_mb_s: Arr, request_s: float
+    n: Arr,
+    reducers: Arr,
+    model_mb: float,
+    s3_mb_s: Arr,
+    request_s: float,
+    put_mb_s: Arr | float | None = None,
+    put_request_s: float | None = None,
 ) -> Arr:
-    """Extension of λDNN t_comm = 2·d_m/B to the exchange through S3, on B_s(m): four phases of
-    one latency each, PUT d (worker), GET n·d/k and PUT 2·d/k (reducer), range-GET d (worker):
-    (2·d + (n + 2)·d/k)/B_s(m) + 4·latency."""
+    """Extension of λDNN t_comm = 2·d_m/B to the exchange through S3: four phases of one
+    latency each, PUT d (worker), GET n·d/k and PUT 2·d/k (reducer), range-GET d (worker):
+    (d + n·d/k)/B_get + (d + 2·d/k)/B_put + 2·(latency_get + latency_put), where a PUT's
+    bandwidth and latency are the GET's unless measured apart (put_mb_s, put_request_s).
+
+    Apart on the local server: its PUT is 2.4× slower to answer and 4.7× slower per MB than
+    its GET; priced at the GET's figures, bench/sync's S3 rows measured 17-83% of prediction.
+    """
     n = np.asarray(n, dtype=np.float64)
+    put_bw = s3_mb_s if put_mb_s is None else put_mb_s
+    put_lat = request_s if put_request_s is None else put_request_s
     with np.errstate(divide="ignore"):  # k = 0 (a PS cell) is masked by the caller
         share = model_mb / np.asarray(reducers, dtype=np.float64)
-    return (2.0 * model_mb + (n + 2.0) * share) / s3_mb_s + 4.0 * request_s
+    return (
+        (model_mb + n * share) / s3_mb_s
+        + (model_mb + 2.0 * share) / put_bw
+        + 2.0 * (request_s + put_lat)
+    )
 
 
 def s3_aggregation_s(n: Arr, reducers: Arr, model_mb: float, reduce_mb_s: Arr) -> Arr:
@@ -679,8 +696,13 @@ def s3_cell_terms(
     )
     share = vcpu_share(memory_mb, catalog.mb_per_vcpu, catalog.max_vcpu)
     comm = shared_exchange_s(
-        s3_communication_s(n, reducers, model_mb, bw, catalog.s3_request_s), n, catalog.total_vcpu
-    )
+        s3_communication_s(
+            n, reducers, model_mb, bw, catalog.s3_request_s,
+            catalog.s3_put_mb_s, catalog.s3_put_request_s,
+        ),
+        n,
+        catalog.total_vcpu,
+    )  # fmt: skip
     reduce = s3_reduce_mb_s(profile.ps_aggregation_mb_s_per_core, share)
     return comm, s3_aggregation_s(n, reducers, model_mb, reduce)
 

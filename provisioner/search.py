@@ -263,15 +263,19 @@ def held_back(
         profile.ps_aggregation_mb_s_per_core,
         vcpu_share(top, catalog.mb_per_vcpu, catalog.max_vcpu),
     )
+    # model.s3_communication_s at the top memory, split into A (per pair) and C/k
+    put_bw = bw if catalog.s3_put_mb_s is None else catalog.s3_put_mb_s
+    put_s = catalog.s3_request_s if catalog.s3_put_request_s is None else catalog.s3_put_request_s
     fastest_rate = max(float(np.max(space.rate)), float(np.max(space.core_rate)))
     with np.errstate(divide="ignore"):  # no rate at all: a_s = inf, no pair can run
         a_s = (
-            2.0 * model_mb / bw
-            + 4.0 * catalog.s3_request_s
+            model_mb / bw
+            + model_mb / put_bw
+            + 2.0 * (catalog.s3_request_s + put_s)
             + b_l / fastest_rate
             + profile.startup_s / np.maximum(k_iter, 1.0)
         )
-    c_s = (n + 2.0) * model_mb / bw + n * model_mb / reduce
+    c_s = (n / bw + 2.0 / put_bw) * model_mb + n * model_mb / reduce
     puts, gets = s3_exchange_requests(n, np.ones(1))
     q = k_iter * (catalog.s3_usd_per_put * puts + catalog.s3_usd_per_get * gets)
     wide = 1.0 + 1e-6  # bounds widened so float rounding never drops a pair that could win

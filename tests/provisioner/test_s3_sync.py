@@ -50,6 +50,15 @@ def test_communication_is_four_phases_of_one_latency() -> None:
     assert got[0] == pytest.approx(1.0 + 0.12)
 
 
+def test_the_puts_run_at_their_own_rate_and_latency_where_measured_apart() -> None:
+    # The same exchange with PUTs at 25 MB/s and 0.05 s: GET 10 + 20 MB at 50 MB/s, PUT 10 + 10
+    # MB at 25 MB/s, two latencies of each kind.
+    got = s3_communication_s(
+        np.array([4]), np.array([2]), 10.0, np.array([50.0]), 0.03, np.array([25.0]), 0.05
+    )
+    assert got[0] == pytest.approx(30 / 50 + 20 / 25 + 2 * 0.03 + 2 * 0.05)
+
+
 def test_aggregation_is_n_partitions_of_d_over_k() -> None:
     # 4 partitions of 10/2 = 5 MB at 100 MB/s
     assert s3_aggregation_s(np.array([4]), np.array([2]), 10.0, np.array([100.0]))[0] == 0.2

@@ -299,8 +299,10 @@ class Flat:
         return replace(self, nt=replace(self.nt, ok=ok), s3_held_back=self.s3_held_back and s3)
 
 
-def flat_pairs(profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr, ni: Arr) -> NTerms:
-    """The n-terms of the (route, n-index) pairs r, ni (1-D), flattened."""
+def route_terms(
+    profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr, ni: Arr
+) -> NTerms:
+    """The n-terms of routes r at n-indices ni (broadcast together)."""
     a = space.route_arch[r]
     return n_terms(
         profile,
@@ -312,7 +314,12 @@ def flat_pairs(profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr,
         burst_shard_mb_s=space.route_burst_mb_s[r],
         burst_s=space.route_burst_s[r],
         reducers=space.route_reducers[r],
-    ).flat()
+    )
+
+
+def flat_pairs(profile: WorkloadProfile, catalog: Catalog, space: Space, r: Arr, ni: Arr) -> NTerms:
+    """The n-terms of the (route, n-index) pairs r, ni (1-D), flattened."""
+    return route_terms(profile, catalog, space, r, ni).flat()
 
 
 def flatten(profile: WorkloadProfile, catalog: Catalog, space: Space) -> Flat:
@@ -321,18 +328,7 @@ def flatten(profile: WorkloadProfile, catalog: Catalog, space: Space) -> Flat:
     only is computed once per n."""
     rows = np.nonzero(space.route_reducers <= FIRST_PASS_REDUCERS)[0][:, None]
     ni = np.arange(space.n.size)[None, :]
-    a = space.route_arch[rows]
-    nt = n_terms(
-        profile,
-        catalog,
-        space.n[ni],
-        space.route_shard_mb_s[rows],
-        space.route_count[rows],
-        core_rate_samples_s=space.core_rate[a],
-        burst_shard_mb_s=space.route_burst_mb_s[rows],
-        burst_s=space.route_burst_s[rows],
-        reducers=space.route_reducers[rows],
-    )
+    nt = route_terms(profile, catalog, space, rows, ni)
     shape = (rows.shape[0], ni.shape[1])
     return Flat(
         r=np.broadcast_to(rows, shape).ravel(),

@@ -78,6 +78,17 @@ PLATFORMS = st.sampled_from(
 )
 
 
+def _budget_of(factor: float) -> object:
+    """A goal maker for _check: a budget of `factor` × the cheapest plan's cost."""
+
+    def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
+        cheapest = exhaustive(profile, catalog, lim, Goal(deadline_s=math.inf))  # type: ignore[arg-type]
+        usd = cheapest[2] if cheapest else 1.0
+        return Goal(budget_usd=usd * factor)
+
+    return goal
+
+
 def _check(
     profile_fields: dict[str, object],
     limits: Limits,
@@ -139,12 +150,7 @@ def test_budget_goal_equals_exhaustive(
     grid: tuple[int, int, int, int],
     platform: Platform,
 ) -> None:
-    def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
-        cheapest = exhaustive(profile, catalog, lim, Goal(deadline_s=math.inf))  # type: ignore[arg-type]
-        usd = cheapest[2] if cheapest else 1.0
-        return Goal(budget_usd=usd * factor)
-
-    _check(fields, limits, goal, grid, platform)
+    _check(fields, limits, _budget_of(factor), grid, platform)
 
 
 @SETTINGS
@@ -223,12 +229,7 @@ def test_budget_goal_over_both_modes_equals_exhaustive(
     grid: tuple[int, int, int, int],
     platform: Platform,
 ) -> None:
-    def goal(fast_s: float, profile: object, catalog: object, lim: Limits) -> Goal:
-        cheapest = exhaustive(profile, catalog, lim, Goal(deadline_s=math.inf))  # type: ignore[arg-type]
-        usd = cheapest[2] if cheapest else 1.0
-        return Goal(budget_usd=usd * factor)
-
-    _check(fields, limits, goal, grid, platform)
+    _check(fields, limits, _budget_of(factor), grid, platform)
 
 
 @SYNC_SETTINGS

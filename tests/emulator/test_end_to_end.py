@@ -135,6 +135,39 @@ def test_a_planned_s3_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpo
     assert not [p for p in record.child_pids if pid_alive(p)]
 
 
+def test_a_killed_s3_reducer_is_retried_and_resumes_from_s3(
+    tmp_path: Path, s3_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL rank 0, the one reducer (k=1), 100 steps into its first link: the retry finds
+    the iteration and its partition's momentum in the exchange objects, and the run completes."""
+    monkeypatch.setenv("EMU_TEST_CRASH_MARKER", str(tmp_path / "crashed"))
+    monkeypatch.setenv("EMU_TEST_CRASH_POINT", "after_step")
+    monkeypatch.setenv("EMU_TEST_CRASH_AFTER", "100")
+    plan = with_iterations(planned_digits_s3("emu-s3-crash"), 400)
+    assert plan.reducers == 1
+    record = run(
+        plan,
+        Options(
+            invocation_limit_s=120.0,
+            iterations_per_invocation=200,
+            out_dir=tmp_path / "run",
+            quiet=True,
+            worker_handler="tests.emulator.fake_handlers:crash_at",
+        ),
+        endpoint=s3_endpoint,
+    )
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert (tmp_path / "crashed").read_text() == "after_step"
+    assert report["status"] == "done"
+    assert report["iterations"]["completed"] == 400
+    # Its retry starts at the state it wrote before it died: no iteration ran twice.
+    assert report["iterations"]["redone"] == 0
+    assert report["invocations"]["failed_attempts"] == 1
+    assert record.workers[0].failures and not record.workers[1].failures
+    assert report["accuracy"]["accuracy"] > 0.5  # 10 classes: chance is 0.1
+    assert not [p for p in record.child_pids if pid_alive(p)]
+
+
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_a_worker_killed_at_any_point_is_retried_and_training_completes(
     point: str, tmp_path: Path, s3_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch

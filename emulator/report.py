@@ -281,14 +281,20 @@ def accuracy_of(predicted_s: float | None, measured_s: float | None) -> float | 
 
 
 def describe(plan: Plan) -> str:
-    """One configuration in a few words: '2 x 1769 MB x86_64, PS 1 x loopback' or
-    '2 x 1769 MB x86_64, S3 sync, k = 1'."""
-    exchange = (
-        f"S3 sync, k = {plan.reducers}"
-        if plan.sync == "s3"
-        else f"PS {plan.ps_count} x {plan.ps_type}"
-    )
+    """One configuration in a few words: '2 x 1769 MB x86_64, PS 1 x loopback' (or ', S3 k=1')."""
+    if plan.sync == "s3":
+        exchange = f"S3 k={plan.reducers}"
+    else:
+        exchange = f"PS {plan.ps_count} x {plan.ps_type}"
     return f"{plan.n_workers} x {plan.memory_mb} MB {plan.arch}, {exchange}"
+
+
+def same_exchange(plan: Plan, memory_mb: int, ps_type: str) -> Choice:
+    """The plan's configuration at `memory_mb`, on PS type `ps_type` if it has a PS. An S3 run
+    keeps its sync and k: as a PS choice it was modelled as a PS of 0 shards (no exchange)."""
+    if plan.sync == "s3":
+        return Choice(plan.n_workers, memory_mb, plan.arch, "", 0, "s3", plan.reducers)
+    return Choice(plan.n_workers, memory_mb, plan.arch, ps_type, plan.ps_count)
 
 
 def run_rules(record: RunRecord) -> RunRules:
@@ -308,9 +314,7 @@ def run_rules(record: RunRecord) -> RunRules:
 def local_choice(plan: Plan, worker_cores: float, catalog: Catalog) -> Choice:
     """The configuration that ran, on the local platform: a worker's cores as memory."""
     memory_mb = max(1, round(worker_cores * catalog.mb_per_vcpu))
-    if plan.sync == "s3":
-        return Choice(plan.n_workers, memory_mb, plan.arch, "", 0, "s3", plan.reducers)
-    return Choice(plan.n_workers, memory_mb, plan.arch, LOCAL_PS_TYPE, plan.ps_count)
+    return same_exchange(plan, memory_mb, LOCAL_PS_TYPE)
 
 
 def predict_local(record: RunRecord, catalog: Catalog | str | None) -> tuple[Plan | None, str]:
@@ -337,7 +341,8 @@ def predict_local(record: RunRecord, catalog: Catalog | str | None) -> tuple[Pla
 
 def predict_aws(plan: Plan, workload: str | None = None) -> tuple[Plan | None, str]:
     """The AWS prediction and its label: the plan's own unless it was made on the local catalog;
-    then the same (n, memory, arch, PS count) on lambda-2025 with its cheapest PS type."""
+    then the same (n, memory, arch, PS count or S3 k) on lambda-2025, with its cheapest PS type
+    if it has a PS."""
     if plan.catalog != LOCAL_CATALOG:
         return plan, f"{plan.catalog}: {describe(plan)}"
     from provisioner import load_profile
@@ -346,8 +351,10 @@ def predict_aws(plan: Plan, workload: str | None = None) -> tuple[Plan | None, s
         profile, catalog = load_profile(workload or plan.workload), load_catalog(AWS_CATALOG)
     except (OSError, ValueError) as err:
         return None, f"no AWS prediction: {err}"
+    ps_types = [""] if plan.sync == "s3" else [ps.name for ps in catalog.ps_types]
     options = []
-    for choice in aws_choices(plan, catalog):
+    for ps_type in ps_types:
+        choice = same_exchange(plan, plan.memory_mb, ps_type)
         try:
             options.append(build_plan(profile, catalog, choice, Goal(), Limits(), job=plan.job))
         except (Infeasible, ValueError):
@@ -355,20 +362,8 @@ def predict_aws(plan: Plan, workload: str | None = None) -> tuple[Plan | None, s
     if not options:
         return None, f"no AWS prediction: {plan.n_workers} x {plan.memory_mb} MB cannot run"
     cheapest = min(options, key=lambda p: p.cost.total_usd)
-    if plan.sync == "s3":
-        return cheapest, f"{catalog.name}: {describe(cheapest)}"
-    return cheapest, f"{catalog.name}, cheapest PS type: {describe(cheapest)}"
-
-
-def aws_choices(plan: Plan, catalog: Catalog) -> list[Choice]:
-    """A local plan's configuration on AWS: the same exchange through S3, or the same PS count
-    of every PS type the catalog offers."""
-    if plan.sync == "s3":
-        return [Choice(plan.n_workers, plan.memory_mb, plan.arch, "", 0, "s3", plan.reducers)]
-    return [
-        Choice(plan.n_workers, plan.memory_mb, plan.arch, ps.name, plan.ps_count)
-        for ps in catalog.ps_types
-    ]
+    which = ", cheapest PS type" if cheapest.sync == "ps" else ""
+    return cheapest, f"{catalog.name}{which}: {describe(cheapest)}"
 
 
 def deadline_verdict(deadline_s: float | None, measured_total_s: float) -> dict[str, Any]:

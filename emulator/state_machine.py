@@ -168,7 +168,8 @@ class LocalRun:
                          f"s3://{event['dataset_bucket']}/{event['dataset_prefix']}")  # fmt: skip
                 payload = self._step("prepare", PREPARE_HANDLER, event)
             elif role == "finalize":
-                self.say("finalize: assembling the model from the PS shards")
+                source = "PS shards" if self.plan.sync == "ps" else "reducers' checkpoints"
+                self.say(f"finalize: assembling the model from the {source}")
                 payload = self._step("finalize", FINALIZE_HANDLER, event)
             else:
                 raise self._fail(f"the definition invokes an unknown function {role!r}")
@@ -299,4 +300,3 @@ class LocalRun:
             local = {f"{ps_host(ps.shard)}:{PS_PORT}": ps.endpoint for ps in self.shards}
             event["ps_endpoints"] = [local.get(e, e) for e in event["ps_endpoints"]]
         return event
-

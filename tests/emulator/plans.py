@@ -8,12 +8,12 @@ from provisioner import Goal, Limits, Plan, load_catalog, load_profile, plan_job
 from provisioner.planner import Infeasible
 
 
-def _plan(job: str, deadline_s: float) -> Plan:
+def _plan(job: str, deadline_s: float, limits: Limits | None = None) -> Plan:
     result = plan_job(
         load_profile("digits-mlp"),
         load_catalog("lambda-2025"),
         Goal(deadline_s=deadline_s),
-        Limits(),
+        limits or Limits(),
         job=job,
     )
     return result.plan
@@ -35,6 +35,13 @@ def planned_digits(job: str, min_workers: int = 2) -> Plan:
         if plan.n_workers >= min_workers:
             return plan
     raise AssertionError(f"no deadline makes digits-mlp need {min_workers} workers")
+
+
+def planned_digits_s3(job: str, max_workers: int = 3) -> Plan:
+    """The cheapest digits-mlp plan that syncs through S3 with at most `max_workers` workers
+    (the account's concurrency as the limit: the planner's own choice is a dozen, too many
+    processes for a test machine)."""
+    return _plan(job, 3600.0, Limits(sync="s3", max_concurrency=max_workers))
 
 
 def with_iterations(plan: Plan, iterations: int) -> Plan:

@@ -25,7 +25,7 @@ from emulator.orchestrator import EmulatorError, Options, run
 from emulator.procs import pid_alive
 from emulator.s3server import S3Endpoint
 from tests.emulator.fake_handlers import CRASH_POINTS
-from tests.emulator.plans import planned_digits, with_iterations
+from tests.emulator.plans import planned_digits, planned_digits_s3, with_iterations
 
 ITERATIONS = 4000
 PER_INVOCATION = 1500  # every worker re-invokes at 1500 and 3000: three links, at any speed
@@ -98,6 +98,73 @@ def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) 
     deadline = time.monotonic() + 10
     while any(pid_alive(p) for p in record.child_pids) and time.monotonic() < deadline:
         time.sleep(0.1)
+    assert not [p for p in record.child_pids if pid_alive(p)]
+
+
+S3_ITERATIONS = 600
+S3_PER_INVOCATION = 250  # links end at 250 and 500: three per worker, at any speed
+
+
+def test_a_planned_s3_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) -> None:
+    """Sync mode s3: no PS processes, the workers exchange through the local S3 server."""
+    plan = with_iterations(planned_digits_s3("emu-s3"), S3_ITERATIONS)
+    assert plan.sync == "s3" and plan.ps_count == 0 and plan.n_workers >= 2
+    record = run(
+        plan,
+        Options(
+            invocation_limit_s=120.0,
+            iterations_per_invocation=S3_PER_INVOCATION,
+            out_dir=tmp_path,
+            quiet=True,
+        ),
+        endpoint=s3_endpoint,
+    )
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["status"] == "done"
+    assert report["iterations"]["planned"] == report["iterations"]["completed"] == S3_ITERATIONS
+    assert report["iterations"]["redone"] == 0
+    assert all(n >= 3 for n in report["invocations"]["per_worker"]), report["invocations"]
+    for links in report["invocations"]["links"]:
+        assert links[-1]["stopped"] == "done"
+    assert report["accuracy"]["accuracy"] > 0.8  # 10 classes: chance is 0.1
+    assert report["loss"]["last"] < report["loss"]["first"]
+    # The definition without a PS: no network, no instances, nothing to wait for.
+    assert report["state_machine"] == [
+        "NameRun", "PrepareDataset", "WorkerRanks", "Workers", "Finalize",
+        "TrainingFinished"]  # fmt: skip
+    assert not [p for p in record.child_pids if pid_alive(p)]
+
+
+def test_a_killed_s3_reducer_is_retried_and_resumes_from_s3(
+    tmp_path: Path, s3_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL rank 0, the one reducer (k=1), 100 steps into its first link: the retry finds
+    the iteration and its partition's momentum in the exchange objects, and the run completes."""
+    monkeypatch.setenv("EMU_TEST_CRASH_MARKER", str(tmp_path / "crashed"))
+    monkeypatch.setenv("EMU_TEST_CRASH_POINT", "after_step")
+    monkeypatch.setenv("EMU_TEST_CRASH_AFTER", "100")
+    plan = with_iterations(planned_digits_s3("emu-s3-crash"), 400)
+    assert plan.reducers == 1
+    record = run(
+        plan,
+        Options(
+            invocation_limit_s=120.0,
+            iterations_per_invocation=200,
+            out_dir=tmp_path / "run",
+            quiet=True,
+            worker_handler="tests.emulator.fake_handlers:crash_at",
+        ),
+        endpoint=s3_endpoint,
+    )
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert (tmp_path / "crashed").read_text() == "after_step"
+    assert report["status"] == "done"
+    assert report["iterations"]["completed"] == 400
+    # Its retry starts at the state it wrote before it died: no iteration ran twice.
+    assert report["iterations"]["redone"] == 0
+    assert report["invocations"]["failed_attempts"] == 1
+    assert record.workers[0].failures and not record.workers[1].failures
+    assert report["accuracy"]["accuracy"] > 0.5  # 10 classes: chance is 0.1
     assert not [p for p in record.child_pids if pid_alive(p)]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from emulator.orchestrator import WorkerState
@@ -175,8 +176,6 @@ def test_report_without_a_local_catalog_says_so_and_leaves_the_local_columns_nul
 
 
 def _local_plan(deadline_s: float):  # type: ignore[no-untyped-def]
-    import dataclasses
-
     from provisioner import Goal, Limits, load_profile, plan_job
     from tests.local_catalog import local_catalog
 
@@ -211,6 +210,22 @@ def test_a_local_plans_aws_column_is_the_same_configuration_on_lambda_2025() -> 
     met = build_report(_record(plan, train_wall_s=29.0), None, local_catalog=None)["deadline"]
     late = build_report(_record(plan, train_wall_s=31.0), None, local_catalog=None)["deadline"]
     assert (met["met"], late["met"]) == (True, False)
+
+
+def test_an_s3_runs_predictions_keep_its_exchange() -> None:
+    """Both columns model the S3 exchange with the run's k (they modelled a PS of 0 shards)."""
+    from emulator.report import local_choice, predict_aws
+    from tests.emulator.plans import planned_digits_s3
+    from tests.local_catalog import local_catalog
+
+    plan = planned_digits_s3("j")
+    choice = local_choice(plan, 0.5, local_catalog())
+    assert (choice.sync, choice.reducers, choice.ps_type, choice.ps_count) == (
+        "s3", plan.reducers, "", 0)  # fmt: skip
+    aws, label = predict_aws(dataclasses.replace(plan, catalog="local"))
+    assert aws is not None and (aws.sync, aws.reducers, aws.ps_count) == ("s3", plan.reducers, 0)
+    size = f"{plan.n_workers} x {plan.memory_mb} MB {plan.arch}"
+    assert label == f"lambda-2025: {size}, S3 k={plan.reducers}"
 
 
 def test_local_plans_run_at_one_core_per_vcpu_unless_told_otherwise() -> None:

@@ -13,12 +13,14 @@ import dataclasses
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 
 from emulator.asl import Interpreter, StatesError, resolve_cfn
 from emulator.definition import shards_by_instance
-from functions import datasets, finalize, network, ps_health, worker
+from functions import datasets, finalize, network, ps_health, s3sync, worker
 from functions.ps import ParameterServer
+from functions.task import WorkerTask
 from provisioner.plan import Plan
 from stacks.events import PS_PORT
 from stacks.network import INTERFACE_ENDPOINTS
@@ -26,7 +28,7 @@ from tests.stacks.conftest import make_plan
 from tests.stacks.test_stacks import DIGITS, build, training_machine
 
 from .conftest import SECRET_ENV
-from .helpers import CountdownContext
+from .helpers import CountdownContext, reference_params
 
 ACCOUNT = "123456789012"
 INVOKE = "arn:aws:states:::lambda:invoke"
@@ -71,7 +73,8 @@ NO_VPC = {"vpc": "vpc-0", "subnet": "subnet-0", "group": "sg-0"}
 
 def _definition(plan: Plan, vpc: dict[str, str] = NO_VPC) -> dict[str, Any]:
     _, templates = build(plan, DIGITS)
-    shard_of_instance = shards_by_instance(templates["ps"].to_json())
+    ps = templates.get("ps")  # none for a plan that syncs through S3
+    shard_of_instance = shards_by_instance(ps.to_json()) if ps else {}
     machine = training_machine(templates["training"])
     text = resolve_cfn(machine["Properties"]["DefinitionString"],
                        _resolver(shard_of_instance, vpc))  # fmt: skip
@@ -195,6 +198,62 @@ def test_the_deployed_state_machine_trains_to_the_end_and_stops_the_ps(
     assert [len(w["links"]) for w in report["workers"]] == [3, 3]
     assert [w["iterations_run"] for w in report["workers"]] == [24, 24]
     assert all(link["losses_recorded"] == 10 for w in report["workers"] for link in w["links"][:2])
+
+
+STARTED = "2026-05-01T10:00:00Z"
+PS_STATES = {"OpenNetwork", "StartPs", "WaitForPs", "StopPs", "CloseNetwork",
+             "StopPsAfterFailure", "CloseNetworkAfterFailure"}  # fmt: skip
+
+
+def _s3_plan(n_workers: int, reducers: int, iterations: int) -> Plan:
+    """The PS plan turned into one that syncs through S3, as the planner emits it."""
+    base = _plan(iterations)
+    batch = n_workers * base.training.local_batch
+    training = dataclasses.replace(base.training, global_batch=batch)
+    return dataclasses.replace(base, n_workers=n_workers, sync="s3", reducers=reducers,
+                               ps_count=0, ps_type="", interface_endpoints=(),
+                               training=training)  # fmt: skip
+
+
+@pytest.mark.parametrize(("n", "k"), [(2, 1), (3, 3)])
+def test_the_deployed_state_machine_trains_through_s3_to_the_end(
+    s3: Any, deployed: Any, n: int, k: int
+) -> None:
+    """No PS, no network: the workers exchange through S3 across re-invocations, finalize
+    reads the reducers' checkpoints, and the run's parameters are single-process SGD's."""
+    plan = _s3_plan(n, k, iterations=24)
+    run = f"exec-s3-{n}-{k}"  # the S3 server outlives the test: its own exchange per case
+    aws, definition, artifacts = deployed(plan, worker_checks=10)
+    assert not PS_STATES & set(definition["States"])
+    machine = Interpreter(definition, aws.tasks())
+    machine.run({}, name=run, start_time=STARTED)
+    assert machine.trace.end == "TrainingFinished"
+    assert not PS_STATES & set(machine.trace.states)
+    assert aws.ec2 == [] and aws.network == []
+    # 10 iterations per link: every worker went round the re-invocation loop three times.
+    assert aws.invocations == dict.fromkeys(range(n), 3)
+    report = json.loads(s3.get_object(Bucket=artifacts, Key="sfn/report.json")["Body"].read())
+    assert report["iteration"] == plan.training.iterations and report["complete"]
+    assert report["ps_checkpoint_acks"] is None  # no PS was asked
+    assert report["test_samples"] > 0 and 0 < report["test_accuracy"] <= 1
+    assert report["test_loss"] > 0
+    assert s3.head_object(Bucket=artifacts, Key="sfn/model.pt")["ContentLength"] > 0
+    assert [w["iterations_run"] for w in report["workers"]] == [24] * n
+    assert [len(w["links"]) for w in report["workers"]] == [3] * n
+    # The parameters finalize assembled are one process's SGD on the global batch.
+    payload = definition["States"]["Finalize"]["Parameters"]["Payload"]
+    event = {key: value for key, value in payload.items() if not key.endswith(".$")}
+    event |= {"run_id": run, "run_started": STARTED}
+    iteration, got = finalize.assemble_parameters(s3, WorkerTask.from_event(event))
+    want = reference_params(s3, event["dataset_bucket"], event, plan.training.iterations)
+    assert iteration == plan.training.iterations
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # The reducers deleted every gradient; each partition keeps its last two states.
+    base = s3sync.exchange_base(event["exchange_prefix"], plan.job, run)
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=artifacts, Prefix=f"{base}/")
+    keys = [obj["Key"] for page in pages for obj in page.get("Contents", [])]
+    assert [key for key in keys if "/grad/" in key] == []
+    assert s3sync.states_by_part(keys, k) == dict.fromkeys(range(k), {23, 24})
 
 
 def test_a_second_execution_on_the_same_stacks_trains_every_iteration_again(

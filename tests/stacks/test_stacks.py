@@ -47,10 +47,9 @@ UNSCOPABLE_ACTIONS = {
 def build(plan: Plan, dataset: DatasetSource = DIGITS) -> tuple[JobStacks, dict[str, Template]]:
     app = App(context=CDK_JSON_CONTEXT)
     stacks = add_job_stacks(app, plan=plan, dataset=dataset, nag=False)
-    templates = {
-        name: Template.from_stack(getattr(stacks, attr))
-        for name, attr in (("data", "data"), ("ps", "parameter_servers"), ("training", "training"))
-    }
+    found = {"data": stacks.data, "ps": stacks.parameter_servers, "training": stacks.training}
+    # No "ps" for a plan that syncs through S3: it has no PS stack.
+    templates = {name: Template.from_stack(stack) for name, stack in found.items() if stack}
     return stacks, templates
 
 

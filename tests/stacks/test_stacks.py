@@ -77,6 +77,15 @@ def state_machine_definition(template: Template) -> dict[str, Any]:
     return rendered(machine["Properties"]["DefinitionString"])  # type: ignore[no-any-return]
 
 
+def main_path(definition: dict[str, Any]) -> list[str]:
+    """The top-level states from StartAt along each state's Next (the path a run takes)."""
+    states, order, name = definition["States"], [], definition["StartAt"]
+    while name in states and "Next" in states[name]:
+        order.append(name)
+        name = states[name]["Next"]
+    return order
+
+
 def test_worker_function_is_sized_by_the_plan(built: tuple[Plan, dict[str, Template]]) -> None:
     plan, templates = built
     templates["training"].has_resource_properties("AWS::Lambda::Function", {
@@ -273,12 +282,9 @@ def test_state_machine_fans_out_n_workers_and_stops_the_ps(
     plan, templates = built
     definition = state_machine_definition(templates["training"])
     states = definition["States"]
-    order, name = [], definition["StartAt"]
-    while name in states and "Next" in states[name]:
-        order.append(name)
-        name = states[name]["Next"]
-    assert order == ["NameRun", "OpenNetwork", "StartPs", "PrepareDataset", "WaitForPs",
-                     "WorkerRanks", "Workers", "Finalize", "StopPs", "CloseNetwork"]  # fmt: skip
+    assert main_path(definition) == [
+        "NameRun", "OpenNetwork", "StartPs", "PrepareDataset", "WaitForPs",
+        "WorkerRanks", "Workers", "Finalize", "StopPs", "CloseNetwork"]  # fmt: skip
     workers = states["Workers"]
     assert workers["MaxConcurrency"] == plan.n_workers
     assert workers["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"

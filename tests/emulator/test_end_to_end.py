@@ -17,6 +17,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -24,6 +25,7 @@ import pytest
 from emulator.orchestrator import EmulatorError, Options, run
 from emulator.procs import pid_alive
 from emulator.s3server import S3Endpoint
+from provisioner.plan import Plan
 from tests.emulator.fake_handlers import CRASH_POINTS
 from tests.emulator.plans import planned_digits, planned_digits_s3, with_iterations
 
@@ -135,29 +137,42 @@ def test_a_planned_s3_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpo
     assert not [p for p in record.child_pids if pid_alive(p)]
 
 
+def run_killing_rank_0(
+    plan: Plan,
+    point: str,
+    per_invocation: int,
+    tmp_path: Path,
+    endpoint: S3Endpoint,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[Any, dict[str, Any]]:
+    """Run `plan` with rank 0's first invocation SIGKILLed at `point` (100 steps in, where that
+    applies); (record, report), after checking the kill happened there."""
+    monkeypatch.setenv("EMU_TEST_CRASH_MARKER", str(tmp_path / "crashed"))
+    monkeypatch.setenv("EMU_TEST_CRASH_POINT", point)
+    monkeypatch.setenv("EMU_TEST_CRASH_AFTER", "100")
+    record = run(
+        plan,
+        Options(
+            invocation_limit_s=120.0,
+            iterations_per_invocation=per_invocation,
+            out_dir=tmp_path / "run",
+            quiet=True,
+            worker_handler="tests.emulator.fake_handlers:crash_at",
+        ),
+        endpoint=endpoint,
+    )
+    assert (tmp_path / "crashed").read_text() == point
+    return record, json.loads((tmp_path / "run" / "report.json").read_text())
+
+
 def test_a_killed_s3_reducer_is_retried_and_resumes_from_s3(
     tmp_path: Path, s3_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SIGKILL rank 0, the one reducer (k=1), 100 steps into its first link: the retry finds
     the iteration and its partition's momentum in the exchange objects, and the run completes."""
-    monkeypatch.setenv("EMU_TEST_CRASH_MARKER", str(tmp_path / "crashed"))
-    monkeypatch.setenv("EMU_TEST_CRASH_POINT", "after_step")
-    monkeypatch.setenv("EMU_TEST_CRASH_AFTER", "100")
     plan = with_iterations(planned_digits_s3("emu-s3-crash"), 400)
     assert plan.reducers == 1
-    record = run(
-        plan,
-        Options(
-            invocation_limit_s=120.0,
-            iterations_per_invocation=200,
-            out_dir=tmp_path / "run",
-            quiet=True,
-            worker_handler="tests.emulator.fake_handlers:crash_at",
-        ),
-        endpoint=s3_endpoint,
-    )
-    report = json.loads((tmp_path / "run" / "report.json").read_text())
-    assert (tmp_path / "crashed").read_text() == "after_step"
+    record, report = run_killing_rank_0(plan, "after_step", 200, tmp_path, s3_endpoint, monkeypatch)
     assert report["status"] == "done"
     assert report["iterations"]["completed"] == 400
     # Its retry starts at the state it wrote before it died: no iteration ran twice.
@@ -175,23 +190,8 @@ def test_a_worker_killed_at_any_point_is_retried_and_training_completes(
     """SIGKILL rank 0's first invocation at a chosen point (100 steps in, where that applies):
     the emulator retries it like Step Functions, it resumes from the PS, and no iteration is
     lost or applied twice."""
-    monkeypatch.setenv("EMU_TEST_CRASH_MARKER", str(tmp_path / "crashed"))
-    monkeypatch.setenv("EMU_TEST_CRASH_POINT", point)
-    monkeypatch.setenv("EMU_TEST_CRASH_AFTER", "100")
     plan = with_iterations(planned_digits(f"emu-crash-{point.replace('_', '-')}"), 1500)
-    record = run(
-        plan,
-        Options(
-            invocation_limit_s=120.0,
-            iterations_per_invocation=600,
-            out_dir=tmp_path / "run",
-            quiet=True,
-            worker_handler="tests.emulator.fake_handlers:crash_at",
-        ),
-        endpoint=s3_endpoint,
-    )
-    report = json.loads((tmp_path / "run" / "report.json").read_text())
-    assert (tmp_path / "crashed").read_text() == point
+    record, report = run_killing_rank_0(plan, point, 600, tmp_path, s3_endpoint, monkeypatch)
     assert report["iterations"]["completed"] == 1500
     assert report["invocations"]["failed_attempts"] == 1
     assert "environment exited with code -9" in report["invocations"]["failures"][0]

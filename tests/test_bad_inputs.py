@@ -161,7 +161,11 @@ CASES = [
     emu(plan={"n_workers": "2"}, says="plan field 'n_workers': '2' is not an integer"),
     emu(plan={"memory_mb": 0}, says="plan field 'memory_mb': 0 is out of range; use from 128"),
     emu(plan={"memory_mb": 20000}, says="plan field 'memory_mb': 20000 is out of range"),
-    emu(plan={"ps_count": 0}, says="plan field 'ps_count': 0 is out of range; use at least 1"),
+    emu(plan={"ps_count": 0}, says="plan fields 'ps_count', 'reducers': 0, 0 do not fit sync 'ps';"
+        " use ps_count at least 1 and reducers 0"),
+    emu(plan={"sync": "s3", "reducers": 3},
+        says="plan fields 'ps_count', 'reducers': 1, 3 do not fit sync 's3'; use ps_count 0 and"
+        " reducers from 1 to n_workers"),
     emu(plan={"training.model": "gpt5"},
         says="plan field 'training.model': model 'gpt5' is not accepted; use a zoo name (mlp, "),
     emu(plan={"training.dataset": "/etc"},

@@ -6,9 +6,12 @@ the template equals the Plan, and that a tighter deadline moves the template whe
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from provisioner import Goal, Limits, load_catalog, load_profile, parse_duration_s, plan_job
 from provisioner.plan import Plan
@@ -24,6 +27,8 @@ def worker(result: Synth) -> dict[str, Any]:
 
 
 def ps_instances(result: Synth) -> list[dict[str, Any]]:
+    if not any(name.endswith("-ps") for name in result.templates):  # an S3 plan has no PS stack
+        return []
     return [r["Properties"] for r in result.template("ps")["Resources"].values()
             if r["Type"] == "AWS::EC2::Instance"]  # fmt: skip
 
@@ -38,33 +43,45 @@ def assert_template_equals_plan(result: Synth, plan: Plan) -> None:
         plan.n_workers if plan.reserve_concurrency else None)
     instances = ps_instances(result)
     assert len(instances) == plan.ps_count
-    assert {i["InstanceType"] for i in instances} == {plan.ps_type}
+    assert {i["InstanceType"] for i in instances} == ({plan.ps_type} if plan.ps_count else set())
 
 
 def planner(workload: str, deadline: str, **limits: Any) -> Plan:
+    """The plan the app makes: both exchanges searched (`-c sync` defaults to auto)."""
+    limits = {"sync": "auto", **limits}
     return plan_job(load_profile(workload), load_catalog("lambda-2025"),
                     Goal(deadline_s=parse_duration_s(deadline)), Limits(**limits), "x").plan
 
 
-def test_default_synth_prints_the_plan_writes_plan_json_and_builds_it(synth: Any) -> None:
-    result = synth(deadline="2h")
+@pytest.mark.parametrize("sync", [None, "ps"])
+def test_default_synth_prints_the_plan_writes_plan_json_and_builds_it(
+    synth: Any, sync: str | None
+) -> None:
+    """The default (both exchanges searched: the digits demo goes through S3) and `-c sync=ps`."""
+    result = synth(deadline="2h", **({"sync": sync} if sync else {}))
     assert result.code == 0, result.stderr
     document = result.plan_json()
     plan = Plan.from_dict(document["plan"])
     assert plan.job == "digits-demo" and plan.workload == "digits-mlp"
+    want = planner("digits-mlp", "2h", **({"sync": sync} if sync else {}))
+    assert dataclasses.replace(plan, job="x") == dataclasses.replace(want, notes=plan.notes)
+    assert plan.sync == (sync or "s3")
     assert "frontier" in document and "alternatives" in document
     lines = result.stderr.splitlines()
     assert lines[0].startswith(f"plan digits-demo: {plan.n_workers} x {plan.memory_mb} MB")
     assert lines[1].startswith("goal: deadline 2h00m00s; predicted ")
-    assert lines[2].startswith("cost: lambda compute $") and "ps instances $" in lines[2]
+    exchange = "ps instances $" if plan.sync == "ps" else "s3 exchange $"
+    assert lines[2].startswith("cost: lambda compute $") and exchange in lines[2]
     assert [f"why: {n}" for n in plan.notes] == [ln for ln in lines if ln.startswith("why: ")]
     # What the deploy builds, the runaway bounds, the idle bill and the AMI: one line each.
-    assert lines[3] == "image: linux/amd64 (workers and PS)"
+    image = "(workers and PS)" if plan.sync == "ps" else "(workers; no PS)"
+    assert lines[3] == f"image: linux/amd64 {image}"
     assert lines[4].startswith("if it goes wrong: a link must advance; at most 5 links")
     assert lines[5].startswith(f"between runs: ${plan.idle_usd_per_hour:.4f}/h until")
-    assert any(ln.startswith("PS AMI: not pinned (no AWS account at synth)") for ln in lines)
-    assert sorted(result.templates) == ["digits-demo-data", "digits-demo-ps",
-                                        "digits-demo-training"]  # fmt: skip
+    pinned = any(ln.startswith("PS AMI: not pinned (no AWS account at synth)") for ln in lines)
+    assert pinned == (plan.sync == "ps")  # no PS, no AMI to pin
+    stacks = ["digits-demo-data", "digits-demo-ps", "digits-demo-training"]
+    assert sorted(result.templates) == [s for s in stacks if plan.sync == "ps" or "-ps" not in s]
     assert_template_equals_plan(result, plan)
 
 
@@ -101,7 +118,8 @@ def test_same_inputs_give_byte_identical_templates(tmp_path: Path) -> None:
     second = run_synth(context, str(tmp_path / "b"))
     assert first.code == second.code == 0
     names = sorted(p.name for p in (tmp_path / "a").glob("*.template.json"))
-    assert len(names) == 3
+    sync = Plan.from_dict(first.plan_json()["plan"]).sync
+    assert len(names) == (3 if sync == "ps" else 2)  # data, training and a PS stack if any
     for name in names + ["plan.json"]:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 

@@ -44,8 +44,9 @@ def _synth(tmp_path: Path, model_file: Path, *, digest: str | None = None) -> An
     profile.write_text(json.dumps(_profile(spec, digest or file_digest(spec))))
     out = tmp_path / f"cdk.out-{uuid.uuid4().hex[:6]}"
     return run_synth(
+        # a PS plan: the test checks the PS runs the same image (an S3 plan has no PS)
         {"workload": str(profile), "dataset": "synthetic-cifar:600", "job": "own",
-         "deadline": "2h"},
+         "deadline": "2h", "sync": "ps"},
         str(out),
     )  # fmt: skip
 

@@ -111,7 +111,7 @@ def _worker(
     grads = np.full(n_params, 1e-3, np.float32)
     params = np.zeros(n_params, np.float32)
     try:
-        iteration, _ = exchange.start(params)
+        iteration = exchange.start(params)
         for _ in range(WARMUP_STEPS):
             exchange.step(iteration, grads, params)
             iteration += 1

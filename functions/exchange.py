@@ -35,7 +35,7 @@ class StepTiming:
 class Exchange(Protocol):
     """What the worker loop needs of a sync mode."""
 
-    def start(self, params: np.ndarray) -> tuple[int, StepTiming]:
+    def start(self, params: np.ndarray) -> int:
         """The iteration to resume at, with its parameters written into `params`."""
         ...
 
@@ -66,7 +66,7 @@ class PSExchange:
     client: PSClient
     rank: int
 
-    def start(self, params: np.ndarray) -> tuple[int, StepTiming]:
+    def start(self, params: np.ndarray) -> int:
         """`_sync`, retried while the PS restarts (until the connect deadline): a connection
         accepted by a dying listener is reset during the handshake."""
         deadline = time.monotonic() + self.client.connect_timeout_s
@@ -80,7 +80,7 @@ class PSExchange:
                 time.sleep(delay_s)
                 delay_s = min(2 * delay_s, 2.0)
 
-    def _sync(self, params: np.ndarray) -> tuple[int, StepTiming]:
+    def _sync(self, params: np.ndarray) -> int:
         """(Re)connect, initialise empty shards, adopt the PS iteration, pull its parameters."""
         client = self.client
         iterations = client.connect()
@@ -92,8 +92,8 @@ class PSExchange:
         lo = min(iterations)
         # A shard one ahead means this worker died after pushing to it; it keeps t-1's
         # parameters and ignores the duplicate gradient, so resuming at the lowest is exact.
-        timing = client.pull(lo, params)
-        return lo, StepTiming(wait_s=timing.wait_s)
+        client.pull(lo, params)
+        return lo
 
     def _rollback(self, iterations: list[int]) -> list[int]:
         """Some shards restarted from their checkpoint while the others went on: all go back

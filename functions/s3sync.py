@@ -269,11 +269,9 @@ class S3Exchange:
         return self._pool
 
     # -- requests (each counted) -----------------------------------------------------------
-    def _put(self, key: str, body: bytes) -> float:
-        """PUT; returns when it finished (perf_counter) for the push time."""
+    def _put(self, key: str, body: bytes) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=key, Body=body)
         self.counts.add("put")
-        return time.perf_counter()
 
     def _get(self, key: str, length: int | None) -> tuple[bytes, float] | None:
         """GET (the first `length` bytes); (body, when it answered), None if not there yet."""
@@ -314,7 +312,7 @@ class S3Exchange:
         return keys
 
     # -- start of a link -------------------------------------------------------------------
-    def start(self, params: np.ndarray) -> tuple[int, StepTiming]:
+    def start(self, params: np.ndarray) -> int:
         """Find the iteration in S3 (seeding state 0, or a checkpoint's, on a fresh exchange),
         load the partition this rank reduces, read the parameters of that iteration."""
         keys = self._list()  # outside the hot path: once per link
@@ -326,7 +324,8 @@ class S3Exchange:
         self._newest = [max(states[j] | {iteration}) for j in range(self.parts)]
         if self.reduces is not None:
             self._adopt_owned(keys)
-        return iteration, self._pull(iteration, params)
+        self._pull(iteration, params)
+        return iteration
 
     def _seed(self, params: np.ndarray, states: dict[int, set[int]]) -> int:
         """The first iteration of a fresh exchange: the newest checkpoint of the run (the

@@ -101,7 +101,7 @@ def _resync(run: _Run) -> int:
     for the other workers' cold starts, which is start-up, not communication (it was in both,
     so a run's start-up was counted twice when the report summed the terms)."""
     t0 = time.perf_counter()
-    iteration, _ = run.exchange.start(run.flat.params.numpy())
+    iteration = run.exchange.start(run.flat.params.numpy())
     run.timings.sync_s += time.perf_counter() - t0
     return iteration
 

@@ -92,12 +92,10 @@ def test_the_first_sync_wait_is_start_up_not_communication() -> None:
     import time
     import types
 
-    from functions.exchange import StepTiming
-
     class SlowPeers:
-        def start(self, params: Any) -> tuple[int, StepTiming]:
+        def start(self, params: Any) -> int:
             time.sleep(0.05)  # stands for the peers' cold starts; only a lower bound is asserted
-            return 7, StepTiming(wait_s=0.05)
+            return 7
 
     run = types.SimpleNamespace(exchange=SlowPeers(), timings=worker.Timings(),
                                 flat=types.SimpleNamespace(params=types.SimpleNamespace(

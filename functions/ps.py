@@ -122,6 +122,24 @@ class PSConfig:
     run: Run | None = None
 
 
+def sgd_momentum(
+    params: np.ndarray,
+    scaled_momentum: np.ndarray,
+    grad_sum: np.ndarray,
+    out: np.ndarray,
+    *,
+    momentum: np.float32,
+    step: np.float32,
+) -> None:
+    """torch.optim.SGD(momentum) on the mean of n gradients given their sum S, as every shard
+    (PS or S3 reducer) applies it: B = n·buf is held, B = m·B + S in place, out = p + step·B
+    with step = −lr/n (`out` must not be `params`)."""
+    scaled_momentum *= momentum
+    scaled_momentum += grad_sum
+    np.multiply(scaled_momentum, step, out=out)
+    out += params
+
+
 class ShardState:
     """Parameters, momentum and the pending gradients of one shard, guarded by one condition."""
 
@@ -255,12 +273,8 @@ class ShardState:
                 np.add(grads[0][block], grads[1][block], out=grad_sum)
                 for g in grads[2:]:
                     grad_sum += g[block]
-            mom = self.momentum_buf[block]
-            mom *= momentum
-            mom += grad_sum
-            out = new[block]
-            np.multiply(mom, step, out=out)
-            out += self.params[block]
+            sgd_momentum(self.params[block], self.momentum_buf[block], grad_sum, new[block],
+                         momentum=momentum, step=step)  # fmt: skip
 
     def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._executor is None:

@@ -34,7 +34,7 @@ from botocore.exceptions import ClientError
 from functions import wire
 from functions.aws import resolve_secret
 from functions.exchange import StepTiming
-from functions.ps import CheckpointStore
+from functions.ps import CheckpointStore, sgd_momentum
 from functions.task import WorkerTask
 
 T = TypeVar("T")
@@ -152,12 +152,12 @@ def momentum_step(
     momentum: float,
     workers: int,
 ) -> None:
-    """torch.optim.SGD(momentum) on the mean of `workers` gradients, in place, with the very
-    arithmetic of a PS shard (functions.ps.ShardState._update_range): B = n·buf is held, so
-    B = m·B + S and p = p − (lr/n)·B, with S the sum of the gradients in rank order."""
-    scaled_momentum *= np.float32(momentum)
-    scaled_momentum += grad_sum
-    params += scaled_momentum * np.float32(-learning_rate / workers)
+    """torch.optim.SGD(momentum) on the mean of `workers` gradients, in place: a PS shard's
+    own update (functions.ps.sgd_momentum), so the two modes train alike to the last bit."""
+    new = np.empty_like(params)
+    sgd_momentum(params, scaled_momentum, grad_sum, new, momentum=np.float32(momentum),
+                 step=np.float32(-learning_rate / workers))  # fmt: skip
+    params[...] = new
 
 
 def checkpoint_secret(task: WorkerTask) -> bytes:

@@ -1,6 +1,6 @@
 """Predicted vs measured on the emulator: the model held to the platform it predicts.
 
-`python -m bench.predict [--quick] [--only WORKLOAD] [--repeats R]`
+`python -m bench.predict [--quick] [--only WORKLOAD] [--repeats R] [--reuse]`
 
 Every configuration is planned on the local platform's catalog (`catalog/local.json`, written
 by `python -m emulator.calibrate` for this machine): the same model and planner as for AWS, fed
@@ -15,7 +15,16 @@ Two kinds of rows:
 - planned: the planner picks the configuration for a deadline on the local platform, and the
   run must meet that deadline.
 Each case runs R times (default 3) and each term's measured figure is the median of its runs:
-the same run varies by 10-20% on these machines. Writes bench/results/predict.{json,md,png}.
+the same run varies by 10-20% on these machines. The repeats go round the cases (every case once,
+then again), so a drift of the machine's speed meets every case alike.
+
+The platform is measured in the same run, first: the machine's catalog (`emulator.calibrate`)
+and every workload's profile (`emulator.profile`), as λDNN profiles a workload before it
+predicts. This VM's speed drifts by up to half between hours (MobileNetV2 at 1 vCPU: 50 samples/s
+one day, 77 the next, same code), so a profile from another hour predicts another machine.
+The figures used are kept in bench/results/predict-platform/; `--reuse` skips the measuring and
+takes catalog/local.json and profiles/ as they are.
+Writes bench/results/predict.{json,md,png}.
 """
 
 from __future__ import annotations
@@ -25,7 +34,9 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +52,7 @@ from provisioner.planner import build_plan
 from provisioner.space import Choice
 
 RESULTS = Path(__file__).resolve().parent / "results"
+PLATFORM = RESULTS / "predict-platform"  # the catalog and profiles a run measured and used
 TERMS = ("load", "compute", "communication", "ps_aggregation", "startup", "chaining", "total")
 LOCAL_PS = "loopback"
 
@@ -65,6 +77,8 @@ class Case:
         return f"{self.workload} n={self.n} m={self.memory_mb} ps={self.ps_count}{links}"
 
 
+# MobileNetV2 needs 1,216 MB (its profile's min_memory_mb: 975 MB peak resident set × 1.2), so
+# its smallest size here is 1,280 MB; the planner would not choose less.
 FIXED = (
     Case("digits-mlp", 1, 1024, 1, 1500),
     Case("digits-mlp", 1, 2653, 1, 1500),
@@ -80,10 +94,10 @@ FIXED = (
     Case("synthetic-cifar-cnn", 8, 1024, 1, 24),
     Case("synthetic-cifar-mobilenetv2", 1, 1769, 1, 20),
     Case("synthetic-cifar-mobilenetv2", 1, 2653, 2, 20, 10),
-    Case("synthetic-cifar-mobilenetv2", 2, 1024, 1, 20),
+    Case("synthetic-cifar-mobilenetv2", 2, 1280, 1, 20),
     Case("synthetic-cifar-mobilenetv2", 2, 1769, 2, 16, 8),
-    Case("synthetic-cifar-mobilenetv2", 4, 1024, 1, 12),
-    Case("synthetic-cifar-mobilenetv2", 8, 1024, 2, 8, 4),
+    Case("synthetic-cifar-mobilenetv2", 4, 1280, 1, 12),
+    Case("synthetic-cifar-mobilenetv2", 8, 1280, 2, 8, 4),
 )
 PLANNED = (
     Case("digits-mlp", deadline_s=12.0),
@@ -93,9 +107,11 @@ PLANNED = (
 QUICK = (FIXED[2], FIXED[8], PLANNED[0])
 
 
-def plan_of(case: Case) -> Any:
-    """The Plan a case runs: built for its configuration, or chosen for its deadline."""
-    profile, catalog = load_profile(case.workload), load_catalog("local")
+def plan_of(case: Case, profile_path: Path | None = None) -> Any:
+    """The Plan a case runs: built for its configuration, or chosen for its deadline, with the
+    workload's profile at `profile_path` (default: the committed one)."""
+    profile = load_profile(profile_path or case.workload)
+    catalog = load_catalog("local")
     job = "bench-" + (
         f"d{case.deadline_s:g}" if case.deadline_s else f"n{case.n}-m{case.memory_mb}"
     )
@@ -111,9 +127,11 @@ def plan_of(case: Case) -> Any:
     )
 
 
-def measure(case: Case, endpoint: Any, out: Path) -> dict[str, Any]:
+def measure(
+    case: Case, endpoint: Any, out: Path, profile_path: Path | None = None
+) -> dict[str, Any]:
     """Train one case; the row of the table (every term: local prediction, measured, accuracy)."""
-    plan = plan_of(case)
+    plan = plan_of(case, profile_path)
     started = time.monotonic()
     run(
         plan,
@@ -123,6 +141,7 @@ def measure(case: Case, endpoint: Any, out: Path) -> dict[str, Any]:
             quiet=True,
             print_report=False,
             iterations_per_invocation=case.per_invocation,
+            workload=str(profile_path) if profile_path else None,
         ),
         endpoint=endpoint,
     )
@@ -252,7 +271,8 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"Machine: {meta['machine']}; load average while measuring: {meta['loadavg']}; "
         f"CPU share: {meta['cpu_share']}.",
         f"Command: `{meta['command']}`; measured = the median of each case's runs "
-        f"({meta.get('repeats', 1)} per case).",
+        f"({meta.get('repeats', 1)} per case, taken round the cases).",
+        f"Platform figures: {meta.get('platform', 'catalog/local.json and profiles/')}.",
     ]
     text = "\n".join(lines) + "\n"
     stem.with_suffix(".md").write_text(text)
@@ -296,6 +316,24 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def measure_platform(workloads: list[str], out: Path) -> dict[str, Path]:
+    """Calibrate this machine (catalog/local.json) and profile each workload now; a copy of
+    every figure used goes to `out`. Returns the profile path per workload."""
+    out.mkdir(parents=True, exist_ok=True)
+    catalog = Path(__file__).resolve().parent.parent / "catalog" / "local.json"
+    steps = [["emulator.calibrate", "--out", str(catalog)]] + [
+        ["emulator.profile", "--workload", w, "--output", str(out / f"{w}.json")] for w in workloads
+    ]
+    for step in steps:
+        print(f"measuring the platform: python -m {' '.join(step)}", file=sys.stderr, flush=True)
+        done = subprocess.run([sys.executable, "-m", *step], capture_output=True, text=True)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise ValueError(f"python -m {' '.join(step[:3])} failed: {last}")
+    shutil.copyfile(catalog, out / "local.json")
+    return {w: out / f"{w}.json" for w in workloads}
+
+
 def machine() -> str:
     return machine_name(Path("/proc/cpuinfo").read_text(), len(os.sched_getaffinity(0)))
 
@@ -307,31 +345,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeats", type=int, default=3, help="runs per case; each term's median counts"
     )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="take catalog/local.json and profiles/ as they are (no calibration or profiling)",
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1:
         raise ValueError(f"bad --repeats {args.repeats}: expected a whole number ≥ 1")
     cases = QUICK if args.quick else FIXED + PLANNED
     if args.only:
         cases = tuple(c for c in cases if c.workload == args.only)
-    load_catalog("local")  # fail in one line before any server starts if not calibrated
-    rows = []
+    workloads = sorted({c.workload for c in cases})
+    if args.reuse:
+        load_catalog("local")  # fail in one line before any server starts if not calibrated
+        profiles: dict[str, Path | None] = dict.fromkeys(workloads)
+    else:
+        profiles = dict(measure_platform(workloads, PLATFORM))
+    runs: list[list[dict[str, Any]]] = [[] for _ in cases]
     with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
-        for i, case in enumerate(cases):
-            row = median_row(
-                [measure(case, endpoint, Path(tmp) / f"case-{i}-{k}") for k in range(args.repeats)]
-            )
-            print(
-                json.dumps({"case": row["case"], "accuracy": row["accuracy_local"]}),
-                file=sys.stderr,
-                flush=True,
-            )
-            rows.append(row)
+        for k in range(args.repeats):  # round the cases: a drift in speed meets them all
+            for i, case in enumerate(cases):
+                out = Path(tmp) / f"case-{i}-{k}"
+                runs[i].append(measure(case, endpoint, out, profiles[case.workload]))
+                total = runs[i][-1]["accuracy_local"].get("total")
+                print(json.dumps({"case": case.label, "repeat": k, "total": total}),
+                      file=sys.stderr, flush=True)  # fmt: skip
+    rows = [median_row(r) for r in runs]
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": machine(),
         "loadavg": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
         "cpu_share": rows[0]["cpu_share"] if rows else "",
         "repeats": args.repeats,
+        "platform": "catalog/local.json and profiles/ as they were (--reuse)"
+        if args.reuse
+        else "calibrated and profiled at the start of this run (bench/results/predict-platform/)",
         "command": "python -m bench.predict "
         + " ".join(argv if argv is not None else sys.argv[1:]),
     }

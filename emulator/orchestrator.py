@@ -509,6 +509,21 @@ def create_buckets(endpoint: S3Endpoint, names: list[str]) -> None:
                 "BucketAlreadyExists",
             ):
                 raise
+        warm_bucket(client, name)
+
+
+WARM_KEY = ".emulator-warm"  # written and deleted at once: the bucket holds nothing of it after
+
+
+def warm_bucket(client: Any, bucket: str) -> None:
+    """Write and delete one object so the bucket's first real write is as fast as any other.
+
+    SeaweedFS grows a volume for a bucket on its first write: 0.21 s against 4 ms for the next
+    (measured, 100 kB PUTs into three fresh buckets). S3 has no such cost, and here it fell on
+    the PS's iteration-0 checkpoint, inside every worker's start-up (0.21 of its 0.23 s sync).
+    """
+    client.put_object(Bucket=bucket, Key=WARM_KEY, Body=b"")
+    client.delete_object(Bucket=bucket, Key=WARM_KEY)
 
 
 def dataset_source(plan: Plan) -> str:

@@ -65,6 +65,9 @@ class Timings:
     reduce_s: float = 0.0  # s3 mode, reducers: averaging, update, state upload and clean-up
     checkpoint_s: float = 0.0
     total_s: float = 0.0
+    # The process's CPU seconds in the training loop (compute, the exchange's own CPU and the
+    # loop's bookkeeping): under a CPU share this, not the wall time, is what the quota holds.
+    train_cpu_s: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         out = {k: round(v, 6) for k, v in self.__dict__.items()}
@@ -220,7 +223,9 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
     exchange = make_exchange(task, s3, int(flat.params.numel()))
     run = _Run(task, flat, models.loss_function(task.model), exchange, x, y, timings)
     try:
+        cpu0 = time.process_time()
         iteration, reason = _train(run, context)
+        timings.train_cpu_s = time.process_time() - cpu0
         t0 = time.perf_counter()
         exchange.finish(iteration, reason)
         timings.checkpoint_s = time.perf_counter() - t0

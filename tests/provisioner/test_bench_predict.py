@@ -73,3 +73,32 @@ def test_a_repeated_case_is_held_to_the_median_of_its_runs() -> None:
     assert row["measured_totals_s"] == [10.0, 12.0, 30.0]
     assert row["met_deadline"] is False  # one run of three missed it
     assert row["run_s"] == 3.0
+
+
+def test_repeats_go_round_the_cases_with_each_workloads_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every case once, then again (a drift in the machine's speed meets every case alike), each
+    with the profile measured for its workload in this run."""
+    import contextlib
+
+    cases = (bp.FIXED[0], bp.FIXED[6], bp.PLANNED[0])
+    order: list[tuple[str, Path | None]] = []
+
+    def fake_measure(case: bp.Case, endpoint: object, out: Path, profile: Path | None) -> dict:
+        order.append((case.label, profile))
+        return _row(case.label, 0.9, 0.9, planned=bool(case.deadline_s))
+
+    paths = {w: tmp_path / f"{w}.json" for w in ("digits-mlp", "synthetic-cifar-cnn")}
+    monkeypatch.setattr(bp, "QUICK", cases)
+    monkeypatch.setattr(bp, "measure", fake_measure)
+    monkeypatch.setattr(
+        bp, "measure_platform", lambda workloads, out: {w: paths[w] for w in workloads}
+    )
+    monkeypatch.setattr(bp, "weed_server", lambda: contextlib.nullcontext("http://127.0.0.1:1"))
+    monkeypatch.setattr(bp, "write_results", lambda rows, meta: f"{len(rows)} rows")
+    assert bp.main(["--quick", "--repeats", "2"]) == 0
+    labels = [c.label for c in cases]
+    assert [label for label, _ in order] == labels + labels
+    assert [p for _, p in order[:3]] == [paths["digits-mlp"], paths["synthetic-cifar-cnn"],
+                                         paths["digits-mlp"]]  # fmt: skip

@@ -158,6 +158,7 @@ class Measurements:
     s3_put_mb_s: float
     cold_start_s: float
     warm_start_s: float
+    init_cores: float  # cores n cold starts at once effectively share (parallel_init_cores)
     load_cpu_s: float  # the worker's load of a tiny dataset (bytes ~0) in a fresh runner
     restart_s: float
     memory_gib: float
@@ -175,7 +176,7 @@ def _median_time(action: Callable[[], object], repeats: int) -> float:
     return statistics.median(samples)
 
 
-def _start_ps(
+def start_ps_shard(
     supervisor: Supervisor, env: dict[str, str], workers: int, logs: Path
 ) -> tuple[subprocess.Popen[bytes], str]:
     """One real PS shard (no checkpoints) for `workers` clients: (process, endpoint)."""
@@ -291,19 +292,19 @@ def measure_ps(
     times = []
     for size_mb in sizes_mb:
         # a fresh shard per size: a job's parameter count is fixed when the shard is initialised
-        proc, endpoint = _start_ps(supervisor, env, 1, logs)
+        proc, endpoint = start_ps_shard(supervisor, env, 1, logs)
         times.append(_exchange_s(endpoint, secret, 1, size_mb, repeats))
         supervisor.stop(proc, grace_s=2.0)
     _, mb_s = fit_exchange(sizes_mb, times)
     smallest = min(sizes_mb)
-    proc, endpoint = _start_ps(supervisor, env, 1, logs)
+    proc, endpoint = start_ps_shard(supervisor, env, 1, logs)
     small_s, cpu_fraction = _round_trips(endpoint, secret, smallest, max(repeats, RTT_REPEATS))
     supervisor.stop(proc, grace_s=2.0)
     rtt_s = rtt_from_exchange_s(smallest, small_s, mb_s)
     largest = max(sizes_mb)
     aggregate = mb_s
     for n in PS_CLIENTS[1:]:
-        proc, endpoint = _start_ps(supervisor, env, n, logs)
+        proc, endpoint = start_ps_shard(supervisor, env, n, logs)
         exchange = _exchange_s(endpoint, secret, n, largest, repeats)
         supervisor.stop(proc, grace_s=2.0)
         aggregate = max(aggregate, aggregate_mb_s(n, largest, exchange, rtt_s))
@@ -388,6 +389,49 @@ def measure_startup(
     return cold_s, statistics.median(warm), statistics.mean(gaps)
 
 
+def parallel_init_cores(one_s: float, together_s: float, k: int, cores: int) -> float:
+    """The cores k cold starts at once effectively get: k·t₁/t_k, within [1, cores].
+
+    Imports run at burst CPU outside the quota, but not at `cores` × one: k processes reading
+    the same shared objects and faulting in their pages at once also wait on each other."""
+    if one_s <= 0 or together_s <= 0:
+        return float(cores)
+    return float(min(cores, max(1.0, k * one_s / together_s)))
+
+
+def measure_init_cores(
+    supervisor: Supervisor, env: dict[str, str], work: Path, cores: int, repeats: int
+) -> tuple[float, float, float]:
+    """(effective cores, one cold start s, k at once s) for k = 2·cores runners started together,
+    each importing functions.worker (torch) as a worker's cold start does; medians of `repeats`
+    rounds each way."""
+    k = 2 * cores
+
+    def round_s(count: int, tag: str) -> float:
+        t0 = time.perf_counter()
+        environments = [
+            start_environment(
+                supervisor,
+                name=f"init-{tag}-{j}",
+                handler="emulator.startup_probe:handler",
+                memory_mb=1769,
+                work_dir=work,
+                env=env,
+            )
+            for j in range(count)
+        ]
+        for j, environment in enumerate(environments):  # each returns once its import is done
+            _invoke_s(supervisor, environment, work, f"init-{tag}-{j}", 0.005)
+        wall_s = time.perf_counter() - t0
+        for environment in environments:
+            supervisor.stop(environment.proc, grace_s=2.0)
+        return wall_s
+
+    one = statistics.median(round_s(1, f"one{r}") for r in range(repeats))
+    together = statistics.median(round_s(k, f"all{r}") for r in range(repeats))
+    return parallel_init_cores(one, together, k, cores), one, together
+
+
 def measure_load(
     supervisor: Supervisor, env: dict[str, str], endpoint: S3Endpoint, work: Path, repeats: int
 ) -> float:
@@ -456,6 +500,9 @@ def measure(quick: bool, work: Path) -> Measurements:
         )
         s3 = measure_s3(endpoint, S3_SIZES_QUICK_MB if quick else S3_SIZES_MB, repeats)
         cold_s, warm_s, restart_s = measure_startup(supervisor, env, work / "startup", repeats)
+        init_cores, _, _ = measure_init_cores(
+            supervisor, env, work / "init", cores, 1 if quick else 3
+        )
         load_s = measure_load(supervisor, env, endpoint, work / "load", min(repeats, 5))
     return Measurements(
         cores=cores,
@@ -473,6 +520,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         s3_put_mb_s=s3[3],
         cold_start_s=cold_s,
         warm_start_s=warm_s,
+        init_cores=init_cores,
         load_cpu_s=load_s,
         restart_s=restart_s,
         memory_gib=machine_memory_gib(),
@@ -547,8 +595,12 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
         "max_vcpu": measured(m.total_vcpu, "vCPU", cores_method),
         "total_vcpu": measured(m.total_vcpu, "vCPU", cores_method),
         "init_cores": measured(
-            float(m.cores), "cores", f"os.sched_getaffinity: {m.cores} cores (imports run at burst "
-            "CPU, outside the workers' quota: emulator/runner.py init_phase)"
+            round(m.init_cores, 3),
+            "cores",
+            f"k·t₁/t_k for k = {2 * m.cores} emulator runners cold-started at once (each imports "
+            "functions.worker: torch) against one alone, within [1, "
+            f"{m.cores}] (os.sched_getaffinity); imports run at burst CPU, outside the workers' "
+            "quota (emulator/runner.py init_phase)",
         ),
         "cpu_throttle_period_s": policy(
             m.cfs_period_s, "s", "emulator/cpu.py CFS_PERIOD_US (Lambda's 20 ms slice)"

@@ -244,11 +244,21 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
         "loss": run.losses[-1][1] if run.losses else None,
         "torch_threads": torch.get_num_threads(),
         "parameters": int(flat.params.numel()),
+        # the process's peak resident set so far (Lambda's REPORT "Max Memory Used"): what the
+        # profile's min_memory_mb must cover, checked against a real link
+        "peak_rss_mb": round(peak_rss_mb(), 1),
     }
     counts = exchange.request_counts()
     if counts is not None:  # measured, for the emulator's report against the cost model
         summary["s3_requests"] = counts
     return {**summary, "record_key": write_link_record(s3, task, {**summary, "losses": run.losses})}
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set in MB (Linux reports ru_maxrss in KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def make_exchange(task: WorkerTask, s3: Any, total_params: int) -> Exchange:

@@ -75,6 +75,10 @@ class WorkloadProfile:
     # train at once, relative to alone (caches, memory bandwidth); None = 1.
     parallel_speed_ratio: float | None = None
     parallel_processes: int = 1
+    # Shared cores only: CPU seconds an iteration of the worker's loop spends beyond its
+    # back-to-back step (the exchange's own CPU and what interleaving it costs the step), as
+    # (vCPU share, seconds) points measured through a loopback PS; () = not measured.
+    loop_extra_cpu: tuple[tuple[float, float], ...] = ()
     provisional: bool = False
     sources: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     model_digest: str = ""  # sha256 of the model file when profiled ("" = not recorded)
@@ -181,6 +185,19 @@ def _rate(arch: str, data: Any) -> RateCurve:
     return RateCurve(arch=arch, vcpu_shares=xs, samples_per_s=rates)
 
 
+def _loop_extra_cpu(data: dict[str, Any]) -> tuple[tuple[float, float], ...]:
+    """`loop_extra_cpu_s`: [{"vcpu_share": s, "cpu_s": seconds}, ...], sorted by share."""
+    raw = data.get("loop_extra_cpu_s", [])
+    if not isinstance(raw, list) or not all(isinstance(p, dict) for p in raw):
+        raise ValueError(
+            "profile field 'loop_extra_cpu_s': expected a list of {'vcpu_share', 'cpu_s'}"
+        )
+    points = sorted((_num(p, "vcpu_share"), _num(p, "cpu_s", positive=False)) for p in raw)
+    if len({s for s, _ in points}) != len(points):
+        raise ValueError("profile field 'loop_extra_cpu_s': duplicate vcpu_share")
+    return tuple(points)
+
+
 def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
     """Validate a parsed profile document and build the WorkloadProfile."""
     if not isinstance(data, dict):
@@ -226,6 +243,7 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         parallel_processes=(
             _num(data, "parallel_processes", integer=True) if "parallel_processes" in data else 1
         ),
+        loop_extra_cpu=_loop_extra_cpu(data),
         provisional=bool(data.get("provisional", False)),
         sources=tuple(sorted((str(k), json.dumps(v, sort_keys=True)) for k, v in sources.items())),
         model_digest=str(data.get("model_digest", "")),

@@ -40,6 +40,7 @@ def _measurements(**changes: Any) -> calibrate.Measurements:
         "s3_put_mb_s": 120.0,
         "cold_start_s": 1.8,
         "warm_start_s": 0.005,
+        "init_cores": 1.55,
         "load_cpu_s": 0.3,
         "restart_s": 0.2,
         "memory_gib": 8.0,
@@ -156,8 +157,9 @@ def test_catalog_writes_the_figures_the_model_engineer_adds() -> None:
     lam = doc["lambda"]
     assert lam["cpu_throttle_period_s"]["value"] == 0.02
     assert lam["total_vcpu"]["value"] == 1.5
-    # the cold starts share all the cores (the init runs outside the workers' quota)
-    assert lam["init_cores"]["value"] == 2.0 and calibrate.catalog_from_dict(doc).init_cores == 2
+    # the cores n cold starts at once effectively shared (measured, not the machine's count)
+    assert lam["init_cores"]["value"] == 1.55
+    assert calibrate.catalog_from_dict(doc).init_cores == 1.55
     assert doc["parameter_servers"]["candidates"][0]["burst_s"]["value"] == 0
     assert (lam["cold_start_s"]["value"], lam["warm_start_s"]["value"]) == (1.8, 0.005)
     assert lam["load_cpu_s"]["value"] == 0.3
@@ -290,3 +292,19 @@ def test_a_failed_measurement_is_one_line_and_keeps_the_old_catalog(
     err = capsys.readouterr().err
     assert err == "error: calibration failed: TimeoutError: no 'READY' line within 60.0 s\n"
     assert out.read_text() == "old"
+
+
+@pytest.mark.parametrize(
+    ("one_s", "together_s", "k", "expected"),
+    [
+        (1.0, 2.0, 4, 2.0),  # four starts in twice the time of one: two cores' worth
+        (1.0, 2.6, 4, 4 / 2.6),  # they wait on each other: fewer cores than the machine has
+        (1.0, 0.5, 4, 2.0),  # never more than the machine's cores
+        (1.0, 10.0, 4, 1.0),  # never less than one
+        (0.0, 1.0, 4, 2.0),  # nothing measured: the machine's cores
+    ],
+)
+def test_parallel_init_cores_is_k_starts_over_the_time_they_took(
+    one_s: float, together_s: float, k: int, expected: float
+) -> None:
+    assert calibrate.parallel_init_cores(one_s, together_s, k, cores=2) == pytest.approx(expected)

@@ -16,6 +16,7 @@ from emulator.profile import (
 )
 from functions.model_spec import file_digest
 from provisioner import load_profile
+from provisioner.profile import profile_from_dict
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -92,3 +93,18 @@ def test_the_measured_peak_resident_set_sets_min_memory(tmp_path: Path) -> None:
     doc = updated_profile(raw, points, 4.0, 900.0, "x86_64", "2026-11-24", "m", cpu_limit="x")
     assert doc["min_memory_mb"] == 384  # 300 MB × 1.2 = 360, in 64 MB steps
     assert doc["sources"]["min_memory_mb"]["tag"] == "measured"
+
+
+def test_the_loops_extra_cpu_is_written_per_share_with_its_source() -> None:
+    raw = json.loads((REPO / "profiles" / "digits-mlp.json").read_text())
+    points = [
+        {"vcpu_share": 0.5, "samples_per_s": 900.0, "startup_s": 4.0, "loop_extra_cpu_s": 3e-4},
+        {"vcpu_share": 1.0, "samples_per_s": 1800.0, "startup_s": 4.0, "loop_extra_cpu_s": 2e-4},
+    ]
+    doc = updated_profile(raw, points, 4.0, 900.0, "x86_64", "2026-11-24", "m", cpu_limit="x")
+    assert doc["loop_extra_cpu_s"] == [
+        {"vcpu_share": 0.5, "cpu_s": 0.0003},
+        {"vcpu_share": 1.0, "cpu_s": 0.0002},
+    ]
+    assert doc["sources"]["loop_extra_cpu_s"]["tag"] == "measured"
+    assert profile_from_dict(doc).loop_extra_cpu == ((0.5, 0.0003), (1.0, 0.0002))

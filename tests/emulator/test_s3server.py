@@ -108,3 +108,20 @@ def test_moto_fallback_serves_boto3_on_loopback() -> None:
 def test_weed_env_drops_credentials_that_would_turn_auth_on() -> None:
     env = weed_env({"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "PATH": "/bin"})
     assert env == {"PATH": "/bin"}
+
+
+def test_the_emulators_buckets_are_created_warm_and_empty(
+    s3_client: Any, s3_endpoint: S3Endpoint
+) -> None:
+    """create_buckets writes and deletes one object per bucket (SeaweedFS grows a bucket's
+    volume on its first write, a cost S3 does not have) and leaves the buckets empty; a second
+    call on the same buckets is fine."""
+    from emulator.orchestrator import WARM_KEY, create_buckets
+
+    names = ["emu-test-warm-a", "emu-test-warm-b"]
+    create_buckets(s3_endpoint, names)
+    create_buckets(s3_endpoint, names)
+    for name in names:
+        assert s3_client.list_objects_v2(Bucket=name).get("KeyCount") == 0
+        with pytest.raises(s3_client.exceptions.ClientError):
+            s3_client.head_object(Bucket=name, Key=WARM_KEY)

@@ -47,8 +47,12 @@ def test_bsp_workers_match_single_process_sgd(
             "push_s",
             "pull_transfer_s",
             "total_s",
+            "train_cpu_s",
         }
         assert r["timings"]["compute_s"] > 0 and r["next_event"]["start_iteration"] == iterations
+        # the loop's CPU seconds and the peak resident set are reported (the workers are
+        # threads of one process here, so the CPU is the process's, not one worker's)
+        assert r["timings"]["train_cpu_s"] > 0 and r["peak_rss_mb"] > 0
     assert all(s.state.iteration == iterations for s in servers)
     got = ps_vector(servers)
     want = reference_params(s3, bucket, events[0], iterations)

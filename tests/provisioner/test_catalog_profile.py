@@ -132,6 +132,18 @@ def test_unknown_names_list_what_exists() -> None:
             "parallel_processes ≥ 2 (got 2)",
         ),
         (
+            {"loop_extra_cpu_s": [{"vcpu_share": 0.5, "cpu_s": -0.001}]},
+            "profile field 'cpu_s': -0.001 is not a non-negative number",
+        ),
+        (
+            {"loop_extra_cpu_s": {"vcpu_share": 0.5}},
+            "profile field 'loop_extra_cpu_s': expected a list of {'vcpu_share', 'cpu_s'}",
+        ),
+        (
+            {"loop_extra_cpu_s": [{"vcpu_share": 1, "cpu_s": 0}, {"vcpu_share": 1, "cpu_s": 0}]},
+            "profile field 'loop_extra_cpu_s': duplicate vcpu_share",
+        ),
+        (
             {"parallel_speed_ratio": 0.8},
             "profile field 'parallel_speed_ratio': 0.8 needs to be at most 1, measured with "
             "parallel_processes ≥ 2 (got 1)",
@@ -160,3 +172,10 @@ def test_missing_field_is_named() -> None:
     del doc["dataset_bytes"]
     with pytest.raises(ValueError, match="^profile: missing field 'dataset_bytes'$"):
         profile_from_dict(doc)
+
+
+def test_the_loops_extra_cpu_is_read_sorted_by_share() -> None:
+    points = [{"vcpu_share": 1.0, "cpu_s": 0.0002}, {"vcpu_share": 0.25, "cpu_s": 0.0003}]
+    profile = profile_from_dict(profile_dict(loop_extra_cpu_s=points))
+    assert profile.loop_extra_cpu == ((0.25, 0.0003), (1.0, 0.0002))
+    assert profile_from_dict(profile_dict()).loop_extra_cpu == ()  # not measured: none

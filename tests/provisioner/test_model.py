@@ -317,3 +317,38 @@ def test_warm_up_is_paid_once_per_cold_process(catalog_2025: object) -> None:
             float(base.total_s[0]) + float(slow.warmup_s[0])
         )
     assert float(predict(plain, cold_cat, choice).warmup_s[0]) == 0.0
+
+
+def test_the_loops_extra_cpu_is_read_at_the_share_on_shared_cores_only() -> None:
+    points = ((0.25, 0.0004), (1.0, 0.0002))
+    got = model.loop_extra_cpu_s(points, np.array([0.1, 0.25, 0.625, 1.0, 2.0]), 1.5)
+    assert got == pytest.approx([0.0004, 0.0004, 0.0003, 0.0002, 0.0002])  # flat beyond the ends
+    assert model.loop_extra_cpu_s(points, np.array([0.5]), None).tolist() == [0.0]  # AWS
+    assert model.loop_extra_cpu_s((), np.array([0.5]), 1.5).tolist() == [0.0]  # not measured
+
+
+def test_the_loops_extra_cpu_slows_a_throttled_step_on_the_local_platform_only() -> None:
+    """A loop that spends more CPU beyond its step than the catalog's exchange share says is
+    held by the quota like compute: the local step grows by about that CPU over the share; a
+    measured extra below the catalog's figure changes nothing, and AWS ignores it."""
+    from tests.local_catalog import local_catalog
+
+    base = make_profile()
+    choice = Choice(1, 590, "x86_64", "loopback", 1)  # a third of a vCPU
+    catalog = dataclasses.replace(local_catalog(), total_vcpu=1.5)  # shared cores
+    plain = predict(base, catalog, choice)
+    heavy = predict(dataclasses.replace(base, loop_extra_cpu=((0.25, 0.002), (1.0, 0.002))),
+                    catalog, choice)  # fmt: skip
+    light = predict(dataclasses.replace(base, loop_extra_cpu=((0.25, 0.0), (1.0, 0.0))),
+                    catalog, choice)  # fmt: skip
+    assert float(heavy.compute_per_iteration_s[0]) > float(plain.compute_per_iteration_s[0])
+    # 2 ms of CPU held like compute: at least 2 ms × the step's slowdown at this share (the
+    # profile's x/c = R(1)/R(s)), and not wildly more (the quota's refill waits grow with it)
+    slowdown = float(plain.compute_per_iteration_s[0]) / (32 / 180)
+    grown = float(heavy.iteration_s[0] - plain.iteration_s[0])
+    assert 0.002 * slowdown <= grown <= 2 * 0.002 * slowdown
+    assert float(light.iteration_s[0]) == pytest.approx(float(plain.iteration_s[0]))
+    aws = dataclasses.replace(catalog, total_vcpu=None, init_cores=None)  # own cores each
+    a = predict(base, aws, choice)
+    b = predict(dataclasses.replace(base, loop_extra_cpu=((0.25, 0.002),)), aws, choice)
+    assert float(a.iteration_s[0]) == float(b.iteration_s[0])

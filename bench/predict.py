@@ -22,9 +22,9 @@ The platform is measured in the same run, first: the machine's catalog (`emulato
 and every workload's profile (`emulator.profile`), as λDNN profiles a workload before it
 predicts. This VM's speed drifts by up to half between hours (MobileNetV2 at 1 vCPU: 50 samples/s
 one day, 77 the next, same code), so a profile from another hour predicts another machine.
-The figures used are kept in bench/results/predict-platform/; `--reuse` skips the measuring and
-takes catalog/local.json and profiles/ as they are.
-Writes bench/results/predict.{json,md,png}.
+The figures used are kept beside the results (bench/results/predict-platform/); `--reuse`
+skips the measuring and takes catalog/local.json and profiles/ as they are.
+Writes bench/results/predict.{json,md,png} (`--quick`, `--only W`: predict-quick.*, predict-W.*).
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ from provisioner.planner import build_plan
 from provisioner.space import Choice
 
 RESULTS = Path(__file__).resolve().parent / "results"
-PLATFORM = RESULTS / "predict-platform"  # the catalog and profiles a run measured and used
 TERMS = ("load", "compute", "communication", "ps_aggregation", "startup", "chaining", "total")
 LOCAL_PS = "loopback"
 
@@ -231,10 +230,12 @@ def summary_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = "predict") -> str:
+    """Table, JSON and chart under RESULTS/<name>.* (a partial run names its own files, so
+    the full grid's stay)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     summary = summary_of(rows)
-    stem = RESULTS / "predict"
+    stem = RESULTS / name
     stem.with_suffix(".json").write_text(
         json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=2) + "\n"
     )
@@ -357,11 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         cases = tuple(c for c in cases if c.workload == args.only)
     workloads = sorted({c.workload for c in cases})
+    name = "predict" + ("-quick" if args.quick else "") + (f"-{args.only}" if args.only else "")
     if args.reuse:
         load_catalog("local")  # fail in one line before any server starts if not calibrated
         profiles: dict[str, Path | None] = dict.fromkeys(workloads)
     else:
-        profiles = dict(measure_platform(workloads, PLATFORM))
+        # the catalog and profiles this run measured and used, beside its results
+        profiles = dict(measure_platform(workloads, RESULTS / f"{name}-platform"))
     runs: list[list[dict[str, Any]]] = [[] for _ in cases]
     with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
         for k in range(args.repeats):  # round the cases: a drift in speed meets them all
@@ -380,11 +383,11 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": args.repeats,
         "platform": "catalog/local.json and profiles/ as they were (--reuse)"
         if args.reuse
-        else "calibrated and profiled at the start of this run (bench/results/predict-platform/)",
+        else f"calibrated and profiled at the start of this run (bench/results/{name}-platform/)",
         "command": "python -m bench.predict "
         + " ".join(argv if argv is not None else sys.argv[1:]),
     }
-    print(write_results(rows, meta))
+    print(write_results(rows, meta, name))
     return 0
 
 

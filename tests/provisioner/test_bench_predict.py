@@ -96,9 +96,11 @@ def test_repeats_go_round_the_cases_with_each_workloads_profile(
         bp, "measure_platform", lambda workloads, out: {w: paths[w] for w in workloads}
     )
     monkeypatch.setattr(bp, "weed_server", lambda: contextlib.nullcontext("http://127.0.0.1:1"))
-    monkeypatch.setattr(bp, "write_results", lambda rows, meta: f"{len(rows)} rows")
+    names: list[str] = []
+    monkeypatch.setattr(bp, "write_results", lambda rows, meta, name: names.append(name) or "")
     assert bp.main(["--quick", "--repeats", "2"]) == 0
     labels = [c.label for c in cases]
     assert [label for label, _ in order] == labels + labels
+    assert names == ["predict-quick"]  # a partial run keeps the full grid's files
     assert [p for _, p in order[:3]] == [paths["digits-mlp"], paths["synthetic-cifar-cnn"],
                                          paths["digits-mlp"]]  # fmt: skip

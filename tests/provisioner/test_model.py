@@ -325,6 +325,10 @@ def test_the_loops_extra_cpu_is_read_at_the_share_on_shared_cores_only() -> None
     assert got == pytest.approx([0.0004, 0.0004, 0.0003, 0.0002, 0.0002])  # flat beyond the ends
     assert model.loop_extra_cpu_s(points, np.array([0.5]), None).tolist() == [0.0]  # AWS
     assert model.loop_extra_cpu_s((), np.array([0.5]), 1.5).tolist() == [0.0]  # not measured
+    # never more at a larger share (more memory is never slower): a higher point is clipped
+    rising = ((0.25, 0.0004), (1.0, 0.0002), (2.0, 0.0005))
+    got = model.loop_extra_cpu_s(rising, np.array([1.0, 1.5, 2.0]), 1.5)
+    assert got == pytest.approx([0.0002, 0.0002, 0.0002])
 
 
 def test_the_loops_extra_cpu_slows_a_throttled_step_on_the_local_platform_only() -> None:
@@ -352,3 +356,22 @@ def test_the_loops_extra_cpu_slows_a_throttled_step_on_the_local_platform_only()
     a = predict(base, aws, choice)
     b = predict(dataclasses.replace(base, loop_extra_cpu=((0.25, 0.002),)), aws, choice)
     assert float(a.iteration_s[0]) == float(b.iteration_s[0])
+
+
+def test_a_measured_loop_figure_keeps_more_memory_never_slower() -> None:
+    """A loop figure that rises with the share (noise, or two torch threads' extra work) must
+    not make more memory slower: the step stays non-increasing in memory, as the exact search
+    assumes (digits-mlp's committed profile, its loop points replaced by a steeply rising
+    pair, on a shared-core local catalog)."""
+    from provisioner import load_profile
+    from tests.local_catalog import local_catalog
+
+    profile = dataclasses.replace(
+        load_profile("digits-mlp"), loop_extra_cpu=((0.25, 0.0), (1.5, 0.01))
+    )
+    catalog = dataclasses.replace(local_catalog(), total_vcpu=1.5, max_vcpu=1.5)
+    steps = [
+        float(predict(profile, catalog, Choice(2, m, "x86_64", "loopback", 1)).iteration_s[0])
+        for m in range(profile.min_memory_mb, 2654, 37)
+    ]
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(steps, steps[1:], strict=False))

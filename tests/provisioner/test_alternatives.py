@@ -48,7 +48,10 @@ def test_issue_case_lists_the_cheapest_plan_per_worker_count() -> None:
     result = _plan(profile, catalog, Limits(), goal)
     assert _got(result) == _want(profile, catalog, Limits(), goal)
     first = result.alternatives[0]
-    assert (first.n_workers, first.memory_mb) == (2, 1024)
+    # The issue's symptom was the top memory size (3,008 MB); the optimum of n = 2 is the
+    # enumeration's (above), well below it (1,024 MB with the profile's estimated memory floor,
+    # 384 MB since it is measured).
+    assert first.n_workers == 2 and first.memory_mb <= 1024
     assert first.cost.total_usd < 0.0838
     assert "each other worker count n, meeting the deadline" in render_alternatives(result)
     assert first.notes == (

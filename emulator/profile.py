@@ -113,7 +113,7 @@ def child_main(args: argparse.Namespace) -> int:
     warmup_iterations = max(0.0, (sum(first_s) - WARMUP_ITERATIONS * steady_s) / steady_s)
     extra = {}
     if args.ps_endpoint:
-        loop_cpu_s = loop_cpu_per_iteration_s(run, flat, args.ps_endpoint, args.measure_s)
+        loop_cpu_s = loop_cpu_per_iteration_s(run, args.ps_endpoint, args.measure_s)
         extra["loop_extra_cpu_s"] = max(0.0, loop_cpu_s - step_cpu_s)
     print(
         json.dumps(
@@ -132,13 +132,10 @@ def child_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def loop_cpu_per_iteration_s(
-    run: types.SimpleNamespace, flat: Any, endpoint: str, measure_s: float
-) -> float:
-    """CPU seconds per iteration of the worker's loop: its step, then the push of the gradient
-    and the pull of the parameters through a real PS shard on loopback (one worker), as
-    functions.worker._step does; after LOOP_WARMUP_ITERATIONS such iterations, for `measure_s`
-    and at least LOOP_MIN_ITERATIONS.
+def loop_cpu_per_iteration_s(run: types.SimpleNamespace, endpoint: str, measure_s: float) -> float:
+    """CPU seconds per iteration of the worker's loop: its step, then the exchange through a
+    real PS shard on loopback (one worker) with the worker's own PSExchange; after
+    LOOP_WARMUP_ITERATIONS such iterations, for `measure_s` and at least LOOP_MIN_ITERATIONS.
 
     Under a CPU quota this is more than the back-to-back step plus the exchange's own CPU
     (measured on 2 cores, digits MLP: 0.93 ms at 0.33 vCPU against 0.67 + 0.13 ms), so the
@@ -146,25 +143,23 @@ def loop_cpu_per_iteration_s(
     import datetime
 
     from functions import worker
+    from functions.exchange import PSExchange
     from functions.ps_client import PSClient
     from functions.runs import new_run
 
-    params, grads = flat.params.numpy(), flat.grads.numpy()
+    params, grads = run.flat.params.numpy(), run.flat.grads.numpy()
     run_id, started = new_run(datetime.datetime.now(datetime.UTC), "profile")
     secret = os.environ[SECRET_ENV].encode()
     # "calibrate": the job id emulator.calibrate.start_ps_shard's shard serves
     client = PSClient((endpoint,), "calibrate", 0, secret, int(params.size), timeout_s=60.0,
                       run_id=run_id, run_started=started)  # fmt: skip
+    exchange = PSExchange(client, rank=0)
     try:
-        client.connect()
-        client.init_params(params)
-        it = min(client.shard_iterations)
-        client.pull(it, params)
+        start = exchange.start(params)  # connect, initialise the shard, pull
 
         def one(k: int) -> None:
-            worker._compute(run, k)
-            client.push(it + k, grads)
-            client.pull(it + k + 1, params)
+            worker._compute(run, start + k)
+            exchange.step(start + k, grads, params)
 
         for k in range(LOOP_WARMUP_ITERATIONS):
             one(k)
@@ -174,7 +169,7 @@ def loop_cpu_per_iteration_s(
             done += 1
         return (time.process_time() - cpu0) / done
     finally:
-        client.close()
+        exchange.close()
 
 
 @contextlib.contextmanager

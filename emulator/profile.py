@@ -30,7 +30,6 @@ import datetime as dt
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -125,7 +124,7 @@ def child_main(args: argparse.Namespace) -> int:
                 "warmup_iterations": warmup_iterations,
                 "threads": torch.get_num_threads(),
                 # the whole dataset is in memory, as one worker holds it at n = 1
-                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "peak_rss_mb": worker.peak_rss_mb(),
             }
         )
     )

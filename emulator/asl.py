@@ -63,10 +63,14 @@ class StatesError(Exception):
 
 @dataclass
 class Trace:
-    """What ran: state names in order (Map items interleave), and the final state."""
+    """What ran: state names in order (Map items interleave), the final state, and the errors
+    caught on the way."""
 
     states: list[str] = field(default_factory=list)
     end: str = ""
+    # (state, error, cause) of every error a Catch turned into a transition, in order: a
+    # failure path that ends in a generic Fail still says what started it
+    caught: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def resolve_cfn(value: Any, resolve: Callable[[dict[str, Any]], str]) -> str:
@@ -191,6 +195,7 @@ class Interpreter:
                 catch = next((c for c in state.get("Catch", []) if _matches(c, err.error)), None)
                 if catch is None:
                     raise
+                self.trace.caught.append((name, err.error, err.cause))
                 data = set_path(data, catch.get("ResultPath", "$"),
                                 {"Error": err.error, "Cause": err.cause})  # fmt: skip
                 name = catch["Next"]

@@ -13,9 +13,11 @@ deadline, and every child is killed on the way out, whatever the way out is.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import functools
 import json
+import math
 import os
 import secrets
 import shutil
@@ -47,7 +49,7 @@ from functions import ps_health
 from functions.aws import S3Unreachable, naming_s3_failures, s3_config
 from functions.runs import new_run
 from provisioner.plan import Plan
-from provisioner.runaway import LINK_RETRIES
+from provisioner.runaway import LINK_RETRIES, max_links
 from stacks import events
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -145,6 +147,21 @@ class RunRecord:
 def default_safety_margin_s(limit_s: float) -> float:
     """Stop a quarter of the limit early (at most the AWS default of 30 s): room to checkpoint."""
     return min(events.SAFETY_MARGIN_S, 0.25 * limit_s)
+
+
+def links_bound_for_limit(plan: Plan, limit_s: float, margin_s: float) -> int:
+    """The state machine's links per worker for a run whose invocations are shorter than the
+    plan's: the plan's bound for the same work in links of `limit_s − margin_s` usable seconds.
+
+    The plan bounds its links for its own timeout (a one-link plan: five links). Under a 4 s
+    limit a 900 s plan's work takes hundreds of links, and the bound failed the run as runaway
+    ("A worker ran 5 links") however well it went: how many links it takes depends on the
+    machine. Scaled by the ratio of usable times, the guard keeps its meaning (three times the
+    links the plan's own prediction needs, plus two), and a link must still advance."""
+    plan_usable_s = plan.invocation_timeout_s - default_safety_margin_s(plan.invocation_timeout_s)
+    ratio = max(1.0, plan_usable_s / max(limit_s - margin_s, 1e-9))
+    scaled = max_links(math.ceil(max(1, plan.invocations_per_worker) * ratio))
+    return max(plan.max_links_per_worker, scaled)
 
 
 def default_run_timeout_s(plan: Plan, options: Options) -> float:
@@ -639,7 +656,10 @@ def _run(
     from emulator.state_machine import LocalRun  # noqa: PLC0415  # it imports this module
 
     # What AWS would run: the plan's stacks synthesized, the state machine's definition read.
-    definition = training_definition(plan, dataset_source(plan))
+    bound = links_bound_for_limit(plan, options.invocation_limit_s, margin_s)
+    definition = training_definition(
+        dataclasses.replace(plan, max_links_per_worker=bound), dataset_source(plan)
+    )
     supervisor = Supervisor()
     cpu.remove_stale_groups("lambda-dnn-emu")
     limiter = cpu.CpuLimiter(f"lambda-dnn-emu-{os.getpid()}")

@@ -116,7 +116,7 @@ class LocalRun:
             self.interpreter.run({}, name=run[0], start_time=run[1])
         except StatesError as err:
             failed = EmulatorError(self.failure or self._worker_failure() or
-                                   f"{err.error}: {err.cause}")  # fmt: skip
+                                   f"{err.error}: {err.cause}{self._first_caught()}")  # fmt: skip
             failed.states = self.top_level_states(definition)
             raise failed from None
         finally:
@@ -129,6 +129,14 @@ class LocalRun:
         assert self.interpreter is not None
         own = set(definition["States"])
         return tuple(s for s in self.interpreter.trace.states if s in own)
+
+    def _first_caught(self) -> str:
+        """' (<state> caught <error>: <cause>)' of the first error a Catch handled, or ''."""
+        assert self.interpreter is not None
+        if not self.interpreter.trace.caught:
+            return ""
+        state, error, cause = self.interpreter.trace.caught[0]
+        return f" ({state} caught {error}: {cause})"
 
     def _worker_failure(self) -> str:
         """A worker out of the definition's retries (before --max-attempts ran out), if any."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from typing import Any
 
-from emulator.orchestrator import advanced, with_losses
+from emulator.orchestrator import advanced, links_bound_for_limit, with_losses
+from tests.emulator.plans import planned_digits
 
 
 def test_a_link_must_advance_like_in_the_state_machine() -> None:
@@ -29,3 +31,17 @@ def test_the_losses_of_a_link_come_from_its_record() -> None:
     result = {"done": True, "record_key": s3.key}
     assert with_losses(s3, "b", result) == {**result, "losses": [[0, 2.3], [1, 2.1]]}
     assert with_losses(s3, "b", {"done": True}) == {"done": True}  # a handler without records
+
+
+def test_a_shorter_invocation_limit_scales_the_plans_link_bound() -> None:
+    """A 900 s plan of one link may take 5 links; the same work under a 4 s limit (3 usable s
+    against 870) takes up to 290 times as many, so the bound is 3·290 + 2: the run is not
+    failed as runaway for the links a short limit needs (it was, on a slow machine)."""
+    plan = dataclasses.replace(
+        planned_digits("bound"), invocation_timeout_s=900, invocations_per_worker=1,
+        max_links_per_worker=5,
+    )  # fmt: skip
+    assert links_bound_for_limit(plan, 4.0, 1.0) == 3 * 290 + 2
+    # at the plan's own limit (or a longer one) the plan's bound stands
+    assert links_bound_for_limit(plan, 900.0, 30.0) == 5
+    assert links_bound_for_limit(plan, 900.0, 300.0) == 3 * 2 + 2

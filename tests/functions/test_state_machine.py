@@ -297,6 +297,10 @@ def test_a_worker_past_its_link_cap_fails_the_run(deployed: Any) -> None:
         machine.run({})
     assert "TooManyLinks" in machine.trace.states
     assert aws.invocations == {0: 4, 1: 4} and aws.ec2[-1] == ("stop", ["i-0", "i-1"])
+    # The run ends in the generic TrainingFailed; the trace keeps the cause the Map caught, so
+    # the emulator's error can name it (it said only "A step failed; see the execution history").
+    state, _, cause = machine.trace.caught[0]
+    assert state == "Workers" and "A worker ran 4 links, the plan's bound" in cause
 
 
 def test_the_interpreter_holds_the_definition_to_the_payload_limit() -> None:

@@ -1,6 +1,7 @@
 """Predicted vs measured on the emulator: the model held to the platform it predicts.
 
 `python -m bench.predict [--quick] [--only WORKLOAD] [--repeats R] [--reuse]`
+`python -m bench.predict --rescore [--quick] [--only WORKLOAD]`
 
 Every configuration is planned on the local platform's catalog (`catalog/local.json`, written
 by `python -m emulator.calibrate` for this machine): the same model and planner as for AWS, fed
@@ -25,6 +26,11 @@ one day, 77 the next, same code), so a profile from another hour predicts anothe
 The figures used are kept beside the results (bench/results/predict-platform/); `--reuse`
 skips the measuring and takes catalog/local.json and profiles/ as they are.
 Writes bench/results/predict.{json,md,png} (`--quick`, `--only W`: predict-quick.*, predict-W.*).
+
+`--rescore` measures nothing: it predicts the configurations of an earlier run's results again
+with the model as it is now, from the platform figures that run measured, and holds them to that
+run's measurements (predict-rescored.*, predict-W-rescored.*). A model change is checked against
+40 minutes of measurements in a second; the table says it is a re-scoring, and of which run.
 """
 
 from __future__ import annotations
@@ -48,12 +54,13 @@ from emulator.calibrate import machine_name
 from emulator.orchestrator import Options, run
 from emulator.s3server import weed_server
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
-from provisioner.planner import build_plan
+from provisioner.planner import RunRules, build_plan, predict_run
 from provisioner.space import Choice
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TERMS = ("load", "compute", "communication", "ps_aggregation", "startup", "chaining", "total")
 LOCAL_PS = "loopback"
+INVOCATION_LIMIT_S = 900.0  # every case's: a link ends by its iteration cap, never by time
 
 
 @dataclass(frozen=True)
@@ -135,7 +142,7 @@ def measure(
     run(
         plan,
         Options(
-            invocation_limit_s=900,
+            invocation_limit_s=INVOCATION_LIMIT_S,
             out_dir=out,
             quiet=True,
             print_report=False,
@@ -148,6 +155,7 @@ def measure(
     terms = {row["term"]: row for row in report["terms"]}
     return {
         "case": case.label,
+        "case_fields": dataclasses.asdict(case),
         "workload": case.workload,
         "planned": bool(case.deadline_s),
         "deadline_s": case.deadline_s or None,
@@ -172,6 +180,70 @@ def measure(
         ),
         "run_s": time.monotonic() - started,
     }
+
+
+def case_of(row: dict[str, Any]) -> Case:
+    """The Case a results row ran (rows written before cases were stored: matched by label)."""
+    if "case_fields" in row:
+        return Case(**row["case_fields"])
+    for case in FIXED + PLANNED:
+        if case.label == row["case"]:
+            return case
+    raise ValueError(f"bad results row {row['case']!r}: not a case of this benchmark")
+
+
+def rescore_row(row: dict[str, Any], platform: Path) -> dict[str, Any]:
+    """The row with every term predicted again by the current model: the configuration that
+    ran (a planned row's too: its plan is not chosen again) under the rules it ran by, on the
+    catalog and profile the run measured (`platform`), against the row's measurements."""
+    from emulator.orchestrator import default_safety_margin_s
+    from emulator.report import PREDICTED_FIELDS
+
+    case = case_of(row)
+    catalog = load_catalog(str(platform / "local.json"))
+    profile_path = platform / f"{row['workload']}.json"
+    profile = load_profile(str(profile_path) if profile_path.exists() else row["workload"])
+    rules = RunRules(
+        invocation_limit_s=INVOCATION_LIMIT_S,
+        safety_margin_s=default_safety_margin_s(INVOCATION_LIMIT_S),
+        max_iterations_per_invocation=case.per_invocation,
+        iterations=row["iterations"],
+    )
+    choice = Choice(row["n"], row["memory_mb"], "x86_64", LOCAL_PS, row["ps_count"])
+    plan = predict_run(profile, catalog, choice, rules, job="bench-rescore")
+    terms = {
+        t: {**v, "predicted_local_s": float(getattr(plan.prediction, PREDICTED_FIELDS[t]))}
+        for t, v in row["terms"].items()
+    }
+    return {
+        **row,
+        "terms": terms,
+        "accuracy_local": {
+            t: a
+            for t, v in terms.items()
+            if (a := accuracy(v["predicted_local_s"], v["measured_s"])) is not None
+        },
+    }
+
+
+def rescore(name: str, command: str) -> str:
+    """Re-predict RESULTS/<name>.json with the current model; writes <name>-rescored.*."""
+    source = RESULTS / f"{name}.json"
+    if not source.exists():
+        raise ValueError(f"bad --rescore: no {source} to re-score (run the benchmark first)")
+    data = json.loads(source.read_text())
+    platform = RESULTS / f"{name}-platform"
+    if not (platform / "local.json").exists():
+        raise ValueError(f"bad --rescore: no {platform}/local.json (a --reuse run keeps none)")
+    rows = [rescore_row(r, platform) for r in data["rows"]]
+    meta = {
+        **data["meta"],
+        "command": command,
+        "platform": f"those of the run re-scored (bench/results/{name}-platform/)",
+        "rescored": f"predictions of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+        f"held to the measurements of {data['meta']['date']} (`{data['meta']['command']}`)",
+    }
+    return write_results(rows, meta, f"{name}-rescored")
 
 
 def accuracy(predicted: float | None, measured: float | None) -> float | None:
@@ -275,6 +347,8 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
         f"({meta.get('repeats', 1)} per case, taken round the cases).",
         f"Platform figures: {meta.get('platform', 'catalog/local.json and profiles/')}.",
     ]
+    if "rescored" in meta:
+        lines.append(f"Re-scored, nothing measured: {meta['rescored']}.")
     text = "\n".join(lines) + "\n"
     stem.with_suffix(".md").write_text(text)
     _plot(rows, stem.with_suffix(".png"))
@@ -351,7 +425,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="take catalog/local.json and profiles/ as they are (no calibration or profiling)",
     )
+    parser.add_argument(
+        "--rescore",
+        action="store_true",
+        help="measure nothing: predict an earlier run's rows again with the current model",
+    )
     args = parser.parse_args(argv)
+    command = "python -m bench.predict " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.repeats < 1:
         raise ValueError(f"bad --repeats {args.repeats}: expected a whole number ≥ 1")
     cases = QUICK if args.quick else FIXED + PLANNED
@@ -359,6 +439,9 @@ def main(argv: list[str] | None = None) -> int:
         cases = tuple(c for c in cases if c.workload == args.only)
     workloads = sorted({c.workload for c in cases})
     name = "predict" + ("-quick" if args.quick else "") + (f"-{args.only}" if args.only else "")
+    if args.rescore:
+        print(rescore(name, command))
+        return 0
     if args.reuse:
         load_catalog("local")  # fail in one line before any server starts if not calibrated
         profiles: dict[str, Path | None] = dict.fromkeys(workloads)
@@ -384,8 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         "platform": "catalog/local.json and profiles/ as they were (--reuse)"
         if args.reuse
         else f"calibrated and profiled at the start of this run (bench/results/{name}-platform/)",
-        "command": "python -m bench.predict "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command,
     }
     print(write_results(rows, meta, name))
     return 0

@@ -104,3 +104,47 @@ def test_repeats_go_round_the_cases_with_each_workloads_profile(
     assert names == ["predict-quick"]  # a partial run keeps the full grid's files
     assert [p for _, p in order[:3]] == [paths["digits-mlp"], paths["synthetic-cifar-cnn"],
                                          paths["digits-mlp"]]  # fmt: skip
+
+
+def test_rescore_predicts_the_configuration_that_ran_again_against_its_measurements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--rescore measures nothing: each row's terms are predicted again from the run's own
+    platform figures (its catalog and profile), the measurements stay, and the accuracy is
+    recomputed from the two; the table says it is a re-scoring, and of which run."""
+    import json
+
+    from tests.local_catalog import local_catalog_dict
+
+    monkeypatch.setattr(bp, "RESULTS", tmp_path)
+    platform = tmp_path / "predict-quick-platform"
+    platform.mkdir()
+    (platform / "local.json").write_text(json.dumps(local_catalog_dict()))
+    case = bp.FIXED[0]  # digits-mlp n=1 m=1024, 1500 iterations; the committed profile
+    row = _row(case.label, 0.5, 0.5)
+    row.update(n=case.n, memory_mb=case.memory_mb, ps_count=case.ps_count, iterations=1500)
+    measured_s = 7.0
+    row["terms"]["total"].update(predicted_local_s=999.0, measured_s=measured_s)
+    meta = {"date": "then", "machine": "m", "loadavg": "0 0 0", "cpu_share": "s",
+            "command": "python -m bench.predict --quick"}  # fmt: skip
+    (tmp_path / "predict-quick.json").write_text(json.dumps({"meta": meta, "rows": [row]}))
+    assert bp.main(["--rescore", "--quick"]) == 0
+    out = json.loads((tmp_path / "predict-quick-rescored.json").read_text())
+    (again,) = out["rows"]
+    total = again["terms"]["total"]
+    assert total["measured_s"] == measured_s and total["predicted_local_s"] != 999.0
+    assert 0 < total["predicted_local_s"] < 100
+    expected = 1 - abs(total["predicted_local_s"] - measured_s) / measured_s
+    assert again["accuracy_local"]["total"] == pytest.approx(expected)
+    text = (tmp_path / "predict-quick-rescored.md").read_text()
+    assert "Re-scored, nothing measured" in text and "`python -m bench.predict --quick`" in text
+    # the source run's files are untouched
+    assert json.loads((tmp_path / "predict-quick.json").read_text())["rows"][0] == row
+
+
+def test_rescore_without_the_runs_results_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bp, "RESULTS", tmp_path)
+    with pytest.raises(ValueError, match="bad --rescore: no .*predict-quick.json"):
+        bp.main(["--rescore", "--quick"])

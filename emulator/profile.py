@@ -112,8 +112,9 @@ def child_main(args: argparse.Namespace) -> int:
     warmup_iterations = max(0.0, (sum(first_s) - WARMUP_ITERATIONS * steady_s) / steady_s)
     extra = {}
     if args.ps_endpoint:
-        loop_cpu_s = loop_cpu_per_iteration_s(run, args.ps_endpoint, args.measure_s)
+        loop_cpu_s, loop_s = loop_per_iteration_s(run, args.ps_endpoint, args.measure_s)
         extra["loop_extra_cpu_s"] = max(0.0, loop_cpu_s - step_cpu_s)
+        extra["loop_overhead_s"] = max(0.0, loop_s - steady_s)
     print(
         json.dumps(
             {
@@ -131,8 +132,10 @@ def child_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def loop_cpu_per_iteration_s(run: types.SimpleNamespace, endpoint: str, measure_s: float) -> float:
-    """CPU seconds per iteration of the worker's loop: its step, then the exchange through a
+def loop_per_iteration_s(
+    run: types.SimpleNamespace, endpoint: str, measure_s: float
+) -> tuple[float, float]:
+    """(CPU, wall) seconds per iteration of the worker's loop: its step, then the exchange through a
     real PS shard on loopback (one worker) with the worker's own PSExchange; after
     LOOP_WARMUP_ITERATIONS such iterations, for `measure_s` and at least LOOP_MIN_ITERATIONS.
 
@@ -166,7 +169,7 @@ def loop_cpu_per_iteration_s(run: types.SimpleNamespace, endpoint: str, measure_
         while time.perf_counter() - t0 < measure_s or done < LOOP_MIN_ITERATIONS:
             one(LOOP_WARMUP_ITERATIONS + done)
             done += 1
-        return (time.process_time() - cpu0) / done
+        return (time.process_time() - cpu0) / done, (time.perf_counter() - t0) / done
     finally:
         exchange.close()
 
@@ -355,6 +358,19 @@ def updated_profile(
             "an iteration of the worker's loop (step, push, pull through one PS shard on "
             "loopback) less the back-to-back step's, at each share; used only on shared-core "
             "platforms (the local catalog); " + machine,
+            "date": when,
+            "tag": "measured",
+        }
+    overhead = [p for p in points if "loop_overhead_s" in p]
+    if overhead:
+        out["loop_overhead_s"] = [
+            {"vcpu_share": p["vcpu_share"], "s": round(p["loop_overhead_s"], 6)} for p in overhead
+        ]
+        sources["loop_overhead_s"] = {
+            "method": "measured: python -m emulator.profile (median of the repeats); wall "
+            "seconds an iteration of the same loop takes beyond the back-to-back step, at each "
+            "share; the floor of a PS step on shared-core platforms (the local catalog); "
+            + machine,
             "date": when,
             "tag": "measured",
         }
@@ -587,11 +603,13 @@ def main(argv: list[str] | None = None) -> int:
             point["startup_s"] = statistics.median(r["startup_s"] for r in runs)
             point["loop_extra_cpu_s"] = statistics.median(r["loop_extra_cpu_s"] for r in runs)
             point["warmup_iterations"] = statistics.median(r["warmup_iterations"] for r in runs)
+            point["loop_overhead_s"] = statistics.median(r["loop_overhead_s"] for r in runs)
             print(
                 f"share {share:>5g} vCPU: {point['samples_per_s']:9.1f} samples/s "
                 f"(start-up {point['startup_s']:.2f} s, warm-up "
                 f"{point['warmup_iterations']:.1f} steps, loop +"
-                f"{1000 * point['loop_extra_cpu_s']:.3f} ms CPU an iteration)",
+                f"{1000 * point['loop_extra_cpu_s']:.3f} ms CPU and "
+                f"{1000 * point['loop_overhead_s']:.3f} ms an iteration)",
                 file=sys.stderr,
             )
             points.append(point)

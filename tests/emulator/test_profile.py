@@ -98,9 +98,11 @@ def test_the_measured_peak_resident_set_sets_min_memory(tmp_path: Path) -> None:
 def test_the_loops_extra_cpu_is_written_per_share_with_its_source() -> None:
     raw = json.loads((REPO / "profiles" / "digits-mlp.json").read_text())
     points = [
-        {"vcpu_share": 0.5, "samples_per_s": 900.0, "startup_s": 4.0, "loop_extra_cpu_s": 3e-4},
-        {"vcpu_share": 1.0, "samples_per_s": 1800.0, "startup_s": 4.0, "loop_extra_cpu_s": 2e-4},
-    ]
+        {"vcpu_share": 0.5, "samples_per_s": 900.0, "startup_s": 4.0, "loop_extra_cpu_s": 3e-4,
+         "loop_overhead_s": 9e-4},
+        {"vcpu_share": 1.0, "samples_per_s": 1800.0, "startup_s": 4.0, "loop_extra_cpu_s": 2e-4,
+         "loop_overhead_s": 5e-4},
+    ]  # fmt: skip
     doc = updated_profile(raw, points, 4.0, 900.0, "x86_64", "2026-11-24", "m", cpu_limit="x")
     assert doc["loop_extra_cpu_s"] == [
         {"vcpu_share": 0.5, "cpu_s": 0.0003},
@@ -108,3 +110,9 @@ def test_the_loops_extra_cpu_is_written_per_share_with_its_source() -> None:
     ]
     assert doc["sources"]["loop_extra_cpu_s"]["tag"] == "measured"
     assert profile_from_dict(doc).loop_extra_cpu == ((0.5, 0.0003), (1.0, 0.0002))
+    assert doc["loop_overhead_s"] == [
+        {"vcpu_share": 0.5, "s": 0.0009},
+        {"vcpu_share": 1.0, "s": 0.0005},
+    ]
+    assert doc["sources"]["loop_overhead_s"]["tag"] == "measured"
+    assert profile_from_dict(doc).loop_overhead == ((0.5, 0.0009), (1.0, 0.0005))

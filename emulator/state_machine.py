@@ -12,7 +12,8 @@ Each Task the definition has is dispatched to its local counterpart:
   share and the emulated invocation limit (emulator.orchestrator.WorkerPool). The Map runs
   the n workers at once, each in its own thread, and the definition's Choice decides whether a
   worker is done, fails for making no progress or past its link cap, or is invoked again.
-The definition's Retry intervals are scaled like the invocation limit (limit / 900 s). The run
+The definition's Retry intervals are scaled like the invocation limit (limit / 900 s), and so
+is its bound on a worker's links (orchestrator.links_bound_for_limit). The run
 timeout is the emulator's (the definition's is sized for 900 s links), and so are the names of
 the buckets; the events are the definition's otherwise, plus the emulator's two rules
 (`safety_margin_s`, `iterations_per_invocation`).

@@ -369,8 +369,8 @@ def updated_profile(
         sources["loop_overhead_s"] = {
             "method": "measured: python -m emulator.profile (median of the repeats); wall "
             "seconds an iteration of the same loop takes beyond the back-to-back step, at each "
-            "share; the floor of a PS step on shared-core platforms (the local catalog); "
-            + machine,
+            "share; recorded beside the run, not used by the model (as a floor of the local "
+            "step it made bench/predict worse: README, Predictions for this machine); " + machine,
             "date": when,
             "tag": "measured",
         }

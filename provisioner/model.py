@@ -230,21 +230,6 @@ def loop_extra_cpu_s(
     return falling_in_share(points, share, total_vcpu)
 
 
-def loop_overhead_s(
-    points: tuple[tuple[float, float], ...], share: Arr, total_vcpu: float | None
-) -> Arr:
-    """Extension: wall seconds an iteration of the worker's loop takes beyond its back-to-back
-    step at the worker's share, as the profile measured one worker through a loopback PS
-    (interpolated, non-increasing in the share like loop_extra_cpu_s; 0 on AWS or unmeasured).
-
-    The step b_l/R(s) + this is the floor of a PS step on shared cores: the loop itself, timed,
-    holds everything the terms miss at n = 1 (the quota's period against a step the exchange
-    interrupts, the scheduler's wake-ups). Measured on 2 cores, digits MLP at 0.58 vCPU: the
-    loop took 2.67 ms an iteration, the emulator's run 2.57 ms, cfs_step_s with the exchange
-    under the quota 2.20 ms."""
-    return falling_in_share(points, share, total_vcpu)
-
-
 def falling_in_share(
     points: tuple[tuple[float, float], ...], share: Arr, total_vcpu: float | None
 ) -> Arr:
@@ -797,16 +782,10 @@ def timeline(
     )
     cpu_base = np.maximum(cpu_share * comm_base, loop_cpu)
     cpu_burst = np.maximum(cpu_share * comm_burst, loop_cpu)
-    # ... and never faster than the loop the profile timed at this share (PS exchanges only)
-    floor = throttled + np.where(
-        nt.s3, 0.0, loop_overhead_s(profile.loop_overhead, share, catalog.total_vcpu)
-    )
-    step_base = np.maximum(
-        cfs_step_s(*exchange_under_quota(core, throttled, exch_base, cpu_base), period), floor
-    )
+    step_base = cfs_step_s(*exchange_under_quota(core, throttled, exch_base, cpu_base), period)
     burst_parts = exchange_under_quota(core, throttled, exch_burst, cpu_burst)
     # never slower than the baseline step (the quota refund shrinks with a shorter exchange)
-    step_burst = np.minimum(np.maximum(cfs_step_s(*burst_parts, period), floor), step_base)
+    step_burst = np.minimum(cfs_step_s(*burst_parts, period), step_base)
     k_burst = nt.burst_iterations
     step = two_rate_mean(nt.iterations, k_burst, step_burst, step_base)
     exchange = two_rate_mean(nt.iterations, k_burst, exch_burst, exch_base)

@@ -79,9 +79,6 @@ class WorkloadProfile:
     # back-to-back step (the exchange's own CPU and what interleaving it costs the step), as
     # (vCPU share, seconds) points measured through a loopback PS; () = not measured.
     loop_extra_cpu: tuple[tuple[float, float], ...] = ()
-    # Shared cores only: wall seconds an iteration of that loop takes beyond the back-to-back
-    # step (exchange, quota and scheduling), (vCPU share, seconds) points; () = not measured.
-    loop_overhead: tuple[tuple[float, float], ...] = ()
     provisional: bool = False
     sources: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     model_digest: str = ""  # sha256 of the model file when profiled ("" = not recorded)
@@ -190,7 +187,7 @@ def _rate(arch: str, data: Any) -> RateCurve:
 
 def _share_points(data: dict[str, Any], name: str, value: str) -> tuple[tuple[float, float], ...]:
     """Field `name`: [{"vcpu_share": s, value: seconds}, ...] → (share, seconds) sorted by share
-    (loop_extra_cpu_s with "cpu_s", loop_overhead_s with "s")."""
+    (loop_extra_cpu_s: "cpu_s")."""
     raw = data.get(name, [])
     if not isinstance(raw, list) or not all(isinstance(p, dict) for p in raw):
         raise ValueError(f"profile field '{name}': expected a list of {{'vcpu_share', '{value}'}}")
@@ -246,7 +243,6 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
             _num(data, "parallel_processes", integer=True) if "parallel_processes" in data else 1
         ),
         loop_extra_cpu=_share_points(data, "loop_extra_cpu_s", "cpu_s"),
-        loop_overhead=_share_points(data, "loop_overhead_s", "s"),
         provisional=bool(data.get("provisional", False)),
         sources=tuple(sorted((str(k), json.dumps(v, sort_keys=True)) for k, v in sources.items())),
         model_digest=str(data.get("model_digest", "")),

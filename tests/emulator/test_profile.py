@@ -115,4 +115,3 @@ def test_the_loops_extra_cpu_is_written_per_share_with_its_source() -> None:
         {"vcpu_share": 1.0, "s": 0.0005},
     ]
     assert doc["sources"]["loop_overhead_s"]["tag"] == "measured"
-    assert profile_from_dict(doc).loop_overhead == ((0.5, 0.0009), (1.0, 0.0005))

@@ -179,14 +179,3 @@ def test_the_loops_extra_cpu_is_read_sorted_by_share() -> None:
     profile = profile_from_dict(profile_dict(loop_extra_cpu_s=points))
     assert profile.loop_extra_cpu == ((0.25, 0.0003), (1.0, 0.0002))
     assert profile_from_dict(profile_dict()).loop_extra_cpu == ()  # not measured: none
-
-
-def test_the_loops_overhead_is_read_sorted_by_share_and_checked_like_the_cpu() -> None:
-    points = [{"vcpu_share": 1.0, "s": 0.0005}, {"vcpu_share": 0.25, "s": 0.0009}]
-    profile = profile_from_dict(profile_dict(loop_overhead_s=points))
-    assert profile.loop_overhead == ((0.25, 0.0009), (1.0, 0.0005))
-    assert profile_from_dict(profile_dict()).loop_overhead == ()
-    with pytest.raises(ValueError, match="^profile field 's': -1 is not a non-negative number$"):
-        profile_from_dict(profile_dict(loop_overhead_s=[{"vcpu_share": 1.0, "s": -1}]))
-    with pytest.raises(ValueError, match="'loop_overhead_s': expected a list of"):
-        profile_from_dict(profile_dict(loop_overhead_s={"vcpu_share": 1.0}))

@@ -358,38 +358,6 @@ def test_the_loops_extra_cpu_slows_a_throttled_step_on_the_local_platform_only()
     assert float(a.iteration_s[0]) == float(b.iteration_s[0])
 
 
-def test_the_loop_the_profile_timed_is_the_floor_of_a_local_ps_step() -> None:
-    """On shared cores a PS step is never shorter than the profile's loop at that share (its
-    back-to-back step plus the measured overhead), whatever the terms say; a floor below the
-    terms changes nothing; AWS and S3 cells ignore it."""
-    from tests.local_catalog import local_catalog
-
-    base = make_profile()
-    choice = Choice(1, 590, "x86_64", "loopback", 1)
-    catalog = dataclasses.replace(local_catalog(), total_vcpu=1.5)
-
-    def step_s(overhead_s: float) -> float:
-        cells = predict(
-            dataclasses.replace(base, loop_overhead=((0.25, overhead_s), (1.0, overhead_s))),
-            catalog, choice,
-        )  # fmt: skip
-        return float(cells.compute_per_iteration_s[0] + cells.communication_per_iteration_s[0]
-                     + cells.aggregation_per_iteration_s[0])  # fmt: skip
-
-    plain = predict(base, catalog, choice)
-    terms_s = step_s(0.0)
-    # an overhead of the whole step is above the terms: the floor binds, one for one
-    assert step_s(terms_s) > terms_s
-    assert step_s(2 * terms_s) - step_s(terms_s) == pytest.approx(terms_s)
-    low = predict(dataclasses.replace(base, loop_overhead=((0.25, 0.0),)), catalog, choice)
-    assert float(low.iteration_s[0]) == pytest.approx(float(plain.iteration_s[0]))
-    aws = dataclasses.replace(catalog, total_vcpu=None, init_cores=None)
-    with_floor = dataclasses.replace(base, loop_overhead=((0.25, 1.0),))
-    assert float(predict(with_floor, aws, choice).iteration_s[0]) == float(
-        predict(base, aws, choice).iteration_s[0]
-    )
-
-
 def test_a_measured_loop_figure_keeps_more_memory_never_slower() -> None:
     """A loop figure that rises with the share (noise, or two torch threads' extra work) must
     not make more memory slower: the step stays non-increasing in memory, as the exact search
@@ -401,7 +369,6 @@ def test_a_measured_loop_figure_keeps_more_memory_never_slower() -> None:
     profile = dataclasses.replace(
         load_profile("digits-mlp"),
         loop_extra_cpu=((0.25, 0.0), (1.5, 0.01)),
-        loop_overhead=((0.25, 0.0), (1.5, 0.02)),
     )
     catalog = dataclasses.replace(local_catalog(), total_vcpu=1.5, max_vcpu=1.5)
     steps = [

@@ -299,7 +299,30 @@ def summary_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
             }
     planned = [r for r in rows if r["planned"]]
     out["deadlines_met"] = f"{sum(bool(r['met_deadline']) for r in planned)}/{len(planned)}"
+    repeat = repeatability(rows)
+    if repeat is not None:
+        out["repeatability"] = repeat
     return out
+
+
+def repeatability(rows: list[dict[str, Any]]) -> dict[str, float] | None:
+    """How well each case's median total predicts that case's other runs (mean and worst
+    accuracy, and the mean max/min spread): the ceiling a model's accuracy can be read against
+    on this machine. A model exact to the median scores no better on a single run, and the
+    median of three runs is itself that far from a case's typical run. None with one run each.
+    """
+    scores, spreads = [], []
+    for r in rows:
+        totals = [t for t in r.get("measured_totals_s", []) if t]
+        if len(totals) < 2:
+            continue
+        middle = statistics.median(totals)
+        scores += [1.0 - abs(middle - t) / t for t in totals if t != middle]
+        spreads.append(max(totals) / min(totals))
+    if not scores:
+        return None
+    return {"mean": statistics.fmean(scores), "worst": min(scores),
+            "spread": statistics.fmean(spreads)}  # fmt: skip
 
 
 def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = "predict") -> str:
@@ -337,6 +360,15 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
         if term in summary:
             s = summary[term]
             lines.append(f"| {term} | {s['mean']:.3f} | {s['worst']:.3f} | {s['rows']} |")
+    if "repeatability" in summary:
+        rep = summary["repeatability"]
+        lines += [
+            "",
+            f"Repeatability (the noise the accuracy is read against): each case's median total "
+            f"as a prediction of its own other runs scores mean {rep['mean']:.3f}, worst "
+            f"{rep['worst']:.3f}; a case's slowest run took {rep['spread']:.2f}× its fastest "
+            "on average.",
+        ]
     lines += [
         "",
         "Deadlines met by plans the planner chose on the local catalog: "

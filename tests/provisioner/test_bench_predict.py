@@ -148,3 +148,17 @@ def test_rescore_without_the_runs_results_is_one_line(
     monkeypatch.setattr(bp, "RESULTS", tmp_path)
     with pytest.raises(ValueError, match="bad --rescore: no .*predict-quick.json"):
         bp.main(["--rescore", "--quick"])
+
+
+def test_repeatability_is_how_well_a_cases_median_predicts_its_other_runs() -> None:
+    """The noise the model is read against: runs of 10, 12 and 15 s have median 12, which
+    scores 1 − 2/10 and 1 − 3/15 on the other two; a case run once says nothing."""
+    a = _row("a", 0.9, 0.9)
+    a["measured_totals_s"] = [10.0, 12.0, 15.0]
+    once = _row("b", 0.9, 0.9)
+    once["measured_totals_s"] = [5.0]
+    got = bp.repeatability([a, once])
+    assert got == pytest.approx({"mean": 0.8, "worst": 0.8, "spread": 1.5})
+    assert bp.repeatability([once]) is None
+    summary = bp.summary_of([a, once])
+    assert summary["repeatability"] == pytest.approx(got)

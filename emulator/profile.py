@@ -348,32 +348,27 @@ def updated_profile(
             "date": when,
             "tag": "measured",
         }
-    loop = [p for p in points if "loop_extra_cpu_s" in p]
-    if loop:
-        out["loop_extra_cpu_s"] = [
-            {"vcpu_share": p["vcpu_share"], "cpu_s": round(p["loop_extra_cpu_s"], 6)} for p in loop
-        ]
-        sources["loop_extra_cpu_s"] = {
-            "method": "measured: python -m emulator.profile (median of the repeats); CPU seconds "
-            "an iteration of the worker's loop (step, push, pull through one PS shard on "
-            "loopback) less the back-to-back step's, at each share; used only on shared-core "
-            "platforms (the local catalog); " + machine,
-            "date": when,
-            "tag": "measured",
-        }
-    overhead = [p for p in points if "loop_overhead_s" in p]
-    if overhead:
-        out["loop_overhead_s"] = [
-            {"vcpu_share": p["vcpu_share"], "s": round(p["loop_overhead_s"], 6)} for p in overhead
-        ]
-        sources["loop_overhead_s"] = {
-            "method": "measured: python -m emulator.profile (median of the repeats); wall "
-            "seconds an iteration of the same loop takes beyond the back-to-back step, at each "
-            "share; recorded beside the run, not used by the model (as a floor of the local "
-            "step it made bench/predict worse: README, Predictions for this machine); " + machine,
-            "date": when,
-            "tag": "measured",
-        }
+    loop_figures = (
+        ("loop_extra_cpu_s", "cpu_s", "CPU seconds an iteration of the worker's loop (step, "
+         "push, pull through one PS shard on loopback) less the back-to-back step's, at each "
+         "share; used only on shared-core platforms (the local catalog); "),
+        ("loop_overhead_s", "s", "wall seconds an iteration of the same loop takes beyond the "
+         "back-to-back step, at each share; recorded beside the run, not used by the model (as "
+         "a floor of the local step it made bench/predict worse: README, Predictions for this "
+         "machine); "),
+    )  # fmt: skip
+    for name, unit, method in loop_figures:
+        measured_at = [p for p in points if name in p]
+        if measured_at:
+            out[name] = [
+                {"vcpu_share": p["vcpu_share"], unit: round(p[name], 6)} for p in measured_at
+            ]
+            sources[name] = {
+                "method": "measured: python -m emulator.profile (median of the repeats); "
+                + f"{method}{machine}",
+                "date": when,
+                "tag": "measured",
+            }
     if warmup_iterations is not None:
         out["warmup_iterations"] = round(warmup_iterations, 2)
         sources["warmup_iterations"] = {

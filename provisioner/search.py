@@ -214,7 +214,10 @@ class _Blocks:
             observe(ends)
             if size == 1:
                 break
-            bound = ends.total_usd - ends.lambda_usd + ends.lambda_usd / memory[b] * memory[a]
+            # An infeasible block end costs inf, and inf − inf reads nan, which no may_win
+            # accepts: the block goes, rightly (a slower, lower memory is no more feasible).
+            with np.errstate(invalid="ignore"):
+                bound = ends.total_usd - ends.lambda_usd + ends.lambda_usd / memory[b] * memory[a]
             live = np.nonzero(may_win(bound, ends) & (a < b))[0]  # a block's end is done
             sel, a, b = sel[live], a[live], b[live] - 1
         return pools

@@ -54,6 +54,7 @@ from emulator.calibrate import machine_name
 from emulator.orchestrator import Options, run
 from emulator.s3server import weed_server
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
+from provisioner.catalog import Catalog
 from provisioner.planner import RunRules, build_plan, predict_run
 from provisioner.space import Choice
 
@@ -192,7 +193,7 @@ def case_of(row: dict[str, Any]) -> Case:
     raise ValueError(f"bad results row {row['case']!r}: not a case of this benchmark")
 
 
-def rescore_row(row: dict[str, Any], platform: Path) -> dict[str, Any]:
+def rescore_row(row: dict[str, Any], platform: Path, catalog: Catalog) -> dict[str, Any]:
     """The row with every term predicted again by the current model: the configuration that
     ran (a planned row's too: its plan is not chosen again) under the rules it ran by, on the
     catalog and profile the run measured (`platform`), against the row's measurements."""
@@ -200,7 +201,6 @@ def rescore_row(row: dict[str, Any], platform: Path) -> dict[str, Any]:
     from emulator.report import PREDICTED_FIELDS
 
     case = case_of(row)
-    catalog = load_catalog(str(platform / "local.json"))
     profile_path = platform / f"{row['workload']}.json"
     profile = load_profile(str(profile_path) if profile_path.exists() else row["workload"])
     rules = RunRules(
@@ -215,15 +215,7 @@ def rescore_row(row: dict[str, Any], platform: Path) -> dict[str, Any]:
         t: {**v, "predicted_local_s": float(getattr(plan.prediction, PREDICTED_FIELDS[t]))}
         for t, v in row["terms"].items()
     }
-    return {
-        **row,
-        "terms": terms,
-        "accuracy_local": {
-            t: a
-            for t, v in terms.items()
-            if (a := accuracy(v["predicted_local_s"], v["measured_s"])) is not None
-        },
-    }
+    return {**row, "terms": terms, "accuracy_local": accuracies(terms)}
 
 
 def rescore(name: str, command: str) -> str:
@@ -235,7 +227,8 @@ def rescore(name: str, command: str) -> str:
     platform = RESULTS / f"{name}-platform"
     if not (platform / "local.json").exists():
         raise ValueError(f"bad --rescore: no {platform}/local.json (a --reuse run keeps none)")
-    rows = [rescore_row(r, platform) for r in data["rows"]]
+    catalog = load_catalog(str(platform / "local.json"))
+    rows = [rescore_row(r, platform, catalog) for r in data["rows"]]
     meta = {
         **data["meta"],
         "command": command,
@@ -253,6 +246,15 @@ def accuracy(predicted: float | None, measured: float | None) -> float | None:
     return 1.0 - abs(predicted - measured) / measured
 
 
+def accuracies(terms: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Each term's accuracy, where it has both a local prediction and a measurement."""
+    return {
+        t: a
+        for t, v in terms.items()
+        if (a := accuracy(v["predicted_local_s"], v["measured_s"])) is not None
+    }
+
+
 def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One row from repeated runs of a case: each term's measured median, accuracies against
     it, every run's total, and the deadline met only if every run met it.
@@ -267,11 +269,7 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
         measured = [m for m in measured if m is not None]
         terms[term] = {**first, "measured_s": statistics.median(measured) if measured else None}
     row["terms"] = terms
-    row["accuracy_local"] = {
-        t: a
-        for t, v in terms.items()
-        if (a := accuracy(v["predicted_local_s"], v["measured_s"])) is not None
-    }
+    row["accuracy_local"] = accuracies(terms)
     row["measured_totals_s"] = [r["terms"]["total"]["measured_s"] for r in runs]
     met = [r["met_deadline"] for r in runs]
     row["met_deadline"] = None if met[0] is None else all(met)

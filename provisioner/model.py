@@ -227,15 +227,6 @@ def loop_extra_cpu_s(
     It is the exchange's own CPU and what interleaving the exchange costs the step: on 2 cores
     the digits MLP's loop took 0.20-0.26 ms of CPU an iteration beyond its step, where the
     catalog's exchange CPU share makes 0.13 ms of it."""
-    return falling_in_share(points, share, total_vcpu)
-
-
-def falling_in_share(
-    points: tuple[tuple[float, float], ...], share: Arr, total_vcpu: float | None
-) -> Arr:
-    """Points (share, seconds) read at `share`: made non-increasing in the share (a running
-    minimum), linear in between, flat beyond the ends; 0 where there are none or every function
-    has its own cores (total_vcpu None: the profile's loop ran on shared ones)."""
     s = np.asarray(share, dtype=np.float64)
     if total_vcpu is None or not points:
         return np.zeros(np.shape(s))

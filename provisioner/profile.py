@@ -185,15 +185,16 @@ def _rate(arch: str, data: Any) -> RateCurve:
     return RateCurve(arch=arch, vcpu_shares=xs, samples_per_s=rates)
 
 
-def _share_points(data: dict[str, Any], name: str, value: str) -> tuple[tuple[float, float], ...]:
-    """Field `name`: [{"vcpu_share": s, value: seconds}, ...] → (share, seconds) sorted by share
-    (loop_extra_cpu_s: "cpu_s")."""
-    raw = data.get(name, [])
+def _loop_extra_cpu(data: dict[str, Any]) -> tuple[tuple[float, float], ...]:
+    """`loop_extra_cpu_s`: [{"vcpu_share": s, "cpu_s": seconds}, ...], sorted by share."""
+    raw = data.get("loop_extra_cpu_s", [])
     if not isinstance(raw, list) or not all(isinstance(p, dict) for p in raw):
-        raise ValueError(f"profile field '{name}': expected a list of {{'vcpu_share', '{value}'}}")
-    points = sorted((_num(p, "vcpu_share"), _num(p, value, positive=False)) for p in raw)
+        raise ValueError(
+            "profile field 'loop_extra_cpu_s': expected a list of {'vcpu_share', 'cpu_s'}"
+        )
+    points = sorted((_num(p, "vcpu_share"), _num(p, "cpu_s", positive=False)) for p in raw)
     if len({s for s, _ in points}) != len(points):
-        raise ValueError(f"profile field '{name}': duplicate vcpu_share")
+        raise ValueError("profile field 'loop_extra_cpu_s': duplicate vcpu_share")
     return tuple(points)
 
 
@@ -242,7 +243,7 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         parallel_processes=(
             _num(data, "parallel_processes", integer=True) if "parallel_processes" in data else 1
         ),
-        loop_extra_cpu=_share_points(data, "loop_extra_cpu_s", "cpu_s"),
+        loop_extra_cpu=_loop_extra_cpu(data),
         provisional=bool(data.get("provisional", False)),
         sources=tuple(sorted((str(k), json.dumps(v, sort_keys=True)) for k, v in sources.items())),
         model_digest=str(data.get("model_digest", "")),

@@ -17,12 +17,16 @@ Each refitted profile figure gets a `sources` entry tagged "calibrated" naming t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner.profile import profile_from_dict
+from provisioner.catalog import Catalog
+from provisioner.planner import predict
+from provisioner.profile import RateCurve, WorkloadProfile, profile_from_dict
+from provisioner.space import Choice
 
 LAMBDA_MB_PER_VCPU = 1769.0  # Lambda: 1,769 MB of memory buys one vCPU of CPU time
 REPLACE_WITHIN = 0.10  # a point this close (relative share) is the same point, measured again
@@ -303,3 +307,44 @@ def calibrate(
         facts, int(profile["model_bytes"]), rtt_s, run, date
     )
     return Calibration(doc, override, (rate_line, startup_line, bandwidth_line))
+
+
+def _total_s(profile: WorkloadProfile, catalog: Catalog, choice: Choice, alpha1: float) -> float:
+    """The model's total at `choice` with R = α1·m (β1 = 0) for the choice's architecture."""
+    curve = RateCurve(arch=choice.arch, alpha1_samples_s_per_mb=alpha1, beta1_samples_s=0.0)
+    rates = tuple(r for r in profile.rates if r.arch != choice.arch) + (curve,)
+    cells = predict(dataclasses.replace(profile, rates=rates), catalog, choice)
+    return float(cells.total_s.ravel()[0])
+
+
+def alpha1_for_total(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    choice: Choice,
+    measured_total_s: float,
+    rel_tolerance: float = 1e-6,
+) -> float:
+    """α1 (samples/s per MB, β1 = 0) with which this model predicts `measured_total_s` at `choice`.
+
+    For a run whose only published figure is its total (a paper's table): the rate is fitted with
+    the model that will use it, so the terms the model counts itself (start-up, PS aggregation,
+    checkpoints, communication) are taken out of the measurement once, not left inside R and then
+    added again. The total falls as α1 grows (compute is the only term that depends on it), so a
+    bisection on log α1 finds it. The total steps where a whole iteration more or less fits
+    between checkpoints, so the result is the slowest rate whose total does not exceed the
+    measurement (within one such step of it).
+    """
+    low, high = 1e-9, 1e3
+    floor_s = _total_s(profile, catalog, choice, high)  # compute ≈ 0: the other terms alone
+    if not math.isfinite(measured_total_s) or measured_total_s <= floor_s:
+        raise ValueError(
+            f"measured total {measured_total_s:g} s is not above what the model's other terms "
+            f"take at {choice} ({floor_s:.2f} s): no training rate reproduces it"
+        )
+    while high / low > 1 + rel_tolerance:
+        mid = math.sqrt(low * high)
+        if _total_s(profile, catalog, choice, mid) > measured_total_s:
+            low = mid
+        else:
+            high = mid
+    return high

@@ -8,6 +8,7 @@ the PS update: 8 s to move 2 × 4 MB × 100 iterations = 100 MB/s.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import errno
 import json
 import subprocess
@@ -17,10 +18,13 @@ from typing import Any
 
 import pytest
 
-from provisioner.calibrate import calibrate
-from provisioner.catalog import CATALOG_DIR, catalog_from_dict
+from provisioner.calibrate import alpha1_for_total, calibrate
+from provisioner.catalog import CATALOG_DIR, catalog_from_dict, load_catalog
 from provisioner.cli import run
-from provisioner.profile import load_profile, profile_from_dict
+from provisioner.plan import Goal
+from provisioner.planner import build_plan
+from provisioner.profile import RateCurve, load_profile, profile_from_dict
+from provisioner.space import Choice, Limits
 from tests.provisioner.conftest import profile_dict, run_report_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -245,3 +249,29 @@ def test_cli_full_disk_keeps_the_old_profile(
     )
     assert workload.read_bytes() == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "workload.json"]
+
+
+def test_a_total_only_run_refits_alpha1_so_the_model_gives_that_total_back() -> None:
+    """A run known by its total alone (a paper's table): α1 with which this model predicts it."""
+    profile = load_profile("paper-cifar10-resnet50")
+    catalog = load_catalog("lambda-2020")
+    choice = Choice(4, 2048, "x86_64", "m5.large", 1)
+    at_fit = build_plan(profile, catalog, choice, Goal(deadline_s=None), Limits(), job="fit")
+    for slower in (1.3, 2.0):  # a measured total the committed rate is too fast for
+        measured_s = at_fit.prediction.total_s * slower
+        alpha1 = alpha1_for_total(profile, catalog, choice, measured_s)
+        assert 0.0 < alpha1 < float(profile.rate("x86_64").alpha1_samples_s_per_mb or 0.0)
+        refit = dataclasses.replace(
+            profile,
+            rates=(RateCurve(arch="x86_64", alpha1_samples_s_per_mb=alpha1, beta1_samples_s=0.0),),
+        )
+        again = build_plan(refit, catalog, choice, Goal(deadline_s=None), Limits(), job="fit")
+        # At or just under the measurement: the total steps by whole checkpoint intervals.
+        assert measured_s * 0.995 <= again.prediction.total_s <= measured_s
+
+
+def test_a_total_the_other_terms_already_exceed_has_no_rate() -> None:
+    profile = load_profile("paper-cifar10-resnet50")
+    choice = Choice(8, 2560, "x86_64", "m5.large", 1)
+    with pytest.raises(ValueError, match=r"measured total 200 s is not above .* other terms"):
+        alpha1_for_total(profile, load_catalog("lambda-2020"), choice, 200.0)

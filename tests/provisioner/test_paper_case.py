@@ -2,7 +2,10 @@
 
 λDNN (Xu et al., IEEE TC 71(2), 2022), Table 3: ResNet-50 on CIFAR-10, 1 epoch, 8 functions,
 one m5.large PS, deadline 600 s; λDNN measured 573.34 s with 8 × 2,560 MB. The profile
-`paper-cifar10-resnet50` holds the workload (its `sources` say which figures are estimates).
+`paper-cifar10-resnet50` holds the workload (its `sources` say which figures are estimates); its
+training rate is fitted to Table 3 with this model (`alpha1_for_total`), so at λDNN's own
+configuration the model predicts λDNN's measured time by construction. What is not by
+construction is the plan: the configuration the exact search chooses for 600 s and its cost.
 
 The cost compared is like for like: λDNN's Eq. 10 (Lambda GB-s) plus the PS instance for the run,
 as λDNN's Predictor.py adds it; our plan's other items (requests, Step Functions, S3, VPC
@@ -18,6 +21,7 @@ import dataclasses
 
 import pytest
 
+from provisioner.calibrate import alpha1_for_total
 from provisioner.catalog import Catalog, load_catalog
 from provisioner.plan import Goal, Plan
 from provisioner.planner import build_plan, plan_job
@@ -53,17 +57,11 @@ def _line(what: str, plan: Plan) -> str:
     )
 
 
-def test_table3_case_is_feasible_on_burst_credits_and_not_on_the_baseline(
+def test_table3_case_plans_at_or_below_lambda_dnn_cost_on_burst_credits_only(
     case: tuple[WorkloadProfile, Catalog],
 ) -> None:
-    """A 10-minute job on a fresh m5.large runs on its network I/O credits: feasible for 600 s.
-
-    On the 0.75 Gbit/s baseline alone (the model before burst credits) the same case cannot
-    meet the deadline. The cost is printed next to λDNN's, not asserted below it: our model adds
-    terms λDNN's lacks (the PS sums the n gradients after they arrive, 0.6 s an iteration here;
-    periodic checkpoints; start-up), so at λDNN's own configuration it predicts 641.65 s, not
-    573.34 s, and the cheapest plan meeting 600 s needs more memory (README, "λDNN's setting").
-    """
+    """A 10-minute job on a fresh m5.large runs on its network I/O credits: feasible for 600 s,
+    at or below the cost of λDNN's own choice; on the 0.75 Gbit/s baseline alone it is not."""
     profile, catalog = case
     paper = (
         f"λDNN Table 3: {PAPER_N} × {PAPER_MEMORY_MB} MB, {PAPER_PS} × 1, measured "
@@ -86,7 +84,7 @@ def test_table3_case_is_feasible_on_burst_credits_and_not_on_the_baseline(
     plan = result.plan
     print(_line("ours, planned for 600 s", plan))
     assert plan.prediction.total_s <= DEADLINE_S
-    assert plan.ps_type == PAPER_PS and plan.n_workers == PAPER_N
+    assert _compared_usd(plan) <= paper_usd(catalog)
     no_burst = dataclasses.replace(
         catalog, ps_types=tuple(dataclasses.replace(p, burst_s=0.0) for p in catalog.ps_types)
     )
@@ -94,21 +92,19 @@ def test_table3_case_is_feasible_on_burst_credits_and_not_on_the_baseline(
         plan_job(profile, no_burst, Goal(deadline_s=DEADLINE_S), Limits(), "paper")
 
 
-def test_profile_rate_reproduces_table3_under_lambda_dnn_model(
+def test_profile_rate_is_fitted_to_table3_with_this_model(
     case: tuple[WorkloadProfile, Catalog],
 ) -> None:
-    """The profile's R is back-solved from Table 3 with λDNN's own model (Eq. 1, the B_p and B_s
-    its Predictor.py sets, its k count): fed back, that model gives the measured 573.34 s."""
-    profile, _ = case
+    """The committed α1 is what `alpha1_for_total` gives for Table 3 (so it can be refitted, not
+    only trusted), and fed back, the model predicts λDNN's 573.34 s at λDNN's configuration.
+
+    Within 0.2%: the model's total steps where one iteration more or less fits between two
+    checkpoints (~0.85 s here), and the fit is the slowest rate on the lower side of that step."""
+    profile, catalog = case
     curve = profile.rate("x86_64")
-    assert curve is not None and curve.is_linear
-    rate = float(curve.alpha1_samples_s_per_mb or 0.0) * PAPER_MEMORY_MB + float(
-        curve.beta1_samples_s or 0.0
-    )
-    s3_mb_s = 0.002228 * min(PAPER_MEMORY_MB, 1792) + 16.12  # λDNN Predictor.py, B_f_s
-    ps_mb_s = 80.0  # λDNN Predictor.py, B_f_p for n ≤ 16
-    b_l = profile.profiled_local_batch
-    k = (profile.dataset_samples // PAPER_N) // b_l * profile.epochs
-    load_s = profile.dataset_bytes / 1e6 / (PAPER_N * s3_mb_s)
-    total_s = load_s + k * (b_l / rate + 2 * profile.model_bytes / 1e6 / ps_mb_s)
-    assert total_s == pytest.approx(PAPER_MEASURED_S, rel=1e-3)
+    assert curve is not None and curve.is_linear and curve.beta1_samples_s == 0.0
+    choice = Choice(PAPER_N, PAPER_MEMORY_MB, "x86_64", PAPER_PS, 1)
+    fitted = alpha1_for_total(profile, catalog, choice, PAPER_MEASURED_S)
+    assert curve.alpha1_samples_s_per_mb == pytest.approx(fitted, rel=1e-6)
+    at_paper = build_plan(profile, catalog, choice, Goal(deadline_s=None), Limits(), job="paper")
+    assert at_paper.prediction.total_s == pytest.approx(PAPER_MEASURED_S, rel=2e-3)

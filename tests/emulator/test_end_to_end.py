@@ -27,7 +27,12 @@ from emulator.procs import pid_alive
 from emulator.s3server import S3Endpoint
 from provisioner.plan import Plan
 from tests.emulator.fake_handlers import CRASH_POINTS
-from tests.emulator.plans import planned_digits, planned_digits_s3, with_iterations
+from tests.emulator.plans import (
+    machine_cpu_scale,
+    planned_digits,
+    planned_digits_s3,
+    with_iterations,
+)
 
 ITERATIONS = 4000
 PER_INVOCATION = 1500  # every worker re-invokes at 1500 and 3000: three links, at any speed
@@ -118,6 +123,7 @@ def test_a_planned_s3_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpo
             iterations_per_invocation=S3_PER_INVOCATION,
             out_dir=tmp_path,
             quiet=True,
+            cpu_scale=machine_cpu_scale(plan),
         ),
         endpoint=s3_endpoint,
     )
@@ -158,6 +164,7 @@ def run_killing_rank_0(
             out_dir=tmp_path / "run",
             quiet=True,
             worker_handler="tests.emulator.fake_handlers:crash_at",
+            cpu_scale=machine_cpu_scale(plan),
         ),
         endpoint=endpoint,
     )
@@ -266,6 +273,7 @@ def test_a_ps_shard_killed_mid_run_is_restarted_and_training_completes(
         out_dir=tmp_path,
         quiet=True,
         worker_handler="tests.emulator.fake_handlers:after_marker",
+        cpu_scale=machine_cpu_scale(plan),
     )
     record = run(plan, options, endpoint=s3_endpoint)
     chaos.join(5)

@@ -33,7 +33,7 @@ from functions.runs import run_checkpoint_prefix
 from provisioner.plan import Plan
 from stacks.events import checkpoint_prefix
 from tests.emulator.leftovers import processes_with_env, survivors
-from tests.emulator.plans import planned_digits, with_iterations
+from tests.emulator.plans import machine_cpu_scale, planned_digits, with_iterations
 
 REPO = Path(__file__).resolve().parents[2]
 GATE_ITERATION = 99  # rank 0 waits before computing it; its push completes iteration 100
@@ -50,9 +50,10 @@ def _plan(job: str, iterations: int) -> Plan:
 SECRET = "fault-test-secret"
 
 
-def _gated_options(out_dir: Path) -> Options:
+def _gated_options(out_dir: Path, plan: Plan) -> Options:
     return Options(
         invocation_limit_s=60.0,
+        cpu_scale=machine_cpu_scale(plan),
         out_dir=out_dir,
         quiet=True,
         worker_handler="tests.emulator.fake_handlers:gated",
@@ -118,7 +119,7 @@ def test_s3_paused_mid_run_is_waited_out_and_training_completes(
                 os.killpg(endpoint.pid, signal.SIGCONT)
 
         chaos = _open_gate_after(tmp_path / "gate", pause_until_a_request_waits)
-        record = run(plan, _gated_options(tmp_path / "run"), endpoint=endpoint)
+        record = run(plan, _gated_options(tmp_path / "run", plan), endpoint=endpoint)
         chaos.join(WAIT_S)
     assert request_held, "no S3 request met the paused server"
     report = json.loads((tmp_path / "run" / "report.json").read_text())
@@ -148,7 +149,7 @@ def test_s3_killed_mid_run_fails_the_run_naming_s3_and_keeps_the_last_checkpoint
 
         chaos = _open_gate_after(tmp_path / "gate", kill_s3)
         with pytest.raises(EmulatorError) as failed:
-            run(plan, _gated_options(tmp_path / "run"), endpoint=endpoint)
+            run(plan, _gated_options(tmp_path / "run", plan), endpoint=endpoint)
         chaos.join(WAIT_S)
     dead_url = endpoint.url
     assert f"S3 endpoint unreachable: {dead_url}: [Errno 111] Connection refused" in str(
@@ -201,7 +202,8 @@ def test_interrupting_the_emulator_writes_the_report_and_leaves_nothing(
         "TMPDIR": str(temp),
         "EMU_TEST_RUN": str(tmp_path),
     }
-    argv = [sys.executable, "-m", "emulator", str(plan_path), "--out", str(out_dir), "--quiet"]
+    argv = [sys.executable, "-m", "emulator", str(plan_path), "--out", str(out_dir), "--quiet",
+            "--cpu-scale", str(machine_cpu_scale(plan))]  # fmt: skip
     proc = subprocess.Popen(
         argv, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
     )

@@ -255,15 +255,22 @@ def measure_share(
 
 
 def measure_parallel(
-    limiter: cpu.CpuLimiter, count: int, *, model: str, source: str, batch: int, measure_s: float
+    limiter: cpu.CpuLimiter,
+    count: int,
+    *,
+    model: str,
+    source: str,
+    batch: int,
+    measure_s: float,
+    share: float = 1.0,
 ) -> float:
-    """Mean samples/s of `count` children at 1 vCPU each, started together (the BSP workers
-    of a shared-core platform train in lockstep)."""
+    """Mean samples/s of `count` children at `share` vCPU each, started together (the BSP
+    workers of a shared-core platform train in lockstep)."""
     procs = [
         _spawn_child(
             limiter,
             f"parallel-{k}",
-            1.0,
+            share,
             model=model,
             source=source,
             batch=batch,
@@ -271,7 +278,7 @@ def measure_parallel(
         )  # fmt: skip
         for k in range(count)
     ]
-    return statistics.mean(_child_result(p, 1.0)["samples_per_s"] for p in procs)
+    return statistics.mean(_child_result(p, share)["samples_per_s"] for p in procs)
 
 
 def parallel_speed_ratio(alone_samples_s: float, together_samples_s: float) -> float:

@@ -1,6 +1,6 @@
 """Shared cores: how fast k training processes run at once on this machine, against one alone.
 
-`python -m bench.shared_cores` (about 6 minutes) writes bench/results/shared-cores.md and .png.
+`python -m bench.shared_cores` (about 12 minutes on 2 cores) writes bench/results/shared-cores.*.
 
 On the local platform the n workers time-share the machine's cores, and the model's floor for a
 step is the one-vCPU rate spread over them, R(1)·C/n, with C the catalog's `total_vcpu` (0.75 ×

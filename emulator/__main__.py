@@ -9,7 +9,6 @@ with `status: interrupted`, and exit with 128 + the signal number; no traceback 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import signal
 import sys
@@ -20,7 +19,7 @@ from emulator.naming import run_dir
 from emulator.orchestrator import REPO_ROOT, EmulatorError, Options, run
 from emulator.procs import Interrupted
 from provisioner.cli import OneLineParser
-from provisioner.plan import Plan
+from provisioner.plan import load_plan
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, None: 1.0}
@@ -59,28 +58,6 @@ def parse_attempts(value: str) -> int:
     if not value.strip().isdigit() or int(value) < 1:
         raise ValueError(f"bad --max-attempts {value!r}: expected a whole number, 1 or more")
     return int(value)
-
-
-def load_plan(path: Path) -> Plan:
-    """The Plan in a cdk.out/plan.json (or a bare Plan JSON); ValueError with one line if bad."""
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise ValueError(
-            f"cannot read plan {str(path)!r}: {err.strerror}; run `npx cdk synth` first"
-        ) from None
-    try:
-        return Plan.from_json(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError(
-            f"{str(path)!r} is not a plan.json written by app.py (not UTF-8)"
-        ) from None
-    except json.JSONDecodeError as err:
-        raise ValueError(
-            f"{str(path)!r} is not a plan.json written by app.py (not JSON: {err})"
-        ) from None
-    except ValueError as err:  # Plan.from_dict names the first missing or bad field
-        raise ValueError(f"{str(path)!r} is not a plan.json written by app.py: {err}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,7 +23,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from functions import terms as link_terms
 from provisioner.catalog import Catalog
+from provisioner.plan import Plan
 from provisioner.planner import predict
 from provisioner.profile import RateCurve, WorkloadProfile, profile_from_dict
 from provisioner.space import Choice
@@ -153,6 +155,51 @@ def run_facts(report: Any, where: str) -> RunFacts:
         ps_aggregation_s=terms.get("ps_aggregation"),
         startup_s=terms.get("startup"),
     )
+
+
+def is_aws_report(report: Any) -> bool:
+    """An AWS run's report as functions/finalize.py writes it: the workers' link records and
+    the iteration the run reached, no measured terms and no plan."""
+    return isinstance(report, dict) and "workers" in report and "terms" not in report
+
+
+def report_of_aws_run(aws: dict[str, Any], plan: Plan, where: str) -> dict[str, Any]:
+    """An AWS run's report with the plan it ran (cdk.out/plan.json of that deploy) in the
+    schema `run_facts` reads: its terms read from the workers' link records the way the
+    emulator reads its own (functions/terms.py: compute and communication the straggler's,
+    start-up and load the first link's); no `emulation` section, so the share is Lambda's."""
+    if aws.get("job_id") != plan.job:
+        raise ValueError(
+            f"report {where!r} is a run of job {aws.get('job_id')!r}, the plan is job "
+            f"{plan.job!r}: give the plan.json of the deploy that ran it"
+        )
+    workers = [w for w in aws.get("workers") or [] if isinstance(w, dict) and w.get("links")]
+    if not workers:
+        raise ValueError(f"report {where!r} has no worker link records: there is nothing to refit")
+    per_worker = [link_terms.chain_terms(list(w["links"])) for w in workers]
+    measured = link_terms.measured_terms(per_worker)
+    straggler = max(range(len(workers)), key=lambda i: per_worker[i]["compute"])
+    completed = int(aws.get("iteration") or 0)
+    trained = int(workers[straggler].get("iterations_run") or 0)
+    return {
+        "job": plan.job,
+        "status": "done" if aws.get("complete") else "unfinished",
+        "iterations": {"completed": completed, "redone": max(0, trained - completed)},
+        "plan": {
+            "workload": plan.workload,
+            "model": plan.training.model,
+            "dataset": plan.training.dataset,
+            "arch": plan.arch,
+            "n_workers": plan.n_workers,
+            "memory_mb": plan.memory_mb,
+            "ps_count": plan.ps_count,
+            "local_batch": plan.training.local_batch,
+        },
+        "terms": [
+            {"term": t, "measured_s": measured[t]}
+            for t in ("load", "compute", "communication", "startup", "chaining")
+        ],
+    }
 
 
 def check_workload(facts: RunFacts, profile: dict[str, Any], where: str) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner import runaway
-from provisioner.calibrate import Calibration, calibrate
+from provisioner.calibrate import Calibration, calibrate, is_aws_report, report_of_aws_run
 from provisioner.catalog import Catalog, load_catalog, read_data_json
 from provisioner.files import replace_atomically, write_text_atomically
 from provisioner.idle import idle_line
@@ -30,7 +30,7 @@ from provisioner.parse import (
     parse_slack,
     parse_usd,
 )
-from provisioner.plan import Goal, Plan
+from provisioner.plan import Goal, Plan, load_plan
 from provisioner.planner import (
     ARCH_CHOICES,
     Infeasible,
@@ -106,6 +106,8 @@ def json_file(text: str) -> str:
 def _calibrate_parser(sub: Any) -> None:
     p = sub.add_parser("calibrate", help="refit a profile from a finished run's report.json")
     p.add_argument("report", help="runs/<job>/report.json, or an AWS run's report.json")
+    p.add_argument("--plan", help="an AWS run's report: the cdk.out/plan.json of the deploy "
+                   "that ran it (the report holds the workers' links, not the plan)")  # fmt: skip
     p.add_argument("--profile", help="profile name or path (default: the report's workload)")
     p.add_argument(
         "--out", type=json_file, help="refitted profile (default: <profile>.calibrated.json "
@@ -344,6 +346,13 @@ def report_profile(report: Any, path: str) -> str:
 def _calibration(args: argparse.Namespace) -> tuple[Calibration, str, str]:
     """(calibration, profile path, override path) of `calibrate`, everything checked first."""
     report = read_report(args.report)
+    if is_aws_report(report):
+        if args.plan is None:
+            raise ValueError(
+                f"report {args.report!r} is an AWS run's report (the workers' links, no plan): "
+                "give --plan, the cdk.out/plan.json of the deploy that ran it"
+            )
+        report = report_of_aws_run(report, load_plan(Path(args.plan)), args.report)
     name = args.profile or report_profile(report, args.report)
     if name == "?":
         profile_doc: dict[str, Any] = {}

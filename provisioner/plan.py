@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from functions.model_spec import ModelError, is_digest, parse_spec
@@ -310,3 +311,25 @@ _NESTED: dict[str, type] = {
     "Prediction": Prediction,
     "CostBreakdown": CostBreakdown,
 }
+
+
+def load_plan(path: Path) -> Plan:
+    """The Plan in a cdk.out/plan.json (or a bare Plan JSON); ValueError with one line if bad."""
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ValueError(
+            f"cannot read plan {str(path)!r}: {err.strerror}; run `npx cdk synth` first"
+        ) from None
+    try:
+        return Plan.from_json(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(
+            f"{str(path)!r} is not a plan.json written by app.py (not UTF-8)"
+        ) from None
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"{str(path)!r} is not a plan.json written by app.py (not JSON: {err})"
+        ) from None
+    except ValueError as err:  # Plan.from_dict names the first missing or bad field
+        raise ValueError(f"{str(path)!r} is not a plan.json written by app.py: {err}") from None

@@ -52,7 +52,8 @@ def _digits_report(**changes: Any) -> str:
 
 
 FILES: dict[str, str | bytes] = {
-    "no-terms.json": json.dumps({"job_id": "demo", "complete": True, "workers": []}),
+    "no-terms.json": json.dumps({"job_id": "demo", "complete": True}),
+    "aws-run.json": json.dumps({"job_id": "demo", "complete": True, "workers": []}),
     "interrupted.json": _digits_report(status="interrupted"),
     "cnn-run.json": json.dumps(run_report_dict()),
     "no-iterations.json": _digits_report(iterations={"planned": 100, "completed": 0}),
@@ -143,6 +144,10 @@ CASES = [
               says="no-report.json' cannot be read: No such file or directory"),
     plan_case("calibrate", "{dir}/no-terms.json", says="is not a run report: no 'terms'",
               given="no-terms.json: a job summary, not a run report"),
+    plan_case("calibrate", "{dir}/aws-run.json", says="is an AWS run's report (the workers' "
+              "links, no plan): give --plan", given="aws-run.json: what finalize writes"),
+    plan_case("calibrate", "{dir}/aws-run.json", "--plan", "{dir}/no-plan.json",
+              says="cannot read plan", given="aws-run.json: what finalize writes"),
     plan_case("calibrate", "{dir}/interrupted.json",
               says="is from an unfinished run (status 'interrupted')",
               given="interrupted.json: status \"interrupted\""),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from emulator.definition import shards_by_instance
 from functions import datasets, finalize, network, ps_health, s3sync, worker
 from functions.ps import ParameterServer
 from functions.task import WorkerTask
+from provisioner import cli
 from provisioner.plan import Plan
 from stacks.events import PS_PORT
 from stacks.network import INTERFACE_ENDPOINTS
@@ -173,7 +175,7 @@ def deployed(s3: Any, shard_cache: Any, ps_cluster: Any, moto_endpoint: str,
 
 
 def test_the_deployed_state_machine_trains_to_the_end_and_stops_the_ps(
-    s3: Any, deployed: Any
+    s3: Any, deployed: Any, tmp_path: Path
 ) -> None:
     plan = _plan(iterations=24)
     aws, definition, artifacts = deployed(plan, worker_checks=10)
@@ -198,6 +200,24 @@ def test_the_deployed_state_machine_trains_to_the_end_and_stops_the_ps(
     assert [len(w["links"]) for w in report["workers"]] == [3, 3]
     assert [w["iterations_run"] for w in report["workers"]] == [24, 24]
     assert all(link["losses_recorded"] == 10 for w in report["workers"] for link in w["links"][:2])
+    _calibrates_from_the_aws_report(report, plan, tmp_path)
+
+
+def _calibrates_from_the_aws_report(report: dict[str, Any], plan: Plan, tmp_path: Path) -> None:
+    """`python -m provisioner calibrate report.json --plan plan.json` on the report finalize
+    wrote: the rate refitted at Lambda's share of the plan's memory is the straggler's samples
+    over its compute, summed over its links' own timings."""
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    (tmp_path / "plan.json").write_text(plan.to_json())
+    out = tmp_path / "refit.json"
+    argv = ["calibrate", str(tmp_path / "report.json"), "--plan", str(tmp_path / "plan.json"),
+            "--out", str(out), "--catalog-out", str(tmp_path / "override.json")]  # fmt: skip
+    assert cli.run(argv) == 0
+    computes = [sum(link["timings"]["compute_s"] for link in w["links"]) for w in report["workers"]]
+    expected = 24 * plan.training.local_batch / max(computes)
+    points = json.loads(out.read_text())["training_rate"][plan.arch]["points"]
+    at_plan = [p for p in points if p["vcpu_share"] == round(plan.memory_mb / 1769, 4)]
+    assert at_plan and at_plan[0]["samples_per_s"] == pytest.approx(expected, abs=0.05)
 
 
 STARTED = "2026-05-01T10:00:00Z"

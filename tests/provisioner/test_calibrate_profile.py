@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from provisioner.calibrate import alpha1_for_total, calibrate
+from provisioner.calibrate import alpha1_for_total, calibrate, report_of_aws_run, run_facts
 from provisioner.catalog import CATALOG_DIR, catalog_from_dict, load_catalog
 from provisioner.cli import run
-from provisioner.plan import Goal
+from provisioner.plan import Goal, Plan
 from provisioner.planner import build_plan
 from provisioner.profile import RateCurve, load_profile, profile_from_dict
 from provisioner.space import Choice, Limits
@@ -275,3 +275,66 @@ def test_a_total_the_other_terms_already_exceed_has_no_rate() -> None:
     choice = Choice(8, 2560, "x86_64", "m5.large", 1)
     with pytest.raises(ValueError, match=r"measured total 200 s is not above .* other terms"):
         alpha1_for_total(profile, load_catalog("lambda-2020"), choice, 200.0)
+
+
+def _aws_report(job: str = "sfn", **changes: Any) -> dict[str, Any]:
+    """What functions/finalize.py writes: two ranks' link records, no terms, no plan."""
+
+    def link(compute_s: float, comm_s: float) -> dict[str, Any]:
+        timings = {"compute_s": compute_s, "communication_s": comm_s, "startup_s": 1.5,
+                   "load_s": 0.25, "checkpoint_s": 0.0}  # fmt: skip
+        return {"iterations_run": 50, "timings": timings}
+
+    return {
+        "job_id": job,
+        "iteration": 100,
+        "complete": True,
+        "workers": [
+            {"rank": 0, "links": [link(4.0, 3.0), link(4.0, 3.0)], "iterations_run": 100},
+            {"rank": 1, "links": [link(5.0, 1.0), link(5.0, 1.0)], "iterations_run": 100},
+        ],
+        **changes,
+    }
+
+
+def _aws_plan(job: str = "sfn") -> Plan:
+    from tests.stacks.conftest import make_plan
+
+    return dataclasses.replace(make_plan(), job=job, n_workers=2, memory_mb=1769)
+
+
+def test_an_aws_report_reads_its_terms_from_the_links_like_the_emulator() -> None:
+    plan = _aws_plan()
+    report = report_of_aws_run(_aws_report(), plan, "report.json")
+    terms = {row["term"]: row["measured_s"] for row in report["terms"]}
+    # compute and communication are the straggler's (rank 1), start-up the first link's
+    assert (terms["compute"], terms["communication"], terms["startup"]) == (10.0, 2.0, 1.5)
+    assert terms["chaining"] == 1.5 + 0.25  # the second link's start-up and reload
+    assert report["iterations"] == {"completed": 100, "redone": 0}
+    assert report["plan"]["local_batch"] == plan.training.local_batch
+    facts = run_facts(report, "report.json")
+    assert facts.share_unit == "vCPU" and facts.share_vcpu == 1.0  # Lambda's: 1,769 MB
+    assert facts.samples_trained == 100 * plan.training.local_batch
+
+
+@pytest.mark.parametrize(
+    ("report", "says"),
+    [
+        (_aws_report(job="other"), "run of job 'other', the plan is job 'sfn'"),
+        (_aws_report(workers=[]), "no worker link records"),
+    ],
+)
+def test_an_aws_report_that_cannot_be_read_says_why(report: dict[str, Any], says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        report_of_aws_run(report, _aws_plan(), "report.json")
+
+
+def test_cli_an_aws_report_without_its_plan_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(_aws_report()))
+    assert run(["calibrate", str(report)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "give --plan" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]

@@ -91,8 +91,8 @@ def _local_args(tmp_path: Path, *extra: str) -> list[str]:
 
 def test_plan_under_the_emulators_rules_writes_a_plan_it_runs(tmp_path: Path) -> None:
     """--invocation-limit and --iterations-per-invocation bind the plan as they bind the run."""
-    from emulator.__main__ import load_plan
     from provisioner.cli import run
+    from provisioner.plan import load_plan
 
     out = tmp_path / "plan.json"
     args = ["--invocation-limit", "7.5s", "--iterations-per-invocation", "400", "--out", str(out)]

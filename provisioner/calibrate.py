@@ -1,8 +1,10 @@
 """Refit a workload profile from a finished run: rate, start-up and worker↔PS bandwidth.
 
 `python -m provisioner calibrate runs/<job>/report.json` (see provisioner/cli.py) reads the run
-report the emulator writes (emulator/report.py); an AWS run report in the same schema works too:
-without an `emulation` section the workers' CPU share is Lambda's, memory / 1,769 MB per vCPU.
+report the emulator writes (emulator/report.py). An AWS run's report (functions/finalize.py: the
+workers' link records) is put in that schema with the deploy's plan first (`report_of_aws_run`,
+`--plan`); without an `emulation` section the workers' CPU share is Lambda's, memory / 1,769 MB
+per vCPU. A run known only by its total (a paper's table) refits α1 alone (`alpha1_for_total`).
 Everything here is pure: documents in, documents out; the CLI reads and writes the files.
 
 What is refitted, from the report's measured terms (each a total over the run, the slowest worker):

@@ -8,21 +8,13 @@ import math
 from emulator.orchestrator import WorkerState
 from emulator.progress import eta_s, render_line
 from emulator.report import loss_curve, smoothed_first_last
-
-
-def _link(losses: list[list[float]], **timings: float) -> dict:  # type: ignore[type-arg]
-    return {
-        "losses": losses,
-        "timings": timings,
-        "wall_s": 10.0,
-        "emulator_timings": {"handler_import_s": 2.0},
-    }
+from tests.functions.test_terms import link_result
 
 
 def test_loss_curve_averages_workers_per_iteration() -> None:
     a, b = WorkerState(rank=0, event={}), WorkerState(rank=1, event={})
-    a.links = [_link([[0, 2.0], [1, 1.0]])]
-    b.links = [_link([[0, 4.0], [1, 3.0]])]
+    a.links = [link_result([[0, 2.0], [1, 1.0]])]
+    b.links = [link_result([[0, 4.0], [1, 3.0]])]
     assert loss_curve([a, b]) == [(0, 3.0), (1, 2.0)]
     assert smoothed_first_last([(0, 3.0), (1, 2.0)], window=1) == (3.0, 2.0)
 
@@ -55,8 +47,8 @@ def _record(plan, train_wall_s: float, worker_cores: float = 1.0):  # type: igno
     for rank in range(plan.n_workers):
         worker = WorkerState(rank=rank, event={})
         worker.links = [
-            _link([[0, 2.0]], load_s=0.5, compute_s=3.0, communication_s=1.0, startup_s=1.0),
-            _link([[1, 1.0]], load_s=0.2, compute_s=2.0, communication_s=0.5, startup_s=0.8),
+            link_result([[0, 2.0]], load_s=0.5, compute_s=3.0, communication_s=1.0, startup_s=1.0),
+            link_result([[1, 1.0]], load_s=0.2, compute_s=2.0, communication_s=0.5, startup_s=0.8),
         ]
         workers.append(worker)
     options = Options(invocation_limit_s=8.0, safety_margin_s=1.0, iterations_per_invocation=20)

@@ -7,7 +7,8 @@ import math
 from functions.terms import chain_terms, link_timing, measured_terms, orchestration_gap_s
 
 
-def _link(losses: list[list[float]], **timings: float) -> dict:  # type: ignore[type-arg]
+def link_result(losses: list[list[float]], **timings: float) -> dict:  # type: ignore[type-arg]
+    """An invocation's result as the emulator records it (also tests/emulator/test_report.py)."""
     return {
         "losses": losses,
         "timings": timings,
@@ -18,8 +19,10 @@ def _link(losses: list[list[float]], **timings: float) -> dict:  # type: ignore[
 
 def test_chain_terms_sum_links_and_split_startup_from_chaining() -> None:
     links = [
-        _link([], load_s=0.5, compute_s=3.0, communication_s=1.0, startup_s=4.0, checkpoint_s=0.1),
-        _link(
+        link_result(
+            [], load_s=0.5, compute_s=3.0, communication_s=1.0, startup_s=4.0, checkpoint_s=0.1
+        ),
+        link_result(
             [],
             load_s=0.2,
             compute_s=2.0,

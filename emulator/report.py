@@ -21,11 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from emulator import cpu
-from functions.terms import (
-    chain_terms,
-    link_timing,
-    measured_terms,
-)
+from functions.terms import chain_terms, link_timing, measured_terms
 from provisioner.catalog import CATALOG_DIR, Catalog, load_catalog
 from provisioner.files import write_text_atomically
 from provisioner.plan import Goal, Plan

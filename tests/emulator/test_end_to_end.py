@@ -34,8 +34,8 @@ from tests.emulator.plans import (
     with_iterations,
 )
 
-ITERATIONS = 4000
-PER_INVOCATION = 1500  # every worker re-invokes at 1500 and 3000: three links, at any speed
+ITERATIONS = 2400
+PER_INVOCATION = 900  # every worker re-invokes at 900 and 1800: three links, at any speed
 
 
 def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) -> None:
@@ -60,7 +60,7 @@ def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) 
         report["emulation"]["cpu_share"],
     ), report["emulation"]["cpu_share"]
     assert report["iterations"]["redone"] == 0  # nothing failed: no iteration ran twice
-    # The cap ends a link after 1500 iterations; a machine slow enough to hit the 120 s limit
+    # The cap ends a link after 900 iterations; a machine slow enough to hit the 120 s limit
     # first only adds links, so at least three per worker holds on any machine.
     assert all(n >= 3 for n in report["invocations"]["per_worker"]), report["invocations"]
     for links in report["invocations"]["links"]:
@@ -108,8 +108,8 @@ def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) 
     assert not [p for p in record.child_pids if pid_alive(p)]
 
 
-S3_ITERATIONS = 600
-S3_PER_INVOCATION = 250  # links end at 250 and 500: three per worker, at any speed
+S3_ITERATIONS = 300
+S3_PER_INVOCATION = 100  # links end at 100 and 200: three per worker, at any speed
 
 
 def test_a_planned_s3_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) -> None:
@@ -177,11 +177,11 @@ def test_a_killed_s3_reducer_is_retried_and_resumes_from_s3(
 ) -> None:
     """SIGKILL rank 0, the one reducer (k=1), 100 steps into its first link: the retry finds
     the iteration and its partition's momentum in the exchange objects, and the run completes."""
-    plan = with_iterations(planned_digits_s3("emu-s3-crash"), 400)
+    plan = with_iterations(planned_digits_s3("emu-s3-crash"), 250)
     assert plan.reducers == 1
-    record, report = run_killing_rank_0(plan, "after_step", 200, tmp_path, s3_endpoint, monkeypatch)
+    record, report = run_killing_rank_0(plan, "after_step", 150, tmp_path, s3_endpoint, monkeypatch)
     assert report["status"] == "done"
-    assert report["iterations"]["completed"] == 400
+    assert report["iterations"]["completed"] == 250
     # Its retry starts at the state it wrote before it died: no iteration ran twice.
     assert report["iterations"]["redone"] == 0
     assert report["invocations"]["failed_attempts"] == 1
@@ -197,9 +197,9 @@ def test_a_worker_killed_at_any_point_is_retried_and_training_completes(
     """SIGKILL rank 0's first invocation at a chosen point (100 steps in, where that applies):
     the emulator retries it like Step Functions, it resumes from the PS, and no iteration is
     lost or applied twice."""
-    plan = with_iterations(planned_digits(f"emu-crash-{point.replace('_', '-')}"), 1500)
-    record, report = run_killing_rank_0(plan, point, 600, tmp_path, s3_endpoint, monkeypatch)
-    assert report["iterations"]["completed"] == 1500
+    plan = with_iterations(planned_digits(f"emu-crash-{point.replace('_', '-')}"), 800)
+    record, report = run_killing_rank_0(plan, point, 400, tmp_path, s3_endpoint, monkeypatch)
+    assert report["iterations"]["completed"] == 800
     assert report["invocations"]["failed_attempts"] == 1
     assert "environment exited with code -9" in report["invocations"]["failures"][0]
     assert record.workers[0].failures and not record.workers[1].failures
@@ -248,7 +248,7 @@ def test_a_ps_shard_killed_mid_run_is_restarted_and_training_completes(
     marker = tmp_path / "killed"
     monkeypatch.setenv("EMU_TEST_RESUME_MARKER", str(marker))
     every = 200
-    base = with_iterations(planned_digits("emu-psfail"), 4000)
+    base = with_iterations(planned_digits("emu-psfail"), 2400)
     plan = dataclasses.replace(
         base, ps_count=2,
         training=dataclasses.replace(base.training, checkpoint_every_iterations=every),
@@ -269,7 +269,7 @@ def test_a_ps_shard_killed_mid_run_is_restarted_and_training_completes(
     chaos.start()
     options = Options(
         invocation_limit_s=120.0,
-        iterations_per_invocation=1500,
+        iterations_per_invocation=900,
         out_dir=tmp_path,
         quiet=True,
         worker_handler="tests.emulator.fake_handlers:after_marker",
@@ -280,7 +280,7 @@ def test_a_ps_shard_killed_mid_run_is_restarted_and_training_completes(
     report = json.loads((tmp_path / "report.json").read_text())
     assert killed, "the PS shard was never killed"
     assert report["ps_restarts"] == 1
-    assert report["iterations"]["planned"] == report["iterations"]["completed"] == 4000
+    assert report["iterations"]["planned"] == report["iterations"]["completed"] == 2400
     # Back to the newest common checkpoint: at most one interval (and the step in flight) redone.
     assert report["iterations"]["redone"] <= every + 1, report["iterations"]
     assert report["loss"]["last"] < report["loss"]["first"]

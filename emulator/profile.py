@@ -287,6 +287,12 @@ def parallel_speed_ratio(alone_samples_s: float, together_samples_s: float) -> f
     return min(1.0, together_samples_s / alone_samples_s)
 
 
+def paired_speed_ratio(pairs: list[tuple[float, float]]) -> float:
+    """The median over (alone, together) samples/s pairs, each timed back to back, of each
+    pair's parallel_speed_ratio: a drift of the machine's speed between pairs cancels."""
+    return statistics.median(parallel_speed_ratio(alone, together) for alone, together in pairs)
+
+
 def ps_update_mb_s(floats: int = 4_000_000, repeats: int = 10) -> float:
     """MB/s of gradient one core folds in and applies (the PS's accumulate + SGD arithmetic)."""
     import numpy as np
@@ -389,8 +395,9 @@ def updated_profile(
         out["parallel_speed_ratio"], out["parallel_processes"] = round(parallel[0], 3), parallel[1]
         sources["parallel_speed_ratio"] = {
             "method": f"measured: python -m emulator.profile; mean samples/s of {parallel[1]} "
-            "children at 1 vCPU each started together over one alone (median of the repeats "
-            "each way); used only on shared-core platforms (the local catalog); " + machine,
+            "children at 1 vCPU each started together over one alone timed just before (the "
+            "median of the repeats' pairs); used only on shared-core platforms (the local "
+            "catalog); " + machine,
             "date": when,
             "tag": "measured",
         }
@@ -615,23 +622,22 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             points.append(point)
-        # One child per core at 1 vCPU, together, against the 1-vCPU point timed alone (the
-        # repeats' median each way).
+        # One child per core at 1 vCPU, together, each time right after one child alone: the
+        # ratio of each pair, then their median. This VM's speed drifts by 10-25% within minutes,
+        # so a together run set against the 1-vCPU point timed a minute before measured the drift
+        # as often as the sharing (MobileNetV2: 1.0, clamped, where lockstep runs showed 0.8).
         cores = int(cpu.machine_cores())
-        at_one = [p["samples_per_s"] for p in points if p["vcpu_share"] == 1.0]
-        alone = at_one[0] if at_one else statistics.median(
-            measure_share(limiter, 1.0, model=raw["model"], source=source,
-                          batch=int(raw["profiled_local_batch"]), measure_s=args.measure_s)[
-                "samples_per_s"
-            ]
-            for _ in range(max(1, args.repeats))
-        )  # fmt: skip
-        together = statistics.median(
-            measure_parallel(limiter, cores, model=raw["model"], source=source,
-                             batch=int(raw["profiled_local_batch"]), measure_s=args.measure_s)
-            for _ in range(max(1, args.repeats))
-        )  # fmt: skip
-        parallel = (parallel_speed_ratio(alone, together), cores) if cores >= 2 else None
+        pairs = [
+            (
+                measure_share(limiter, 1.0, model=raw["model"], source=source,
+                              batch=int(raw["profiled_local_batch"]),
+                              measure_s=args.measure_s)["samples_per_s"],
+                measure_parallel(limiter, cores, model=raw["model"], source=source,
+                                 batch=int(raw["profiled_local_batch"]), measure_s=args.measure_s),
+            )
+            for _ in range(max(1, args.repeats) if cores >= 2 else 0)
+        ]  # fmt: skip
+        parallel = (paired_speed_ratio(pairs), cores) if pairs else None
         if parallel:
             print(f"{cores} at once: {parallel[0]:.3f} of the speed alone", file=sys.stderr)
     startup_s = min(points, key=lambda p: abs(p["vcpu_share"] - 1.0))["startup_s"]

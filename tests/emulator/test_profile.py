@@ -12,6 +12,7 @@ from emulator.profile import (
     check_fits_lambda,
     dataset_source,
     new_profile,
+    paired_speed_ratio,
     updated_profile,
 )
 from functions.model_spec import file_digest
@@ -115,3 +116,13 @@ def test_the_loops_extra_cpu_is_written_per_share_with_its_source() -> None:
         {"vcpu_share": 1.0, "s": 0.0005},
     ]
     assert doc["sources"]["loop_overhead_s"]["tag"] == "measured"
+
+
+def test_the_parallel_ratio_is_the_median_of_back_to_back_pairs() -> None:
+    """Each together run is read against the alone run just before it: a machine that slowed by
+    a quarter between the first and the later pairs still shows the sharing (0.8), where the
+    first alone run against the later together runs would show 0.6."""
+    pairs = [(100.0, 80.0), (75.0, 60.0), (75.0, 61.0)]
+    assert paired_speed_ratio(pairs) == pytest.approx(0.8)
+    # faster together only saw less noise: each pair is held to 1 before the median
+    assert paired_speed_ratio([(50.0, 60.0), (50.0, 55.0), (50.0, 40.0)]) == 1.0

@@ -1,7 +1,7 @@
 """Predicted vs measured on the emulator: the model held to the platform it predicts.
 
 `python -m bench.predict [--quick] [--only WORKLOAD] [--repeats R] [--reuse]`
-`python -m bench.predict --rescore [--quick] [--only WORKLOAD]`
+`python -m bench.predict --rescore [--quick] [--only WORKLOAD] [--set SECTION.FIELD=NUMBER ...]`
 
 Every configuration is planned on the local platform's catalog (`catalog/local.json`, written
 by `python -m emulator.calibrate` for this machine): the same model and planner as for AWS, fed
@@ -31,6 +31,8 @@ Writes bench/results/predict.{json,md,png} (`--quick`, `--only W`: predict-quick
 with the model as it is now, from the platform figures that run measured, and holds them to that
 run's measurements (predict-rescored.*, predict-W-rescored.*). A model change is checked against
 40 minutes of measurements in a second; the table says it is a re-scoring, and of which run.
+`--set lambda.compute_cores=2` re-scores with a catalog figure changed (a what-if the table
+names), for a figure a new calibration would add or move.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from emulator.calibrate import machine_name
 from emulator.orchestrator import Options, run
 from emulator.s3server import weed_server
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
-from provisioner.catalog import Catalog
+from provisioner.catalog import Catalog, catalog_from_dict
 from provisioner.planner import RunRules, build_plan, predict_run
 from provisioner.space import Choice
 
@@ -218,8 +220,33 @@ def rescore_row(row: dict[str, Any], platform: Path, catalog: Catalog) -> dict[s
     return {**row, "terms": terms, "accuracy_local": accuracies(terms)}
 
 
-def rescore(name: str, command: str) -> str:
-    """Re-predict RESULTS/<name>.json with the current model; writes <name>-rescored.*."""
+def catalog_figures_set(doc: dict[str, Any], settings: list[str]) -> dict[str, Any]:
+    """A copy of the catalog document `doc` with each `section.field=value` of `settings` set
+    (added if absent), its source naming the re-scoring: a what-if on a figure the model reads,
+    held to measurements already taken."""
+    out = json.loads(json.dumps(doc))
+    for setting in settings:
+        path, sep, value = setting.partition("=")
+        section, dot, field = path.partition(".")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not (sep and dot and field and math.isfinite(number)):
+            raise ValueError(f"bad --set {setting!r}: expected section.field=number, e.g. "
+                             "lambda.compute_cores=2")  # fmt: skip
+        if not isinstance(out.get(section), dict):
+            known = ", ".join(k for k, v in doc.items() if isinstance(v, dict) and k != "tags")
+            raise ValueError(f"bad --set {setting!r}: no catalog section {section!r} ({known})")
+        figure = out[section].get(field)
+        base = figure if isinstance(figure, dict) else {"unit": "", "date": "", "tag": "policy"}
+        out[section][field] = {**base, "value": number, "source": f"--set {setting} (re-scoring)"}
+    return out
+
+
+def rescore(name: str, command: str, settings: list[str] | None = None) -> str:
+    """Re-predict RESULTS/<name>.json with the current model, the run's catalog changed by
+    `settings` (catalog_figures_set); writes <name>-rescored.*."""
     source = RESULTS / f"{name}.json"
     if not source.exists():
         raise ValueError(f"bad --rescore: no {source} to re-score (run the benchmark first)")
@@ -227,14 +254,16 @@ def rescore(name: str, command: str) -> str:
     platform = RESULTS / f"{name}-platform"
     if not (platform / "local.json").exists():
         raise ValueError(f"bad --rescore: no {platform}/local.json (a --reuse run keeps none)")
-    catalog = load_catalog(str(platform / "local.json"))
+    doc = json.loads((platform / "local.json").read_text())
+    catalog = catalog_from_dict(catalog_figures_set(doc, settings or []))
     rows = [rescore_row(r, platform, catalog) for r in data["rows"]]
     meta = {
         **data["meta"],
         "command": command,
         "platform": f"those of the run re-scored (bench/results/{name}-platform/)",
         "rescored": f"predictions of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
-        f"held to the measurements of {data['meta']['date']} (`{data['meta']['command']}`)",
+        f"held to the measurements of {data['meta']['date']} (`{data['meta']['command']}`)"
+        + (f"; the run's catalog with {', '.join(settings)}" if settings else ""),
     }
     return write_results(rows, meta, f"{name}-rescored")
 
@@ -460,6 +489,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="measure nothing: predict an earlier run's rows again with the current model",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=NUMBER",
+        help="with --rescore: a catalog figure changed for the re-scoring (repeatable)",
+    )
     args = parser.parse_args(argv)
     command = "python -m bench.predict " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.repeats < 1:
@@ -469,8 +505,10 @@ def main(argv: list[str] | None = None) -> int:
         cases = tuple(c for c in cases if c.workload == args.only)
     workloads = sorted({c.workload for c in cases})
     name = "predict" + ("-quick" if args.quick else "") + (f"-{args.only}" if args.only else "")
+    if args.set and not args.rescore:
+        raise ValueError(f"bad --set {args.set[0]!r}: only a re-scoring (--rescore) takes it")
     if args.rescore:
-        print(rescore(name, command))
+        print(rescore(name, command, args.set))
         return 0
     if args.reuse:
         load_catalog("local")  # fail in one line before any server starts if not calibrated

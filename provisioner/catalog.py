@@ -110,6 +110,10 @@ class Catalog:
     # quota that holds total_vcpu (Lambda's and the emulator's runner alike), so n cold starts
     # at once contend for the machine's cores; None = total_vcpu (or unlimited: AWS).
     init_cores: float | None = None
+    # Cores the workers' steps share at once: under BSP the PS, the S3 server and the
+    # orchestrator wait while the workers compute, so their steps get the machine's cores, not
+    # only the total_vcpu the planner lets the memories add up to; None = total_vcpu.
+    compute_cores: float | None = None
     # Start-up of a re-invocation that lands on the warm environment of the previous link (no
     # imports; the shard is in /tmp); None = every link starts cold (the conservative AWS reading).
     warm_start_s: float | None = None
@@ -320,6 +324,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         total_vcpu=float(lf("total_vcpu")) if "total_vcpu" in lam else None,
         warm_start_s=float(lf("warm_start_s")) if "warm_start_s" in lam else None,
         init_cores=float(lf("init_cores")) if "init_cores" in lam else None,
+        compute_cores=float(lf("compute_cores")) if "compute_cores" in lam else None,
         load_cpu_s=float(lf("load_cpu_s")) if "load_cpu_s" in lam else None,
         exchange_cpu_fraction=_optional_figure(net, "exchange_cpu_fraction", "network", 0.0),
         ps_root_volume_gb=int(_optional_figure(ps, "root_volume_gb", "parameter_servers", 30)),
@@ -360,6 +365,11 @@ def _validate(cat: Catalog) -> None:
             f"catalog {cat.name}: lambda.total_vcpu {cat.total_vcpu:g} must be > 0 (or absent:"
             " unlimited)"
         )
+    for name, cores in (("init_cores", cat.init_cores), ("compute_cores", cat.compute_cores)):
+        if cores is not None and cores <= 0:
+            raise ValueError(
+                f"catalog {cat.name}: lambda.{name} {cores:g} must be > 0 (or absent: total_vcpu)"
+            )
     if not 0 <= cat.exchange_cpu_fraction <= 1:
         raise ValueError(
             f"catalog {cat.name}: network.exchange_cpu_fraction {cat.exchange_cpu_fraction:g}"

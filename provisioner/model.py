@@ -104,19 +104,22 @@ def compute_time_s(local_batch_: Arr, rate_samples_s: Arr) -> Arr:
         return np.asarray(local_batch_, dtype=np.float64) / rate_samples_s
 
 
-def shared_core_rate_samples_s(core_rate_samples_s: Arr, n: Arr, total_vcpu: float | None) -> Arr:
-    """Extension: R(1)·C/n, a worker's rate when n functions share C cores (the local platform);
-    inf if unlimited.
+def shared_core_rate_samples_s(core_rate_samples_s: Arr, n: Arr, cores: float | None) -> Arr:
+    """Extension: R(1)·C/n, a worker's rate when n functions compute at once on C shared cores
+    (the local platform: the catalog's compute_cores, else total_vcpu); inf if unlimited.
 
     The scheduler time-slices the n processes at full single-core speed (no quota binds when
     C/n is below the memory's share), so a worker trains at its one-core rate for C/n of the
     time: measured on 2 cores, 8 MobileNetV2 workers took 3.8 s an iteration, R(1)·C/n
-    predicts 3.4 s and R(C/n) (the points timed under a quota of C/n) 4.8 s.
+    predicts 3.4 s and R(C/n) (the points timed under a quota of C/n) 4.8 s. C is every core
+    the steps get, not the memory limit's total_vcpu: k free-running copies at 0.72 vCPU got
+    0.93-1.02 of C = 2 on 2 cores (bench/results/shared-cores.md). What n steps at once lose
+    to each other (caches, memory bandwidth) is the profile's parallel_speed_ratio, apart.
     """
     n = np.asarray(n, dtype=np.float64)
-    if total_vcpu is None:
+    if cores is None:
         return np.full(n.shape, np.inf)
-    return np.asarray(core_rate_samples_s, dtype=np.float64) * total_vcpu / np.maximum(n, 1.0)
+    return np.asarray(core_rate_samples_s, dtype=np.float64) * cores / np.maximum(n, 1.0)
 
 
 def parallel_speed(n: Arr, ratio: float | None, processes: int, total_vcpu: float | None) -> Arr:
@@ -695,7 +698,10 @@ def n_terms(
         ok=ok,
         core_compute_s=compute_time_s(b_l, core_rate_samples_s) / speed,
         compute_floor_s=compute_time_s(
-            b_l, shared_core_rate_samples_s(core_rate_samples_s, n, catalog.total_vcpu)
+            b_l,
+            shared_core_rate_samples_s(
+                core_rate_samples_s, n, catalog.compute_cores or catalog.total_vcpu
+            ),
         )
         / speed,
         speed=speed,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,22 +114,8 @@ def test_rescore_predicts_the_configuration_that_ran_again_against_its_measureme
     """--rescore measures nothing: each row's terms are predicted again from the run's own
     platform figures (its catalog and profile), the measurements stay, and the accuracy is
     recomputed from the two; the table says it is a re-scoring, and of which run."""
-    import json
-
-    from tests.local_catalog import local_catalog_dict
-
-    monkeypatch.setattr(bp, "RESULTS", tmp_path)
-    platform = tmp_path / "predict-quick-platform"
-    platform.mkdir()
-    (platform / "local.json").write_text(json.dumps(local_catalog_dict()))
-    case = bp.FIXED[0]  # digits-mlp n=1 m=1024, 1500 iterations; the committed profile
-    row = _row(case.label, 0.5, 0.5)
-    row.update(n=case.n, memory_mb=case.memory_mb, ps_count=case.ps_count, iterations=1500)
     measured_s = 7.0
-    row["terms"]["total"].update(predicted_local_s=999.0, measured_s=measured_s)
-    meta = {"date": "then", "machine": "m", "loadavg": "0 0 0", "cpu_share": "s",
-            "command": "python -m bench.predict --quick"}  # fmt: skip
-    (tmp_path / "predict-quick.json").write_text(json.dumps({"meta": meta, "rows": [row]}))
+    row = _earlier_run(tmp_path, monkeypatch, bp.FIXED[0], measured_s)  # digits-mlp n=1 m=1024
     assert bp.main(["--rescore", "--quick"]) == 0
     out = json.loads((tmp_path / "predict-quick-rescored.json").read_text())
     (again,) = out["rows"]
@@ -140,6 +128,73 @@ def test_rescore_predicts_the_configuration_that_ran_again_against_its_measureme
     assert "Re-scored, nothing measured" in text and "`python -m bench.predict --quick`" in text
     # the source run's files are untouched
     assert json.loads((tmp_path / "predict-quick.json").read_text())["rows"][0] == row
+
+
+def _earlier_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: bp.Case, measured_s: float
+) -> dict[str, Any]:
+    """A --quick run's results and platform (the test catalog; the committed profile) under
+    tmp_path, one row of `case` whose total measured `measured_s`; the row."""
+    from tests.local_catalog import local_catalog_dict
+
+    monkeypatch.setattr(bp, "RESULTS", tmp_path)
+    platform = tmp_path / "predict-quick-platform"
+    platform.mkdir()
+    (platform / "local.json").write_text(json.dumps(local_catalog_dict()))
+    row = _row(case.label, 0.5, 0.5)
+    row.update(n=case.n, memory_mb=case.memory_mb, ps_count=case.ps_count,
+               iterations=case.iterations)  # fmt: skip
+    row["terms"]["total"].update(predicted_local_s=999.0, measured_s=measured_s)
+    meta = {"date": "then", "machine": "m", "loadavg": "0 0 0", "cpu_share": "s",
+            "command": "python -m bench.predict --quick"}  # fmt: skip
+    (tmp_path / "predict-quick.json").write_text(json.dumps({"meta": meta, "rows": [row]}))
+    return row
+
+
+def test_rescore_with_a_catalog_figure_set_predicts_with_it_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--set section.field=number changes the run's catalog for the re-scoring only: 4 digits
+    workers at 1024 MB (2.3 vCPU between them) compute faster on 2 compute cores than on 1.5
+    (total_vcpu, added the same way), and the table names the figures set."""
+    _earlier_run(tmp_path, monkeypatch, bp.FIXED[4], 10.0)  # digits-mlp n=4 m=1024
+
+    def compute_s(*settings: str) -> float:
+        argv = ["--rescore", "--quick"] + [a for s in settings for a in ("--set", s)]
+        assert bp.main(argv) == 0
+        out = json.loads((tmp_path / "predict-quick-rescored.json").read_text())
+        return float(out["rows"][0]["terms"]["compute"]["predicted_local_s"])
+
+    on_total_vcpu = compute_s("lambda.total_vcpu=1.5")
+    on_two_cores = compute_s("lambda.total_vcpu=1.5", "lambda.compute_cores=2")
+    assert on_two_cores == pytest.approx(on_total_vcpu * 1.5 / 2, rel=0.05)
+    text = (tmp_path / "predict-quick-rescored.md").read_text()
+    assert "the run's catalog with lambda.total_vcpu=1.5, lambda.compute_cores=2" in text
+    platform = json.loads((tmp_path / "predict-quick-platform" / "local.json").read_text())
+    assert "compute_cores" not in platform["lambda"]  # the run's own record is untouched
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("compute_cores=2", "bad --set 'compute_cores=2': expected section.field=number"),
+        ("lambda.compute_cores", "bad --set 'lambda.compute_cores': expected section"),
+        ("lambda.compute_cores=two", "bad --set 'lambda.compute_cores=two': expected section"),
+        ("lambda.compute_cores=inf", "bad --set 'lambda.compute_cores=inf': expected section"),
+        ("cpu.cores=2", "bad --set 'cpu.cores=2': no catalog section 'cpu' (lambda, network"),
+    ],
+)
+def test_a_bad_catalog_setting_is_one_line(setting: str, message: str) -> None:
+    from tests.local_catalog import local_catalog_dict
+
+    with pytest.raises(ValueError) as err:
+        bp.catalog_figures_set(local_catalog_dict(), [setting])
+    assert str(err.value).startswith(message)
+
+
+def test_set_without_rescore_is_refused() -> None:
+    with pytest.raises(ValueError, match="only a re-scoring"):
+        bp.main(["--set", "lambda.compute_cores=2"])
 
 
 def test_rescore_without_the_runs_results_is_one_line(

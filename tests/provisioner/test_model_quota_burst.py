@@ -173,6 +173,27 @@ def test_shared_cores_slow_compute_only_when_n_exceeds_them(catalog_2025: Catalo
     assert float(predict(profile, free, four).compute_per_iteration_s[0]) == pytest.approx(32 / 180)
 
 
+def test_the_steps_share_the_compute_cores_where_the_catalog_names_them(
+    catalog_2025: Catalog,
+) -> None:
+    """compute_cores (the machine's cores) sets the steps' C; total_vcpu (the memory limit)
+    still sets it where the catalog names none, and the exchange keeps total_vcpu either way."""
+    four = Choice(n_workers=4, memory_mb=1769, arch="x86_64", ps_type="c5.large", ps_count=1)
+    quota = _shared(catalog_2025, 1.5)
+    machine = dataclasses.replace(quota, compute_cores=2.0)
+    profile = make_profile()
+    # 4 workers: 180 · 1.5/4 samples/s on the memory limit, 180 · 2/4 on the machine's cores
+    assert float(predict(profile, quota, four).compute_per_iteration_s[0]) == pytest.approx(
+        32 / 67.5
+    )
+    assert float(predict(profile, machine, four).compute_per_iteration_s[0]) == pytest.approx(
+        32 / 90
+    )
+    assert float(predict(profile, machine, four).communication_per_iteration_s[0]) == (
+        pytest.approx(float(predict(profile, quota, four).communication_per_iteration_s[0]))
+    )
+
+
 # λDNN Table 3: ResNet50 on CIFAR-10, 1 epoch, 8 functions × 2560 MB, one m5.large PS, deadline
 # 600 s; λDNN measured 573.34 s. A stand-in profile of that shape (about 94 MB of fp32
 # parameters, R(2560 MB) ≈ 23 samples/s): paper figures are another file's business.
@@ -284,6 +305,17 @@ def test_total_vcpu_is_read_and_must_be_positive() -> None:
         catalog_from_dict(_catalog_doc(total_vcpu=0))
     assert str(err.value) == (
         "catalog lambda-2020: lambda.total_vcpu 0 must be > 0 (or absent: unlimited)"
+    )
+
+
+@pytest.mark.parametrize("name", ["init_cores", "compute_cores"])
+def test_the_shared_cores_figures_are_read_and_must_be_positive(name: str) -> None:
+    assert getattr(catalog_from_dict(_catalog_doc(**{name: 2})), name) == 2.0
+    assert getattr(catalog_from_dict(_catalog_doc()), name) is None  # absent: total_vcpu
+    with pytest.raises(ValueError) as err:
+        catalog_from_dict(_catalog_doc(**{name: 0}))
+    assert str(err.value) == (
+        f"catalog lambda-2020: lambda.{name} 0 must be > 0 (or absent: total_vcpu)"
     )
 
 

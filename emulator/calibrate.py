@@ -608,6 +608,14 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
             f"{m.cores}] (os.sched_getaffinity); imports run at burst CPU, outside the workers' "
             "quota (emulator/runner.py init_phase)",
         ),
+        "compute_cores": measured(
+            float(m.cores),
+            "cores",
+            f"os.sched_getaffinity: {m.cores} cores; the workers' steps are held by their own "
+            "quotas only, and the PS, the S3 server and the orchestrator wait while a BSP step "
+            "computes, so n steps at once share every core (k copies at 0.72 vCPU got 0.93-1.02 "
+            "of 2 cores: bench/results/shared-cores.md)",
+        ),
         "cpu_throttle_period_s": policy(
             m.cfs_period_s, "s", "emulator/cpu.py CFS_PERIOD_US (Lambda's 20 ms slice)"
         ),

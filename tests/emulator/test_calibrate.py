@@ -160,6 +160,8 @@ def test_catalog_writes_the_figures_the_model_engineer_adds() -> None:
     # the cores n cold starts at once effectively shared (measured, not the machine's count)
     assert lam["init_cores"]["value"] == 1.55
     assert calibrate.catalog_from_dict(doc).init_cores == 1.55
+    # the steps share every core (2 here), where the memories add up to total_vcpu at most
+    assert calibrate.catalog_from_dict(doc).compute_cores == float(_measurements().cores)
     assert doc["parameter_servers"]["candidates"][0]["burst_s"]["value"] == 0
     assert (lam["cold_start_s"]["value"], lam["warm_start_s"]["value"]) == (1.8, 0.005)
     assert lam["load_cpu_s"]["value"] == 0.3

@@ -48,11 +48,6 @@ AWS_CATALOG = "lambda-2025"
 NO_LOCAL_CATALOG = "no local catalog: run `make calibrate`"
 
 
-def worker_terms(worker: WorkerState) -> dict[str, float]:
-    """One worker's measured seconds per term over its whole chain of invocations."""
-    return chain_terms(worker.links)
-
-
 def aggregation_measured_s(record: RunRecord, per_worker: list[dict[str, float]]) -> float:
     """The averaging and update the workers wait through: the slowest PS shard's own update
     time, or in an S3-sync run the busiest reducer's (NaN when neither was measured)."""
@@ -308,7 +303,7 @@ def build_report(
     """The JSON report (also printed as a table); `local_catalog` is this machine's catalog or
     its name or path (a missing one leaves the local columns null)."""
     plan = record.plan
-    per_worker = [worker_terms(w) for w in record.workers]
+    per_worker = [chain_terms(w.links) for w in record.workers]
     measured = measured_terms(per_worker)
     # Inside the PS (the workers wait through it): the slowest shard's own update time.
     measured["ps_aggregation"] = aggregation_measured_s(record, per_worker)

@@ -74,6 +74,11 @@ def chain_terms(links: list[dict[str, Any]]) -> dict[str, float]:
     return terms
 
 
+def straggler_index(per_worker: list[dict[str, float]]) -> int:
+    """The BSP straggler among the workers' chain_terms: the worker that computed longest."""
+    return max(range(len(per_worker)), key=lambda i: per_worker[i]["compute"])
+
+
 def measured_terms(per_worker: list[dict[str, float]]) -> dict[str, float]:
     """The run's measured terms: start-up, load, chaining and wall as the slowest worker's (each
     gates the others), compute and communication both from the straggler (the worker that
@@ -83,7 +88,7 @@ def measured_terms(per_worker: list[dict[str, float]]) -> dict[str, float]:
     communication, so the fastest worker's communication holds the straggler's extra compute,
     and the two maxima, taken from different workers, counted that time twice.
     """
-    straggler = max(per_worker, key=lambda w: w["compute"])
+    straggler = per_worker[straggler_index(per_worker)]
     measured = {t: max(w[t] for w in per_worker) for t in per_worker[0]}
     measured["compute"], measured["communication"] = (
         straggler["compute"], straggler["communication"])  # fmt: skip

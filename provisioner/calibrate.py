@@ -180,7 +180,7 @@ def report_of_aws_run(aws: dict[str, Any], plan: Plan, where: str) -> dict[str, 
         raise ValueError(f"report {where!r} has no worker link records: there is nothing to refit")
     per_worker = [link_terms.chain_terms(list(w["links"])) for w in workers]
     measured = link_terms.measured_terms(per_worker)
-    straggler = max(range(len(workers)), key=lambda i: per_worker[i]["compute"])
+    straggler = link_terms.straggler_index(per_worker)
     completed = int(aws.get("iteration") or 0)
     trained = int(workers[straggler].get("iterations_run") or 0)
     return {

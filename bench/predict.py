@@ -25,6 +25,14 @@ predicts. This VM's speed drifts by up to half between hours (MobileNetV2 at 1 v
 one day, 77 the next, same code), so a profile from another hour predicts another machine.
 The figures used are kept beside the results (bench/results/predict-platform/); `--reuse`
 skips the measuring and takes catalog/local.json and profiles/ as they are.
+
+Anchors: a curve measured once still meets rows up to an hour later, so in every round each
+workload's 1-vCPU rate and start-up are read again just before its cases (a few children at
+1 vCPU, emulator.profile.measure_anchor) and its profile moved to that speed, the curve's shape
+kept (anchored_profile; kept under <name>-platform/anchors/). Each run is predicted from its
+round's anchored profile and a row's prediction is the median of its runs'. The table also gives
+the accuracy of the same runs predicted from the start-of-run profiles, so what the anchor
+changed is measured, not asserted. `--no-anchor` runs without them.
 Writes bench/results/predict.{json,md,png} (`--quick`, `--only W`: predict-quick.*, predict-W.*).
 
 `--rescore` measures nothing: it predicts the configurations of an earlier run's results again
@@ -42,6 +50,7 @@ import dataclasses
 import json
 import math
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -54,13 +63,16 @@ from typing import Any
 
 from emulator.calibrate import machine_name
 from emulator.orchestrator import Options, run
+from emulator.profile import anchored_profile, measure_anchor
 from emulator.s3server import weed_server
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.catalog import Catalog, catalog_from_dict
 from provisioner.planner import RunRules, build_plan, predict_run
 from provisioner.space import Choice
 
-RESULTS = Path(__file__).resolve().parent / "results"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS = REPO_ROOT / "bench" / "results"
+ARCH = platform.machine().replace("aarch64", "arm64")
 TERMS = ("load", "compute", "communication", "ps_aggregation", "startup", "chaining", "total")
 LOCAL_PS = "loopback"
 INVOCATION_LIMIT_S = 900.0  # every case's: a link ends by its iteration cap, never by time
@@ -195,16 +207,15 @@ def case_of(row: dict[str, Any]) -> Case:
     raise ValueError(f"bad results row {row['case']!r}: not a case of this benchmark")
 
 
-def rescore_row(row: dict[str, Any], platform: Path, catalog: Catalog) -> dict[str, Any]:
-    """The row with every term predicted again by the current model: the configuration that
-    ran (a planned row's too: its plan is not chosen again) under the rules it ran by, on the
-    catalog and profile the run measured (`platform`), against the row's measurements."""
+def predicted_terms(
+    row: dict[str, Any], profile_path: Path | str, catalog: Catalog
+) -> dict[str, float]:
+    """Every term the current model predicts for the configuration a row ran (a planned row's
+    too: its plan is not chosen again), under the rules it ran by, from `profile_path`."""
     from emulator.orchestrator import default_safety_margin_s
     from emulator.report import PREDICTED_FIELDS
 
     case = case_of(row)
-    profile_path = platform / f"{row['workload']}.json"
-    profile = load_profile(str(profile_path) if profile_path.exists() else row["workload"])
     rules = RunRules(
         invocation_limit_s=INVOCATION_LIMIT_S,
         safety_margin_s=default_safety_margin_s(INVOCATION_LIMIT_S),
@@ -212,9 +223,24 @@ def rescore_row(row: dict[str, Any], platform: Path, catalog: Catalog) -> dict[s
         iterations=row["iterations"],
     )
     choice = Choice(row["n"], row["memory_mb"], "x86_64", LOCAL_PS, row["ps_count"])
-    plan = predict_run(profile, catalog, choice, rules, job="bench-rescore")
+    plan = predict_run(load_profile(str(profile_path)), catalog, choice, rules, job="bench")
+    return {t: float(getattr(plan.prediction, PREDICTED_FIELDS[t])) for t in TERMS}
+
+
+def rescore_row(row: dict[str, Any], platform: Path, catalog: Catalog) -> dict[str, Any]:
+    """The row with every term predicted again by the current model on the catalog and the
+    profiles the run measured (`platform`: each run's anchored profile where the run kept them,
+    the median of their predictions), against the row's measurements."""
+    anchored = [platform / f for f in row.get("profiles", [])]
+    profile_path = platform / f"{row['workload']}.json"
+    paths: list[Path | str] = (
+        list(anchored)
+        if anchored and all(p.exists() for p in anchored)
+        else [profile_path if profile_path.exists() else row["workload"]]
+    )
+    runs = [predicted_terms(row, p, catalog) for p in paths]
     terms = {
-        t: {**v, "predicted_local_s": float(getattr(plan.prediction, PREDICTED_FIELDS[t]))}
+        t: {**v, "predicted_local_s": statistics.median(r[t] for r in runs)}
         for t, v in row["terms"].items()
     }
     return {**row, "terms": terms, "accuracy_local": accuracies(terms)}
@@ -285,8 +311,9 @@ def accuracies(terms: dict[str, dict[str, Any]]) -> dict[str, float]:
 
 
 def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One row from repeated runs of a case: each term's measured median, accuracies against
-    it, every run's total, and the deadline met only if every run met it.
+    """One row from repeated runs of a case: each term's measured median, and predicted median
+    (each run is predicted from its own anchored profile), accuracies of the one against the
+    other, every run's total, and the deadline met only if every run met it.
 
     The machine is noisy (the same run varies by 10-20% here), so one run is a sample; the
     median of a few is the figure a prediction can be held to.
@@ -294,11 +321,17 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     row = dict(runs[0])
     terms: dict[str, Any] = {}
     for term, first in runs[0]["terms"].items():
-        measured = [r["terms"][term]["measured_s"] for r in runs]
-        measured = [m for m in measured if m is not None]
-        terms[term] = {**first, "measured_s": statistics.median(measured) if measured else None}
+        terms[term] = dict(first)
+        for field in ("predicted_local_s", "measured_s", "predicted_aws_s"):
+            values = [r["terms"][term][field] for r in runs]
+            values = [v for v in values if v is not None]
+            terms[term][field] = statistics.median(values) if values else None
     row["terms"] = terms
     row["accuracy_local"] = accuracies(terms)
+    unanchored = [float(r["unanchored_total_s"]) for r in runs if "unanchored_total_s" in r]
+    if unanchored and len(unanchored) == len(runs):
+        row["unanchored_total_s"] = statistics.median(unanchored)
+    row["profiles"] = [r["profile"] for r in runs if r.get("profile")]
     row["measured_totals_s"] = [r["terms"]["total"]["measured_s"] for r in runs]
     met = [r["met_deadline"] for r in runs]
     row["met_deadline"] = None if met[0] is None else all(met)
@@ -324,6 +357,18 @@ def summary_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "worst": min(values),
                 "rows": len(values),
             }
+    unanchored = [
+        a
+        for r in rows
+        if (a := accuracy(r.get("unanchored_total_s"), r["terms"]["total"]["measured_s"]))
+        is not None
+    ]
+    if unanchored:
+        out["total_unanchored"] = {
+            "mean": statistics.fmean(unanchored),
+            "worst": min(unanchored),
+            "rows": len(unanchored),
+        }
     planned = [r for r in rows if r["planned"]]
     out["deadlines_met"] = f"{sum(bool(r['met_deadline']) for r in planned)}/{len(planned)}"
     repeat = repeatability(rows)
@@ -395,6 +440,24 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
             f"as a prediction of its own other runs scores mean {rep['mean']:.3f}, worst "
             f"{rep['worst']:.3f}; a case's slowest run took {rep['spread']:.2f}× its fastest "
             "on average.",
+        ]
+    if "total_unanchored" in summary:
+        un = summary["total_unanchored"]
+        lines += [
+            "",
+            f"The same measurements predicted from the profiles measured at the start of the run "
+            f"instead of each round's anchored ones: total mean {un['mean']:.3f}, worst "
+            f"{un['worst']:.3f}.",
+        ]
+    if meta.get("anchors"):
+        factors = "; ".join(
+            f"{w} {', '.join(f'{f:.2f}' for f in fs)}" for w, fs in sorted(meta["anchors"].items())
+        )
+        lines += [
+            "",
+            "Anchors: before its rows in every round, each workload's 1-vCPU rate and start-up "
+            "were measured again and its profile moved to that speed (emulator.profile."
+            f"anchored_profile); speed factor per round, over the profile's: {factors}.",
         ]
     lines += [
         "",
@@ -468,6 +531,22 @@ def measure_platform(workloads: list[str], out: Path) -> dict[str, Path]:
     return {w: out / f"{w}.json" for w in workloads}
 
 
+def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, float]:
+    """Measure the workload's 1-vCPU speed now and write its profile (`base`, else the committed
+    one) moved to that speed at `out`; (the path, the speed factor over the profile's)."""
+    source = base or REPO_ROOT / "profiles" / f"{workload}.json"
+    doc = json.loads(source.read_text())
+    reading = measure_anchor(doc)
+    moved = anchored_profile(doc, reading, ARCH, time.strftime("%Y-%m-%d", time.gmtime()))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(moved, indent=2) + "\n")
+    factor = float(moved["anchor"]["speed_factor"])
+    print(f"anchor {workload}: {reading['samples_per_s']:.1f} samples/s at 1 vCPU "
+          f"(× {factor:.3f}), start-up {reading['startup_s']:.2f} s",
+          file=sys.stderr, flush=True)  # fmt: skip
+    return out, factor
+
+
 def machine() -> str:
     return machine_name(Path("/proc/cpuinfo").read_text(), len(os.sched_getaffinity(0)))
 
@@ -483,6 +562,11 @@ def main(argv: list[str] | None = None) -> int:
         "--reuse",
         action="store_true",
         help="take catalog/local.json and profiles/ as they are (no calibration or profiling)",
+    )
+    parser.add_argument(
+        "--no-anchor",
+        action="store_true",
+        help="predict every round from the profiles measured at the start (no re-anchoring)",
     )
     parser.add_argument(
         "--rescore",
@@ -516,15 +600,33 @@ def main(argv: list[str] | None = None) -> int:
     else:
         # the catalog and profiles this run measured and used, beside its results
         profiles = dict(measure_platform(workloads, RESULTS / f"{name}-platform"))
+    platform_dir = RESULTS / f"{name}-platform"
+    catalog = load_catalog("local")
     runs: list[list[dict[str, Any]]] = [[] for _ in cases]
+    anchors: dict[str, list[float]] = {w: [] for w in workloads}
     with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
         for k in range(args.repeats):  # round the cases: a drift in speed meets them all
-            for i, case in enumerate(cases):
-                out = Path(tmp) / f"case-{i}-{k}"
-                runs[i].append(measure(case, endpoint, out, profiles[case.workload]))
-                total = runs[i][-1]["accuracy_local"].get("total")
-                print(json.dumps({"case": case.label, "repeat": k, "total": total}),
-                      file=sys.stderr, flush=True)  # fmt: skip
+            for w in workloads:  # a workload's rows together, right after its anchor
+                base = profiles[w]
+                profile = base
+                if not args.no_anchor:
+                    profile, factor = anchor_profile(
+                        w, base, platform_dir / "anchors" / f"{w}-round{k}.json"
+                    )
+                    anchors[w].append(factor)
+                for i, case in enumerate(cases):
+                    if case.workload != w:
+                        continue
+                    out = Path(tmp) / f"case-{i}-{k}"
+                    result = measure(case, endpoint, out, profile)
+                    if not args.no_anchor and profile is not None:
+                        result["profile"] = str(profile.relative_to(platform_dir))
+                        unanchored = predicted_terms(result, base or w, catalog)
+                        result["unanchored_total_s"] = unanchored["total"]
+                    runs[i].append(result)
+                    total = result["accuracy_local"].get("total")
+                    print(json.dumps({"case": case.label, "repeat": k, "total": total}),
+                          file=sys.stderr, flush=True)  # fmt: skip
     rows = [median_row(r) for r in runs]
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -536,6 +638,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.reuse
         else f"calibrated and profiled at the start of this run (bench/results/{name}-platform/)",
         "command": command,
+        "anchors": {w: f for w, f in anchors.items() if f},
     }
     print(write_results(rows, meta, name))
     return 0

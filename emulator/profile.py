@@ -503,6 +503,71 @@ def check_fits_lambda(doc: dict[str, Any]) -> None:
         )
 
 
+ANCHOR_MEASURE_S = 2.0  # per child: a spot reading of the machine's speed, not a curve
+
+
+def measure_anchor(
+    raw: dict[str, Any], repeats: int = 3, measure_s: float = ANCHOR_MEASURE_S
+) -> dict[str, float]:
+    """The workload's speed now: samples/s and start-up of one child at 1 vCPU (the median of
+    `repeats`), for `anchored_profile`. Raises RuntimeError where no share can be held."""
+    source = dataset_source(raw["dataset"], int(raw["dataset_samples"]))
+    with cpu.CpuLimiter(f"lambda-dnn-anchor-{os.getpid()}") as limiter:
+        if not limiter.enforced:
+            raise RuntimeError(f"cannot hold a 1 vCPU share for the anchor ({limiter.reason})")
+        runs = [
+            measure_share(limiter, 1.0, model=raw["model"], source=source,
+                          batch=int(raw["profiled_local_batch"]), measure_s=measure_s)
+            for _ in range(max(1, repeats))
+        ]  # fmt: skip
+    return {
+        "samples_per_s": statistics.median(r["samples_per_s"] for r in runs),
+        "startup_s": statistics.median(r["startup_s"] for r in runs),
+        "runs": len(runs),
+    }
+
+
+def anchored_profile(
+    doc: dict[str, Any], anchor: dict[str, float], arch: str, when: str
+) -> dict[str, Any]:
+    """The profile `doc` moved to the machine's speed of the `anchor` (measure_anchor): every
+    training-rate point × the anchor's 1-vCPU rate over the profile's, start-up the anchor's.
+
+    This VM's speed drifts by up to 2× within an hour (MobileNetV2 at 1 vCPU: 36.4 samples/s
+    at 04:30, 67.6 at 05:27, same code), the same for every share, so a curve measured once
+    predicts runs an hour later at another speed. Its shape (the ratio between shares, the
+    parallel ratio, warm-up) is kept; only its level is set from a reading taken just before.
+    """
+    points = doc["training_rate"][arch]["points"]
+    one = [p for p in points if p["vcpu_share"] == 1.0]
+    if not one:
+        raise ValueError(f"bad profile {doc['name']!r}: no 1 vCPU training-rate point to anchor")
+    factor = anchor["samples_per_s"] / one[0]["samples_per_s"]
+    out: dict[str, Any] = json.loads(json.dumps(doc))
+    out["training_rate"][arch]["points"] = [
+        {**p, "samples_per_s": round(p["samples_per_s"] * factor, 1)} for p in points
+    ]
+    out["startup_s"] = round(anchor["startup_s"], 2)
+    out["anchor"] = {
+        "speed_factor": round(factor, 4),
+        "samples_per_s_at_1_vcpu": round(anchor["samples_per_s"], 1),
+        "startup_s": round(anchor["startup_s"], 3),
+        "date": when,
+    }
+    method = (
+        f"anchored: the profile's curve × {factor:.3f}, its 1-vCPU rate measured just before "
+        f"(median of {anchor.get('runs', 1)} children at 1 vCPU, emulator.profile.measure_anchor)"
+    )
+    sources = out.setdefault("sources", {})
+    sources["training_rate"] = {**sources.get("training_rate", {}), "method": method, "date": when}
+    sources["startup_s"] = {
+        **sources.get("startup_s", {}),
+        "method": "anchored: the median start-up of the same children",
+        "date": when,
+    }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emulator.profile")
     parser.add_argument(

@@ -9,6 +9,7 @@ import pytest
 
 from emulator.profile import (
     LAMBDA_MAX_MEMORY_MB,
+    anchored_profile,
     check_fits_lambda,
     dataset_source,
     new_profile,
@@ -126,3 +127,33 @@ def test_the_parallel_ratio_is_the_median_of_back_to_back_pairs() -> None:
     assert paired_speed_ratio(pairs) == pytest.approx(0.8)
     # faster together only saw less noise: each pair is held to 1 before the median
     assert paired_speed_ratio([(50.0, 60.0), (50.0, 55.0), (50.0, 40.0)]) == 1.0
+
+
+def test_an_anchored_profile_keeps_the_curves_shape_at_the_anchors_speed(tmp_path: Path) -> None:
+    """The anchor moves every share's rate by its 1-vCPU reading over the profile's and takes its
+    start-up; the result loads, says it was anchored, and leaves the input as it was."""
+    raw = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
+    points = raw["training_rate"]["x86_64"]["points"]
+    one = next(p["samples_per_s"] for p in points if p["vcpu_share"] == 1.0)
+    doc = anchored_profile(
+        raw, {"samples_per_s": one * 1.5, "startup_s": 0.8, "runs": 3}, "x86_64", "2026-11-25"
+    )
+    moved = doc["training_rate"]["x86_64"]["points"]
+    assert [p["vcpu_share"] for p in moved] == [p["vcpu_share"] for p in points]
+    for before, after in zip(points, moved, strict=True):
+        assert after["samples_per_s"] == pytest.approx(before["samples_per_s"] * 1.5, abs=0.1)
+    assert doc["startup_s"] == 0.8 and doc["anchor"]["speed_factor"] == 1.5
+    assert doc["sources"]["training_rate"]["method"].startswith("anchored: the profile's curve")
+    assert raw["training_rate"]["x86_64"]["points"] == points and raw["startup_s"] != 0.8
+    path = tmp_path / "anchored.json"
+    path.write_text(json.dumps(doc))
+    assert load_profile(path).startup_s == 0.8
+
+
+def test_a_profile_without_a_1_vcpu_point_cannot_be_anchored() -> None:
+    raw = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
+    raw["training_rate"]["x86_64"]["points"] = [
+        p for p in raw["training_rate"]["x86_64"]["points"] if p["vcpu_share"] != 1.0
+    ]
+    with pytest.raises(ValueError, match="no 1 vCPU training-rate point"):
+        anchored_profile(raw, {"samples_per_s": 10.0, "startup_s": 1.0}, "x86_64", "2026-11-25")

@@ -10,6 +10,8 @@ import pytest
 
 import bench.predict as bp
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def _row(case: str, total: float | None, compute: float, planned: bool = False) -> dict:
     terms = {
@@ -77,11 +79,12 @@ def test_a_repeated_case_is_held_to_the_median_of_its_runs() -> None:
     assert row["run_s"] == 3.0
 
 
-def test_repeats_go_round_the_cases_with_each_workloads_profile(
+def _fake_grid(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every case once, then again (a drift in the machine's speed meets every case alike), each
-    with the profile measured for its workload in this run."""
+) -> tuple[tuple[bp.Case, ...], list[tuple[str, Path | None]], dict[str, Path], list[dict]]:
+    """A --quick grid of digits, CNN, digits-planned whose measuring is faked: (the cases, the
+    (label, profile) each measure() got, the start-of-run profile per workload, the metas
+    written)."""
     import contextlib
 
     cases = (bp.FIXED[0], bp.FIXED[6], bp.PLANNED[0])
@@ -92,20 +95,94 @@ def test_repeats_go_round_the_cases_with_each_workloads_profile(
         return _row(case.label, 0.9, 0.9, planned=bool(case.deadline_s))
 
     paths = {w: tmp_path / f"{w}.json" for w in ("digits-mlp", "synthetic-cifar-cnn")}
+    monkeypatch.setattr(bp, "RESULTS", tmp_path)
     monkeypatch.setattr(bp, "QUICK", cases)
     monkeypatch.setattr(bp, "measure", fake_measure)
+    monkeypatch.setattr(bp, "load_catalog", lambda name: object())
     monkeypatch.setattr(
         bp, "measure_platform", lambda workloads, out: {w: paths[w] for w in workloads}
     )
     monkeypatch.setattr(bp, "weed_server", lambda: contextlib.nullcontext("http://127.0.0.1:1"))
-    names: list[str] = []
-    monkeypatch.setattr(bp, "write_results", lambda rows, meta, name: names.append(name) or "")
+    metas: list[dict] = []
+    monkeypatch.setattr(
+        bp, "write_results", lambda rows, meta, name: metas.append({**meta, "name": name}) or ""
+    )
+    return cases, order, paths, metas
+
+
+def test_repeats_go_round_the_cases_with_each_workloads_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every case once, then again (a drift in the machine's speed meets every case alike), a
+    workload's cases together, each with the profile measured for its workload in this run."""
+    cases, order, paths, metas = _fake_grid(tmp_path, monkeypatch)
+    assert bp.main(["--quick", "--repeats", "2", "--no-anchor"]) == 0
+    digits, cnn, planned = (c.label for c in cases)
+    assert [label for label, _ in order] == [digits, planned, cnn] * 2
+    assert [m["name"] for m in metas] == ["predict-quick"]  # a partial run keeps the grid's files
+    assert [p for _, p in order[:3]] == [paths["digits-mlp"], paths["digits-mlp"],
+                                         paths["synthetic-cifar-cnn"]]  # fmt: skip
+    assert metas[0]["anchors"] == {}
+
+
+def test_each_round_anchors_a_workloads_profile_just_before_its_cases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default each round measures a workload's speed again right before its cases, which run
+    on that anchored profile; each run is also predicted from the start-of-run profile, so the
+    table can say what the anchor changed."""
+    cases, order, paths, metas = _fake_grid(tmp_path, monkeypatch)
+    anchored: list[tuple[str, Path | None, Path]] = []
+    factors = iter((1.1, 0.9, 1.2, 0.8))
+
+    def fake_anchor(workload: str, base: Path | None, out: Path) -> tuple[Path, float]:
+        anchored.append((workload, base, out))
+        order.append(("anchor " + workload, out))
+        return out, next(factors)
+
+    unanchored_from: list[Path | str] = []
+
+    def fake_predicted(row: dict, profile: Path | str, catalog: object) -> dict[str, float]:
+        unanchored_from.append(profile)
+        return {"total": 42.0}
+
+    monkeypatch.setattr(bp, "anchor_profile", fake_anchor)
+    monkeypatch.setattr(bp, "predicted_terms", fake_predicted)
     assert bp.main(["--quick", "--repeats", "2"]) == 0
-    labels = [c.label for c in cases]
-    assert [label for label, _ in order] == labels + labels
-    assert names == ["predict-quick"]  # a partial run keeps the full grid's files
-    assert [p for _, p in order[:3]] == [paths["digits-mlp"], paths["synthetic-cifar-cnn"],
-                                         paths["digits-mlp"]]  # fmt: skip
+    digits, cnn, planned = (c.label for c in cases)
+    anchors = tmp_path / "predict-quick-platform" / "anchors"
+    round_ = ["anchor digits-mlp", digits, planned, "anchor synthetic-cifar-cnn", cnn]
+    assert [label for label, _ in order] == round_ * 2
+    assert [out for _, _, out in anchored] == [
+        anchors / "digits-mlp-round0.json", anchors / "synthetic-cifar-cnn-round0.json",
+        anchors / "digits-mlp-round1.json", anchors / "synthetic-cifar-cnn-round1.json",
+    ]  # fmt: skip
+    bases = [paths["digits-mlp"], paths["synthetic-cifar-cnn"]]
+    assert [base for _, base, _ in anchored] == bases * 2
+    # a case runs on its round's anchored profile; its unanchored prediction uses the base one
+    assert order[1] == (digits, anchors / "digits-mlp-round0.json")
+    assert order[6] == (digits, anchors / "digits-mlp-round1.json")
+    assert unanchored_from[:3] == [paths["digits-mlp"], paths["digits-mlp"],
+                                   paths["synthetic-cifar-cnn"]]  # fmt: skip
+    assert metas[0]["anchors"] == {"digits-mlp": [1.1, 1.2], "synthetic-cifar-cnn": [0.9, 0.8]}
+
+
+def test_a_row_predicted_per_run_is_held_at_the_median_of_its_predictions() -> None:
+    """With anchors every run has its own prediction: the row's predicted figure is their median,
+    set against the measured median, and the unanchored prediction is kept beside it."""
+    runs = [_row("a", 0.5, 0.5) for _ in range(3)]
+    figures = ((9.0, 10.0, 20.0), (12.0, 12.0, 21.0), (30.0, 31.0, 22.0))
+    for k, (run, (pred, meas, un)) in enumerate(zip(runs, figures, strict=True)):
+        run["terms"] = {t: dict(v) for t, v in run["terms"].items()}
+        run["terms"]["total"].update(predicted_local_s=pred, measured_s=meas)
+        run.update(unanchored_total_s=un, profile=f"anchors/a-round{k}.json")
+    row = bp.median_row(runs)
+    assert row["terms"]["total"]["predicted_local_s"] == 12.0
+    assert row["accuracy_local"]["total"] == 1.0
+    assert row["unanchored_total_s"] == 21.0
+    assert row["profiles"] == [f"anchors/a-round{k}.json" for k in range(3)]
+    summary = bp.summary_of([row])
+    assert summary["total_unanchored"]["mean"] == pytest.approx(1 - 9 / 12)
 
 
 def test_rescore_predicts_the_configuration_that_ran_again_against_its_measurements(
@@ -128,6 +205,40 @@ def test_rescore_predicts_the_configuration_that_ran_again_against_its_measureme
     assert "Re-scored, nothing measured" in text and "`python -m bench.predict --quick`" in text
     # the source run's files are untouched
     assert json.loads((tmp_path / "predict-quick.json").read_text())["rows"][0] == row
+
+
+def test_rescore_of_an_anchored_run_predicts_each_run_from_its_own_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row whose runs kept their anchored profiles is re-predicted from each of them, at the
+    median: a profile twice as fast predicts the compute in about half the time."""
+    from emulator.profile import anchored_profile
+
+    row = _earlier_run(tmp_path, monkeypatch, bp.FIXED[6], 20.0)  # CNN n=1 m=1024
+    base = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
+    rate = next(p for p in base["training_rate"]["x86_64"]["points"] if p["vcpu_share"] == 1.0)
+    platform = tmp_path / "predict-quick-platform"
+    (platform / "anchors").mkdir()
+    names = []
+    for k, speed in enumerate((1.0, 2.0, 2.0)):
+        doc = anchored_profile(
+            base, {"samples_per_s": rate["samples_per_s"] * speed, "startup_s": 1.0},
+            "x86_64", "2026-11-25",
+        )  # fmt: skip
+        names.append(f"anchors/synthetic-cifar-cnn-round{k}.json")
+        (platform / names[-1]).write_text(json.dumps(doc))
+    data = json.loads((tmp_path / "predict-quick.json").read_text())
+    data["rows"][0].update(workload="synthetic-cifar-cnn", profiles=names)
+    (tmp_path / "predict-quick.json").write_text(json.dumps(data))
+    assert bp.main(["--rescore", "--quick"]) == 0
+    (again,) = json.loads((tmp_path / "predict-quick-rescored.json").read_text())["rows"]
+    catalog = bp.catalog_from_dict(json.loads((platform / "local.json").read_text()))
+    at_speed = {s: bp.predicted_terms(again, platform / names[k], catalog)
+                for k, s in ((0, 1), (1, 2))}  # fmt: skip
+    assert again["terms"]["compute"]["predicted_local_s"] == at_speed[2]["compute"]
+    assert at_speed[2]["compute"] == pytest.approx(at_speed[1]["compute"] / 2, rel=0.05)
+    assert again["terms"]["startup"]["predicted_local_s"] == pytest.approx(1.0)
+    assert row["terms"]["total"]["measured_s"] == again["terms"]["total"]["measured_s"]
 
 
 def _earlier_run(

@@ -73,7 +73,9 @@ from provisioner.space import Choice
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "bench" / "results"
 ARCH = platform.machine().replace("aarch64", "arm64")
-TERMS = ("load", "compute", "communication", "ps_aggregation", "startup", "chaining", "total")
+TERMS = (
+    "load", "compute", "communication", "ps_aggregation", "startup", "chaining", "launch", "total"
+)  # fmt: skip
 LOCAL_PS = "loopback"
 INVOCATION_LIMIT_S = 900.0  # every case's: a link ends by its iteration cap, never by time
 
@@ -238,11 +240,10 @@ def rescore_row(row: dict[str, Any], platform: Path, catalog: Catalog) -> dict[s
         if anchored and all(p.exists() for p in anchored)
         else [profile_path if profile_path.exists() else row["workload"]]
     )
-    runs = [predicted_terms(row, p, catalog) for p in paths]
-    terms = {
-        t: {**v, "predicted_local_s": statistics.median(r[t] for r in runs)}
-        for t, v in row["terms"].items()
-    }
+    runs = [predicted_terms(row, path, catalog) for path in paths]
+    empty = {"measured_s": None, "predicted_aws_s": None}  # a term the run did not measure
+    middle = {t: statistics.median(p[t] for p in runs) for t in TERMS}
+    terms = {t: {**row["terms"].get(t, empty), "predicted_local_s": middle[t]} for t in TERMS}
     return {**row, "terms": terms, "accuracy_local": accuracies(terms)}
 
 
@@ -406,7 +407,7 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
     stem.with_suffix(".json").write_text(
         json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=2) + "\n"
     )
-    cols = ("load", "compute", "communication", "startup", "chaining", "total")
+    cols = ("load", "compute", "communication", "startup", "chaining", "launch", "total")
     head = "| case | k | links | " + " | ".join(f"{c} pred./meas. s" for c in cols)
     head += " | accuracy (total) | deadline met |"
     lines = [
@@ -417,7 +418,8 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
     ]
     for r in rows:
         cells = [
-            f"{_fmt(r['terms'][c]['predicted_local_s'])}/{_fmt(r['terms'][c]['measured_s'])}"
+            f"{_fmt(r['terms'].get(c, {}).get('predicted_local_s'))}/"
+            f"{_fmt(r['terms'].get(c, {}).get('measured_s'))}"
             for c in cols
         ]
         met = "–" if r["met_deadline"] is None else ("yes" if r["met_deadline"] else "**no**")

@@ -161,6 +161,7 @@ class Measurements:
     init_cores: float  # cores n cold starts at once effectively share (parallel_init_cores)
     load_cpu_s: float  # the worker's load of a tiny dataset (bytes ~0) in a fresh runner
     restart_s: float
+    launch_s: float  # a fresh runner's first invocation before the handler's clock (spawn on)
     memory_gib: float
     arch: str  # "x86_64" | "arm64": the loopback PS type's architecture
     repeats: int
@@ -361,12 +362,23 @@ def _invoke_s(
 
 def measure_startup(
     supervisor: Supervisor, env: dict[str, str], work: Path, repeats: int
-) -> tuple[float, float, float]:
-    """(cold_s, warm_s, restart_s): a fresh runner's first invocation (spawn included), a
-    second one in the same environment, and the gap the orchestrator adds between the links of
-    a chain: warm calls polled at its interval, each working a different share of that interval
-    (a link ends at any phase of the poll, so the mean wait is about half an interval; a call
-    that returns at once always waited a whole one), less the work."""
+) -> tuple[float, float, float, float]:
+    """(cold_s, warm_s, restart_s, launch_s): a fresh runner's first invocation (spawn
+    included), a second one in the same environment, the gap the orchestrator adds between the
+    links of a chain (warm calls polled at its interval, each working a different share of that
+    interval: a link ends at any phase of the poll, so the mean wait is about half an interval;
+    a call that returns at once always waited a whole one, less the work), and the part of the
+    cold invocation before the handler's own clock: `repeats` fresh runners' first invocations,
+    less the worker module's import each reports (the start-up a worker times itself), median."""
+    launches = []
+    for k in range(repeats):
+        t0 = time.perf_counter()
+        probe = start_environment(supervisor, name=f"launch-{k}",
+                                  handler="emulator.startup_probe:handler", memory_mb=1769,
+                                  work_dir=work, env=env)  # fmt: skip
+        import_s = float(_invoke(supervisor, probe, work, f"launch-{k}", 0.005).result["import_s"])
+        launches.append(max(0.0, time.perf_counter() - t0 - import_s))
+        supervisor.stop(probe.proc, grace_s=2.0)
     t0 = time.perf_counter()
     environment = start_environment(
         supervisor,
@@ -386,7 +398,7 @@ def measure_startup(
         for k, sleep_s in enumerate(phases)
     ]  # fmt: skip
     supervisor.stop(environment.proc, grace_s=2.0)
-    return cold_s, statistics.median(warm), statistics.mean(gaps)
+    return cold_s, statistics.median(warm), statistics.mean(gaps), statistics.median(launches)
 
 
 def parallel_init_cores(one_s: float, together_s: float, k: int, cores: int) -> float:
@@ -504,7 +516,9 @@ def measure(quick: bool, work: Path) -> Measurements:
             supervisor, env, work, PS_SIZES_QUICK_MB if quick else PS_SIZES_MB, repeats
         )
         s3 = measure_s3(endpoint, S3_SIZES_QUICK_MB if quick else S3_SIZES_MB, repeats)
-        cold_s, warm_s, restart_s = measure_startup(supervisor, env, work / "startup", repeats)
+        cold_s, warm_s, restart_s, launch_s = measure_startup(
+            supervisor, env, work / "startup", repeats
+        )
         init_cores, _, _ = measure_init_cores(
             supervisor, env, work / "init", cores, 1 if quick else 3
         )
@@ -528,6 +542,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         init_cores=init_cores,
         load_cpu_s=load_s,
         restart_s=restart_s,
+        launch_s=launch_s,
         memory_gib=machine_memory_gib(),
         arch="arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64",
         repeats=repeats,
@@ -638,6 +653,13 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
             "s",
             "spawn of emulator.runner --serve to the first result; the "
             "handler module imports functions.worker (torch)",
+        ),
+        "launch_s": measured(
+            round(m.launch_s, 4),
+            "s",
+            f"median of {m.repeats} fresh emulator.runner spawns to their first result (polled "
+            "every 5 ms) less the functions.worker import each reports: the spawn, interpreter "
+            "and runner start no handler times",
         ),
         "warm_start_s": measured(
             round(m.warm_start_s, 4),

@@ -39,6 +39,7 @@ PREDICTED_FIELDS = {
     "ps_aggregation": "ps_aggregation_s",
     "startup": "startup_s",
     "chaining": "chaining_s",
+    "launch": "launch_s",  # the first link's platform start and dispatch
     "setup": "setup_s",  # AWS only: the run's endpoints and PS start (the emulator's PS is up)
     "total": "total_s",
 }
@@ -308,6 +309,9 @@ def build_report(
     # Inside the PS (the workers wait through it): the slowest shard's own update time.
     measured["ps_aggregation"] = aggregation_measured_s(record, per_worker)
     measured["total"] = record.train_wall_s
+    # Launch: the run's wall outside the latest-ending worker's chain of handlers (its spawn,
+    # the first dispatch, the poll that sees its last result), the time no handler timed.
+    measured["launch"] = max(0.0, record.train_wall_s - measured.pop("in_chain", 0.0))
     # Nothing to set up here: the emulator's PS serves before the clock starts.
     measured["setup"] = 0.0
     predicted = {t: float(getattr(plan.prediction, f)) for t, f in PREDICTED_FIELDS.items()}

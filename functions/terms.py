@@ -71,6 +71,9 @@ def chain_terms(links: list[dict[str, Any]]) -> dict[str, float]:
     terms["chaining"] += sum(link_timing(link, "checkpoint") for link in links)
     terms["load"] = link_timing(links[0], "load") if links else 0.0
     terms["wall"] = sum(float(link.get("wall_s", 0.0)) for link in links)
+    # The chain's wall less its first link's gap: from the first handler's start to the end,
+    # so a run's wall beyond it is launch (the spawn, the first dispatch and poll)
+    terms["in_chain"] = terms["wall"] - (orchestration_gap_s(links[0]) if links else 0.0)
     return terms
 
 

@@ -117,6 +117,11 @@ class Catalog:
     # Start-up of a re-invocation that lands on the warm environment of the previous link (no
     # imports; the shard is in /tmp); None = every link starts cold (the conservative AWS reading).
     warm_start_s: float | None = None
+    # The platform's start of a fresh function environment before the handler's own clock runs
+    # (the emulator: spawn, interpreter and runner start; Lambda: the runtime's init before the
+    # handler module); the first link pays it with restart_s (the dispatch and the orchestrator
+    # seeing the result). 0 = not measured (the AWS catalogs: image load is not sourced yet).
+    launch_s: float = 0.0
     # CPU seconds at one vCPU a worker spends on loading before any byte moves (S3 client,
     # manifest and shard requests, np.load); None = not measured (0).
     load_cpu_s: float | None = None
@@ -323,6 +328,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         cpu_throttle_period_s=_optional_figure(lam, "cpu_throttle_period_s", "lambda", 0.0),
         total_vcpu=float(lf("total_vcpu")) if "total_vcpu" in lam else None,
         warm_start_s=float(lf("warm_start_s")) if "warm_start_s" in lam else None,
+        launch_s=_optional_figure(lam, "launch_s", "lambda", 0.0),
         init_cores=float(lf("init_cores")) if "init_cores" in lam else None,
         compute_cores=float(lf("compute_cores")) if "compute_cores" in lam else None,
         load_cpu_s=float(lf("load_cpu_s")) if "load_cpu_s" in lam else None,
@@ -370,6 +376,10 @@ def _validate(cat: Catalog) -> None:
             raise ValueError(
                 f"catalog {cat.name}: lambda.{name} {cores:g} must be > 0 (or absent: total_vcpu)"
             )
+    if cat.launch_s < 0:
+        raise ValueError(
+            f"catalog {cat.name}: lambda.launch_s {cat.launch_s:g} must be ≥ 0 (or absent: 0)"
+        )
     if not 0 <= cat.exchange_cpu_fraction <= 1:
         raise ValueError(
             f"catalog {cat.name}: network.exchange_cpu_fraction {cat.exchange_cpu_fraction:g}"

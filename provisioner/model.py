@@ -532,6 +532,7 @@ class Cells:
     invocations: Arr
     ephemeral_mb: Arr
     chaining_s: Arr
+    launch_s: Arr
     total_s: Arr
     billed_s: Arr
     lambda_usd: Arr
@@ -619,6 +620,7 @@ class Timeline:
     iterations_per_invocation: Arr
     invocations: Arr
     chaining_s: Arr
+    launch_s: Arr  # the first link's platform start and dispatch (launch_s + restart_s)
     total_s: Arr
     billed_s: Arr
     feasible: Arr
@@ -820,11 +822,20 @@ def timeline(
     # Before any worker starts, the run opens its endpoints and starts the PS: both bill
     # (endpoints_usd, ps_usd take the total), Lambda does not.
     setup = np.where(nt.s3, 0.0, catalog.run_setup_s)  # an S3 run opens and starts nothing
+    # The first link waits for what every link does (restart_s: the dispatch, the orchestrator
+    # seeing the result) and for the platform to start a fresh environment before the handler's
+    # clock runs (launch_s; measured on 2 cores: 0.3-0.7 s of an emulator run's wall that no
+    # worker's handler saw, bench/predict 2026-11-25).
+    launch = np.full(np.shape(links), catalog.launch_s + catalog.restart_s)
     with np.errstate(invalid="ignore"):
         total = np.where(
-            feasible, setup + link_overhead + nt.iterations * it + chaining + warmup_total, np.inf
+            feasible,
+            setup + launch + link_overhead + nt.iterations * it + chaining + warmup_total,
+            np.inf,
         )
-        billed = total - setup - (links - 1) * catalog.restart_s  # Lambda bills neither gap
+        # Lambda bills no dispatch gap; it bills the init (launch_s, and the imports in
+        # link_overhead)
+        billed = total - setup - links * catalog.restart_s
     return Timeline(
         s3_mb_s=s3,
         load_s=load,
@@ -839,6 +850,7 @@ def timeline(
         iterations_per_invocation=per_inv,
         invocations=links,
         chaining_s=chaining,
+        launch_s=launch,
         total_s=total,
         billed_s=billed,
         feasible=feasible,
@@ -911,6 +923,7 @@ def costs(
         invocations=links,
         ephemeral_mb=nt.ephemeral_mb,
         chaining_s=tl.chaining_s,
+        launch_s=tl.launch_s,
         total_s=tl.total_s,
         billed_s=billed,
         lambda_usd=lam,

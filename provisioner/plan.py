@@ -83,6 +83,7 @@ class Prediction:
     s3_bandwidth_mb_s: float  # B_s(m)
     checkpoint_s: float = 0.0  # periodic PS checkpoints: k × their share of an iteration
     setup_s: float = 0.0  # the run's set-up: open its interface endpoints, start the PS
+    launch_s: float = 0.0  # the first link's platform start and dispatch (launch_s + restart_s)
     # One exchange (communication + aggregation, per iteration) and, in an S3-sync plan, its
     # requests: PUT n·k + k, GET 2·n·k (0 in a PS plan and in plans from before issue 13).
     exchange_per_iteration_s: float = 0.0

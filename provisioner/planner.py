@@ -168,6 +168,7 @@ def build_plan(
         s3_bandwidth_mb_s=_f(c.s3_mb_s),
         checkpoint_s=k * _f(c.periodic_checkpoint_s),
         setup_s=0.0 if s3 else catalog.run_setup_s,
+        launch_s=_f(c.launch_s),
         exchange_per_iteration_s=_f(c.communication_per_iteration_s)
         + _f(c.aggregation_per_iteration_s),
         exchange_puts_per_iteration=_i(puts),

@@ -39,6 +39,7 @@ def _measurements(**changes: Any) -> calibrate.Measurements:
         "s3_put_latency_s": 0.006,
         "s3_put_mb_s": 120.0,
         "cold_start_s": 1.8,
+        "launch_s": 0.4,
         "warm_start_s": 0.005,
         "init_cores": 1.55,
         "load_cpu_s": 0.3,

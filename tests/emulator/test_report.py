@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import pytest
+
 from emulator.orchestrator import WorkerState
 from emulator.progress import eta_s, render_line
 from emulator.report import loss_curve, smoothed_first_last
@@ -94,6 +96,13 @@ def test_report_predicts_the_run_here_and_scores_it_against_the_measurement() ->
     assert math.isclose(accuracy["total"], 0.5)  # predicted half of what was measured
     assert math.isclose(accuracy["compute"], 1 - abs(expected.compute_s - 5.0) / 5.0)
     assert accuracy["ps_aggregation"] is None  # not measured (no PS STATUS): no score
+    # launch: the run's wall beyond the slowest chain of handlers (here no link reports a
+    # handler total, so the first link's wall is all gap: the chain holds the second link's 10 s)
+    late = build_report(_record(plan, train_wall_s=30.0), None, local_catalog=catalog)
+    assert {r["term"]: r for r in late["terms"]}["launch"]["measured_s"] == pytest.approx(20.0)
+    assert rows["launch"]["predicted_local_s"] == expected.launch_s == pytest.approx(
+        catalog.launch_s + catalog.restart_s
+    )
     assert report["predictions"]["local"].startswith(f"local: {plan.n_workers} x 1327 MB")
     assert report["predictions"]["aws"].startswith("lambda-2025: ")
     table = format_table(report)

@@ -42,6 +42,10 @@ def test_chain_terms_sum_links_and_split_startup_from_chaining() -> None:
     # handler and its import) and both links' checkpoints
     assert math.isclose(terms["chaining"], 3.0 + 0.2 + 0.5 + 0.1 + 0.1)
     assert terms["wall"] == 20.0
+    # the first link reports no handler total: its whole wall counts as gap, outside the chain
+    assert terms["in_chain"] == 10.0
+    links[0]["timings"].update(total_s=7.5, import_s=2.0)
+    assert chain_terms(links)["in_chain"] == 19.5  # 0.5 s of the first link no handler saw
 
 
 def test_compute_and_communication_come_from_the_straggler_not_two_workers() -> None:

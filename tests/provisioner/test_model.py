@@ -153,11 +153,11 @@ def test_full_prediction_by_hand(catalog_2020: object) -> None:
     per_inv = math.floor((870 - (5 + load + ckpt)) / it)
     links = math.ceil(k / per_inv)
     chaining = (links - 1) * (ckpt + 0.5 + 5 + load)
-    total = 5 + load + k * it + chaining
+    total = 0.5 + 5 + load + k * it + chaining  # the first link's dispatch (restart_s) too
     assert (per_inv, links, every) == (450, 3, 32)
     assert float(c.checkpoint_every[0]) == every
     assert float(c.total_s[0]) == pytest.approx(total, rel=1e-12)
-    billed = total - (links - 1) * 0.5
+    billed = total - links * 0.5  # no dispatch gap bills
     lam = 0.0000166667 * 1.0 * 4 * billed
     ps = 0.096 / 3600 * max(total, 60)
     sfn = 0.000025 * (12 + 4 * 4 * links)
@@ -201,6 +201,23 @@ def test_the_runs_set_up_adds_to_time_and_to_what_bills_by_the_hour_not_to_lambd
     # No endpoints to open (the emulator), no wait for them.
     local = dataclasses.replace(catalog_2025, interface_endpoints=())
     assert local.run_setup_s == catalog_2025.ps_start_s
+
+
+def test_the_first_link_waits_for_the_platforms_launch_and_dispatch(
+    catalog_2025: Catalog,
+) -> None:
+    """The first link pays the dispatch every link pays (restart_s) and the platform's start of a
+    fresh environment (launch_s): both in the time; Lambda bills the init, not the dispatch."""
+    choice = Choice(n_workers=4, memory_mb=2048, arch="x86_64", ps_type="c5.large", ps_count=1)
+    launching = dataclasses.replace(catalog_2025, launch_s=0.4)
+    a, b = predict(make_profile(), catalog_2025, choice), predict(make_profile(), launching, choice)
+    assert float(a.launch_s[0]) == catalog_2025.restart_s  # no launch figure: the dispatch only
+    assert float(b.launch_s[0]) == pytest.approx(0.4 + catalog_2025.restart_s)
+    assert float(b.total_s[0]) == pytest.approx(float(a.total_s[0]) + 0.4, rel=1e-12)
+    assert float(b.billed_s[0]) == pytest.approx(float(a.billed_s[0]) + 0.4, rel=1e-12)
+    links = int(a.invocations[0])
+    no_gap = float(a.total_s[0]) - catalog_2025.run_setup_s - links * catalog_2025.restart_s
+    assert float(a.billed_s[0]) == pytest.approx(no_gap, rel=1e-12)
 
 
 def test_too_slow_to_fit_one_invocation_is_infeasible(catalog_2025: object) -> None:

@@ -319,6 +319,13 @@ def test_the_shared_cores_figures_are_read_and_must_be_positive(name: str) -> No
     )
 
 
+def test_the_launch_figure_is_read_and_absent_means_none() -> None:
+    assert catalog_from_dict(_catalog_doc(launch_s=0.4)).launch_s == 0.4
+    assert catalog_from_dict(_catalog_doc()).launch_s == 0.0  # the AWS catalogs: not sourced
+    with pytest.raises(ValueError, match="launch_s"):
+        catalog_from_dict(_catalog_doc(launch_s=-1))
+
+
 @pytest.mark.parametrize("fraction", [1.5, 2])  # below 0 fails every figure's own check
 def test_the_exchanges_cpu_fraction_is_a_fraction(fraction: float) -> None:
     doc = _catalog_doc()

@@ -200,7 +200,7 @@ def test_plan_fields_are_consistent(catalog_2025: Catalog) -> None:
     assert p.vcpu_share == pytest.approx(p.memory_mb / 1769, abs=1e-4)
     pr = p.prediction
     parts = pr.startup_s + pr.load_s + pr.compute_s + pr.communication_s + pr.ps_aggregation_s
-    parts += pr.checkpoint_s + pr.setup_s  # periodic PS checkpoints, the run's set-up
+    parts += pr.checkpoint_s + pr.setup_s + pr.launch_s  # periodic PS checkpoints, set-up, launch
     assert pr.setup_s == catalog_2025.run_setup_s == 120 + 90  # endpoints, then the PS
     assert pr.total_s == pytest.approx(parts + pr.chaining_s, rel=1e-9)
     c = p.cost

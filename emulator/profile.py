@@ -1,6 +1,7 @@
 """Measure a workload's profile on this machine: training rate per vCPU share, start-up, PS update.
 
 `python -m emulator.profile --workload digits-mlp [--shares 0.25,0.5,1,2] [--write]`
+`python -m emulator.profile --workload digits-mlp --anchor --output runs/demo/digits-mlp.json`
 
 For each vCPU share a fresh process imports the worker (with whole cores, as Lambda's init phase
 and the emulator's runner do) and then enters a CPU group limited to that many cores, made
@@ -603,6 +604,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--output", type=Path, help="where to write (default: print only)")
     parser.add_argument("--write", action="store_true", help="update the workload's own file")
+    parser.add_argument(
+        "--anchor",
+        action="store_true",
+        help="with --workload and --output: the profile moved to this machine's speed now "
+        "(its 1-vCPU rate and start-up read again, a few seconds)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--source", help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
@@ -635,6 +642,11 @@ def main(argv: list[str] | None = None) -> int:
             if not path.is_file():
                 raise ValueError(f"bad --workload {args.workload!r}: no file {path}")
             raw = json.loads(path.read_text())
+        if args.anchor and (args.model or args.write or not args.output):
+            raise ValueError(
+                "--anchor moves an existing profile (--workload) to this moment's speed and "
+                "writes it to --output (not --write: a reading of the moment is not the profile)"
+            )
         try:
             shares = [float(s) for s in args.shares.split(",")]
         except ValueError:
@@ -647,6 +659,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.anchor:
+        return _anchor_main(raw, args.output, when)
     source = dataset_source(raw["dataset"], int(raw["dataset_samples"]))
     with contextlib.ExitStack() as stack:
         limiter = stack.enter_context(cpu.CpuLimiter(f"lambda-dnn-profile-{os.getpid()}"))
@@ -730,10 +744,30 @@ def main(argv: list[str] | None = None) -> int:
     if target is None:
         print(text)
     else:
-        partial = target.with_name(target.name + ".partial")  # never a half-written profile
-        partial.write_text(text)
-        partial.replace(target)
-        print(f"wrote {target}", file=sys.stderr)
+        _write_whole(target, text)
+    return 0
+
+
+def _write_whole(target: Path, text: str) -> None:
+    partial = target.with_name(target.name + ".partial")  # never a half-written profile
+    partial.write_text(text)
+    partial.replace(target)
+    print(f"wrote {target}", file=sys.stderr)
+
+
+def _anchor_main(raw: dict[str, Any], output: Path, when: str) -> int:
+    """`--anchor`: the profile at this moment's speed (measure_anchor, anchored_profile)."""
+    arch = platform.machine().replace("aarch64", "arm64")
+    try:
+        reading = measure_anchor(raw)
+        doc = anchored_profile(raw, reading, arch, when)
+    except (RuntimeError, ValueError, KeyError) as err:
+        print(f"error: {err}; no profile written", file=sys.stderr)
+        return 1
+    print(f"anchor: {reading['samples_per_s']:.1f} samples/s at 1 vCPU, × "
+          f"{doc['anchor']['speed_factor']:.3f} of the profile's; start-up "
+          f"{reading['startup_s']:.2f} s", file=sys.stderr)  # fmt: skip
+    _write_whole(output, json.dumps(doc, indent=2) + "\n")
     return 0
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -157,3 +160,49 @@ def test_a_profile_without_a_1_vcpu_point_cannot_be_anchored() -> None:
     ]
     with pytest.raises(ValueError, match="no 1 vCPU training-rate point"):
         anchored_profile(raw, {"samples_per_s": 10.0, "startup_s": 1.0}, "x86_64", "2026-11-25")
+
+
+def _profile_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "emulator.profile", *args],
+        capture_output=True, text=True, cwd=REPO, timeout=240,
+    )  # fmt: skip
+
+
+def test_anchor_writes_the_profile_at_this_moments_speed_or_refuses_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """`--anchor` (make demo): the committed curve × the 1-vCPU rate read now, in a real CPU
+    group; where no group can be held, exit 1 and one line, and nothing written."""
+    from emulator import cpu
+
+    out = tmp_path / "digits-mlp.json"
+    done = _profile_cli("--workload", "digits-mlp", "--anchor", "--output", str(out))
+    with cpu.CpuLimiter(f"lambda-dnn-test-probe-{os.getpid()}") as limiter:
+        enforced = limiter.enforced
+    if not enforced:
+        assert done.returncode == 1 and "no profile written" in done.stderr
+        assert not out.exists()
+        return
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    raw = json.loads((REPO / "profiles" / "digits-mlp.json").read_text())
+    factor = doc["anchor"]["speed_factor"]
+    assert factor > 0 and doc["startup_s"] > 0
+    for before, after in zip(raw["training_rate"]["x86_64"]["points"],
+                             doc["training_rate"]["x86_64"]["points"], strict=True):  # fmt: skip
+        assert after["samples_per_s"] == pytest.approx(before["samples_per_s"] * factor, rel=1e-3)
+    assert load_profile(out).name == "digits-mlp"
+
+
+@pytest.mark.parametrize(
+    "args", [["--workload", "digits-mlp", "--anchor"], ["--workload", "digits-mlp", "--anchor",
+                                                       "--write"]]
+)  # fmt: skip
+def test_anchor_without_an_output_is_refused_in_one_line(args: list[str]) -> None:
+    done = _profile_cli(*args)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: --anchor moves an existing profile (--workload) to this moment's speed and "
+        "writes it to --output (not --write: a reading of the moment is not the profile)"
+    ]

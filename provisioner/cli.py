@@ -199,7 +199,7 @@ def render_plan(plan: Plan) -> str:
         ),
         "predicted time",
         _row("run set-up (endpoints, PS)", format_duration_s(p.setup_s)),
-        _row("launch (platform start, dispatch)", format_duration_s(p.launch_s)),
+        _row("launch (dispatch, start)", format_duration_s(p.launch_s)),
         _row("start-up", format_duration_s(p.startup_s)),
         _row("load (S3 → function)", format_duration_s(p.load_s)),
         _row("compute", format_duration_s(p.compute_s)),

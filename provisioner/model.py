@@ -824,7 +824,7 @@ def timeline(
     setup = np.where(nt.s3, 0.0, catalog.run_setup_s)  # an S3 run opens and starts nothing
     # The first link waits for what every link does (restart_s: the dispatch, the orchestrator
     # seeing the result) and for the platform to start a fresh environment before the handler's
-    # clock runs (launch_s; measured on 2 cores: 0.3-0.7 s of an emulator run's wall that no
+    # clock runs (launch_s; measured on 2 cores: 0.1-0.7 s of an emulator run's wall that no
     # worker's handler saw, bench/predict 2026-11-25).
     launch = np.full(np.shape(links), catalog.launch_s + catalog.restart_s)
     with np.errstate(invalid="ignore"):

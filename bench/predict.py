@@ -50,7 +50,6 @@ import dataclasses
 import json
 import math
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -63,7 +62,7 @@ from typing import Any
 
 from emulator.calibrate import machine_name
 from emulator.orchestrator import Options, run
-from emulator.profile import anchored_profile, measure_anchor
+from emulator.profile import write_anchored
 from emulator.s3server import weed_server
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.catalog import Catalog, catalog_from_dict
@@ -72,7 +71,6 @@ from provisioner.space import Choice
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "bench" / "results"
-ARCH = platform.machine().replace("aarch64", "arm64")
 TERMS = (
     "load", "compute", "communication", "ps_aggregation", "startup", "chaining", "launch", "total"
 )  # fmt: skip
@@ -537,16 +535,10 @@ def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, f
     """Measure the workload's 1-vCPU speed now and write its profile (`base`, else the committed
     one) moved to that speed at `out`; (the path, the speed factor over the profile's)."""
     source = base or REPO_ROOT / "profiles" / f"{workload}.json"
-    doc = json.loads(source.read_text())
-    reading = measure_anchor(doc)
-    moved = anchored_profile(doc, reading, ARCH, time.strftime("%Y-%m-%d", time.gmtime()))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(moved, indent=2) + "\n")
-    factor = float(moved["anchor"]["speed_factor"])
-    print(f"anchor {workload}: {reading['samples_per_s']:.1f} samples/s at 1 vCPU "
-          f"(× {factor:.3f}), start-up {reading['startup_s']:.2f} s",
-          file=sys.stderr, flush=True)  # fmt: skip
-    return out, factor
+    moved = write_anchored(
+        json.loads(source.read_text()), out, time.strftime("%Y-%m-%d", time.gmtime())
+    )
+    return out, float(moved["anchor"]["speed_factor"])
 
 
 def machine() -> str:

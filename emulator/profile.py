@@ -755,19 +755,28 @@ def _write_whole(target: Path, text: str) -> None:
     print(f"wrote {target}", file=sys.stderr)
 
 
-def _anchor_main(raw: dict[str, Any], output: Path, when: str) -> int:
-    """`--anchor`: the profile at this moment's speed (measure_anchor, anchored_profile)."""
+def write_anchored(raw: dict[str, Any], output: Path, when: str) -> dict[str, Any]:
+    """Measure the anchor now and write the profile `raw` moved to it at `output` (whole or not
+    at all); the moved profile. RuntimeError where no share can be held, ValueError where the
+    profile has no 1-vCPU point on this machine's architecture."""
     arch = platform.machine().replace("aarch64", "arm64")
+    reading = measure_anchor(raw)
+    doc = anchored_profile(raw, reading, arch, when)
+    print(f"anchor {raw['name']}: {reading['samples_per_s']:.1f} samples/s at 1 vCPU, × "
+          f"{doc['anchor']['speed_factor']:.3f} of the profile's; start-up "
+          f"{reading['startup_s']:.2f} s", file=sys.stderr, flush=True)  # fmt: skip
+    output.parent.mkdir(parents=True, exist_ok=True)
+    _write_whole(output, json.dumps(doc, indent=2) + "\n")
+    return doc
+
+
+def _anchor_main(raw: dict[str, Any], output: Path, when: str) -> int:
+    """`--anchor`: the profile at this moment's speed (write_anchored), or one line why not."""
     try:
-        reading = measure_anchor(raw)
-        doc = anchored_profile(raw, reading, arch, when)
+        write_anchored(raw, output, when)
     except (RuntimeError, ValueError, KeyError) as err:
         print(f"error: {err}; no profile written", file=sys.stderr)
         return 1
-    print(f"anchor: {reading['samples_per_s']:.1f} samples/s at 1 vCPU, × "
-          f"{doc['anchor']['speed_factor']:.3f} of the profile's; start-up "
-          f"{reading['startup_s']:.2f} s", file=sys.stderr)  # fmt: skip
-    _write_whole(output, json.dumps(doc, indent=2) + "\n")
     return 0
 
 

@@ -150,6 +150,7 @@ class Measurements:
     cpu_share_note: str
     ps_rtt_s: float
     exchange_cpu_fraction: float  # of a small push+pull's wall time, the client's CPU
+    ps_request_cpu_s: float | None  # the shard's CPU per small push+pull; None: not readable
     ps_mb_s: float
     ps_aggregate_mb_s: float
     s3_get_latency_s: float
@@ -253,21 +254,39 @@ def _exchange_s(endpoint: str, secret: bytes, n: int, size_mb: float, repeats: i
         return statistics.median(samples)
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds process `pid` has used so far (Linux /proc); None where it
+    cannot be read (another OS, the process gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    # after the ")" of the command name: state is field 3, utime 14 and stime 15 (proc(5))
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
 def _round_trips(
-    endpoint: str, secret: bytes, size_mb: float, repeats: int
-) -> tuple[float, float]:
-    """(median wall s, CPU share) of one client's push+pull of `size_mb`, in this thread, each
-    after ROUND_TRIP_GAP_S of busy work as a worker computes between exchanges.
+    endpoint: str, secret: bytes, size_mb: float, repeats: int, ps_pid: int | None = None
+) -> tuple[float, float, float | None]:
+    """(median wall s, CPU share, the shard's CPU s per exchange) of one client's push+pull of
+    `size_mb`, in this thread, each after ROUND_TRIP_GAP_S of busy work as a worker computes
+    between exchanges; the shard's CPU is read from process `ps_pid` (None: not read).
 
     The gap matters: back to back, the PS never sleeps and an exchange of the digits MLP took
     0.18 ms; after 0.5-2 ms of work it took 0.30-0.48 ms (the PS's wake-up), which is what a
     worker pays. No thread per exchange as in _exchange_s: starting one costs about as much
     as a small exchange. The CPU share is this process's CPU time over the wall time of the
-    exchanges alone: the part of an exchange a CPU quota holds."""
+    exchanges alone: the part of an exchange a CPU quota holds. The shard's CPU (0.27-0.32 ms
+    an exchange on 2 cores for the MLP's 69 KB) is counted over all the exchanges: the clock
+    ticks of /proc are 10 ms."""
     with _clients(endpoint, secret, 1, size_mb) as ((client,), (vector,), it):
         walls: list[float] = []
         cpus: list[float] = []
+        ps_before: float | None = None
         for k in range(repeats + 1):  # the first warms buffers and is not counted
+            if k == 1 and ps_pid is not None:
+                ps_before = process_cpu_s(ps_pid)
             busy_until = time.perf_counter() + ROUND_TRIP_GAP_S
             while time.perf_counter() < busy_until:
                 pass
@@ -276,8 +295,10 @@ def _round_trips(
             client.pull(it + k + 1, vector)
             walls.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
+        ps_after = process_cpu_s(ps_pid) if ps_pid is not None else None
         cpu_share = sum(cpus[1:]) / sum(walls[1:])
-        return statistics.median(walls[1:]), min(1.0, cpu_share)
+        ps_cpu = None if ps_before is None or ps_after is None else (ps_after - ps_before) / repeats
+        return statistics.median(walls[1:]), min(1.0, cpu_share), ps_cpu
 
 
 def measure_ps(
@@ -286,9 +307,9 @@ def measure_ps(
     logs: Path,
     sizes_mb: Sequence[float],
     repeats: int,
-) -> tuple[float, float, float, float]:
-    """(rtt_s, per-flow MB/s, one shard's aggregate MB/s, the exchange's CPU share) through
-    real PS shards."""
+) -> tuple[float, float, float, float, float | None]:
+    """(rtt_s, per-flow MB/s, one shard's aggregate MB/s, the exchange's CPU share, the shard's
+    CPU s per exchange or None) through real PS shards."""
     secret = env[SECRET_ENV].encode()
     times = []
     for size_mb in sizes_mb:
@@ -299,7 +320,9 @@ def measure_ps(
     _, mb_s = fit_exchange(sizes_mb, times)
     smallest = min(sizes_mb)
     proc, endpoint = start_ps_shard(supervisor, env, 1, logs)
-    small_s, cpu_fraction = _round_trips(endpoint, secret, smallest, max(repeats, RTT_REPEATS))
+    small_s, cpu_fraction, ps_cpu = _round_trips(
+        endpoint, secret, smallest, max(repeats, RTT_REPEATS), proc.pid
+    )
     supervisor.stop(proc, grace_s=2.0)
     rtt_s = rtt_from_exchange_s(smallest, small_s, mb_s)
     largest = max(sizes_mb)
@@ -309,7 +332,7 @@ def measure_ps(
         exchange = _exchange_s(endpoint, secret, n, largest, repeats)
         supervisor.stop(proc, grace_s=2.0)
         aggregate = max(aggregate, aggregate_mb_s(n, largest, exchange, rtt_s))
-    return rtt_s, mb_s, aggregate, cpu_fraction
+    return rtt_s, mb_s, aggregate, cpu_fraction, ps_cpu
 
 
 def measure_s3(
@@ -512,7 +535,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         endpoint = stack.enter_context(s3_server(data_dir=work / "s3", log_dir=work / "s3-logs"))
         supervisor = stack.enter_context(Supervisor().guard())
         env = child_env(endpoint, secret, tmp_dir=work)
-        rtt_s, ps_mb_s, aggregate, exchange_cpu = measure_ps(
+        rtt_s, ps_mb_s, aggregate, exchange_cpu, ps_request_cpu = measure_ps(
             supervisor, env, work, PS_SIZES_QUICK_MB if quick else PS_SIZES_MB, repeats
         )
         s3 = measure_s3(endpoint, S3_SIZES_QUICK_MB if quick else S3_SIZES_MB, repeats)
@@ -531,6 +554,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         cpu_share_note=share_note,
         ps_rtt_s=rtt_s,
         exchange_cpu_fraction=exchange_cpu,
+        ps_request_cpu_s=ps_request_cpu,
         ps_mb_s=ps_mb_s,
         ps_aggregate_mb_s=aggregate,
         s3_get_latency_s=s3[0],
@@ -709,6 +733,19 @@ def _network_section(m: Measurements, w: Provenance) -> dict[str, Any]:
             f"the client's process CPU time over the wall time of {small}",
             w,
             "measured",
+        ),
+        **(
+            {}
+            if m.ps_request_cpu_s is None
+            else {
+                "ps_request_cpu_s": _fig(
+                    round(m.ps_request_cpu_s, 6),
+                    "CPU s per push+pull",
+                    f"the shard process's CPU time (/proc/<pid>/stat) over {small}, per exchange",
+                    w,
+                    "measured",
+                )
+            }
         ),
         "s3_mb_s_per_memory_mb": _fig(
             0, "MB/s per MB", "loopback does not depend on memory", w, "policy"

@@ -52,6 +52,11 @@ WARMUP_ITERATIONS = 10
 # steps, which fill MEASURE_S with thousands)
 LOOP_WARMUP_ITERATIONS = 3
 LOOP_MIN_ITERATIONS = 5
+# The crowded loop: twice as many workers as cores through one shard (on 2 cores the digits
+# MLP's step cost as much CPU with 4 workers as with 8), for about MEASURE_S and at least
+# this many iterations
+CROWD_PER_CORE = 2
+CROWD_MIN_ITERATIONS = 10
 
 
 def dataset_source(dataset: str, samples: int) -> str:
@@ -103,6 +108,13 @@ def child_main(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         worker._compute(run, it)
         first_s.append(time.perf_counter() - t0)
+    if args.crowd_iterations:
+        rank, ranks, run_id, run_started = args.crowd.split(",")
+        step_cpu_s = crowded_step_cpu_s(
+            run, args.ps_endpoint, int(rank), (run_id, run_started), args.crowd_iterations
+        )
+        print(json.dumps({"crowded_step_cpu_s": step_cpu_s, "ranks": int(ranks)}))
+        return 0
     iterations, t0, cpu0 = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - t0 < args.measure_s or iterations < 20:
         worker._compute(run, WARMUP_ITERATIONS + iterations)
@@ -121,6 +133,7 @@ def child_main(args: argparse.Namespace) -> int:
             {
                 **extra,
                 "samples_per_s": iterations * args.batch / elapsed_s,
+                "step_cpu_s": step_cpu_s,
                 "iterations": iterations,
                 "startup_s": startup_s,
                 "warmup_iterations": warmup_iterations,
@@ -175,19 +188,56 @@ def loop_per_iteration_s(
         exchange.close()
 
 
+def crowded_step_cpu_s(
+    run: types.SimpleNamespace,
+    endpoint: str,
+    rank: int,
+    crowd_run: tuple[str, str],
+    iterations: int,
+) -> float:
+    """CPU seconds of the worker's step (functions.worker._compute) per iteration of the BSP
+    loop as worker `rank` of a crowd through one real shard on loopback (the shard waits for
+    every rank each iteration, so all of them run the loop in lockstep); after
+    LOOP_WARMUP_ITERATIONS, over `iterations`, the same number in every rank. Only the step is
+    counted: the exchange's own CPU is the catalog's (exchange_cpu_fraction) and the
+    profile's loop_extra_cpu_s."""
+    from functions import worker
+    from functions.exchange import PSExchange
+    from functions.ps_client import PSClient
+
+    params, grads = run.flat.params.numpy(), run.flat.grads.numpy()
+    secret = os.environ[SECRET_ENV].encode()
+    client = PSClient((endpoint,), "calibrate", rank, secret, int(params.size), timeout_s=120.0,
+                      run_id=crowd_run[0], run_started=crowd_run[1])  # fmt: skip
+    exchange = PSExchange(client, rank=rank)
+    try:
+        start = exchange.start(params)
+        spent = 0.0
+        for k in range(LOOP_WARMUP_ITERATIONS + iterations):
+            cpu0 = time.process_time()
+            worker._compute(run, start + k)
+            if k >= LOOP_WARMUP_ITERATIONS:
+                spent += time.process_time() - cpu0
+            exchange.step(start + k, grads, params)
+        return spent / iterations
+    finally:
+        exchange.close()
+
+
 @contextlib.contextmanager
-def loopback_ps() -> Iterator[str]:
-    """One real PS shard on 127.0.0.1 (no checkpoints) for the children's loops; its endpoint.
-    The children get the handshake secret through the environment, as a worker does."""
+def loopback_ps(workers: int = 1) -> Iterator[str]:
+    """One real PS shard on 127.0.0.1 (no checkpoints) for `workers` children's loops; its
+    endpoint. The children get the handshake secret through the environment, as a worker does
+    (one secret for every shard this process starts: a child spawned later reaches either)."""
     import secrets
     import tempfile
 
     from emulator.calibrate import start_ps_shard
     from emulator.procs import Supervisor
 
-    os.environ[SECRET_ENV] = secrets.token_hex(16)
+    os.environ.setdefault(SECRET_ENV, secrets.token_hex(16))
     with tempfile.TemporaryDirectory() as logs, Supervisor().guard() as supervisor:
-        proc, endpoint = start_ps_shard(supervisor, dict(os.environ), 1, Path(logs))
+        proc, endpoint = start_ps_shard(supervisor, dict(os.environ), workers, Path(logs))
         try:
             yield endpoint
         finally:
@@ -204,9 +254,11 @@ def _spawn_child(
     batch: int,
     measure_s: float,
     ps_endpoint: str | None = None,
+    crowd: tuple[int, int, tuple[str, str], int] | None = None,
 ) -> subprocess.Popen[str]:
     """Start the child in a group of `share` cores (torch threads as the worker sets them);
-    with `ps_endpoint` it also times the worker's loop through that PS shard."""
+    with `ps_endpoint` it also times the worker's loop through that PS shard, or with `crowd`
+    (rank, ranks, run, iterations) only the step's CPU in a crowd's loop through it."""
     placement = limiter.place(name, share)
     threads = max(1, int(share))  # as functions.worker.torch_threads: memory // 1769
     argv = [
@@ -215,6 +267,10 @@ def _spawn_child(
         f"--measure-s={measure_s}", f"--spawned-at={time.time()}",
         f"--cpu-group-procs={placement.procs_file or ''}",
     ] + ([f"--ps-endpoint={ps_endpoint}"] if ps_endpoint else [])  # fmt: skip
+    if crowd is not None:
+        rank, ranks, (run_id, run_started), iterations = crowd
+        argv += [f"--crowd={rank},{ranks},{run_id},{run_started}",
+                 f"--crowd-iterations={iterations}"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.Popen(
         argv,
@@ -282,6 +338,43 @@ def measure_parallel(
     return statistics.mean(_child_result(p, share)["samples_per_s"] for p in procs)
 
 
+def crowd_iterations(samples_s: float, batch: int, cores: int, count: int, measure_s: float) -> int:
+    """Iterations that keep `count` workers sharing `cores` busy for about `measure_s` at a
+    1-vCPU speed of `samples_s`, at least CROWD_MIN_ITERATIONS."""
+    per_s = samples_s / batch * cores / count
+    return max(CROWD_MIN_ITERATIONS, round(measure_s * per_s))
+
+
+def measure_crowded(
+    limiter: cpu.CpuLimiter,
+    count: int,
+    *,
+    model: str,
+    source: str,
+    batch: int,
+    iterations: int,
+) -> float:
+    """The median over `count` children at 1 vCPU each, started together as the ranks of one
+    BSP run through a fresh loopback shard, of their step's CPU per iteration."""
+    from functions.runs import new_run
+
+    crowd_run = new_run(dt.datetime.now(dt.UTC), "profile")
+    with loopback_ps(workers=count) as endpoint:
+        procs = [
+            _spawn_child(limiter, f"crowd-{k}", 1.0, model=model, source=source, batch=batch,
+                         measure_s=0.0, ps_endpoint=endpoint,
+                         crowd=(k, count, crowd_run, iterations))
+            for k in range(count)
+        ]  # fmt: skip
+        return statistics.median(_child_result(p, 1.0)["crowded_step_cpu_s"] for p in procs)
+
+
+def crowded_step_ratio(pairs: list[tuple[float, float]]) -> float:
+    """The median over (alone, crowded) step CPU pairs of crowded / alone, at least 1 (a crowd
+    that came out cheaper only saw less noise)."""
+    return max(1.0, statistics.median(crowded / alone for alone, crowded in pairs))
+
+
 def parallel_speed_ratio(alone_samples_s: float, together_samples_s: float) -> float:
     """A worker's speed with the machine's cores all training, over alone; at most 1 (a run
     that came out faster together only saw less noise)."""
@@ -333,12 +426,14 @@ def updated_profile(
     cpu_limit: str,
     warmup_iterations: float | None = None,
     parallel: tuple[float, int] | None = None,
+    crowd: tuple[float, int] | None = None,
 ) -> dict[str, Any]:
     """The profile document with the measured fields and their sources replaced.
 
     `cpu_limit` names how the shares were held (CpuLimiter.mechanism), for the source entry;
     `warmup_iterations` (None: not measured, left as it was) the fresh process's excess;
-    `parallel` (ratio, processes) the speed with every core training (None: left as it was).
+    `parallel` (ratio, processes) the speed with every core training, `crowd` (ratio,
+    processes) a step's CPU in a loop of more workers than cores (None: left as it was).
     """
     out = json.loads(json.dumps(raw))
     out.setdefault("training_rate", {})[arch] = {
@@ -399,6 +494,17 @@ def updated_profile(
             "children at 1 vCPU each started together over one alone timed just before (the "
             "median of the repeats' pairs); used only on shared-core platforms (the local "
             "catalog); " + machine,
+            "date": when,
+            "tag": "measured",
+        }
+    if crowd is not None:
+        out["crowded_step_ratio"], out["crowded_processes"] = round(crowd[0], 3), crowd[1]
+        sources["crowded_step_ratio"] = {
+            "method": f"measured: python -m emulator.profile; the step's CPU per iteration of "
+            f"{crowd[1]} children at 1 vCPU each, the ranks of one BSP loop through a loopback "
+            "PS shard (their median), over one child's back-to-back step alone timed just "
+            "before (the median of the repeats' pairs, at least 1); used only on shared-core "
+            "platforms (the local catalog); " + machine,
             "date": when,
             "tag": "measured",
         }
@@ -616,6 +722,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spawned-at", help=argparse.SUPPRESS)
     parser.add_argument("--cpu-group-procs", help=argparse.SUPPRESS)
     parser.add_argument("--ps-endpoint", help=argparse.SUPPRESS)
+    parser.add_argument("--crowd", help=argparse.SUPPRESS)
+    parser.add_argument("--crowd-iterations", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child_main(args)
@@ -706,19 +814,29 @@ def main(argv: list[str] | None = None) -> int:
         # so a together run set against the 1-vCPU point timed a minute before measured the drift
         # as often as the sharing (MobileNetV2: 1.0, clamped, where lockstep runs showed 0.8).
         cores = int(cpu.machine_cores())
-        pairs = [
-            (
-                measure_share(limiter, 1.0, model=raw["model"], source=source,
-                              batch=int(raw["profiled_local_batch"]),
-                              measure_s=args.measure_s)["samples_per_s"],
-                measure_parallel(limiter, cores, model=raw["model"], source=source,
-                                 batch=int(raw["profiled_local_batch"]), measure_s=args.measure_s),
+        pairs: list[tuple[float, float]] = []
+        crowds: list[tuple[float, float]] = []
+        count = CROWD_PER_CORE * cores
+        for _ in range(max(1, args.repeats) if cores >= 2 else 0):
+            batch = int(raw["profiled_local_batch"])
+            alone = measure_share(limiter, 1.0, model=raw["model"], source=source, batch=batch,
+                                  measure_s=args.measure_s)  # fmt: skip
+            together = measure_parallel(limiter, cores, model=raw["model"], source=source,
+                                        batch=batch, measure_s=args.measure_s)  # fmt: skip
+            pairs.append((alone["samples_per_s"], together))
+            iterations = crowd_iterations(
+                alone["samples_per_s"], batch, cores, count, args.measure_s
             )
-            for _ in range(max(1, args.repeats) if cores >= 2 else 0)
-        ]  # fmt: skip
+            crowded = measure_crowded(limiter, count, model=raw["model"], source=source,
+                                      batch=batch, iterations=iterations)  # fmt: skip
+            crowds.append((alone["step_cpu_s"], crowded))
         parallel = (paired_speed_ratio(pairs), cores) if pairs else None
+        crowd = (crowded_step_ratio(crowds), count) if crowds else None
         if parallel:
             print(f"{cores} at once: {parallel[0]:.3f} of the speed alone", file=sys.stderr)
+        if crowd:
+            print(f"{count} workers in a loop on {cores} cores: a step takes {crowd[0]:.2f}× its "
+                  "CPU alone", file=sys.stderr)  # fmt: skip
     startup_s = min(points, key=lambda p: abs(p["vcpu_share"] - 1.0))["startup_s"]
     agg = ps_update_mb_s()
     print(f"PS update on one core: {agg:.0f} MB/s", file=sys.stderr)
@@ -733,6 +851,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu_limit=cpu_limit,
         warmup_iterations=statistics.median(p["warmup_iterations"] for p in points),
         parallel=parallel,
+        crowd=crowd,
     )
     try:
         check_fits_lambda(doc)

@@ -128,6 +128,11 @@ class Catalog:
     # Share of a push+pull that is the worker's own CPU (serialising, syscalls, copies) and so is
     # held to its CPU quota like compute; 0 = the exchange waits on the wire (AWS: not measured).
     exchange_cpu_fraction: float = 0.0
+    # CPU seconds a PS shard spends on one worker's push + pull (its Python, syscalls, copies;
+    # the averaging is apart, ps_aggregation_mb_s_per_core). Where the shards share the
+    # workers' cores (total_vcpu set: the local platform) an iteration cannot take less than
+    # the CPU it needs over those cores; 0 = not measured (AWS: the PS has its own cores).
+    ps_request_cpu_s: float = 0.0
     # What the deployment bills by the hour between runs (provisioner/idle.py); 0 = not known.
     ps_root_volume_gb: int = 30  # each PS instance's gp3 root volume
     ebs_usd_per_gb_month: float = 0.0
@@ -333,6 +338,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         compute_cores=float(lf("compute_cores")) if "compute_cores" in lam else None,
         load_cpu_s=float(lf("load_cpu_s")) if "load_cpu_s" in lam else None,
         exchange_cpu_fraction=_optional_figure(net, "exchange_cpu_fraction", "network", 0.0),
+        ps_request_cpu_s=_optional_figure(net, "ps_request_cpu_s", "network", 0.0),
         ps_root_volume_gb=int(_optional_figure(ps, "root_volume_gb", "parameter_servers", 30)),
         ebs_usd_per_gb_month=_optional_figure(
             ps, "ebs_gp3_usd_per_gb_month", "parameter_servers", 0.0
@@ -379,6 +385,11 @@ def _validate(cat: Catalog) -> None:
     if cat.launch_s < 0:
         raise ValueError(
             f"catalog {cat.name}: lambda.launch_s {cat.launch_s:g} must be ≥ 0 (or absent: 0)"
+        )
+    if cat.ps_request_cpu_s < 0:
+        raise ValueError(
+            f"catalog {cat.name}: network.ps_request_cpu_s {cat.ps_request_cpu_s:g} must be ≥ 0"
+            " (or absent: 0)"
         )
     if not 0 <= cat.exchange_cpu_fraction <= 1:
         raise ValueError(

@@ -160,6 +160,36 @@ def shared_exchange_s(exchange_s: Arr, n: Arr, total_vcpu: float | None) -> Arr:
     return exchange_s * shared_slowdown(n, total_vcpu)
 
 
+def crowded_step_factor(n: Arr, ratio: float | None, processes: int, cores: float | None) -> Arr:
+    """Extension: how much more CPU a step takes while n workers, more than the C shared cores,
+    take turns on them: 1 while n ≤ C, the profile's `ratio` (measured with `processes` > C
+    workers and a PS shard) from n = processes on, linear in between; 1 where every function
+    has its own cores (AWS: cores None) or nothing was measured. In a BSP loop every worker
+    blocks on the exchange each iteration, so once the workers outnumber the cores each step
+    starts on caches another process filled. The shards are not counted: they idle while the
+    workers compute (measured on 2 cores, digits MLP: the step's CPU in the loop 1.0× alone
+    with 2 workers and 1 shard, 1.2× with 2 and 2, 1.8-2.0× with 4 or 8 workers).
+    """
+    n = np.asarray(n, dtype=np.float64)
+    if cores is None or ratio is None or processes <= cores:
+        return np.ones(n.shape)
+    return 1.0 + (ratio - 1.0) * np.clip((n - cores) / (processes - cores), 0.0, 1.0)
+
+
+def shared_cpu_iteration_s(n: Arr, worker_cpu_s: Arr, ps_cpu_s: Arr, cores: float | None) -> Arr:
+    """Extension: the shortest an iteration can take when the workers and the PS shards share
+    C cores: (n · a worker's CPU per iteration + the shards' CPU per iteration) / C; 0 where
+    every function and the PS have their own cores (AWS: cores None).
+
+    Measured on 2 cores: 8 digits-MLP workers and 2 shards spent 2.0 ms of CPU each and 6.2 ms
+    in the shards an iteration, (16.0 + 6.2)/2 = 11.1 ms against 12.0 ms measured; the
+    quota-and-exchange step (cfs_step_s) of one worker alone said 4 ms."""
+    if cores is None:
+        return np.zeros(np.shape(worker_cpu_s))
+    n = np.asarray(n, dtype=np.float64)
+    return (n * np.asarray(worker_cpu_s, dtype=np.float64) + ps_cpu_s) / cores
+
+
 def cold_start_s(startup_s: float, n: Arr, init_cores: float | None) -> Arr:
     """Extension: the first link's start-up when n functions start at once on C shared cores.
 
@@ -739,6 +769,39 @@ def s3_cell_terms(
     return comm, s3_aggregation_s(n, reducers, model_mb, reduce)
 
 
+def shared_loop_floor_s(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    nt: NTerms,
+    communication_s: Arr,
+    aggregation_s: Arr,
+    loop_cpu_s: Arr,
+) -> Arr:
+    """shared_cpu_iteration_s of the BSP loop on the platform's shared cores (0 on AWS).
+
+    A worker's CPU per iteration: its step at full core speed, crowded (crowded_step_factor),
+    and the exchange's own CPU (the catalog's share of the exchange as one worker alone sees it,
+    or the profile's loop extra, whichever is more). The shards': a push and a pull per worker
+    and shard (the catalog's ps_request_cpu_s) and the averaging of n gradients. An S3 exchange
+    has no shard."""
+    cores = catalog.compute_cores or catalog.total_vcpu
+    if catalog.total_vcpu is None:
+        return np.zeros(np.shape(nt.core_compute_s))
+    shards = np.where(nt.s3, 0.0, np.asarray(nt.ps_count, dtype=np.float64))
+    crowded = crowded_step_factor(
+        nt.n, profile.crowded_step_ratio, profile.crowded_processes, cores
+    )
+    alone_exchange_s = communication_s / shared_slowdown(nt.n, catalog.total_vcpu)
+    exchange_cpu = np.maximum(catalog.exchange_cpu_fraction * alone_exchange_s, loop_cpu_s)
+    worker_cpu = nt.core_compute_s * crowded + exchange_cpu
+    ps_cpu = np.where(
+        nt.s3,
+        0.0,
+        nt.n * shards * catalog.ps_request_cpu_s + shards * np.asarray(aggregation_s),
+    )
+    return shared_cpu_iteration_s(nt.n, worker_cpu, ps_cpu, cores)
+
+
 def timeline(
     profile: WorkloadProfile, catalog: Catalog, nt: NTerms, memory_mb: Arr, rate_samples_s: Arr
 ) -> Timeline:
@@ -785,6 +848,10 @@ def timeline(
     burst_parts = exchange_under_quota(core, throttled, exch_burst, cpu_burst)
     # never slower than the baseline step (the quota refund shrinks with a shorter exchange)
     step_burst = np.minimum(cfs_step_s(*burst_parts, period), step_base)
+    # On shared cores an iteration also needs the CPU of every worker and every shard.
+    floor = shared_loop_floor_s(profile, catalog, nt, comm_base, agg, loop_cpu)
+    step_base = np.maximum(step_base, floor)
+    step_burst = np.maximum(step_burst, floor)
     k_burst = nt.burst_iterations
     step = two_rate_mean(nt.iterations, k_burst, step_burst, step_base)
     exchange = two_rate_mean(nt.iterations, k_burst, exch_burst, exch_base)

@@ -79,6 +79,12 @@ class WorkloadProfile:
     # back-to-back step (the exchange's own CPU and what interleaving it costs the step), as
     # (vCPU share, seconds) points measured through a loopback PS; () = not measured.
     loop_extra_cpu: tuple[tuple[float, float], ...] = ()
+    # Shared cores only: a step's CPU in the BSP loop while `crowded_processes` workers and one
+    # PS shard, more processes than cores, take turns on them, over its CPU alone (each turn
+    # starts on caches another process filled: the digits MLP's 0.6 ms step took 1.1-1.5 ms of
+    # CPU with 4 and 8 workers on 2 cores); None = 1.
+    crowded_step_ratio: float | None = None
+    crowded_processes: int = 1
     provisional: bool = False
     sources: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     model_digest: str = ""  # sha256 of the model file when profiled ("" = not recorded)
@@ -244,6 +250,12 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
             _num(data, "parallel_processes", integer=True) if "parallel_processes" in data else 1
         ),
         loop_extra_cpu=_loop_extra_cpu(data),
+        crowded_step_ratio=(
+            _num(data, "crowded_step_ratio") if "crowded_step_ratio" in data else None
+        ),
+        crowded_processes=(
+            _num(data, "crowded_processes", integer=True) if "crowded_processes" in data else 1
+        ),
         provisional=bool(data.get("provisional", False)),
         sources=tuple(sorted((str(k), json.dumps(v, sort_keys=True)) for k, v in sources.items())),
         model_digest=str(data.get("model_digest", "")),
@@ -259,6 +271,12 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         raise ValueError(
             f"profile field 'parallel_speed_ratio': {ratio!r} needs to be at most 1, measured "
             f"with parallel_processes ≥ 2 (got {profile.parallel_processes})"
+        )
+    crowded = profile.crowded_step_ratio
+    if crowded is not None and not (crowded >= 1 and profile.crowded_processes >= 2):
+        raise ValueError(
+            f"profile field 'crowded_step_ratio': {crowded!r} needs to be at least 1, measured "
+            f"with crowded_processes ≥ 2 (got {profile.crowded_processes})"
         )
     if profile.profiled_local_batch > profile.max_global_batch:
         raise ValueError(

@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ def _measurements(**changes: Any) -> calibrate.Measurements:
         "cpu_share_note": "busy loop",
         "ps_rtt_s": 0.0003,
         "exchange_cpu_fraction": 0.4,
+        "ps_request_cpu_s": 0.0003,
         "ps_mb_s": 900.0,
         "ps_aggregate_mb_s": 1500.0,
         "s3_get_latency_s": 0.004,
@@ -139,7 +141,7 @@ def test_catalog_loads_with_the_local_platforms_fixed_choices() -> None:
     assert cat.ps_type("loopback").baseline_gbps == cat.ps_type("loopback").peak_gbps == 12.0
     assert cat.interface_endpoints == () and cat.endpoint_usd_per_hour == 0
     assert cat.function_ps_mb_s == 900.0 and cat.function_ps_rtt_s == 0.0003
-    assert cat.exchange_cpu_fraction == 0.4
+    assert cat.exchange_cpu_fraction == 0.4 and cat.ps_request_cpu_s == 0.0003
     assert cat.s3_mb_s_intercept == cat.s3_max_mb_s == 400.0 and cat.s3_mb_s_per_memory_mb == 0
     assert cat.per_flow_cap_gbps == pytest.approx(7.2) and cat.ps_s3_mb_s == 120.0
     assert (cat.invocation_timeout_s, cat.safety_margin_s) == (900, 30.0)
@@ -151,6 +153,18 @@ def test_catalog_loads_with_the_local_platforms_fixed_choices() -> None:
     assert cat.usd_per_request == ref.usd_per_request
     assert cat.ps_type("loopback").usd_per_hour == ref.ps_type(ref.ps_default_type).usd_per_hour
     assert cat.sfn_usd_per_transition == ref.sfn_usd_per_transition
+
+
+def test_an_unread_shard_cpu_is_left_out_and_reads_as_zero() -> None:
+    doc = calibrate.build_catalog(_measurements(ps_request_cpu_s=None), REFERENCE, WHERE)
+    assert "ps_request_cpu_s" not in doc["network"]
+    assert catalog_from_dict(doc).ps_request_cpu_s == 0.0
+
+
+def test_process_cpu_is_read_from_proc_and_none_for_no_process() -> None:
+    spent = calibrate.process_cpu_s(os.getpid())
+    assert spent is not None and 0 < spent <= time.process_time() + 0.02  # 10 ms clock ticks
+    assert calibrate.process_cpu_s(2**22 + 1) is None  # above pid_max: never a process
 
 
 def test_catalog_writes_the_figures_the_model_engineer_adds() -> None:
@@ -261,6 +275,7 @@ def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> No
         ".network.function_ps_mb_s",
         ".network.function_ps_rtt_s",
         ".network.exchange_cpu_fraction",
+        ".network.ps_request_cpu_s",
         ".network.s3_max_mb_s",
         ".network.ps_s3_mb_s",
         ".lambda.cold_start_s",

@@ -14,6 +14,8 @@ from emulator.profile import (
     LAMBDA_MAX_MEMORY_MB,
     anchored_profile,
     check_fits_lambda,
+    crowd_iterations,
+    crowded_step_ratio,
     dataset_source,
     new_profile,
     paired_speed_ratio,
@@ -130,6 +132,31 @@ def test_the_parallel_ratio_is_the_median_of_back_to_back_pairs() -> None:
     assert paired_speed_ratio(pairs) == pytest.approx(0.8)
     # faster together only saw less noise: each pair is held to 1 before the median
     assert paired_speed_ratio([(50.0, 60.0), (50.0, 55.0), (50.0, 40.0)]) == 1.0
+
+
+def test_the_crowded_ratio_is_the_median_of_pairs_and_written_with_its_source() -> None:
+    """A crowd's step CPU is read against the step alone timed just before it; a crowd that
+    came out cheaper only saw less noise (held to 1). The profile keeps the ratio and the crowd's
+    size, and the provisioner reads them."""
+    assert crowded_step_ratio([(0.6e-3, 1.2e-3), (0.5e-3, 0.9e-3), (0.6e-3, 1.5e-3)]) == 2.0
+    assert crowded_step_ratio([(1.0, 0.9), (1.0, 0.95), (1.0, 1.2)]) == 1.0
+    raw = json.loads((REPO / "profiles" / "digits-mlp.json").read_text())
+    points = [{"vcpu_share": 1.0, "samples_per_s": 1800.0, "startup_s": 4.0}]
+    doc = updated_profile(raw, points, 4.0, 900.0, "x86_64", "2026-11-25", "m", cpu_limit="x",
+                          crowd=(1.734, 4))  # fmt: skip
+    assert (doc["crowded_step_ratio"], doc["crowded_processes"]) == (1.734, 4)
+    assert doc["sources"]["crowded_step_ratio"]["tag"] == "measured"
+    profile = profile_from_dict(doc)
+    assert (profile.crowded_step_ratio, profile.crowded_processes) == (1.734, 4)
+    for bad in ({"crowded_step_ratio": 0.9}, {"crowded_processes": 1}):
+        with pytest.raises(ValueError, match="crowded_step_ratio"):
+            profile_from_dict({**doc, **bad})
+
+
+def test_a_crowd_runs_about_the_measuring_time_at_its_share_of_the_cores() -> None:
+    # 25,000 samples/s alone at a batch of 16, 4 workers on 2 cores: ~781 iterations a second
+    assert crowd_iterations(25_000.0, 16, 2, 4, 3.0) == 2344
+    assert crowd_iterations(40.0, 32, 2, 4, 3.0) == 10  # slow steps: the minimum
 
 
 def test_an_anchored_profile_keeps_the_curves_shape_at_the_anchors_speed(tmp_path: Path) -> None:

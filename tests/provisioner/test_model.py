@@ -393,3 +393,95 @@ def test_a_measured_loop_figure_keeps_more_memory_never_slower() -> None:
         for m in range(profile.min_memory_mb, 2654, 37)
     ]
     assert all(b <= a * (1 + 1e-12) for a, b in zip(steps, steps[1:], strict=False))
+
+
+def test_a_step_costs_its_crowded_cpu_once_workers_outnumber_the_cores() -> None:
+    n = np.array([1, 2, 3, 4, 8])
+    # measured 1.8× with 4 workers on 2 cores: 1 up to the cores, linear to 4, flat beyond
+    assert model.crowded_step_factor(n, 1.8, 4, 2.0) == pytest.approx([1, 1, 1.4, 1.8, 1.8])
+    assert model.crowded_step_factor(n, 1.8, 4, None).tolist() == [1.0] * 5  # AWS: own cores
+    assert model.crowded_step_factor(n, None, 1, 2.0).tolist() == [1.0] * 5  # not measured
+
+
+def test_shared_cores_hold_an_iteration_to_the_cpu_of_all_workers_and_shards() -> None:
+    # 8 workers at 2 ms of CPU each and 6 ms in the shards, on 2 cores: 11 ms an iteration
+    got = model.shared_cpu_iteration_s(np.array([8]), np.array([0.002]), np.array([0.006]), 2.0)
+    assert got == pytest.approx([0.011])
+    assert model.shared_cpu_iteration_s(np.array([8]), np.array([0.002]), 0.006, None) == [0.0]
+
+
+def _loop_on_shared_cores(
+    *,
+    ps_request_cpu_s: float,
+    crowded: float | None,
+    n: int = 8,
+    shards: int = 2,
+    aws: bool = False,
+) -> float:
+    """One iteration (s) of the digits MLP at n workers × 1024 MB on a 2-core local platform."""
+    from provisioner import load_profile
+    from tests.local_catalog import local_catalog
+
+    profile = dataclasses.replace(
+        load_profile("digits-mlp"), crowded_step_ratio=crowded, crowded_processes=4
+    )
+    catalog = dataclasses.replace(
+        local_catalog(), total_vcpu=None if aws else 1.5, compute_cores=None if aws else 2.0,
+        init_cores=None, ps_request_cpu_s=ps_request_cpu_s,
+    )  # fmt: skip
+    choice = Choice(n, 1024, "x86_64", "loopback", shards)
+    return float(predict(profile, catalog, choice).iteration_s[0])
+
+
+def test_the_shards_cpu_per_request_sets_the_iteration_where_it_binds() -> None:
+    """Once the CPU bound decides the iteration, each second a shard spends on one worker's
+    push and pull adds n·shards/C seconds (8 workers, 2 shards, 2 cores: 8×); below it, the
+    step is the one without; AWS (own cores) ignores it."""
+    plain = _loop_on_shared_cores(ps_request_cpu_s=0.0, crowded=None)
+    busy = _loop_on_shared_cores(ps_request_cpu_s=0.01, crowded=None)
+    busier = _loop_on_shared_cores(ps_request_cpu_s=0.02, crowded=None)
+    assert busy > plain
+    # (rel: the periodic PS checkpoint's share of an iteration moves with the step)
+    assert busier - busy == pytest.approx(8 * 2 * 0.01 / 2.0, rel=1e-4)
+    assert _loop_on_shared_cores(ps_request_cpu_s=1e-9, crowded=None) == pytest.approx(plain)
+    aws = _loop_on_shared_cores(ps_request_cpu_s=0.0, crowded=None, aws=True)
+    assert _loop_on_shared_cores(ps_request_cpu_s=0.01, crowded=None, aws=True) == aws
+
+
+def test_a_crowded_step_adds_its_extra_cpu_of_every_worker_over_the_cores() -> None:
+    """Where the CPU bound decides, a crowd ratio of 2 adds one more step's CPU per worker:
+    n · (b_l / R(1)) / C, at one worker per core it adds nothing."""
+    from provisioner import load_profile
+
+    profile = load_profile("digits-mlp")
+    curve = profile.rate("x86_64")
+    assert curve is not None
+    core_step_s = 16 / float(model.training_rate_samples_s(curve, np.array(1.0), np.array(1769)))
+    speed = float(model.parallel_speed(np.array(8), profile.parallel_speed_ratio,
+                                       profile.parallel_processes, 1.5))  # fmt: skip
+    once = _loop_on_shared_cores(ps_request_cpu_s=0.01, crowded=1.0)
+    twice = _loop_on_shared_cores(ps_request_cpu_s=0.01, crowded=2.0)
+    assert twice - once == pytest.approx(8 * core_step_s / speed / 2.0, rel=1e-4)
+    alone = _loop_on_shared_cores(ps_request_cpu_s=0.01, crowded=1.0, n=2, shards=1)
+    assert _loop_on_shared_cores(ps_request_cpu_s=0.01, crowded=2.0, n=2, shards=1) == alone
+
+
+def test_the_shared_loop_floor_keeps_more_memory_never_slower() -> None:
+    """The CPU bound holds the step's shape in memory (the exact search relies on it)."""
+    from provisioner import load_profile
+    from tests.local_catalog import local_catalog
+
+    profile = dataclasses.replace(
+        load_profile("digits-mlp"), crowded_step_ratio=1.9, crowded_processes=4
+    )
+    catalog = dataclasses.replace(
+        local_catalog(), total_vcpu=1.5, max_vcpu=1.5, compute_cores=2.0, ps_request_cpu_s=3e-4
+    )
+    for n, shards in ((2, 2), (4, 1), (8, 2)):
+        steps = [
+            float(
+                predict(profile, catalog, Choice(n, m, "x86_64", "loopback", shards)).iteration_s[0]
+            )
+            for m in range(profile.min_memory_mb, 2654, 53)
+        ]
+        assert all(b <= a * (1 + 1e-12) for a, b in zip(steps, steps[1:], strict=False)), n

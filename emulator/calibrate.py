@@ -179,9 +179,14 @@ def _median_time(action: Callable[[], object], repeats: int) -> float:
 
 
 def start_ps_shard(
-    supervisor: Supervisor, env: dict[str, str], workers: int, logs: Path
+    supervisor: Supervisor,
+    env: dict[str, str],
+    workers: int,
+    logs: Path,
+    shard: tuple[int, int] = (0, 1),
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """One real PS shard (no checkpoints) for `workers` clients: (process, endpoint)."""
+    """One real PS shard (no checkpoints) for `workers` clients, shard k of `shard` = (k,
+    shards) of the parameters: (process, endpoint)."""
     log_path = logs / f"ps-{workers}-{len(supervisor.pgids())}.log"
     argv = [
         sys.executable,
@@ -197,6 +202,10 @@ def start_ps_shard(
         "0",
         "--secret-ref",
         f"env:{SECRET_ENV}",
+        "--shard",
+        str(shard[0]),
+        "--shards",
+        str(shard[1]),
     ]
     proc = supervisor.spawn(argv, env=env, log_path=log_path)
     return proc, wait_for_log_line(proc, log_path, "READY", READY_TIMEOUT_S)

@@ -110,10 +110,10 @@ def child_main(args: argparse.Namespace) -> int:
         first_s.append(time.perf_counter() - t0)
     if args.crowd_iterations:
         rank, ranks, run_id, run_started = args.crowd.split(",")
-        step_cpu_s = crowded_step_cpu_s(
-            run, args.ps_endpoint, int(rank), (run_id, run_started), args.crowd_iterations
-        )
-        print(json.dumps({"crowded_step_cpu_s": step_cpu_s, "ranks": int(ranks)}))
+        endpoints = tuple(args.ps_endpoint.split(","))
+        crowd = crowded_loop(run, endpoints, int(rank), (run_id, run_started),
+                             args.crowd_iterations)  # fmt: skip
+        print(json.dumps({**crowd, "ranks": int(ranks)}))
         return 0
     iterations, t0, cpu0 = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - t0 < args.measure_s or iterations < 20:
@@ -188,38 +188,45 @@ def loop_per_iteration_s(
         exchange.close()
 
 
-def crowded_step_cpu_s(
+def crowded_loop(
     run: types.SimpleNamespace,
-    endpoint: str,
+    endpoints: tuple[str, ...],
     rank: int,
     crowd_run: tuple[str, str],
     iterations: int,
-) -> float:
-    """CPU seconds of the worker's step (functions.worker._compute) per iteration of the BSP
-    loop as worker `rank` of a crowd through one real shard on loopback (the shard waits for
-    every rank each iteration, so all of them run the loop in lockstep); after
-    LOOP_WARMUP_ITERATIONS, over `iterations`, the same number in every rank. Only the step is
-    counted: the exchange's own CPU is the catalog's (exchange_cpu_fraction) and the
-    profile's loop_extra_cpu_s."""
+) -> dict[str, float]:
+    """Worker `rank` of a crowd in the BSP loop through real shards on loopback (each waits for
+    every rank each iteration, so all of them run in lockstep): per iteration, the CPU seconds of
+    its step (functions.worker._compute), of the whole loop, and the wall seconds; after
+    LOOP_WARMUP_ITERATIONS, over `iterations`, the same number in every rank. The profile keeps
+    the step's: the exchange's own CPU is the catalog's (exchange_cpu_fraction) and the profile's
+    loop_extra_cpu_s."""
     from functions import worker
     from functions.exchange import PSExchange
     from functions.ps_client import PSClient
 
     params, grads = run.flat.params.numpy(), run.flat.grads.numpy()
     secret = os.environ[SECRET_ENV].encode()
-    client = PSClient((endpoint,), "calibrate", rank, secret, int(params.size), timeout_s=120.0,
+    client = PSClient(endpoints, "calibrate", rank, secret, int(params.size), timeout_s=120.0,
                       run_id=crowd_run[0], run_started=crowd_run[1])  # fmt: skip
     exchange = PSExchange(client, rank=rank)
     try:
         start = exchange.start(params)
-        spent = 0.0
-        for k in range(LOOP_WARMUP_ITERATIONS + iterations):
+        for k in range(LOOP_WARMUP_ITERATIONS):
+            worker._compute(run, start + k)
+            exchange.step(start + k, grads, params)
+        start += LOOP_WARMUP_ITERATIONS
+        step_cpu, loop0, wall0 = 0.0, time.process_time(), time.perf_counter()
+        for k in range(iterations):
             cpu0 = time.process_time()
             worker._compute(run, start + k)
-            if k >= LOOP_WARMUP_ITERATIONS:
-                spent += time.process_time() - cpu0
+            step_cpu += time.process_time() - cpu0
             exchange.step(start + k, grads, params)
-        return spent / iterations
+        return {
+            "crowded_step_cpu_s": step_cpu / iterations,
+            "crowded_loop_cpu_s": (time.process_time() - loop0) / iterations,
+            "crowded_iteration_s": (time.perf_counter() - wall0) / iterations,
+        }
     finally:
         exchange.close()
 
@@ -258,7 +265,8 @@ def _spawn_child(
 ) -> subprocess.Popen[str]:
     """Start the child in a group of `share` cores (torch threads as the worker sets them);
     with `ps_endpoint` it also times the worker's loop through that PS shard, or with `crowd`
-    (rank, ranks, run, iterations) only the step's CPU in a crowd's loop through it."""
+    (rank, ranks, run, iterations) the step's and the loop's CPU in a crowd's loop through the
+    shards `ps_endpoint` names (comma-separated)."""
     placement = limiter.place(name, share)
     threads = max(1, int(share))  # as functions.worker.torch_threads: memory // 1769
     argv = [

@@ -779,8 +779,9 @@ def shared_loop_floor_s(
 ) -> Arr:
     """shared_cpu_iteration_s of the BSP loop on the platform's shared cores (0 on AWS).
 
-    A worker's CPU per iteration: its step at full core speed, crowded (crowded_step_factor),
-    and the exchange's own CPU (the catalog's share of the exchange as one worker alone sees it,
+    A worker's CPU per iteration: its step at full core speed, slowed by the steps beside it
+    (parallel_speed) or crowded (crowded_step_factor), whichever costs more, and the exchange's
+    own CPU (the catalog's share of the exchange as one worker alone sees it,
     or the profile's loop extra, whichever is more). The shards': a push and a pull per worker
     and shard (the catalog's ps_request_cpu_s) and the averaging of n gradients. An S3 exchange
     has no shard."""
@@ -793,7 +794,9 @@ def shared_loop_floor_s(
     )
     alone_exchange_s = communication_s / shared_slowdown(nt.n, catalog.total_vcpu)
     exchange_cpu = np.maximum(catalog.exchange_cpu_fraction * alone_exchange_s, loop_cpu_s)
-    worker_cpu = nt.core_compute_s * crowded + exchange_cpu
+    # The crowd's ratio was measured with every core busy, so it holds what steps at once lose
+    # to each other (parallel_speed, in core_compute_s) already: the larger of the two counts.
+    worker_cpu = nt.core_compute_s * np.maximum(1.0, crowded * nt.speed) + exchange_cpu
     ps_cpu = np.where(
         nt.s3,
         0.0,
@@ -892,8 +895,11 @@ def timeline(
     # The first link waits for what every link does (restart_s: the dispatch, the orchestrator
     # seeing the result) and for the platform to start a fresh environment before the handler's
     # clock runs (launch_s; measured on 2 cores: 0.1-0.7 s of an emulator run's wall that no
-    # worker's handler saw, bench/predict 2026-11-25).
-    launch = np.full(np.shape(links), catalog.launch_s + catalog.restart_s)
+    # worker's handler saw, bench/predict 2026-11-25). The start is CPU (an interpreter), so n
+    # of them on shared cores take turns as the start-ups after them do (cold_start_s): on 2
+    # cores it measured 0.19-0.36 s at n ≤ 2 and 0.50-0.61 s at n = 4 and 8.
+    fresh = cold_start_s(catalog.launch_s, nt.n, catalog.init_cores or catalog.total_vcpu)
+    launch = np.broadcast_to(fresh + catalog.restart_s, np.shape(links)).astype(np.float64)
     with np.errstate(invalid="ignore"):
         total = np.where(
             feasible,

@@ -17,7 +17,6 @@ crowded_step_ratio, the extra a step costs once the workers outnumber the cores.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import os
@@ -215,5 +214,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    with contextlib.suppress(KeyboardInterrupt):
-        raise SystemExit(main())
+    raise SystemExit(main())

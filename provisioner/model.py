@@ -167,8 +167,9 @@ def crowded_step_factor(n: Arr, ratio: float | None, processes: int, cores: floa
     has its own cores (AWS: cores None) or nothing was measured. In a BSP loop every worker
     blocks on the exchange each iteration, so once the workers outnumber the cores each step
     starts on caches another process filled. The shards are not counted: they idle while the
-    workers compute (measured on 2 cores, digits MLP: the step's CPU in the loop 1.0× alone
-    with 2 workers and 1 shard, 1.2× with 2 and 2, 1.8-2.0× with 4 or 8 workers).
+    workers compute (measured on 2 cores, digits MLP, `python -m bench.shared_loop`: the
+    step's CPU in the loop 1.17× alone with 2 workers and 1 shard, 1.16× with 2 and 2,
+    2.0-2.4× with 4 or 8 workers).
     """
     n = np.asarray(n, dtype=np.float64)
     if cores is None or ratio is None or processes <= cores:
@@ -181,9 +182,10 @@ def shared_cpu_iteration_s(n: Arr, worker_cpu_s: Arr, ps_cpu_s: Arr, cores: floa
     C cores: (n · a worker's CPU per iteration + the shards' CPU per iteration) / C; 0 where
     every function and the PS have their own cores (AWS: cores None).
 
-    Measured on 2 cores: 8 digits-MLP workers and 2 shards spent 2.0 ms of CPU each and 6.2 ms
-    in the shards an iteration, (16.0 + 6.2)/2 = 11.1 ms against 12.0 ms measured; the
-    quota-and-exchange step (cfs_step_s) of one worker alone said 4 ms."""
+    Measured on 2 cores (`python -m bench.shared_loop`, bench/results/shared-loop.md): 8
+    digits-MLP workers and 2 shards spent 1.98 ms of CPU each and 5.89 ms in the shards an
+    iteration, (15.8 + 5.9)/2 = 10.9 ms against 11.6 ms measured; the quota-and-exchange step
+    (cfs_step_s) of one worker alone said about 4 ms."""
     if cores is None:
         return np.zeros(np.shape(worker_cpu_s))
     n = np.asarray(n, dtype=np.float64)

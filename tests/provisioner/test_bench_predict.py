@@ -266,19 +266,25 @@ def test_rescore_with_a_catalog_figure_set_predicts_with_it_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """--set section.field=number changes the run's catalog for the re-scoring only: 4 digits
-    workers at 1024 MB (2.3 vCPU between them) compute faster on 2 compute cores than on 1.5
-    (total_vcpu, added the same way), and the table names the figures set."""
+    workers at 1024 MB (2.3 vCPU between them) train faster on 2 compute cores than on 1.5
+    (total_vcpu, added the same way), though never by more than the cores' ratio (the loop's
+    CPU over the cores bounds it; the exchange stays on total_vcpu); and the table names the
+    figures set."""
     _earlier_run(tmp_path, monkeypatch, bp.FIXED[4], 10.0)  # digits-mlp n=4 m=1024
 
     def compute_s(*settings: str) -> float:
         argv = ["--rescore", "--quick"] + [a for s in settings for a in ("--set", s)]
         assert bp.main(argv) == 0
         out = json.loads((tmp_path / "predict-quick-rescored.json").read_text())
-        return float(out["rows"][0]["terms"]["compute"]["predicted_local_s"])
+        terms = out["rows"][0]["terms"]
+        return sum(
+            float(terms[t]["predicted_local_s"])
+            for t in ("compute", "communication", "ps_aggregation")
+        )
 
     on_total_vcpu = compute_s("lambda.total_vcpu=1.5")
     on_two_cores = compute_s("lambda.total_vcpu=1.5", "lambda.compute_cores=2")
-    assert on_two_cores == pytest.approx(on_total_vcpu * 1.5 / 2, rel=0.05)
+    assert on_total_vcpu * 1.5 / 2 * (1 - 1e-9) <= on_two_cores < on_total_vcpu * 0.95
     text = (tmp_path / "predict-quick-rescored.md").read_text()
     assert "the run's catalog with lambda.total_vcpu=1.5, lambda.compute_cores=2" in text
     platform = json.loads((tmp_path / "predict-quick-platform" / "local.json").read_text())

@@ -159,19 +159,11 @@ def loop_per_iteration_s(
     import datetime
 
     from functions import worker
-    from functions.exchange import PSExchange
-    from functions.ps_client import PSClient
     from functions.runs import new_run
 
     params, grads = run.flat.params.numpy(), run.flat.grads.numpy()
-    run_id, started = new_run(datetime.datetime.now(datetime.UTC), "profile")
-    secret = os.environ[SECRET_ENV].encode()
-    # "calibrate": the job id emulator.calibrate.start_ps_shard's shard serves
-    client = PSClient((endpoint,), "calibrate", 0, secret, int(params.size), timeout_s=60.0,
-                      run_id=run_id, run_started=started)  # fmt: skip
-    exchange = PSExchange(client, rank=0)
-    try:
-        start = exchange.start(params)  # connect, initialise the shard, pull
+    alone_run = new_run(datetime.datetime.now(datetime.UTC), "profile")
+    with loop_exchange(run, (endpoint,), 0, alone_run, timeout_s=60.0) as (exchange, start):
 
         def one(k: int) -> None:
             worker._compute(run, start + k)
@@ -184,6 +176,30 @@ def loop_per_iteration_s(
             one(LOOP_WARMUP_ITERATIONS + done)
             done += 1
         return (time.process_time() - cpu0) / done, (time.perf_counter() - t0) / done
+
+
+@contextlib.contextmanager
+def loop_exchange(
+    run: types.SimpleNamespace,
+    endpoints: tuple[str, ...],
+    rank: int,
+    profile_run: tuple[str, str],
+    timeout_s: float,
+) -> Iterator[tuple[Any, int]]:
+    """The worker's own PSExchange as `rank` of run `profile_run` through the loopback shards at
+    `endpoints`, started (connected, the shards initialised, the parameters pulled into the
+    model): (exchange, the iteration to go on at); closed on exit."""
+    from functions.exchange import PSExchange
+    from functions.ps_client import PSClient
+
+    params = run.flat.params.numpy()
+    secret = os.environ[SECRET_ENV].encode()
+    # "calibrate": the job id emulator.calibrate.start_ps_shard's shards serve
+    client = PSClient(endpoints, "calibrate", rank, secret, int(params.size), timeout_s=timeout_s,
+                      run_id=profile_run[0], run_started=profile_run[1])  # fmt: skip
+    exchange = PSExchange(client, rank=rank)
+    try:
+        yield exchange, exchange.start(params)
     finally:
         exchange.close()
 
@@ -202,16 +218,9 @@ def crowded_loop(
     the step's: the exchange's own CPU is the catalog's (exchange_cpu_fraction) and the profile's
     loop_extra_cpu_s."""
     from functions import worker
-    from functions.exchange import PSExchange
-    from functions.ps_client import PSClient
 
     params, grads = run.flat.params.numpy(), run.flat.grads.numpy()
-    secret = os.environ[SECRET_ENV].encode()
-    client = PSClient(endpoints, "calibrate", rank, secret, int(params.size), timeout_s=120.0,
-                      run_id=crowd_run[0], run_started=crowd_run[1])  # fmt: skip
-    exchange = PSExchange(client, rank=rank)
-    try:
-        start = exchange.start(params)
+    with loop_exchange(run, endpoints, rank, crowd_run, timeout_s=120.0) as (exchange, start):
         for k in range(LOOP_WARMUP_ITERATIONS):
             worker._compute(run, start + k)
             exchange.step(start + k, grads, params)
@@ -227,8 +236,6 @@ def crowded_loop(
             "crowded_loop_cpu_s": (time.process_time() - loop0) / iterations,
             "crowded_iteration_s": (time.perf_counter() - wall0) / iterations,
         }
-    finally:
-        exchange.close()
 
 
 @contextlib.contextmanager

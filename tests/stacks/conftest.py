@@ -128,6 +128,27 @@ class Synth:
             return json.load(handle)  # type: ignore[no-any-return]
 
 
+_APP_DIRS: list[str] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _app_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Where new_app's apps synthesize: pytest's temporary folders, which it prunes."""
+    _APP_DIRS.append(str(tmp_path_factory.mktemp("apps")))
+
+
+def new_app(context: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    """An App with cdk.json's context (and `context` over it) that synthesizes under pytest's
+    temporary folders: an App without an outdir makes a fresh /tmp/cdk.out* that nothing removes
+    (a CI run left 70)."""
+    import tempfile
+
+    from aws_cdk import App
+
+    kwargs.setdefault("outdir", tempfile.mkdtemp(prefix="cdk.out", dir=_APP_DIRS[-1]))
+    return App(context={**CDK_JSON_CONTEXT, **(context or {})}, **kwargs)
+
+
 def run_synth(context: dict[str, Any], outdir: str) -> Synth:
     """What `cdk synth -c k=v ...` does, minus the node CLI: cdk.json context + overrides."""
     from aws_cdk import App

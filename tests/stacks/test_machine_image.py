@@ -10,12 +10,12 @@ import json
 from typing import Any
 
 import pytest
-from aws_cdk import App, Environment
+from aws_cdk import Environment
 from aws_cdk.assertions import Template
 
 from stacks.job import add_job_stacks
 from stacks.machine_image import ami_line, deploy_env
-from tests.stacks.conftest import CDK_JSON_CONTEXT, make_plan
+from tests.stacks.conftest import make_plan, new_app
 from tests.stacks.test_stacks import DIGITS
 
 ENV = Environment(account="123456789012", region="us-east-1")
@@ -26,7 +26,7 @@ LOOKUP_KEY = (
 
 
 def _ps_template(context: dict[str, Any], env: Environment | None) -> Template:
-    app = App(context={**CDK_JSON_CONTEXT, **context})
+    app = new_app(context)
     stacks = add_job_stacks(app, plan=make_plan(), dataset=DIGITS, nag=False, env=env)
     return Template.from_stack(stacks.parameter_servers)
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_s3 as s3
 
 from stacks.context import DatasetSource
 from stacks.job import add_job_stacks
 from stacks.nag import unacknowledged_findings
-from tests.stacks.conftest import CDK_JSON_CONTEXT, make_plan
+from tests.stacks.conftest import make_plan, new_app
 
 
 @pytest.mark.parametrize(
@@ -38,7 +38,7 @@ def test_local_dataset_upload_has_no_unacknowledged_findings(tmp_path: Any) -> N
     folder = tmp_path / "data"
     folder.mkdir()
     (folder / "train.npz").write_bytes(b"not really npz; uploaded as is")
-    app = App(context=CDK_JSON_CONTEXT)
+    app = new_app()
     add_job_stacks(app, plan=make_plan(), nag=False,
                    dataset=DatasetSource(kind="local", spec=str(folder), path=str(folder)))
     assert unacknowledged_findings(app) == []
@@ -50,14 +50,14 @@ def test_a_deploy_bound_to_an_account_and_region_has_no_unacknowledged_findings(
     every real deploy's synth fail (found by deploying to a local AWS API)."""
     from tests.stacks.test_machine_image import ENV, LOOKUP_KEY
 
-    app = App(context={**CDK_JSON_CONTEXT, LOOKUP_KEY: "ami-0aaaaaaaaaaaaaaaa"})
+    app = new_app({LOOKUP_KEY: "ami-0aaaaaaaaaaaaaaaa"})
     add_job_stacks(app, plan=make_plan(), nag=False, env=ENV, dataset=DatasetSource(
         kind="builtin", spec="builtin:digits", name="digits"))  # fmt: skip
     assert unacknowledged_findings(app) == []
 
 
 def test_an_unacknowledged_finding_is_reported() -> None:
-    app = App(context=CDK_JSON_CONTEXT)
+    app = new_app()
     add_job_stacks(app, plan=make_plan(), dataset=DatasetSource(
         kind="builtin", spec="builtin:digits", name="digits"), nag=False)
     s3.Bucket(Stack(app, "careless"), "Plain")  # no logging, no TLS-only policy
@@ -67,7 +67,7 @@ def test_an_unacknowledged_finding_is_reported() -> None:
 
 
 def test_synth_itself_fails_on_an_unacknowledged_finding(tmp_path: Any) -> None:
-    app = App(context=CDK_JSON_CONTEXT, outdir=str(tmp_path))
+    app = new_app(outdir=str(tmp_path))
     add_job_stacks(app, plan=make_plan(), dataset=DatasetSource(
         kind="builtin", spec="builtin:digits", name="digits"))  # registers the nag plugin
     s3.Bucket(Stack(app, "careless"), "Plain")

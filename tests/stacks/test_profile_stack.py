@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App
 from aws_cdk.assertions import Match, Template
 
 from provisioner.catalog import read_data_json
@@ -22,7 +21,7 @@ from provisioner.profile import PROFILE_DIR
 from stacks.job import ProfileStacks, add_profile_stacks
 from stacks.nag import unacknowledged_findings
 from stacks.profile_run import ProfileRun, profile_key
-from tests.stacks.conftest import CDK_JSON_CONTEXT
+from tests.stacks.conftest import new_app
 from tests.stacks.test_cfn_lint import lint_problems
 from tests.stacks.test_least_privilege import grants, listing_prefixes
 from tests.stacks.test_stacks import DIGITS, state_machine_definition
@@ -43,7 +42,7 @@ def make_run(**overrides: Any) -> ProfileRun:
 
 
 def build_profile(run: ProfileRun) -> tuple[ProfileStacks, Template]:
-    app = App(context=CDK_JSON_CONTEXT)
+    app = new_app()
     stacks = add_profile_stacks(app, run=run, dataset=DIGITS, nag=False)
     return stacks, Template.from_stack(stacks.profile)
 

@@ -26,7 +26,7 @@ from stacks.context import DatasetSource
 from stacks.events import run_keys, worker_event
 from stacks.job import JobStacks, add_job_stacks, plan_digest
 from stacks.nag import unacknowledged_findings
-from tests.stacks.conftest import CDK_JSON_CONTEXT, make_plan
+from tests.stacks.conftest import make_plan, new_app
 from tests.stacks.test_cfn_lint import lint_problems
 from tests.stacks.test_idle import HOURLY_TYPES_NOT_ALLOWED
 from tests.stacks.test_least_privilege import (
@@ -52,7 +52,7 @@ def s3_plan(reducers: int = 2, **overrides: Any) -> Plan:
 
 
 def build_app(plan: Plan, dataset: DatasetSource = DIGITS, **kwargs: Any) -> tuple[App, JobStacks]:
-    app = App(context=CDK_JSON_CONTEXT, **kwargs)
+    app = new_app(**kwargs)
     return app, add_job_stacks(app, plan=plan, dataset=dataset, nag=False)
 
 
@@ -218,7 +218,7 @@ def test_the_s3_shape_is_nag_and_cfn_lint_clean(dataset: DatasetSource, tmp_path
 def test_the_s3_shape_bound_to_an_account_has_no_unacknowledged_findings() -> None:
     from tests.stacks.test_machine_image import ENV
 
-    app = App(context=CDK_JSON_CONTEXT)
+    app = new_app()
     add_job_stacks(app, plan=s3_plan(), nag=False, env=ENV, dataset=DIGITS)
     assert unacknowledged_findings(app) == []
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from aws_cdk import App
 from aws_cdk.assertions import Match, Template
 
 from provisioner import runaway
@@ -20,7 +19,7 @@ from provisioner.plan import Goal, Plan
 from stacks.context import DatasetSource
 from stacks.events import PS_PORT
 from stacks.job import JobStacks, add_job_stacks, plan_digest, plan_tags
-from tests.stacks.conftest import CDK_JSON_CONTEXT, make_plan
+from tests.stacks.conftest import make_plan, new_app
 
 DIGITS = DatasetSource(kind="builtin", spec="builtin:digits", name="digits")
 CONTRACT_KEYS = {
@@ -45,7 +44,7 @@ UNSCOPABLE_ACTIONS = {
 
 
 def build(plan: Plan, dataset: DatasetSource = DIGITS) -> tuple[JobStacks, dict[str, Template]]:
-    app = App(context=CDK_JSON_CONTEXT)
+    app = new_app()
     stacks = add_job_stacks(app, plan=plan, dataset=dataset, nag=False)
     found = {"data": stacks.data, "ps": stacks.parameter_servers, "training": stacks.training}
     # No "ps" for a plan that syncs through S3: it has no PS stack.
@@ -468,7 +467,7 @@ def logical_id_of(resource: dict[str, Any], template: Template) -> str:
 
 def test_the_vpc_goes_to_the_availability_zone_the_user_picks() -> None:
     """Not every AZ offers every PS type: -c az= puts the VPC (and the PS) where one does."""
-    app = App(context=CDK_JSON_CONTEXT)
+    app = new_app()
     stacks = add_job_stacks(app, plan=make_plan(), dataset=DIGITS, nag=False, az="us-east-1d")
     subnets = Template.from_stack(stacks.parameter_servers).find_resources("AWS::EC2::Subnet")
     assert [s["Properties"]["AvailabilityZone"] for s in subnets.values()] == ["us-east-1d"]

@@ -357,21 +357,34 @@ def test_the_exchange_shares_the_cores_like_compute_on_a_shared_platform() -> No
 
 
 def test_the_exchanges_own_cpu_is_held_to_the_quota_like_compute() -> None:
-    c, x, e = np.array(0.4e-3), np.array(0.8e-3), np.array(0.3e-3)  # half a core
+    c, x, e, half = np.array(0.4e-3), np.array(0.8e-3), np.array(0.3e-3), np.array(0.5)
     # none of it CPU: λDNN's reading, the exchange idles and gives quota back
-    assert [float(v) for v in model.exchange_under_quota(c, x, e, np.array(0.0))] == [
+    assert [float(v) for v in model.exchange_under_quota(c, x, e, np.array(0.0), half)] == [
         0.4e-3, 0.8e-3, 0.3e-3
     ]
     # a third of it CPU: that part is work, at half speed, and no longer idle
-    core, throttled, idle = model.exchange_under_quota(c, x, e, np.array(0.1e-3))
+    core, throttled, idle = model.exchange_under_quota(c, x, e, np.array(0.1e-3), half)
     assert (float(core), float(throttled), float(idle)) == pytest.approx((0.5e-3, 1.0e-3, 0.2e-3))
     # the step only grows with it, and not at all with a whole core (one thread, no slowdown)
     steps = [
-        float(model.cfs_step_s(*model.exchange_under_quota(c, x, e, np.array(f * 0.3e-3)), 0.02))
+        float(model.cfs_step_s(
+            *model.exchange_under_quota(c, x, e, np.array(f * 0.3e-3), half), 0.02))
         for f in (0.0, 0.5, 1.0)
-    ]
+    ]  # fmt: skip
     assert steps[0] < steps[1] < steps[2]
-    assert float(model.cfs_step_s(*model.exchange_under_quota(c, c, e, e), 0.02)) == 0.7e-3
+    assert float(model.cfs_step_s(*model.exchange_under_quota(c, c, e, e, half), 0.02)) == 0.7e-3
+
+
+def test_the_exchanges_cpu_is_held_at_the_share_not_at_the_steps_own_slowdown() -> None:
+    """A step timed back to back under a quota of half a core took 3× its time alone (its
+    caches go cold while throttled), the exchange's CPU, measured at that share, 1/0.5 = 2×."""
+    c, x, cpu = np.array(0.4e-3), np.array(1.2e-3), np.array(0.1e-3)
+    _, throttled, _ = model.exchange_under_quota(c, x, np.array(0.3e-3), cpu, np.array(0.5))
+    assert float(throttled) == pytest.approx(1.2e-3 + 0.2e-3)
+    # more memory, less held: the search's T(m) keeps its shape
+    more = model.exchange_under_quota(c, x, np.array(0.3e-3), cpu, np.array(0.8))[1]
+    assert float(more) == pytest.approx(1.2e-3 + 0.1e-3 / 0.8)
+    assert float(more) < float(throttled)
 
 
 def test_the_quota_step_never_drops_below_the_work_and_the_exchange_near_one_period() -> None:

@@ -280,11 +280,12 @@ def exchange_under_quota(
     binds it takes 1/s seconds per CPU second at the memory's share s (never faster than one
     core: the client is one thread); it gives no quota back, and only the rest of the exchange
     is idle. Held at s, not at the step's own slowdown x/c: a step timed back to back under a
-    quota costs more CPU than alone (its caches go cold while it is throttled), the exchange's
-    CPU, measured at the share, already holds what it costs there. Measured on 2 cores, digits
-    MLP, one worker and a loopback shard: the loop took 2.75 and 3.48 ms at 0.578 and 0.448
-    vCPU, (s·x + CPU)/s = 2.74 and 3.48 ms, where x/c held it to 3.2 and 4.3 ms. With no CPU
-    part this is (c, x, e), λDNN's reading (the exchange waits on the wire).
+    quota costs more CPU than alone (the MLP's 0.76 ms step, 1.04 ms of CPU at 0.5 vCPU), and
+    the exchange's CPU, measured at the share, already holds what it costs there. Measured on
+    2 cores, the digits MLP's loop with one worker and a loopback shard (bench/results/
+    predict-platform/digits-mlp.json, 2026-11-25): 2.79 and 7.98 ms at 0.5 and 0.25 vCPU,
+    (s·x + CPU)/s = 2.80 and 7.98 ms, where x/c held it to 3.07 and 9.88 ms. With no CPU part
+    this is (c, x, e), λDNN's reading (the exchange waits on the wire).
     """
     c = np.asarray(core_s, dtype=np.float64)
     x = np.asarray(throttled_s, dtype=np.float64)

@@ -387,6 +387,20 @@ def test_the_exchanges_cpu_is_held_at_the_share_not_at_the_steps_own_slowdown() 
     assert float(more) < float(throttled)
 
 
+def test_the_loop_under_a_quota_is_what_the_profiler_measured() -> None:
+    """The profiler's loop (one worker, a loopback shard) in the grid's digits-mlp profile
+    (bench/results/predict-platform/digits-mlp.json, 2026-11-25): at each share s < 1 the step x
+    back to back, the loop's CPU beyond it, and the loop's wall time measured."""
+    c = 16 / 21019.1  # the 1-vCPU step: 0.76 ms
+    for share, rate, extra_cpu_s, loop_s in ((0.25, 2641.3, 0.48e-3, 7.98e-3),
+                                             (0.5, 7705.5, 0.364e-3, 2.79e-3)):  # fmt: skip
+        x = 16 / rate
+        parts = model.exchange_under_quota(
+            np.array(c), np.array(x), np.array(0.2e-3), np.array(extra_cpu_s), np.array(share)
+        )
+        assert float(model.cfs_step_s(*parts, 0.02)) == pytest.approx(loop_s, rel=0.01)
+
+
 def test_the_quota_step_never_drops_below_the_work_and_the_exchange_near_one_period() -> None:
     """c + e just above one period P, x falling through P (more memory): the step must not
     rise as x falls. A negative "fresh-quota wait" once made x = P faster than x < P."""

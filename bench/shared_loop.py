@@ -128,27 +128,20 @@ def measure_row(
     from emulator import calibrate
     from emulator import profile as prof
     from emulator.procs import Supervisor
-    from functions.runs import new_run
 
     source = prof.dataset_source(raw["dataset"], int(raw["dataset_samples"]))
     batch = int(raw["profiled_local_batch"])
     alone = prof.measure_share(limiter, 1.0, model=raw["model"], source=source, batch=batch,
                                measure_s=2.0)  # fmt: skip
-    crowd_run = new_run(dt.datetime.now(dt.UTC), "bench")
     with tempfile.TemporaryDirectory() as logs, Supervisor().guard() as supervisor:
         started = [
             calibrate.start_ps_shard(supervisor, dict(os.environ), n, Path(logs), (k, shards))
             for k in range(shards)
         ]
         before = [calibrate.process_cpu_s(p.pid) or 0.0 for p, _ in started]
-        endpoints = ",".join(e for _, e in started)
-        procs = [
-            prof._spawn_child(limiter, f"loop-{k}", 1.0, model=raw["model"], source=source,
-                              batch=batch, measure_s=0.0, ps_endpoint=endpoints,
-                              crowd=(k, n, crowd_run, iterations))
-            for k in range(n)
-        ]  # fmt: skip
-        children = [prof._child_result(p, 1.0) for p in procs]
+        children = prof.run_crowd(limiter, n, ",".join(e for _, e in started),
+                                  model=raw["model"], source=source, batch=batch,
+                                  iterations=iterations)  # fmt: skip
         spent = sum(
             (calibrate.process_cpu_s(p.pid) or 0.0) - b
             for (p, _), b in zip(started, before, strict=True)

@@ -360,6 +360,31 @@ def crowd_iterations(samples_s: float, batch: int, cores: int, count: int, measu
     return max(CROWD_MIN_ITERATIONS, round(measure_s * per_s))
 
 
+def run_crowd(
+    limiter: cpu.CpuLimiter,
+    count: int,
+    endpoints: str,
+    *,
+    model: str,
+    source: str,
+    batch: int,
+    iterations: int,
+) -> list[dict[str, Any]]:
+    """`count` children at 1 vCPU each, started together as the ranks of one BSP run through the
+    shards at `endpoints` (comma-separated, each shard expecting `count` workers): each child's
+    crowded_loop figures."""
+    from functions.runs import new_run
+
+    crowd_run = new_run(dt.datetime.now(dt.UTC), "profile")
+    procs = [
+        _spawn_child(limiter, f"crowd-{k}", 1.0, model=model, source=source, batch=batch,
+                     measure_s=0.0, ps_endpoint=endpoints,
+                     crowd=(k, count, crowd_run, iterations))
+        for k in range(count)
+    ]  # fmt: skip
+    return [_child_result(p, 1.0) for p in procs]
+
+
 def measure_crowded(
     limiter: cpu.CpuLimiter,
     count: int,
@@ -371,17 +396,10 @@ def measure_crowded(
 ) -> float:
     """The median over `count` children at 1 vCPU each, started together as the ranks of one
     BSP run through a fresh loopback shard, of their step's CPU per iteration."""
-    from functions.runs import new_run
-
-    crowd_run = new_run(dt.datetime.now(dt.UTC), "profile")
     with loopback_ps(workers=count) as endpoint:
-        procs = [
-            _spawn_child(limiter, f"crowd-{k}", 1.0, model=model, source=source, batch=batch,
-                         measure_s=0.0, ps_endpoint=endpoint,
-                         crowd=(k, count, crowd_run, iterations))
-            for k in range(count)
-        ]  # fmt: skip
-        return statistics.median(_child_result(p, 1.0)["crowded_step_cpu_s"] for p in procs)
+        children = run_crowd(limiter, count, endpoint, model=model, source=source, batch=batch,
+                             iterations=iterations)  # fmt: skip
+    return statistics.median(c["crowded_step_cpu_s"] for c in children)
 
 
 def crowded_step_ratio(pairs: list[tuple[float, float]]) -> float:

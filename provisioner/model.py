@@ -283,7 +283,7 @@ def exchange_under_quota(
     quota costs more CPU than alone (the MLP's 0.76 ms step, 1.04 ms of CPU at 0.5 vCPU), and
     the exchange's CPU, measured at the share, already holds what it costs there. Measured on
     2 cores, the digits MLP's loop with one worker and a loopback shard (bench/results/
-    predict-platform/digits-mlp.json, 2026-11-25): 2.79 and 7.98 ms at 0.5 and 0.25 vCPU,
+    predict-platform/digits-mlp.json of 9396ac5): 2.79 and 7.98 ms at 0.5 and 0.25 vCPU,
     (s·x + CPU)/s = 2.80 and 7.98 ms, where x/c held it to 3.07 and 9.88 ms. With no CPU part
     this is (c, x, e), λDNN's reading (the exchange waits on the wire).
     """

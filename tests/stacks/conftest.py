@@ -131,21 +131,28 @@ class Synth:
 _APP_DIRS: list[str] = []
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _app_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Where new_app's apps synthesize: pytest's temporary folders, which it prunes."""
-    _APP_DIRS.append(str(tmp_path_factory.mktemp("apps")))
+def _apps_dir() -> str:
+    """One temporary folder for every new_app of this test session, removed when it ends
+    (tests elsewhere, tests/functions among them, build apps through these helpers too)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    if not _APP_DIRS:
+        _APP_DIRS.append(tempfile.mkdtemp(prefix="lambda-dnn-test-apps-"))
+        atexit.register(shutil.rmtree, _APP_DIRS[0], True)
+    return _APP_DIRS[0]
 
 
 def new_app(context: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-    """An App with cdk.json's context (and `context` over it) that synthesizes under pytest's
-    temporary folders: an App without an outdir makes a fresh /tmp/cdk.out* that nothing removes
-    (a CI run left 70)."""
+    """An App with cdk.json's context (and `context` over it) that synthesizes under a folder
+    removed when the session ends: an App without an outdir makes a fresh /tmp/cdk.out* that
+    nothing removes (a CI run left 70)."""
     import tempfile
 
     from aws_cdk import App
 
-    kwargs.setdefault("outdir", tempfile.mkdtemp(prefix="cdk.out", dir=_APP_DIRS[-1]))
+    kwargs.setdefault("outdir", tempfile.mkdtemp(prefix="cdk.out", dir=_apps_dir()))
     return App(context={**CDK_JSON_CONTEXT, **(context or {})}, **kwargs)
 
 

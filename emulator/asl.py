@@ -98,6 +98,16 @@ def get_path(data: Any, path: str, context: Mapping[str, Any]) -> Any:
     return value
 
 
+def _present(data: Any, path: str, context: Mapping[str, Any]) -> bool:
+    """Choice's IsPresent: whether `path` names a field (any other test on a missing field is
+    States.Runtime, as in AWS)."""
+    try:
+        get_path(data, path, context)
+    except StatesError:
+        return False
+    return True
+
+
 def set_path(data: Any, path: str | None, result: Any) -> Any:
     """ResultPath: None discards the result, `$` replaces the input, `$.a` sets a field."""
     if path is None:
@@ -207,6 +217,10 @@ class Interpreter:
     def _choose(self, state: Mapping[str, Any], data: Any, context: Mapping[str, Any]) -> str:
         for rule in state["Choices"]:
             (test,) = set(rule) - {"Variable", "Next"} or {None}
+            if test == "IsPresent":
+                if _present(data, rule["Variable"], context) is rule[test]:
+                    return str(rule["Next"])
+                continue
             name = str(test).removesuffix("Path")
             if name not in _COMPARISONS:
                 raise Unsupported(f"choice rule {rule}")

@@ -109,6 +109,7 @@ class WorkerState:
     links: list[dict[str, Any]] = field(default_factory=list)  # one per successful invocation
     failures: list[str] = field(default_factory=list)
     iteration: int = 0
+    stalled: bool = False  # its last link did not advance (the state machine's `$.stalled`)
 
 
 @dataclass(frozen=True)
@@ -407,9 +408,24 @@ def no_progress_message(worker: WorkerState, event: dict[str, Any],
                         result: dict[str, Any]) -> str:  # fmt: skip
     return (
         f"worker {worker.rank}: link {event.get('invocation', 0)} made no progress (stopped at "
-        f"iteration {result.get('iteration')}: {result.get('stopped')}); the run fails instead "
-        "of re-invoking forever"
+        f"iteration {result.get('iteration')}: {result.get('stopped')})"
     )
+
+
+def stall_failure(worker: WorkerState, event: dict[str, Any],
+                  result: dict[str, Any]) -> str | None:  # fmt: skip
+    """The state machine's rule (stacks/orchestration.py), with the worker's `stalled` mark
+    kept up to date: a link that does not advance is re-invoked once (a cold link may spend its
+    whole budget starting and loading; the warm one after it skips both), and a second in a
+    row fails the run (the message returned) rather than re-invoking forever."""
+    if advanced(event, result["next_event"]):
+        worker.stalled = False
+        return None
+    if worker.stalled:
+        return f"{no_progress_message(worker, event, result)}, the second link in a row to " \
+            "make none; the run fails instead of re-invoking forever"
+    worker.stalled = True
+    return None
 
 
 def fan_out(
@@ -447,13 +463,10 @@ def fan_out(
             return
         if worker.done:
             return
-        if not advanced(event, result["next_event"]):
-            raise EmulatorError(no_progress_message(worker, event, result))
+        if failure := stall_failure(worker, event, result):
+            raise EmulatorError(failure)
         worker.event = dict(result["next_event"])
-        note(
-            f"worker {worker.rank}: invocation ended at iteration {worker.iteration}, "
-            f"re-invoking (link {worker.event.get('invocation')})"
-        )
+        note(relaunch_note(worker, event, result))
         pool.launch(worker)
 
     started_s = time.monotonic()
@@ -488,9 +501,17 @@ def fan_out(
     return workers
 
 
+def relaunch_note(worker: WorkerState, event: dict[str, Any], result: dict[str, Any]) -> str:
+    """What the progress line says as a worker's next link starts."""
+    link = result["next_event"].get("invocation")
+    if worker.stalled:
+        return f"{no_progress_message(worker, event, result)}; re-invoking once (link {link})"
+    return (f"worker {worker.rank}: invocation ended at iteration {worker.iteration}, "
+            f"re-invoking (link {link})")  # fmt: skip
+
+
 def advanced(event: dict[str, Any], next_event: dict[str, Any]) -> bool:
-    """The state machine's rule (stacks/orchestration.py): a link that ends without advancing
-    `start_iteration` fails the run rather than being re-invoked forever."""
+    """Whether a link moved `start_iteration` on (stall_failure: what happens when not)."""
     return int(next_event.get("start_iteration", 0)) > int(event.get("start_iteration", 0))
 
 

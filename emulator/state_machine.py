@@ -43,10 +43,10 @@ from emulator.orchestrator import (
     WorkerPool,
     WorkerState,
     _last_loss,
-    advanced,
-    no_progress_message,
+    relaunch_note,
     restart_dead_shards,
     run_step,
+    stall_failure,
     start_ps_shards,
 )
 from emulator.procs import Supervisor
@@ -238,11 +238,10 @@ class LocalRun:
         if worker.done:
             if all(w.done for w in self.workers):
                 self._training_ended()
-        elif not advanced(worker.event, result["next_event"]):
-            self.failure = self.failure or no_progress_message(worker, worker.event, result)
+        elif failure := stall_failure(worker, worker.event, result):
+            self.failure = self.failure or failure  # the definition fails it too; this names why
         else:
-            self._note(f"worker {worker.rank}: invocation ended at iteration {worker.iteration}, "
-                       f"re-invoking (link {result['next_event'].get('invocation')})")  # fmt: skip
+            self._note(relaunch_note(worker, worker.event, result))
         return result
 
     def _check_running(self, worker: WorkerState) -> None:

@@ -2,9 +2,10 @@
 
 A worker link that ends without advancing (a time limit hit before the first step, a PS that
 keeps timing out) would otherwise be re-invoked forever at up to 15 minutes of Lambda each. The
-state machine therefore fails a link that does not advance `start_iteration`, caps the links of
-each worker, and the execution has a timeout: every bound below is one the stacks enforce, and
-`worst_case_usd` is what a run costs if it hits them.
+state machine therefore fails the second link in a row that does not advance `start_iteration`
+(the first is re-invoked: a cold link may spend its budget starting), caps the links of each
+worker (stalled ones included), and the execution has a timeout: every bound below is one the
+stacks enforce, and `worst_case_usd` is what a run costs if it hits them.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def plan_bounds(plan: Plan) -> tuple[int, int]:
 def bounds_line(plan: Plan) -> str:
     """The plan's bounds in one line, as synth and `provisioner plan` print them."""
     return (
-        f"a link must advance; at most {plan.max_links_per_worker} links per worker; execution "
-        f"timeout {format_duration_s(plan.execution_timeout_s)}; "
+        f"links must advance (one stall is retried); at most {plan.max_links_per_worker} links "
+        f"per worker; execution timeout {format_duration_s(plan.execution_timeout_s)}; "
         f"worst case {format_usd(plan.worst_case_usd)}"
     )
 

@@ -7,11 +7,12 @@ worker is re-invoked with its `next_event` until `done` (the 15-minute limit) �
 model + run report) → stop the PS → close the endpoints, so nothing of the job bills by the hour
 between runs. Any failure also stops the PS and closes the endpoints before the execution fails.
 
-Runaway bounds (provisioner/runaway.py, priced in the plan): a link that does not advance
-`start_iteration` fails the run, so does a worker past its link cap, and the execution has a
-timeout. A timed-out or stopped execution runs no catch, so a rule on its end stops the PS
-instances and closes the endpoints unless another run of the job is going (a redeploy stops the
-old run as the new one starts).
+Runaway bounds (provisioner/runaway.py, priced in the plan): two links in a row that do not
+advance `start_iteration` fail the run (one is re-invoked: a cold link may spend its budget
+starting), so does a worker past its link cap, and the execution has a timeout. A timed-out or
+stopped execution runs no catch, so a rule on its end stops the PS instances and closes the
+endpoints unless another run of the job is going (a redeploy stops the old run as the new one
+starts).
 
 An S3-sync plan has no PS and no endpoints: name the run → prepare → workers → finalize, and a
 failure just fails the execution; nothing bills by the hour, so nothing needs stopping when a
@@ -94,18 +95,30 @@ def _worker_loop(scope: Construct, worker: lambda_.IFunction, *, timeout_s: int,
     run_worker.add_retry(errors=["States.TaskFailed"], max_attempts=LINK_RETRIES,
                          interval=Duration.seconds(10), backoff_rate=2)  # fmt: skip
     cond = sfn.Condition
+    # A link that did not advance is re-invoked once: a cold link may spend its budget starting
+    # and loading, and the next link, warm, skips both. `$.stalled` marks that retry (beside
+    # the event, so the worker never sees it); a second stall in a row fails the run, and an
+    # advancing link drops the mark (NextLink rebuilds the state from the event alone).
+    stalled = (
+        sfn.Choice(scope, "StalledBefore")
+        .when(cond.is_present("$.stalled"),
+              sfn.Fail(scope, "LinkMadeNoProgress", error="LinkMadeNoProgress",
+                       cause="Two worker links in a row ended without advancing; see its log."))
+        .otherwise(sfn.Pass(scope, "RetryStalledLink",
+                            parameters={"event.$": "$.link.event", "stalled": True})
+                   .next(run_worker))
+    )  # fmt: skip
     return run_worker.next(
         sfn.Choice(scope, "WorkerDone")
         # Output just `true`: n full events would hit the Map's 256 KB result limit.
         .when(cond.boolean_equals("$.link.done", True),
               sfn.Succeed(scope, "WorkerFinished", output_path="$.link.done"))
-        .when(cond.number_less_than_equals_json_path("$.link.event.start_iteration",
-                                                     "$.event.start_iteration"),
-              sfn.Fail(scope, "LinkMadeNoProgress", error="LinkMadeNoProgress",
-                       cause="A worker link ended without advancing; see its log."))
+        # Every link counts against the cap, a stalled one's retry included.
         .when(cond.number_greater_than_equals("$.link.event.invocation", max_links),
               sfn.Fail(scope, "TooManyLinks", error="TooManyLinks",
                        cause=f"A worker ran {max_links} links, the plan's bound."))
+        .when(cond.number_less_than_equals_json_path("$.link.event.start_iteration",
+                                                     "$.event.start_iteration"), stalled)
         .otherwise(sfn.Pass(scope, "NextLink", parameters={"event.$": "$.link.event"})
                    .next(run_worker))
     )  # fmt: skip

@@ -28,16 +28,18 @@ def hang(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def chain(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Three links per worker, 10 iterations each, a falling loss; fails once if asked to."""
+    """Links of 10 iterations each, a falling loss, done after three that advanced; fails once
+    if asked to; the links `stall_links` names end where they started (a cold start that took
+    the whole budget)."""
     link = int(event.get("invocation", 0))
     flaky = Path(event["pid_file"]).with_suffix(f".flaky-{event['rank']}")
     if event.get("fail_first_link") and link == 1 and not flaky.exists():
         flaky.write_text("failed once")
         raise RuntimeError("transient failure")
     start = int(event.get("start_iteration", 0))
-    end = start + 10
+    end = start if link in event.get("stall_links", []) else start + 10
     return {
-        "done": link >= 2,
+        "done": end >= 30,
         "iteration": end,
         "next_event": {**event, "start_iteration": end, "invocation": link + 1},
         "losses": [[it, 1.0 / (it + 1)] for it in range(start, end)],

@@ -1,4 +1,5 @@
-"""The emulator's own copies of the state machine's rules (until it runs the definition)."""
+"""The emulator's own copies of the state machine's rules (fan_out, and the messages that name
+why the interpreted definition failed)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ import io
 import json
 from typing import Any
 
-from emulator.orchestrator import advanced, links_bound_for_limit, with_losses
+from emulator.orchestrator import (
+    WorkerState,
+    advanced,
+    links_bound_for_limit,
+    relaunch_note,
+    stall_failure,
+    with_losses,
+)
 from tests.emulator.plans import planned_digits
 
 
@@ -15,6 +23,33 @@ def test_a_link_must_advance_like_in_the_state_machine() -> None:
     assert advanced({"start_iteration": 4}, {"start_iteration": 5})
     assert not advanced({"start_iteration": 4}, {"start_iteration": 4})
     assert not advanced({}, {"start_iteration": 0})
+
+
+def _link(start: int, reached: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A link's event and result: from `start` to `reached`, stopped by the time limit."""
+    return {"start_iteration": start, "invocation": 0}, {
+        "iteration": reached, "stopped": "time_limit",
+        "next_event": {"start_iteration": reached, "invocation": 1},
+    }  # fmt: skip
+
+
+def test_a_stalled_link_is_re_invoked_once_and_a_second_in_a_row_fails_the_run() -> None:
+    """A cold link may spend its budget starting; the warm one after it must advance."""
+    worker = WorkerState(rank=2, event={})
+    assert stall_failure(worker, *_link(0, 0)) is None and worker.stalled
+    assert "made no progress" in relaunch_note(worker, *_link(0, 0))
+    failure = stall_failure(worker, *_link(0, 0))
+    assert failure is not None
+    assert failure.startswith("worker 2: link 0 made no progress (stopped at iteration 0: "
+                              "time_limit), the second link in a row")  # fmt: skip
+
+
+def test_an_advancing_link_clears_the_stall() -> None:
+    worker = WorkerState(rank=0, event={})
+    assert stall_failure(worker, *_link(0, 0)) is None
+    assert stall_failure(worker, *_link(0, 7)) is None and not worker.stalled
+    assert relaunch_note(worker, *_link(0, 7)).endswith("re-invoking (link 1)")
+    assert stall_failure(worker, *_link(7, 7)) is None  # a stall later in the run: once again
 
 
 class _OneObject:

@@ -95,6 +95,19 @@ def test_a_failed_invocation_is_retried_with_the_same_event(tmp_path: Path) -> N
         assert len(worker.failures) == 1 and "transient failure" in worker.failures[0]
 
 
+def test_a_link_that_did_not_advance_is_re_invoked_once(tmp_path: Path) -> None:
+    workers = _run(tmp_path, "chain", stall_links=[0, 2])
+    for worker in workers:
+        assert worker.done and not worker.stalled
+        assert [link["iteration"] for link in worker.links] == [0, 10, 10, 20, 30]
+
+
+def test_a_second_link_in_a_row_that_did_not_advance_fails_the_run(tmp_path: Path) -> None:
+    with pytest.raises(EmulatorError, match=r"worker \d: link 2 made no progress \(stopped at "
+                       r"iteration 10: None\), the second link in a row"):  # fmt: skip
+        _run(tmp_path, "chain", stall_links=[1, 2])
+
+
 def test_crashing_worker_fails_the_run_and_leaves_no_process(tmp_path: Path) -> None:
     with pytest.raises(
         EmulatorError, match=r"worker \d failed 2 times; last: .*crashed on purpose"

@@ -84,14 +84,19 @@ def _definition(plan: Plan, vpc: dict[str, str] = NO_VPC) -> dict[str, Any]:
     return definition
 
 
+Checks = int | tuple[int, ...]
+
+
 class LocalAws:
     """The AWS side of the tasks: EC2 start/stop recorded, Lambda invokes run the handlers here
     (the network function against moto's EC2)."""
 
-    def __init__(self, servers: list[ParameterServer], worker_checks: int) -> None:
+    def __init__(self, servers: list[ParameterServer], worker_checks: Checks) -> None:
         self.hosts = {f"ps{k}.internal:{PS_PORT}": f"127.0.0.1:{s.address[1]}"
                       for k, s in enumerate(servers)}  # fmt: skip
-        self.worker_checks = worker_checks
+        # Iteration checks each link's context allows: one figure for every link, or one per
+        # link of a worker (the last repeats).
+        self.worker_checks = worker_checks if isinstance(worker_checks, tuple) else (worker_checks,)
         self.ec2: list[tuple[str, list[str]]] = []
         self.invocations: dict[int, int] = {}
         self.fail_workers = False
@@ -119,10 +124,12 @@ class LocalAws:
         elif function.startswith("PrepareFunction"):
             result = datasets.prepare_handler(event)
         elif function.startswith("WorkerFunction"):
-            self.invocations[event["rank"]] = self.invocations.get(event["rank"], 0) + 1
+            link = self.invocations.get(event["rank"], 0)
+            self.invocations[event["rank"]] = link + 1
             if self.fail_workers:
                 raise RuntimeError("worker crashed")
-            result = worker.handler(event, CountdownContext(calls=self.worker_checks))
+            checks = self.worker_checks[min(link, len(self.worker_checks) - 1)]
+            result = worker.handler(event, CountdownContext(calls=checks))
         elif function.startswith("FinalizeFunction"):
             result = finalize.handler(event)
         else:
@@ -155,7 +162,7 @@ def deployed(s3: Any, shard_cache: Any, ps_cluster: Any, moto_endpoint: str,
              monkeypatch: pytest.MonkeyPatch) -> Any:  # fmt: skip
     """The job's buckets, VPC and PS shards, named as the stacks name them."""
 
-    def make(plan: Plan, worker_checks: int) -> tuple[LocalAws, dict[str, Any], str]:
+    def make(plan: Plan, worker_checks: Checks) -> tuple[LocalAws, dict[str, Any], str]:
         # `<job>-<purpose>-<account>`, as stacks.grants.job_bucket names them.
         dataset, artifacts = (f"{plan.job}-{kind}-{ACCOUNT}" for kind in ("dataset", "artifacts"))
         for name in (dataset, artifacts):
@@ -293,9 +300,12 @@ def test_a_second_execution_on_the_same_stacks_trains_every_iteration_again(
     assert [w["iterations_run"] for w in report["workers"]] == [24, 24]
 
 
-def test_a_link_that_does_not_advance_fails_the_run_instead_of_looping(deployed: Any) -> None:
+def test_links_that_do_not_advance_twice_in_a_row_fail_the_run_instead_of_looping(
+    deployed: Any,
+) -> None:
     """A time limit hit before the first step: the link returns at its own start iteration.
-    The loop used to re-invoke it forever, up to 15 minutes of Lambda per link."""
+    The loop used to re-invoke it forever, up to 15 minutes of Lambda per link; now the
+    second such link in a row fails the run."""
     plan = _plan(iterations=24)
     aws, definition, _ = deployed(plan, worker_checks=0)
     machine = Interpreter(definition, aws.tasks())
@@ -304,8 +314,25 @@ def test_a_link_that_does_not_advance_fails_the_run_instead_of_looping(deployed:
     assert "LinkMadeNoProgress" in machine.trace.states
     assert machine.trace.states[-3:] == ["StopPsAfterFailure", "CloseNetworkAfterFailure",
                                          "TrainingFailed"]  # fmt: skip
-    assert aws.invocations == {0: 1, 1: 1}  # no second link of either worker
+    assert aws.invocations == {0: 2, 1: 2}  # the stalled link re-invoked once, no third
     assert aws.vpc_endpoints() == []  # a failed run bills no endpoint-hours either
+
+
+def test_a_cold_link_that_only_started_is_re_invoked_and_the_run_finishes(
+    s3: Any, deployed: Any
+) -> None:
+    """The first link of each worker spends its budget starting (no iteration check passes);
+    the next ones train. A run on a slow machine or a short limit used to fail right there."""
+    plan = _plan(iterations=24)
+    aws, definition, artifacts = deployed(plan, worker_checks=(0, 10, 0, 10))
+    machine = Interpreter(definition, aws.tasks())
+    machine.run({})
+    assert machine.trace.end == "TrainingFinished"
+    assert "RetryStalledLink" in machine.trace.states
+    # Per worker: stall, 10, stall again (allowed: the link before it advanced), 10, 4.
+    assert aws.invocations == {0: 5, 1: 5}
+    report = json.loads(s3.get_object(Bucket=artifacts, Key="sfn/report.json")["Body"].read())
+    assert [w["iterations_run"] for w in report["workers"]] == [24, 24]
 
 
 def test_a_worker_past_its_link_cap_fails_the_run(deployed: Any) -> None:
@@ -333,6 +360,18 @@ def test_the_interpreter_holds_the_definition_to_the_payload_limit() -> None:
     losses = [[it, 2.302585092994046] for it in range(12_000)]
     with pytest.raises(StatesError, match="States.DataLimitExceeded"):
         Interpreter(definition, {"big": lambda _: {"losses": losses}}).run({})
+
+
+def test_the_interpreter_tells_a_present_field_from_a_missing_one() -> None:
+    """Choice's IsPresent, which the worker loop's stall rule reads (`$.stalled`)."""
+    definition = {"StartAt": "Seen", "States": {
+        "Seen": {"Type": "Choice", "Default": "No",
+                 "Choices": [{"Variable": "$.a.b", "IsPresent": True, "Next": "Yes"}]},
+        "Yes": {"Type": "Pass", "Result": "yes", "End": True},
+        "No": {"Type": "Pass", "Result": "no", "End": True}}}  # fmt: skip
+    assert Interpreter(definition, {}).run({"a": {"b": False}}) == "yes"
+    assert Interpreter(definition, {}).run({"a": {}}) == "no"
+    assert Interpreter(definition, {}).run({}) == "no"
 
 
 def test_a_worker_that_keeps_failing_stops_the_ps_and_fails_the_run(deployed: Any) -> None:

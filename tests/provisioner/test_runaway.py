@@ -48,5 +48,6 @@ def test_a_plan_written_before_the_bounds_gets_them_derived() -> None:
 def test_the_bounds_line_names_every_bound() -> None:
     plan = _plan()
     line = runaway.bounds_line(plan)
-    assert line.startswith("a link must advance; at most 5 links per worker; execution timeout ")
+    assert line.startswith("links must advance (one stall is retried); at most 5 links per "
+                           "worker; execution timeout ")
     assert line.endswith(f"worst case ${plan.worst_case_usd:.4f}")

@@ -76,7 +76,8 @@ def test_default_synth_prints_the_plan_writes_plan_json_and_builds_it(
     # What the deploy builds, the runaway bounds, the idle bill and the AMI: one line each.
     image = "(workers and PS)" if plan.sync == "ps" else "(workers; no PS)"
     assert lines[3] == f"image: linux/amd64 {image}"
-    assert lines[4].startswith("if it goes wrong: a link must advance; at most 5 links")
+    assert lines[4].startswith("if it goes wrong: links must advance (one stall is retried); "
+                                "at most 5 links")
     assert lines[5].startswith(f"between runs: ${plan.idle_usd_per_hour:.4f}/h until")
     pinned = any(ln.startswith("PS AMI: not pinned (no AWS account at synth)") for ln in lines)
     assert pinned == (plan.sync == "ps")  # no PS, no AMI to pin

@@ -303,8 +303,14 @@ def test_state_machine_fans_out_n_workers_and_stops_the_ps(
     assert loop["WorkerDone"]["Default"] == "NextLink"  # re-invoke until done ...
     assert loop["NextLink"]["Next"] == "RunWorker"
     rules = {rule["Next"]: rule for rule in loop["WorkerDone"]["Choices"]}
-    # ... while every link advances, up to the plan's link cap
-    assert rules["LinkMadeNoProgress"]["NumericLessThanEqualsPath"] == "$.event.start_iteration"
+    # ... while links advance (one that does not is re-invoked once), up to the plan's link cap
+    assert rules["StalledBefore"]["NumericLessThanEqualsPath"] == "$.event.start_iteration"
+    (stalled_twice,) = loop["StalledBefore"]["Choices"]
+    assert stalled_twice == {"Variable": "$.stalled", "IsPresent": True,
+                             "Next": "LinkMadeNoProgress"}  # fmt: skip
+    assert loop["StalledBefore"]["Default"] == "RetryStalledLink"
+    assert loop["RetryStalledLink"]["Parameters"] == {"event.$": "$.link.event", "stalled": True}
+    assert loop["RetryStalledLink"]["Next"] == "RunWorker"
     assert rules["TooManyLinks"]["NumericGreaterThanEquals"] == runaway.max_links(
         plan.invocations_per_worker)
     assert loop["WorkerFinished"]["OutputPath"] == "$.link.done"  # n results stay far below 256 KB

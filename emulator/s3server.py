@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -27,8 +28,13 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 HOST = "127.0.0.1"
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
+PORT_FLOOR = 10000  # below: well-known and registered services' ports
+START_ATTEMPTS = 3  # weed mini is started again on fresh ports if it exits while starting
 # weed derives each gRPC port as http port + 10000 unless told otherwise; we pass both explicitly.
 _WEED_COMPONENTS = ("master", "volume", "filer", "s3", "admin")
 DUMMY_CREDENTIALS = {
@@ -56,11 +62,39 @@ class S3Endpoint:
         return {**DUMMY_CREDENTIALS, "AWS_ENDPOINT_URL_S3": self.url}
 
 
-def free_ports(count: int) -> list[int]:
-    """`count` distinct free TCP ports on 127.0.0.1, held open together so none repeats."""
-    sockets = []
+def ephemeral_port_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
+    """The ports the kernel picks for outgoing connections' local ends (Linux's default where
+    the file is missing)."""
     try:
-        for _ in range(count):
+        low, high = (int(v) for v in path.read_text().split())
+    except (OSError, ValueError):
+        return DEFAULT_EPHEMERAL_RANGE
+    return low, high
+
+
+def free_ports(count: int, rng: random.Random | None = None) -> list[int]:
+    """`count` distinct free TCP ports on 127.0.0.1, held open together so none repeats.
+
+    Drawn below the ephemeral range: a port bound to 0 comes from that range, and between our
+    check and the server's bind any outgoing connection (a test's PS or S3 client) may take it
+    as its local end. With tests in parallel, weed mini then failed to start (exit 255). Where
+    the range leaves no room below it, the kernel's pick is used."""
+    rng = rng or random.Random()
+    low, _ = ephemeral_port_range()
+    sockets: list[socket.socket] = []
+    try:
+        if low - PORT_FLOOR >= 100 * count:
+            for port in rng.sample(range(PORT_FLOOR, low), min(low - PORT_FLOOR, 20 * count)):
+                if len(sockets) == count:
+                    break
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    sock.bind((HOST, port))
+                except OSError:
+                    sock.close()
+                    continue
+                sockets.append(sock)
+        while len(sockets) < count:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.bind((HOST, 0))
             sockets.append(sock)
@@ -170,9 +204,39 @@ def weed_server(
     work_dir.mkdir(parents=True, exist_ok=True)
     log_dir = log_dir or work_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
+    log_file = open(log_dir / "weed.log", "wb")  # noqa: SIM115 - closed in finally
+    proc: subprocess.Popen[bytes] | None = None
+    ports: dict[str, int] = {}
+    before = set(work_dir.iterdir())
+    try:
+        for attempt in range(1, START_ATTEMPTS + 1):
+            proc, ports = _start_weed(binary, work_dir, log_dir, log_file)
+            if _ready(proc, f"http://{HOST}:{ports['s3']}", ready_timeout_s):
+                break
+            _remove_sockets(ports)
+            if attempt == START_ATTEMPTS:
+                raise S3ServerError(f"weed mini exited with code {proc.returncode} while starting "
+                                    f"({attempt} attempts); see its log")  # fmt: skip
+            log_file.write(f"--- attempt {attempt} exited; starting again\n".encode())
+            log_file.flush()
+            for made in set(work_dir.iterdir()) - before - {log_dir}:  # its state, not its logs
+                shutil.rmtree(made, ignore_errors=True) if made.is_dir() else made.unlink()
+        assert proc is not None  # START_ATTEMPTS >= 1
+        yield S3Endpoint(url=f"http://{HOST}:{ports['s3']}", kind="weed", pid=proc.pid)
+    finally:
+        if proc is not None:
+            kill_process_group(proc)
+        log_file.close()
+        _remove_sockets(ports)
+        if owned_dir:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _start_weed(binary: str, work_dir: Path, log_dir: Path,
+                log_file: IO[bytes]) -> tuple[subprocess.Popen[bytes], dict[str, int]]:  # fmt: skip
+    """`weed mini` on fresh free ports, in its own process group (one killpg reaches all)."""
     names = [n for c in _WEED_COMPONENTS for n in (c, c + ".grpc")]
     ports = dict(zip(names, free_ports(len(names)), strict=True))
-    log_file = open(log_dir / "weed.log", "wb")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(
         weed_command(binary, work_dir, ports, log_dir),
         cwd=work_dir,
@@ -180,25 +244,28 @@ def weed_server(
         stdout=log_file,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
-        start_new_session=True,  # own process group: one killpg reaches every child
+        start_new_session=True,
     )
-    url = f"http://{HOST}:{ports['s3']}"
-    try:
-        deadline = time.monotonic() + ready_timeout_s
-        while not _http_answers(url + "/", timeout_s=1.0):
-            if proc.poll() is not None:
-                raise S3ServerError(f"weed mini exited with code {proc.returncode}; see its log")
-            if time.monotonic() > deadline:
-                raise S3ServerError(f"weed mini S3 endpoint not ready after {ready_timeout_s} s")
-            time.sleep(0.2)
-        yield S3Endpoint(url=url, kind="weed", pid=proc.pid)
-    finally:
-        kill_process_group(proc)
-        log_file.close()
+    return proc, ports
+
+
+def _ready(proc: subprocess.Popen[bytes], url: str, timeout_s: float) -> bool:
+    """True once the S3 endpoint answers, False if weed exited first; raises after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not _http_answers(url + "/", timeout_s=1.0):
+        if proc.poll() is not None:
+            return False
+        if time.monotonic() > deadline:
+            raise S3ServerError(f"weed mini S3 endpoint not ready after {timeout_s} s")
+        time.sleep(0.2)
+    return True
+
+
+def _remove_sockets(ports: dict[str, int]) -> None:
+    """The gRPC socket files weed leaves in /tmp (weed_socket_paths)."""
+    if ports:
         for socket_path in weed_socket_paths(ports):
             socket_path.unlink(missing_ok=True)
-        if owned_dir:
-            shutil.rmtree(work_dir, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import tempfile
 import urllib.request
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
+from emulator import s3server
 from emulator.procs import group_alive
 from emulator.s3server import (
     S3Endpoint,
@@ -125,3 +127,45 @@ def test_the_emulators_buckets_are_created_warm_and_empty(
         assert s3_client.list_objects_v2(Bucket=name).get("KeyCount") == 0
         with pytest.raises(s3_client.exceptions.ClientError):
             s3_client.head_object(Bucket=name, Key=WARM_KEY)
+
+
+def test_ports_are_drawn_below_the_range_outgoing_connections_take(tmp_path: Path) -> None:
+    """An outgoing connection's local port comes from the ephemeral range; a server port drawn
+    there could be taken between the check and weed's bind (exit 255 with tests in parallel)."""
+    ports = s3server.free_ports(10)
+    low, _ = s3server.ephemeral_port_range()
+    assert len(set(ports)) == 10 and all(s3server.PORT_FLOOR <= p < low for p in ports)
+    (tmp_path / "range").write_text("1024\t65535\n")
+    assert s3server.ephemeral_port_range(tmp_path / "range") == (1024, 65535)
+    assert s3server.ephemeral_port_range(tmp_path / "missing") == (32768, 60999)
+
+
+def test_weed_is_started_again_on_fresh_ports_when_it_exits_while_starting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first draw's S3 port is one this test holds, so that weed exits; the second starts."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    real, draws = s3server.free_ports, []
+
+    def first_draw_taken(count: int) -> list[int]:
+        ports = real(count)
+        draws.append(ports)
+        if len(draws) == 1:
+            ports[6] = taken.getsockname()[1]  # the order weed_command names them: s3 is 7th
+        return ports
+
+    monkeypatch.setattr(s3server, "free_ports", first_draw_taken)
+    try:
+        with weed_server(data_dir=tmp_path / "data") as endpoint:
+            answered = _status(endpoint.url + "/")
+    finally:
+        taken.close()
+    assert answered < 500 and len(draws) == 2
+    assert "--- attempt 1 exited; starting again" in (tmp_path / "data/logs/weed.log").read_text()
+
+
+def _status(url: str) -> int:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return int(response.status)

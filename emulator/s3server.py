@@ -35,6 +35,7 @@ EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
 PORT_FLOOR = 10000  # below: well-known and registered services' ports
 START_ATTEMPTS = 3  # weed mini is started again on fresh ports if it exits while starting
+SUN_PATH_MAX = 107  # bytes in a Unix socket's path (sun_path holds 108 with the final NUL)
 # weed derives each gRPC port as http port + 10000 unless told otherwise; we pass both explicitly.
 _WEED_COMPONENTS = ("master", "volume", "filer", "s3", "admin")
 DUMMY_CREDENTIALS = {
@@ -133,13 +134,23 @@ def weed_command(binary: str, data_dir: Path, ports: dict[str, int], log_dir: Pa
         "-admin.ui=false",
         "-s3.port.iceberg=0",
         "-s3.port.lance=0",
-        f"-filer.localSocket={data_dir / 'filer.sock'}",
-        f"-s3.localSocket={data_dir / 's3.sock'}",
+        f"-filer.localSocket={local_socket_path(data_dir, 'filer', ports['filer'])}",
+        f"-s3.localSocket={local_socket_path(data_dir, 's3', ports['s3'])}",
     ]
     for name in _WEED_COMPONENTS:
         args.append(f"-{name}.port={ports[name]}")
         args.append(f"-{name}.port.grpc={ports[name + '.grpc']}")
     return args
+
+
+def local_socket_path(data_dir: Path, name: str, port: int) -> Path:
+    """Where weed's filer or S3 local socket goes: in its data folder, or in /tmp when that path
+    is too long for a Unix socket (a deep pytest temp folder under xdist made it 110 bytes, and
+    weed exited with 255 at start)."""
+    inside = data_dir / f"{name}.sock"
+    if len(os.fsencode(inside)) <= SUN_PATH_MAX:
+        return inside
+    return Path(f"/tmp/seaweedfs-{name}-local-{port}.sock")
 
 
 def weed_socket_paths(ports: dict[str, int]) -> list[Path]:
@@ -216,7 +227,7 @@ def weed_server(
             _remove_sockets(ports)
             if attempt == START_ATTEMPTS:
                 raise S3ServerError(f"weed mini exited with code {proc.returncode} while starting "
-                                    f"({attempt} attempts); see its log")  # fmt: skip
+                                    f"({attempt} attempts): {_last_line(log_dir / 'weed.log')}")
             log_file.write(f"--- attempt {attempt} exited; starting again\n".encode())
             log_file.flush()
             for made in set(work_dir.iterdir()) - before - {log_dir}:  # its state, not its logs
@@ -249,6 +260,13 @@ def _start_weed(binary: str, work_dir: Path, log_dir: Path,
     return proc, ports
 
 
+def _last_line(log: Path) -> str:
+    """The last line weed wrote to stdout/stderr (a crash's reason), for a one-line error."""
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("--- attempt")]
+    return lines[-1].strip()[-300:] if lines else f"no output; see {log.parent}"
+
+
 def _ready(proc: subprocess.Popen[bytes], url: str, timeout_s: float) -> bool:
     """True once the S3 endpoint answers, False if weed exited first; raises after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
@@ -262,9 +280,11 @@ def _ready(proc: subprocess.Popen[bytes], url: str, timeout_s: float) -> bool:
 
 
 def _remove_sockets(ports: dict[str, int]) -> None:
-    """The gRPC socket files weed leaves in /tmp (weed_socket_paths)."""
+    """The socket files weed leaves in /tmp: gRPC (weed_socket_paths) and local ones moved there
+    (local_socket_path)."""
     if ports:
-        for socket_path in weed_socket_paths(ports):
+        local = [Path(f"/tmp/seaweedfs-{n}-local-{ports[n]}.sock") for n in ("filer", "s3")]
+        for socket_path in weed_socket_paths(ports) + local:
             socket_path.unlink(missing_ok=True)
 
 

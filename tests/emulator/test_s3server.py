@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import tempfile
@@ -169,3 +170,19 @@ def test_weed_is_started_again_on_fresh_ports_when_it_exits_while_starting(
 def _status(url: str) -> int:
     with urllib.request.urlopen(url, timeout=5) as response:
         return int(response.status)
+
+
+def test_weed_starts_in_a_folder_too_deep_for_a_unix_socket(tmp_path: Path) -> None:
+    """Its local sockets then go to /tmp and are removed after the block (under xdist, pytest's
+    deeper temp folders made the path 110 bytes and weed exited with 255)."""
+    deep = tmp_path / ("d" * max(1, 110 - len(os.fsencode(tmp_path / "filer.sock"))))
+    assert len(os.fsencode(deep / "filer.sock")) > s3server.SUN_PATH_MAX
+    assert s3server.local_socket_path(deep, "filer", 123) == Path(
+        "/tmp/seaweedfs-filer-local-123.sock")  # fmt: skip
+    assert s3server.local_socket_path(tmp_path, "s3", 123) == tmp_path / "s3.sock"
+    with weed_server(data_dir=deep) as endpoint:
+        assert endpoint.pid is not None
+        argv = Path(f"/proc/{endpoint.pid}/cmdline").read_bytes().decode().split("\0")
+        moved = [Path(a.split("=", 1)[1]) for a in argv if a.startswith("-filer.localSocket=")]
+        assert _status(endpoint.url + "/") < 500
+    assert moved and moved[0].parent == Path("/tmp") and not moved[0].exists()

@@ -397,6 +397,8 @@ def build_report(
                         "cold": link.get("cold"),
                         "wall_s": link.get("wall_s"),
                         "attempt": link.get("attempt"),
+                        "allocator": link.get("allocator"),
+                        "minor_faults": (link.get("timings") or {}).get("train_minor_faults"),
                     }
                     for link in w.links
                 ]

@@ -112,6 +112,7 @@ diff: setup
 bench: setup
 	$(PY) -m bench.planner
 	$(PY) -m bench.sync
+	$(PY) -m bench.allocator
 	$(PY) -m bench.predict
 
 test: setup

@@ -422,8 +422,8 @@ def stall_failure(worker: WorkerState, event: dict[str, Any],
         worker.stalled = False
         return None
     if worker.stalled:
-        return f"{no_progress_message(worker, event, result)}, the second link in a row to " \
-            "make none; the run fails instead of re-invoking forever"
+        return (f"{no_progress_message(worker, event, result)}, the second link in a row to "
+                "make none; the run fails instead of re-invoking forever")  # fmt: skip
     worker.stalled = True
     return None
 

@@ -77,9 +77,10 @@ def free_ports(count: int, rng: random.Random | None = None) -> list[int]:
     """`count` distinct free TCP ports on 127.0.0.1, held open together so none repeats.
 
     Drawn below the ephemeral range: a port bound to 0 comes from that range, and between our
-    check and the server's bind any outgoing connection (a test's PS or S3 client) may take it
-    as its local end. With tests in parallel, weed mini then failed to start (exit 255). Where
-    the range leaves no room below it, the kernel's pick is used."""
+    check and the server's bind any outgoing connection (a PS or S3 client; many at once with
+    tests in parallel) may take it as its local end. A guard, with weed_server's restart on
+    fresh ports: not a failure seen here. Where the range leaves no room below it, the kernel's
+    pick is used."""
     rng = rng or random.Random()
     low, _ = ephemeral_port_range()
     sockets: list[socket.socket] = []
@@ -231,7 +232,10 @@ def weed_server(
             log_file.write(f"--- attempt {attempt} exited; starting again\n".encode())
             log_file.flush()
             for made in set(work_dir.iterdir()) - before - {log_dir}:  # its state, not its logs
-                shutil.rmtree(made, ignore_errors=True) if made.is_dir() else made.unlink()
+                if made.is_dir():
+                    shutil.rmtree(made, ignore_errors=True)
+                else:
+                    made.unlink(missing_ok=True)
         assert proc is not None  # START_ATTEMPTS >= 1
         yield S3Endpoint(url=f"http://{HOST}:{ports['s3']}", kind="weed", pid=proc.pid)
     finally:

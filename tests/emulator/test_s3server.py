@@ -132,7 +132,7 @@ def test_the_emulators_buckets_are_created_warm_and_empty(
 
 def test_ports_are_drawn_below_the_range_outgoing_connections_take(tmp_path: Path) -> None:
     """An outgoing connection's local port comes from the ephemeral range; a server port drawn
-    there could be taken between the check and weed's bind (exit 255 with tests in parallel)."""
+    there could be taken between the check and weed's bind."""
     ports = s3server.free_ports(10)
     low, _ = s3server.ephemeral_port_range()
     assert len(set(ports)) == 10 and all(s3server.PORT_FLOOR <= p < low for p in ports)

@@ -193,10 +193,11 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
     goals = []
     if ctx.deadline_s is not None:
         default = " (default_deadline)" if ctx.deadline_is_default else ""
+        slack = plan.goal.slack  # the user's, or the catalog's default_slack
         reserve = (
-            f", planned for {format_duration_s(ctx.deadline_s * (1 - ctx.slack))} "
-            f"({ctx.slack:.0%} slack)"
-            if ctx.slack
+            f", planned for {format_duration_s(ctx.deadline_s * (1 - slack))} "
+            f"({slack:.0%} slack{'' if ctx.slack is not None else ', the catalog default'})"
+            if slack
             else ""
         )
         goals.append(f"deadline {format_duration_s(ctx.deadline_s)}{default}{reserve}")

@@ -76,6 +76,11 @@ COPIED_LAMBDA_FIGURES = (
     "usd_per_request",
 )
 READY_TIMEOUT_S = 60.0
+# Share of a deadline local plans hold back by default (policy, from measurements): the slowest
+# run of bench/predict after the allocator fix (2026-11-25, synthetic-cifar-cnn, 21 runs on a
+# 2-vCPU VM) took 1.19× its prediction, so a plan at the deadline needs 1 − 1/1.19 = 16% held
+# back to be met; rounded up for the workloads and runs that grid did not see.
+DEFAULT_SLACK = 0.2
 BUSY_LOOP = (
     "import sys, time\n"
     "d = float(sys.argv[1]); w0 = time.monotonic(); c0 = time.process_time()\n"
@@ -832,7 +837,16 @@ def build_catalog(m: Measurements, reference: dict[str, Any], where: Provenance)
         "network": _network_section(m, where),
         "parameter_servers": _ps_section(m, reference["parameter_servers"], where),
         "orchestration": {
-            key: _copied(fig, where) for key, fig in reference["orchestration"].items()
+            **{key: _copied(fig, where) for key, fig in reference["orchestration"].items()},
+            "default_slack": _fig(
+                DEFAULT_SLACK,
+                "share of the deadline",
+                "emulator/calibrate.py DEFAULT_SLACK: runs here land up to 1.19× their "
+                "prediction (bench/results/predict-synthetic-cifar-cnn.md, every run), so plans "
+                "aim at 80% of a deadline unless the user gives a slack",
+                where,
+                "policy",
+            ),
         },
     }
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provisioner.parse import MAX_SLACK
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CATALOG_DIR = REPO_ROOT / "catalog"
 ARCHITECTURES = ("x86_64", "arm64")
@@ -153,6 +155,10 @@ class Catalog:
     # separate figure for a function's PUT).
     s3_put_request_s: float | None = None
     s3_put_mb_s: float | None = None
+    # Share of a deadline plans hold back when the user gives no slack: how far a run on this
+    # platform lands above its prediction (run-to-run spread and the model's own error, as
+    # measured); 0 = none held back (AWS: not measured yet, plans aim at the deadline itself).
+    default_slack: float = 0.0
 
     def arch(self, name: str) -> LambdaArch:
         for a in self.architectures:
@@ -350,6 +356,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         s3_put_request_s=float(nf("s3_put_request_s")) if "s3_put_request_s" in net else None,
         s3_put_mb_s=float(nf("s3_put_mb_s")) if "s3_put_mb_s" in net else None,
         s3_usd_per_gb_month=_optional_figure(orch, "s3_usd_per_gb_month", "orchestration", 0.0),
+        default_slack=_optional_figure(orch, "default_slack", "orchestration", 0.0),
     )
     _validate(cat)
     return cat
@@ -395,6 +402,11 @@ def _validate(cat: Catalog) -> None:
         raise ValueError(
             f"catalog {cat.name}: network.exchange_cpu_fraction {cat.exchange_cpu_fraction:g}"
             " must be within [0, 1] (0: the exchange waits on the wire)"
+        )
+    if not 0 <= cat.default_slack < MAX_SLACK:
+        raise ValueError(
+            f"catalog {cat.name}: orchestration.default_slack {cat.default_slack:g} must be within"
+            f" [0, {MAX_SLACK:g}) (a share of the deadline; absent: 0)"
         )
     if cat.ps_max_shards < 1 or not cat.architectures:
         raise ValueError(f"catalog {cat.name}: needs at least one architecture and one PS shard")

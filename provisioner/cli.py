@@ -132,7 +132,12 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--workload", required=True, help="profile name or path to a .json")
         p.add_argument("--deadline", help="e.g. 2h, 90m, 1h30m, 5400s, 5400")
         p.add_argument("--budget", help="e.g. 5, $5, 5.00")
-        p.add_argument("--slack", default="0", help="share of the deadline kept in reserve: 10%%")
+        p.add_argument(
+            "--slack",
+            default=None,
+            help="share of the deadline kept in reserve: 10%% (default: the catalog's "
+            "default_slack, 0 on the AWS catalogs)",
+        )
         p.add_argument("--catalog", default="lambda-2025", help="catalog name or path")
         p.add_argument("--max-memory-mb", type=_positive_int)
         p.add_argument("--max-concurrency", type=_positive_int)
@@ -427,7 +432,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         goal = Goal(
             deadline_s=None if args.deadline is None else parse_duration_s(args.deadline),
             budget_usd=None if args.budget is None else parse_usd(args.budget),
-            slack=parse_slack(args.slack),
+            slack=None if args.slack is None else parse_slack(args.slack),
         )
         ps_types = None
         if args.ps_types:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +52,27 @@ class Goal:
     """What the user asked for: a deadline, a budget, or both.
 
     `slack` keeps a share of the deadline in reserve for what the model does not see (a busy
-    host, a slow cold start): plans must meet deadline × (1 − slack).
+    host, a slow cold start): plans must meet deadline × (1 − slack). None: the catalog's
+    default_slack where there is a deadline (the planner resolves it: `with_slack_of`).
     """
 
     deadline_s: float | None = None
     budget_usd: float | None = None
-    slack: float = 0.0
+    slack: float | None = None
 
     @property
     def planning_deadline_s(self) -> float | None:
         """The deadline plans are held to."""
-        return None if self.deadline_s is None else self.deadline_s * (1.0 - self.slack)
+        if self.deadline_s is None:
+            return None
+        return self.deadline_s * (1.0 - (self.slack or 0.0))
+
+    def with_slack_of(self, default_slack: float) -> Goal:
+        """This goal with its slack decided: the user's, else `default_slack` (the platform's)
+        where there is a deadline to hold it back from, else none."""
+        if self.slack is not None:
+            return self
+        return replace(self, slack=default_slack if self.deadline_s is not None else 0.0)
 
 
 @dataclass(frozen=True)

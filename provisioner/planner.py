@@ -428,13 +428,14 @@ def plan_job(
     for value, what in ((goal.deadline_s, "deadline"), (goal.budget_usd, "budget")):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise ValueError(f"{what} {value!r} is not a positive finite number")
-    if not 0.0 <= goal.slack < MAX_SLACK:
+    if goal.slack is not None and not 0.0 <= goal.slack < MAX_SLACK:
         raise ValueError(f"slack {goal.slack!r} is out of range ({SLACK_FORMS})")
     if goal.slack and goal.deadline_s is None:  # slack shortens a deadline; a budget has none
         raise ValueError(
             f"slack {goal.slack:.0%} holds back a share of the deadline, but only a budget was "
             "given: add a deadline or drop the slack"
         )
+    goal = goal.with_slack_of(catalog.default_slack)  # the user gave none: the platform's
     space = build_space(profile, catalog, limits)
     flat = flatten(profile, catalog, space)
     res = solve_goal(profile, catalog, space, goal, flat)

@@ -100,7 +100,8 @@ class JobContext:
     max_concurrency: int | None
     reserve_concurrency: bool
     ps_types: tuple[str, ...] | None
-    slack: float = 0.0  # share of the deadline kept in reserve (plans aim at the rest)
+    # Share of the deadline kept in reserve (plans aim at the rest); None: the catalog's.
+    slack: float | None = None
     mode: str = "train"  # "profile": deploy a profiling run (stacks/profile_stack.py) instead
     profile_memory_mb: tuple[int, ...] = ()  # sizes to profile; () = the default sizes
     profile_iterations: int | None = None  # timed iterations per size; None = the default
@@ -329,10 +330,10 @@ def parse_goal(
     return None, None, False
 
 
-def _slack(value: object, parse: DurationParser | None, errors: list[str]) -> float:
-    """`slack`: the share of the deadline held back, 0 when absent."""
+def _slack(value: object, parse: DurationParser | None, errors: list[str]) -> float | None:
+    """`slack`: the share of the deadline held back; None when absent (the catalog's)."""
     if _is_missing(value):
-        return 0.0
+        return None
     try:
         if parse is None:
             raise ValueError("no slack parser")

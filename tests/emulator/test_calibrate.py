@@ -147,6 +147,8 @@ def test_catalog_loads_with_the_local_platforms_fixed_choices() -> None:
     assert (cat.invocation_timeout_s, cat.safety_margin_s) == (900, 30.0)
     assert (cat.concurrency_limit, cat.unreserved_concurrency_min, cat.ps_max_shards) == (8, 0, 4)
     assert cat.restart_s == 0.2
+    # runs here land up to 1.19× their predictions: plans hold 20% of a deadline back
+    assert cat.default_slack == calibrate.DEFAULT_SLACK == 0.2
     # prices copied, so the planner's objective is the one of lambda-2025
     # only the machine's own architecture (the emulator cannot run the other one's workers)
     assert cat.architectures == tuple(a for a in ref.architectures if a.arch == "x86_64")

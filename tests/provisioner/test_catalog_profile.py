@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from provisioner import load_catalog, load_profile
-from provisioner.catalog import CATALOG_DIR
+from provisioner.catalog import CATALOG_DIR, catalog_from_dict
 from provisioner.profile import PROFILE_DIR, profile_from_dict
 from tests.provisioner.conftest import profile_dict
 
@@ -49,6 +49,18 @@ def test_catalog_grids() -> None:
     assert [p.name for p in old.ps_types] == ["m5.large"] and old.ps_max_shards == 1
     assert today.arch("arm64").usd_per_gb_s < today.arch("x86_64").usd_per_gb_s
     assert today.ps_type("c5.large").baseline_mb_s == 93.75  # 0.75 Gbit/s baseline
+
+
+@pytest.mark.parametrize("share", [-0.1, 0.9, 1.5])
+def test_a_default_slack_outside_0_to_90_percent_is_rejected(share: float) -> None:
+    doc = json.loads((CATALOG_DIR / "lambda-2025.json").read_text())
+    figure = {"value": share, "unit": "share", "source": "test", "date": "2026-11-25", "tag": "x"}
+    doc["orchestration"]["default_slack"] = figure
+    with pytest.raises(ValueError, match=f"default_slack {share:g}|value {share!r} is not"):
+        catalog_from_dict(doc)
+    doc["orchestration"]["default_slack"] = {**figure, "value": 0.2}
+    assert catalog_from_dict(doc).default_slack == 0.2
+    assert load_catalog("lambda-2025").default_slack == 0.0  # absent: nothing held back
 
 
 @pytest.mark.parametrize("path", sorted(PROFILE_DIR.glob("*.json")), ids=lambda p: p.stem)

@@ -57,6 +57,27 @@ def test_slack_plans_for_the_deadline_less_the_reserve(catalog_2025: Catalog) ->
         plan(deadline_s=1000, slack=0.95)
 
 
+def test_without_a_slack_the_catalog_default_is_held_back(catalog_2025: Catalog) -> None:
+    """A platform whose runs land above their predictions (the local catalog's default_slack)
+    plans deadline × (1 − default) when the user gives no slack; a given slack, 0 included,
+    wins; a budget alone holds nothing back and is no error."""
+    noisy = dataclasses.replace(catalog_2025, default_slack=0.2)
+
+    def plan(catalog: Catalog, **goal: float | None) -> Plan:
+        return plan_job(RESNET, catalog, Goal(**goal), Limits(), "t", frontier_points=0).plan
+
+    held = plan(noisy, deadline_s=1500)
+    assert held.goal == Goal(deadline_s=1500, slack=0.2)
+    assert (held.prediction, held.cost) == (plan(catalog_2025, deadline_s=1200).prediction,
+                                            plan(catalog_2025, deadline_s=1200).cost)  # fmt: skip
+    assert "less 20% slack" in held.notes[0]
+    mine = plan(noisy, deadline_s=1500, slack=0.0)
+    assert mine.goal.slack == 0.0 and 1200 < mine.prediction.total_s <= 1500
+    assert plan(catalog_2025, deadline_s=1500).goal.slack == 0.0  # AWS: nothing measured
+    budget = plan(noisy, budget_usd=5.0)
+    assert budget.goal == Goal(budget_usd=5.0, slack=0.0)
+
+
 def test_budget_goal_stays_within_budget_and_more_money_is_faster(catalog_2025: Catalog) -> None:
     cheap = plan_job(RESNET, catalog_2025, Goal(budget_usd=1.5), Limits(), "t", frontier_points=0)
     rich = plan_job(RESNET, catalog_2025, Goal(budget_usd=3.0), Limits(), "t", frontier_points=0)

@@ -53,7 +53,7 @@ def test_defaults_when_only_cdk_json_values_are_given() -> None:
     ctx = read()
     assert (ctx.deadline_s, ctx.deadline_is_default, ctx.budget_usd) == (7200.0, True, None)
     assert (ctx.arch, ctx.max_memory_mb, ctx.max_concurrency) == ("any", None, None)
-    assert ctx.reserve_concurrency is False and ctx.ps_types is None and ctx.slack == 0.0
+    assert ctx.reserve_concurrency is False and ctx.ps_types is None and ctx.slack is None
     assert ctx.dataset == DatasetSource(kind="builtin", spec="builtin:digits", name="digits")
 
 

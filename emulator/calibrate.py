@@ -28,6 +28,7 @@ import math
 import os
 import platform
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -881,18 +882,23 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    # The servers' logs (weed's, the PS shards') are in the work folder: kept when a
+    # measurement fails, so the one-line error can point at them.
+    work = Path(tempfile.mkdtemp(prefix="calibrate-"))
     try:
-        with tempfile.TemporaryDirectory(prefix="calibrate-") as work:
-            m = measure(args.quick, Path(work))
+        m = measure(args.quick, work)
+        shutil.rmtree(work, ignore_errors=True)
         cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
         where = Provenance(machine_name(cpuinfo, m.cores), datetime.date.today().isoformat())
         reference = json.loads(REFERENCE_CATALOG.read_text(encoding="utf-8"))
         write_catalog(build_catalog(m, reference, where), args.out)
     except Interrupted as stop:
+        shutil.rmtree(work, ignore_errors=True)
         print(f"error: calibration stopped by {stop.signal_name}; nothing written", file=sys.stderr)
         return 128 + stop.signum
     except Exception as err:  # noqa: BLE001 - any failed measurement is one line, not a trace
-        print(f"error: calibration failed: {type(err).__name__}: {err}", file=sys.stderr)
+        kept = f" (the servers' logs: {work})" if work.is_dir() else ""
+        print(f"error: calibration failed: {type(err).__name__}: {err}{kept}", file=sys.stderr)
         return 1
     print(
         f"wrote {args.out}: worker<->PS {m.ps_mb_s:.0f} MB/s, rtt {m.ps_rtt_s * 1e3:.2f} ms; "

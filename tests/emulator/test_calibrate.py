@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -304,13 +305,25 @@ def test_a_failed_measurement_is_one_line_and_keeps_the_old_catalog(
     out = tmp_path / "local.json"
     out.write_text("old")
 
+    folders: list[Path] = []
+
     def fail(quick: bool, work: Path) -> calibrate.Measurements:
+        folders.append(work)
+        (work / "weed.log").write_text("the server's last words")
         raise TimeoutError("no 'READY' line within 60.0 s")
 
     monkeypatch.setattr(calibrate, "measure", fail)
     assert calibrate.main(["--quick", "--out", str(out)]) == 1
     err = capsys.readouterr().err
-    assert err == "error: calibration failed: TimeoutError: no 'READY' line within 60.0 s\n"
+    (work,) = folders
+    try:
+        assert err == (
+            "error: calibration failed: TimeoutError: no 'READY' line within 60.0 s "
+            f"(the servers' logs: {work})\n"
+        )
+        assert (work / "weed.log").read_text() == "the server's last words"  # kept to be read
+    finally:
+        shutil.rmtree(work)
     assert out.read_text() == "old"
 
 

@@ -1,6 +1,6 @@
 """Predicted vs measured on the emulator: the model held to the platform it predicts.
 
-`python -m bench.predict [--quick] [--only WORKLOAD] [--repeats R] [--reuse]`
+`python -m bench.predict [--quick] [--planned] [--only WORKLOAD] [--repeats R] [--reuse]`
 `python -m bench.predict --rescore [--quick] [--only WORKLOAD] [--set SECTION.FIELD=NUMBER ...]`
 
 Every configuration is planned on the local platform's catalog (`catalog/local.json`, written
@@ -14,7 +14,10 @@ Two kinds of rows:
   and without re-invocations (an iteration cap per invocation makes links end at a chosen
   iteration on any machine);
 - planned: the planner picks the configuration for a deadline on the local platform, and the
-  run must meet that deadline.
+  run must meet that deadline: a user's deadline (12, 40, 60 s) and a tight one, which the
+  cheapest plan misses on any machine (tight_deadline_s), so the plan sits at its target and
+  only the catalog's default_slack stands between the run and the deadline. `--planned` runs
+  only these rows.
 Each case runs R times (default 3) and each term's measured figure is the median of its runs:
 the same run varies by 10-20% on these machines. The repeats go round the cases (every case once,
 then again), so a drift of the machine's speed meets every case alike.
@@ -67,7 +70,9 @@ from emulator.s3server import weed_server
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.catalog import Catalog, catalog_from_dict
 from provisioner.planner import RunRules, build_plan, predict_run
-from provisioner.space import Choice
+from provisioner.profile import WorkloadProfile
+from provisioner.search import fastest_cell, solve_deadline
+from provisioner.space import Choice, build_space
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -89,9 +94,18 @@ class Case:
     iterations: int = 0  # 0: the workload's own k
     per_invocation: int = 0  # iteration cap per invocation (0: one link)
     deadline_s: float = 0.0  # planned rows only
+    # planned rows only, instead of a deadline: where the plan's target lies between the fastest
+    # and the cheapest plan's predicted times (tight_deadline_s), on any machine's speed
+    tight: float = 0.0
+
+    @property
+    def planned(self) -> bool:
+        return bool(self.deadline_s or self.tight)
 
     @property
     def label(self) -> str:
+        if self.tight:
+            return f"{self.workload} @ tight {self.tight:g}"
         if self.deadline_s:
             return f"{self.workload} @ {self.deadline_s:g} s"
         links = f", {self.per_invocation}/link" if self.per_invocation else ""
@@ -120,12 +134,33 @@ FIXED = (
     Case("synthetic-cifar-mobilenetv2", 4, 1280, 1, 12),
     Case("synthetic-cifar-mobilenetv2", 8, 1280, 2, 8, 4),
 )
+# A user's deadlines (loose where the machine is fast: the cheapest plan meets them) and tight
+# ones, which the cheapest plan misses on any machine, so the plan sits at its target and the
+# catalog's default_slack is what stands between it and the deadline.
+TIGHT_SHARE = 0.5
 PLANNED = (
     Case("digits-mlp", deadline_s=12.0),
     Case("synthetic-cifar-cnn", deadline_s=40.0),
     Case("synthetic-cifar-mobilenetv2", deadline_s=60.0),
+    Case("digits-mlp", tight=TIGHT_SHARE),
+    Case("synthetic-cifar-cnn", tight=TIGHT_SHARE),
+    Case("synthetic-cifar-mobilenetv2", tight=TIGHT_SHARE),
 )
 QUICK = (FIXED[2], FIXED[8], PLANNED[0])
+
+
+def tight_deadline_s(profile: WorkloadProfile, catalog: Catalog, share: float) -> float:
+    """A deadline whose planning target (the deadline less the catalog's default_slack) lies
+    `share` of the way from the fastest plan's predicted time to the cheapest plan's: the
+    cheapest plan misses it, so the planner sizes up and the plan sits near its target."""
+    space = build_space(profile, catalog, Limits())
+    fastest_s, _ = fastest_cell(profile, catalog, space)
+    cheapest = solve_deadline(profile, catalog, space, math.inf)
+    if cheapest is None or not math.isfinite(fastest_s):
+        raise ValueError(f"bad case: {profile.name} has no plan on {catalog.name}")
+    i, pool = cheapest
+    target_s = fastest_s + share * (float(pool.total_s[i]) - fastest_s)
+    return target_s / (1.0 - catalog.default_slack)
 
 
 def plan_of(case: Case, profile_path: Path | None = None) -> Any:
@@ -134,10 +169,15 @@ def plan_of(case: Case, profile_path: Path | None = None) -> Any:
     profile = load_profile(profile_path or case.workload)
     catalog = load_catalog("local")
     job = "bench-" + (
-        f"d{case.deadline_s:g}" if case.deadline_s else f"n{case.n}-m{case.memory_mb}"
+        f"d{case.deadline_s:g}"
+        if case.deadline_s
+        else f"t{case.tight:g}"
+        if case.tight
+        else f"n{case.n}-m{case.memory_mb}"
     )
-    if case.deadline_s:
-        plan = plan_job(profile, catalog, Goal(deadline_s=case.deadline_s), Limits(), job).plan
+    if case.planned:
+        deadline_s = case.deadline_s or tight_deadline_s(profile, catalog, case.tight)
+        plan = plan_job(profile, catalog, Goal(deadline_s=deadline_s), Limits(), job).plan
     else:
         choice = Choice(case.n, case.memory_mb, "x86_64", LOCAL_PS, case.ps_count)
         plan = build_plan(profile, catalog, choice, Goal(deadline_s=None), Limits(), job=job)
@@ -172,8 +212,8 @@ def measure(
         "case": case.label,
         "case_fields": dataclasses.asdict(case),
         "workload": case.workload,
-        "planned": bool(case.deadline_s),
-        "deadline_s": case.deadline_s or None,
+        "planned": case.planned,
+        "deadline_s": plan.goal.deadline_s if case.planned else None,
         "n": plan.n_workers,
         "memory_mb": plan.memory_mb,
         "ps_count": plan.ps_count,
@@ -191,7 +231,7 @@ def measure(
         },
         "accuracy_local": report.get("accuracy_local") or {},
         "met_deadline": (
-            None if not case.deadline_s else terms["total"]["measured_s"] <= case.deadline_s
+            terms["total"]["measured_s"] <= plan.goal.deadline_s if case.planned else None
         ),
         "run_s": time.monotonic() - started,
     }
@@ -421,7 +461,11 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
             for c in cols
         ]
         met = "–" if r["met_deadline"] is None else ("yes" if r["met_deadline"] else "**no**")
-        case = r["case"] if not r["planned"] else f"{r['case']} → n={r['n']} m={r['memory_mb']}"
+        case = r["case"]
+        if r["planned"]:
+            tight = (r.get("case_fields") or {}).get("tight")
+            case += f" ({r['deadline_s']:.2f} s)" if tight else ""
+            case += f" → n={r['n']} m={r['memory_mb']}"
         lines.append(
             f"| {case} | {r['iterations']} | {max(r['links'])} | "
             + " | ".join(cells)
@@ -550,6 +594,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="three rows (a smoke run)")
     parser.add_argument("--only", help="run only this workload's rows")
     parser.add_argument(
+        "--planned", action="store_true", help="run only the rows the planner sizes for a deadline"
+    )
+    parser.add_argument(
         "--repeats", type=int, default=3, help="runs per case; each term's median counts"
     )
     parser.add_argument(
@@ -578,11 +625,18 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench.predict " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.repeats < 1:
         raise ValueError(f"bad --repeats {args.repeats}: expected a whole number ≥ 1")
-    cases = QUICK if args.quick else FIXED + PLANNED
+    cases: tuple[Case, ...] = QUICK if args.quick else FIXED + PLANNED
+    if args.planned:
+        cases = tuple(c for c in cases if c.planned)
     if args.only:
         cases = tuple(c for c in cases if c.workload == args.only)
     workloads = sorted({c.workload for c in cases})
-    name = "predict" + ("-quick" if args.quick else "") + (f"-{args.only}" if args.only else "")
+    name = (
+        "predict"
+        + ("-quick" if args.quick else "")
+        + ("-planned" if args.planned else "")
+        + (f"-{args.only}" if args.only else "")
+    )
     if args.set and not args.rescore:
         raise ValueError(f"bad --set {args.set[0]!r}: only a re-scoring (--rescore) takes it")
     if args.rescore:

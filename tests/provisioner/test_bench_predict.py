@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 import bench.predict as bp
+from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,7 +44,26 @@ def test_the_grid_covers_what_the_issue_asks() -> None:
     assert {c.n for c in bp.FIXED} >= {1, 8} and len({c.memory_mb for c in bp.FIXED}) >= 3
     assert {c.ps_count for c in bp.FIXED} == {1, 2}
     assert any(c.per_invocation for c in bp.FIXED) and any(not c.per_invocation for c in bp.FIXED)
-    assert all(c.deadline_s > 0 for c in bp.PLANNED)
+    assert all(c.planned and bool(c.deadline_s) != bool(c.tight) for c in bp.PLANNED)
+    assert {c.workload for c in bp.PLANNED if c.tight} == {c.workload for c in bp.FIXED}
+
+
+def test_a_tight_deadline_is_missed_by_the_cheapest_plan_and_met_by_a_costlier_one() -> None:
+    """The planning target of a tight deadline lies between the fastest and the cheapest plan
+    (on any machine's profile), so the planner sizes up and the default slack is what protects
+    the deadline; the row records the deadline it ran for."""
+    catalog = dataclasses.replace(load_catalog("lambda-2025"), default_slack=0.2)
+    profile = load_profile("digits-mlp")
+    deadline_s = bp.tight_deadline_s(profile, catalog, 0.5)
+    loose = plan_job(profile, catalog, Goal(deadline_s=1e6), Limits(), "t", frontier_points=0)
+    tight = plan_job(profile, catalog, Goal(deadline_s=deadline_s), Limits(), "t",
+                     frontier_points=0)  # fmt: skip
+    target_s = deadline_s * 0.8
+    assert tight.plan.prediction.total_s <= target_s < loose.plan.prediction.total_s
+    assert tight.plan.cost.total_usd > loose.plan.cost.total_usd
+    assert tight.plan.goal.slack == 0.2
+    case = bp.Case("digits-mlp", tight=0.5)
+    assert case.planned and case.label == "digits-mlp @ tight 0.5"
 
 
 def test_summary_gives_mean_and_worst_accuracy_and_deadlines_met() -> None:

@@ -163,18 +163,21 @@ def tight_deadline_s(profile: WorkloadProfile, catalog: Catalog, share: float) -
     return target_s / (1.0 - catalog.default_slack)
 
 
+def job_of(case: Case) -> str:
+    """The case's job name, which names its stacks: letters, digits and hyphens only."""
+    if case.deadline_s:
+        return f"bench-d{case.deadline_s:g}"
+    if case.tight:
+        return f"bench-tight{round(case.tight * 100)}"
+    return f"bench-n{case.n}-m{case.memory_mb}"
+
+
 def plan_of(case: Case, profile_path: Path | None = None) -> Any:
     """The Plan a case runs: built for its configuration, or chosen for its deadline, with the
     workload's profile at `profile_path` (default: the committed one)."""
     profile = load_profile(profile_path or case.workload)
     catalog = load_catalog("local")
-    job = "bench-" + (
-        f"d{case.deadline_s:g}"
-        if case.deadline_s
-        else f"t{case.tight:g}"
-        if case.tight
-        else f"n{case.n}-m{case.memory_mb}"
-    )
+    job = job_of(case)
     if case.planned:
         deadline_s = case.deadline_s or tight_deadline_s(profile, catalog, case.tight)
         plan = plan_job(profile, catalog, Goal(deadline_s=deadline_s), Limits(), job).plan

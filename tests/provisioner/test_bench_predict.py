@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,13 @@ def test_a_tight_deadline_is_missed_by_the_cheapest_plan_and_met_by_a_costlier_o
     assert tight.plan.goal.slack == 0.2
     case = bp.Case("digits-mlp", tight=0.5)
     assert case.planned and case.label == "digits-mlp @ tight 0.5"
+
+
+@pytest.mark.parametrize("case", bp.FIXED + bp.PLANNED, ids=lambda c: c.label)
+def test_every_cases_job_is_a_valid_stack_name(case: bp.Case) -> None:
+    """The emulator synthesizes the case's stacks: `<job>-data` must be a CloudFormation stack
+    name (a tight case's first job, 'bench-t0.5', was not)."""
+    assert re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", f"{bp.job_of(case)}-data"), bp.job_of(case)
 
 
 def test_summary_gives_mean_and_worst_accuracy_and_deadlines_met() -> None:

@@ -113,6 +113,7 @@ bench: setup
 	$(PY) -m bench.planner
 	$(PY) -m bench.sync
 	$(PY) -m bench.allocator
+	$(PY) -m bench.crowd
 	$(PY) -m bench.predict
 
 test: setup

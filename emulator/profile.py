@@ -369,20 +369,21 @@ def run_crowd(
     source: str,
     batch: int,
     iterations: int,
+    share: float = 1.0,
 ) -> list[dict[str, Any]]:
-    """`count` children at 1 vCPU each, started together as the ranks of one BSP run through the
-    shards at `endpoints` (comma-separated, each shard expecting `count` workers): each child's
-    crowded_loop figures."""
+    """`count` children at `share` vCPU each (the profile's crowd: 1), started together as the
+    ranks of one BSP run through the shards at `endpoints` (comma-separated, each shard
+    expecting `count` workers): each child's crowded_loop figures."""
     from functions.runs import new_run
 
     crowd_run = new_run(dt.datetime.now(dt.UTC), "profile")
     procs = [
-        _spawn_child(limiter, f"crowd-{k}", 1.0, model=model, source=source, batch=batch,
+        _spawn_child(limiter, f"crowd-{k}", share, model=model, source=source, batch=batch,
                      measure_s=0.0, ps_endpoint=endpoints,
                      crowd=(k, count, crowd_run, iterations))
         for k in range(count)
     ]  # fmt: skip
-    return [_child_result(p, 1.0) for p in procs]
+    return [_child_result(p, share) for p in procs]
 
 
 def measure_crowded(

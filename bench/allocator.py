@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.outputs import pyplot, save_figure, write_outputs
 from functions.allocator import OFF_SWITCH
 
 REPO = Path(__file__).resolve().parent.parent
@@ -104,30 +105,19 @@ def write_results(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"{meta['repeats']}`.",
         "",
     ]
-    text = "\n".join(lines)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "allocator.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
-    (RESULTS / "allocator.md").write_text(text)
-    _plot(runs, RESULTS / "allocator.png")
-    return text
+    doc = {"meta": meta, "runs": runs}
+    return write_outputs(RESULTS, "allocator", doc, "\n".join(lines), lambda p: _plot(runs, p))
 
 
 def _plot(runs: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = pyplot().subplots(figsize=(6, 3.5))
     for k, way in enumerate(WAYS):
         values = [r["compute_ms_per_step"] for r in runs if r["way"] == way]
         ax.scatter([k] * len(values), values, label=way)
     ax.set_xticks(range(len(WAYS)), WAYS)
     ax.set_ylabel("worker compute, ms per step")
     ax.set_title("CNN step in the emulator's worker, 1 vCPU")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.outputs import pyplot, save_figure, write_outputs
+
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
 WORKLOAD = "synthetic-cifar-mobilenetv2"
@@ -62,8 +64,6 @@ def row_of(
 
 def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """bench/results/crowd.{json,md,png}; returns the markdown."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "crowd.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     lines = [
         f"# {meta['workload']}: crowds through one loopback shard on {meta['cores']:g} cores "
         f"({meta['date']})",
@@ -84,19 +84,13 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"Machine: {meta['machine']}. CPU share: {meta['cpu_share']}.",
         f"Command: `{meta['command']}`.",
     ]
+    doc = {"meta": meta, "rows": rows}
     text = "\n".join(lines) + "\n"
-    (RESULTS / "crowd.md").write_text(text)
-    _plot(rows, RESULTS / "crowd.png")
-    return text
+    return write_outputs(RESULTS, "crowd", doc, text, lambda p: _plot(rows, p))
 
 
 def _plot(rows: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = pyplot().subplots(figsize=(5.5, 4))
     for share in sorted({r["share"] for r in rows}, reverse=True):
         mine = [r for r in rows if r["share"] == share]
         counts = [r["count"] for r in mine]
@@ -110,9 +104,7 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax.set_ylabel("÷ one alone")
     ax.set_title("The crowded BSP step")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _numbers(kind: type) -> Any:

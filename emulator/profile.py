@@ -524,10 +524,9 @@ def updated_profile(
     if parallel is not None:
         out["parallel_speed_ratio"], out["parallel_processes"] = round(parallel[0], 3), parallel[1]
         sources["parallel_speed_ratio"] = {
-            "method": f"measured: python -m emulator.profile; the step's CPU of one child at 1 "
-            f"vCPU alone over that of {parallel[1]} such children, the ranks of one BSP loop "
-            "through a loopback PS shard (their median), timed just after (the median of the "
-            "repeats' pairs, at most 1); used only on shared-core platforms (the local "
+            "method": f"measured: python -m emulator.profile; mean samples/s of {parallel[1]} "
+            "children at 1 vCPU each started together over one alone timed just before (the "
+            "median of the repeats' pairs); used only on shared-core platforms (the local "
             "catalog); " + machine,
             "date": when,
             "tag": "measured",
@@ -856,17 +855,9 @@ def main(argv: list[str] | None = None) -> int:
             batch = int(raw["profiled_local_batch"])
             alone = measure_share(limiter, 1.0, model=raw["model"], source=source, batch=batch,
                                   measure_s=args.measure_s)  # fmt: skip
-            # One worker per core in lockstep through a shard, as a run's workers step: their
-            # step's CPU against the child's alone, as rates (samples per CPU second). Children
-            # training apart read 0.996 for MobileNetV2 where the lockstep read 0.84 and the
-            # grid's n = 2 rows 0.85-0.88 (bench/results/crowd.md, predict.md, 2026-11-25).
-            lockstep = measure_crowded(
-                limiter, cores, model=raw["model"], source=source, batch=batch,
-                iterations=crowd_iterations(
-                    alone["samples_per_s"], batch, cores, cores, args.measure_s
-                ),
-            )  # fmt: skip
-            pairs.append((batch / alone["step_cpu_s"], batch / lockstep))
+            together = measure_parallel(limiter, cores, model=raw["model"], source=source,
+                                        batch=batch, measure_s=args.measure_s)  # fmt: skip
+            pairs.append((alone["samples_per_s"], together))
             iterations = crowd_iterations(
                 alone["samples_per_s"], batch, cores, count, args.measure_s
             )

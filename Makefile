@@ -115,6 +115,7 @@ bench: setup
 	$(PY) -m bench.allocator
 	$(PY) -m bench.crowd
 	$(PY) -m bench.predict
+	$(PY) -m bench.fixed_cost
 
 test: setup
 	$(PY) -m pytest

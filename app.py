@@ -195,7 +195,7 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
         default = " (default_deadline)" if ctx.deadline_is_default else ""
         slack = plan.goal.slack  # the user's, or the catalog's default_slack
         reserve = (
-            f", planned for {format_duration_s(ctx.deadline_s * (1 - slack))} "
+            f", planned for {format_duration_s(plan.goal.planning_deadline_s or 0.0)} "
             f"({slack:.0%} slack{'' if ctx.slack is not None else ', the catalog default'})"
             if slack
             else ""

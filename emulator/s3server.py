@@ -151,6 +151,11 @@ def local_socket_path(data_dir: Path, name: str, port: int) -> Path:
     inside = data_dir / f"{name}.sock"
     if len(os.fsencode(inside)) <= SUN_PATH_MAX:
         return inside
+    return _tmp_local_socket(name, port)
+
+
+def _tmp_local_socket(name: str, port: int) -> Path:
+    """A local socket's short path in /tmp (local_socket_path's fallback; removed after)."""
     return Path(f"/tmp/seaweedfs-{name}-local-{port}.sock")
 
 
@@ -287,7 +292,7 @@ def _remove_sockets(ports: dict[str, int]) -> None:
     """The socket files weed leaves in /tmp: gRPC (weed_socket_paths) and local ones moved there
     (local_socket_path)."""
     if ports:
-        local = [Path(f"/tmp/seaweedfs-{n}-local-{ports[n]}.sock") for n in ("filer", "s3")]
+        local = [_tmp_local_socket(n, ports[n]) for n in ("filer", "s3")]
         for socket_path in weed_socket_paths(ports) + local:
             socket_path.unlink(missing_ok=True)
 

@@ -522,7 +522,11 @@ def with_losses(s3: Any, bucket: str, result: dict[str, Any]) -> dict[str, Any]:
     if not key:
         return result
     record = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-    return {**result, "losses": record.get("losses", [])}
+    return {
+        **result,
+        "losses": record.get("losses", []),
+        "step_compute_s": record.get("step_compute_s", []),
+    }
 
 
 def create_buckets(endpoint: S3Endpoint, names: list[str]) -> None:

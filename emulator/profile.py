@@ -103,17 +103,20 @@ def child_main(args: argparse.Namespace) -> int:
     )  # fmt: skip
     # The first steps of a fresh process run slower (allocator, first kernel calls): timed
     # apart, as the excess over the steady step, in steady steps (profile warmup_iterations).
-    first_s = []
+    first_s, first_cpu0 = [], time.process_time()
     for it in range(WARMUP_ITERATIONS):
         t0 = time.perf_counter()
         worker._compute(run, it)
         first_s.append(time.perf_counter() - t0)
+    first_cpu_s = time.process_time() - first_cpu0
     if args.crowd_iterations:
         rank, ranks, run_id, run_started = args.crowd.split(",")
         endpoints = tuple(args.ps_endpoint.split(","))
         crowd = crowded_loop(run, endpoints, int(rank), (run_id, run_started),
                              args.crowd_iterations)  # fmt: skip
-        print(json.dumps({**crowd, "ranks": int(ranks)}))
+        # In a crowd the first steps' wall time is the sharing's; their CPU is what they cost.
+        warmup_cpu_s = first_cpu_s - WARMUP_ITERATIONS * crowd["crowded_step_cpu_s"]
+        print(json.dumps({**crowd, "crowded_warmup_cpu_s": warmup_cpu_s, "ranks": int(ranks)}))
         return 0
     iterations, t0, cpu0 = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - t0 < args.measure_s or iterations < 20:
@@ -394,19 +397,30 @@ def measure_crowded(
     source: str,
     batch: int,
     iterations: int,
-) -> float:
-    """The median over `count` children at 1 vCPU each, started together as the ranks of one
-    BSP run through a fresh loopback shard, of their step's CPU per iteration."""
+) -> tuple[float, float]:
+    """The medians over `count` children at 1 vCPU each, started together as the ranks of one
+    BSP run through a fresh loopback shard, of their step's CPU per iteration and of the CPU
+    their first WARMUP_ITERATIONS steps (taken together, before the loop) cost beyond as many
+    of those steps."""
     with loopback_ps(workers=count) as endpoint:
         children = run_crowd(limiter, count, endpoint, model=model, source=source, batch=batch,
                              iterations=iterations)  # fmt: skip
-    return statistics.median(c["crowded_step_cpu_s"] for c in children)
+    return (
+        statistics.median(c["crowded_step_cpu_s"] for c in children),
+        statistics.median(c["crowded_warmup_cpu_s"] for c in children),
+    )
 
 
 def crowded_step_ratio(pairs: list[tuple[float, float]]) -> float:
     """The median over (alone, crowded) step CPU pairs of crowded / alone, at least 1 (a crowd
     that came out cheaper only saw less noise)."""
     return max(1.0, statistics.median(crowded / alone for alone, crowded in pairs))
+
+
+def crowded_warmup_iterations(pairs: list[tuple[float, float]]) -> float:
+    """The median over (alone step CPU, crowd's warm-up CPU) pairs of the warm-up in steps
+    alone, at least 0 (first steps that came out cheaper than steady ones only saw noise)."""
+    return max(0.0, statistics.median(warmup / alone for alone, warmup in pairs))
 
 
 def parallel_speed_ratio(alone_samples_s: float, together_samples_s: float) -> float:
@@ -461,13 +475,15 @@ def updated_profile(
     warmup_iterations: float | None = None,
     parallel: tuple[float, int] | None = None,
     crowd: tuple[float, int] | None = None,
+    crowd_warmup: float | None = None,
 ) -> dict[str, Any]:
     """The profile document with the measured fields and their sources replaced.
 
     `cpu_limit` names how the shares were held (CpuLimiter.mechanism), for the source entry;
     `warmup_iterations` (None: not measured, left as it was) the fresh process's excess;
     `parallel` (ratio, processes) the speed with every core training, `crowd` (ratio,
-    processes) a step's CPU in a loop of more workers than cores (None: left as it was).
+    processes) a step's CPU in a loop of more workers than cores, `crowd_warmup` the first
+    steps' excess CPU in that crowd, in steps alone (None: left as it was).
     """
     out = json.loads(json.dumps(raw))
     out.setdefault("training_rate", {})[arch] = {
@@ -496,9 +512,8 @@ def updated_profile(
          "push, pull through one PS shard on loopback) less the back-to-back step's, at each "
          "share; used only on shared-core platforms (the local catalog); "),
         ("loop_overhead_s", "s", "wall seconds an iteration of the same loop takes beyond the "
-         "back-to-back step, at each share; recorded beside the run, not used by the model (as "
-         "a floor of the local step it made bench/predict worse: README, Predictions for this "
-         "machine); "),
+         "back-to-back step, at each share; on shared-core platforms the model's exchange alone "
+         "takes at least its figure at 1 vCPU (provisioner.model.loop_exchange_s); "),
     )  # fmt: skip
     for name, unit, method in loop_figures:
         measured_at = [p for p in points if name in p]
@@ -539,6 +554,17 @@ def updated_profile(
             "PS shard (their median), over one child's back-to-back step alone timed just "
             "before (the median of the repeats' pairs, at least 1); used only on shared-core "
             "platforms (the local catalog); " + machine,
+            "date": when,
+            "tag": "measured",
+        }
+    if crowd is not None and crowd_warmup is not None:
+        out["crowded_warmup_iterations"] = round(crowd_warmup, 2)
+        sources["crowded_warmup_iterations"] = {
+            "method": f"measured: python -m emulator.profile; the CPU the first "
+            f"{WARMUP_ITERATIONS} steps of {crowd[1]} children at 1 vCPU each, started together, "
+            f"cost beyond {WARMUP_ITERATIONS} of their steps in the loop after, in steps of one "
+            "child's step CPU alone (the median of the children, then of the repeats' pairs, at "
+            "least 0); used only on shared-core platforms (the local catalog); " + machine,
             "date": when,
             "tag": "measured",
         }
@@ -850,6 +876,7 @@ def main(argv: list[str] | None = None) -> int:
         cores = int(cpu.machine_cores())
         pairs: list[tuple[float, float]] = []
         crowds: list[tuple[float, float]] = []
+        warmups: list[tuple[float, float]] = []
         count = CROWD_PER_CORE * cores
         for _ in range(max(1, args.repeats) if cores >= 2 else 0):
             batch = int(raw["profiled_local_batch"])
@@ -861,16 +888,23 @@ def main(argv: list[str] | None = None) -> int:
             iterations = crowd_iterations(
                 alone["samples_per_s"], batch, cores, count, args.measure_s
             )
-            crowded = measure_crowded(limiter, count, model=raw["model"], source=source,
-                                      batch=batch, iterations=iterations)  # fmt: skip
+            crowded, warmup_cpu = measure_crowded(
+                limiter, count, model=raw["model"], source=source, batch=batch,
+                iterations=iterations,
+            )  # fmt: skip
             crowds.append((alone["step_cpu_s"], crowded))
+            warmups.append((alone["step_cpu_s"], warmup_cpu))
         parallel = (paired_speed_ratio(pairs), cores) if pairs else None
         crowd = (crowded_step_ratio(crowds), count) if crowds else None
+        crowd_warmup = crowded_warmup_iterations(warmups) if warmups else None
         if parallel:
             print(f"{cores} at once: {parallel[0]:.3f} of the speed alone", file=sys.stderr)
         if crowd:
             print(f"{count} workers in a loop on {cores} cores: a step takes {crowd[0]:.2f}× its "
                   "CPU alone", file=sys.stderr)  # fmt: skip
+        if crowd_warmup is not None:
+            print(f"their first {WARMUP_ITERATIONS} steps cost {crowd_warmup:.2f} steps more",
+                  file=sys.stderr)  # fmt: skip
     startup_s = min(points, key=lambda p: abs(p["vcpu_share"] - 1.0))["startup_s"]
     agg = ps_update_mb_s()
     print(f"PS update on one core: {agg:.0f} MB/s", file=sys.stderr)
@@ -886,6 +920,7 @@ def main(argv: list[str] | None = None) -> int:
         warmup_iterations=statistics.median(p["warmup_iterations"] for p in points),
         parallel=parallel,
         crowd=crowd,
+        crowd_warmup=crowd_warmup,
     )
     try:
         check_fits_lambda(doc)

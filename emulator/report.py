@@ -399,6 +399,7 @@ def build_report(
                         "attempt": link.get("attempt"),
                         "allocator": link.get("allocator"),
                         "minor_faults": (link.get("timings") or {}).get("train_minor_faults"),
+                        "step_compute_s": link.get("step_compute_s"),
                     }
                     for link in w.links
                 ]

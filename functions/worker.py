@@ -95,6 +95,7 @@ class _Run:
     timings: Timings = field(default_factory=Timings)
     losses: list[list[float]] = field(default_factory=list)
     iteration_s: list[float] = field(default_factory=list)
+    compute_s: list[float] = field(default_factory=list)  # each step's forward + backward
     logged_s: float = 0.0  # when the last progress line was printed
 
 
@@ -141,6 +142,7 @@ def _step(run: _Run, iteration: int) -> None:
     run.timings.reduce_s += timing.reduce_s
     run.losses.append([iteration, loss])
     run.iteration_s.append(t3 - t0)
+    run.compute_s.append(t1 - t0)
 
 
 def next_iteration_estimate_s(recent_s: list[float], window: int = 9) -> float:
@@ -261,7 +263,13 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
     counts = exchange.request_counts()
     if counts is not None:  # measured, for the emulator's report against the cost model
         summary["s3_requests"] = counts
-    return {**summary, "record_key": write_link_record(s3, task, {**summary, "losses": run.losses})}
+    return {**summary, "record_key": write_link_record(s3, task, {**summary, **_steps_of(run)})}
+
+
+def _steps_of(run: _Run) -> dict[str, Any]:
+    """The link's per-step record: every [iteration, loss] and every step's compute seconds
+    (the report shows where a link's compute went: a slow first step, or a slow loop)."""
+    return {"losses": run.losses, "step_compute_s": [round(s, 6) for s in run.compute_s]}
 
 
 def _minor_faults() -> int:

@@ -205,6 +205,31 @@ def cold_start_s(startup_s: float, n: Arr, init_cores: float | None) -> Arr:
     return startup_s * shared_slowdown(n, init_cores)
 
 
+def crowded_warmup_s(
+    n: Arr, alone_s: Arr, crowd_s: Arr | None, processes: int, cores: float | None
+) -> Arr:
+    """Extension: the wall seconds a cold process's slower first steps add when n workers take
+    them at once on C shared cores: each pays w(n) seconds of CPU and n of them share C cores,
+    so max(1, n/C) · w(n). w is the excess alone (`alone_s`) up to n = C, the crowd's
+    (`crowd_s`, measured with `processes` > C workers) at n = processes, and grows with
+    log(n/C) in between and beyond; `alone_s` wherever every function has its own cores (AWS:
+    cores None). A first step faults its memory in, and the kernel's time for that grows with
+    the processes taking turns on the cores: MobileNetV2's first step at batch 32 spent 0.51 s
+    in the kernel alone, 0.48 s in 2, 1.13 s in 4 and 1.7 s in 8 on 2 cores (0.5 + 0.6 per
+    doubling of n/C; the user time and the steps after it did not grow), so 8 workers on 2
+    cores spent 6-9 s on their first steps where the warm-up alone predicted under 1 s
+    (bench/results/fixed-cost.md)."""
+    n = np.asarray(n, dtype=np.float64)
+    alone = np.asarray(alone_s, dtype=np.float64)
+    if cores is None:
+        return np.broadcast_to(alone, np.broadcast_shapes(n.shape, alone.shape)).copy()
+    excess = alone
+    if crowd_s is not None and processes > cores:
+        doublings = np.log(np.maximum(n, cores) / cores) / np.log(processes / cores)
+        excess = alone + np.maximum(0.0, np.asarray(crowd_s) - alone) * doublings
+    return shared_slowdown(n, cores) * excess
+
+
 def cfs_step_s(core_s: Arr, throttled_s: Arr, idle_s: Arr, period_s: float) -> Arr:
     """Extension of λDNN's t_comp + t_comm to a CPU quota refilled every period (Linux CFS;
     Lambda throttles the same way, every 20 ms: pwrdrvr/lambda-dispatch issue 246).
@@ -268,6 +293,25 @@ def loop_extra_cpu_s(
     xs, ys = zip(*points, strict=True)
     falling = np.minimum.accumulate(np.asarray(ys, dtype=np.float64))
     return np.asarray(np.interp(s, xs, falling), dtype=np.float64)
+
+
+def loop_exchange_s(points: tuple[tuple[float, float], ...], total_vcpu: float | None) -> float:
+    """Extension: the wall seconds one worker's exchange alone takes on loopback: the profile's
+    loop overhead (an iteration of the worker's loop through a loopback PS shard beyond its
+    back-to-back step) at 1 vCPU, interpolated, where one torch thread never meets the quota;
+    0 where every function has its own cores (AWS: total_vcpu None) or nothing was measured.
+
+    On loopback the exchange is the worker's and the shard's CPU on the critical path (pickling
+    nothing, but syscalls, copies, the shard's Python), not the wire the catalog's bandwidth and
+    round trip describe: the digits MLP's exchange took 0.28 ms an iteration, the catalog's
+    transfer and round trip 0.11 ms (bench/results/predict-platform/, 2026-11-25). At lower
+    shares the loop's overhead also holds the quota's throttling, which cfs_step_s models: the
+    figure at 0.39 vCPU counted twice made the digits 12 s plan 13% slow (bench.predict
+    --rescore)."""
+    if total_vcpu is None or not points:
+        return 0.0
+    xs, ys = zip(*points, strict=True)
+    return float(np.interp(1.0, xs, ys))
 
 
 def exchange_under_quota(
@@ -703,6 +747,11 @@ def n_terms(
             n,
             catalog.total_vcpu,
         )
+    # On shared cores the exchange takes at least what the profile's loop measured it to take
+    floor = loop_exchange_s(profile.loop_overhead, catalog.total_vcpu) * shared_slowdown(
+        n, catalog.total_vcpu
+    )
+    comm, comm_burst = np.maximum(comm, floor), np.maximum(comm_burst, floor)
     agg = aggregation_time_s(n, model_mb, shards, profile.ps_aggregation_mb_s_per_core)
     eph = ephemeral_storage_mb(
         profile.dataset_bytes, n, profile.model_bytes, catalog.ephemeral_min_mb
@@ -815,6 +864,24 @@ def shared_loop_floor_s(
     return shared_cpu_iteration_s(nt.n, worker_cpu, ps_cpu, cores)
 
 
+def warmup_s(profile: WorkloadProfile, catalog: Catalog, nt: NTerms) -> Arr:
+    """A cold process's slower first steps (crowded_warmup_s), in steps of the one-vCPU step;
+    none where the profile measured none (even where a step is infinitely slow: 0·inf is nan)."""
+    def steps_s(steps: float) -> Arr:
+        if not steps:
+            return np.zeros(np.shape(nt.core_compute_s))
+        return steps * np.asarray(nt.core_compute_s, dtype=np.float64)
+
+    crowd = profile.crowded_warmup_iterations
+    return crowded_warmup_s(
+        nt.n,
+        steps_s(profile.warmup_iterations),
+        None if crowd is None else steps_s(crowd),
+        profile.crowded_processes,
+        catalog.compute_cores or catalog.total_vcpu,
+    )
+
+
 def timeline(
     profile: WorkloadProfile, catalog: Catalog, nt: NTerms, memory_mb: Arr, rate_samples_s: Arr
 ) -> Timeline:
@@ -881,13 +948,9 @@ def timeline(
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
     link_overhead = nt.startup_s + load
     # A cold process's slower first steps, at the one-vCPU step: a figure per n like start-up,
-    # so T(m) keeps its shape in memory (the budget search's bisection relies on it).
-    # (no warm-up iterations: none, even where a step is infinitely slow; 0·inf would be nan)
-    warmup = (
-        profile.warmup_iterations * nt.core_compute_s
-        if profile.warmup_iterations
-        else np.zeros(np.shape(nt.core_compute_s))
-    )
+    # so T(m) keeps its shape in memory (the budget search's bisection relies on it); on shared
+    # cores n first steps at once take turns and fault more (crowded_warmup_s).
+    warmup = warmup_s(profile, catalog, nt)
     per_inv = iterations_per_invocation(
         usable, link_overhead + warmup + nt.checkpoint_s, it, nt.iterations
     )

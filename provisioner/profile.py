@@ -79,12 +79,22 @@ class WorkloadProfile:
     # back-to-back step (the exchange's own CPU and what interleaving it costs the step), as
     # (vCPU share, seconds) points measured through a loopback PS; () = not measured.
     loop_extra_cpu: tuple[tuple[float, float], ...] = ()
+    # Shared cores only: wall seconds an iteration of the same loop, one worker alone, takes
+    # beyond its back-to-back step (the exchange as it runs on loopback: the worker's and the
+    # shard's CPU on the critical path), as (vCPU share, seconds) points; () = not measured.
+    loop_overhead: tuple[tuple[float, float], ...] = ()
     # Shared cores only: a step's CPU in the BSP loop while `crowded_processes` workers and one
     # PS shard, more processes than cores, take turns on them, over its CPU alone (each turn
     # starts on caches another process filled: the digits MLP's 0.6 ms step took 1.1-1.5 ms of
     # CPU with 4 and 8 workers on 2 cores); None = 1.
     crowded_step_ratio: float | None = None
     crowded_processes: int = 1
+    # Shared cores only: a fresh process's excess CPU over its first steps while
+    # `crowded_processes` workers take them at once, in steps of the one-vCPU step alone (a
+    # first step faults its memory in, and the kernel's share of that grows with the crowd:
+    # MobileNetV2's first step spent 0.5 s in the kernel alone, 1.1 s in 4, 1.7 s in 8 on 2
+    # cores); None = the warm-up alone (warmup_iterations) at any n.
+    crowded_warmup_iterations: float | None = None
     provisional: bool = False
     sources: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     model_digest: str = ""  # sha256 of the model file when profiled ("" = not recorded)
@@ -191,16 +201,14 @@ def _rate(arch: str, data: Any) -> RateCurve:
     return RateCurve(arch=arch, vcpu_shares=xs, samples_per_s=rates)
 
 
-def _loop_extra_cpu(data: dict[str, Any]) -> tuple[tuple[float, float], ...]:
-    """`loop_extra_cpu_s`: [{"vcpu_share": s, "cpu_s": seconds}, ...], sorted by share."""
-    raw = data.get("loop_extra_cpu_s", [])
+def _share_points(data: dict[str, Any], key: str, unit: str) -> tuple[tuple[float, float], ...]:
+    """A figure per vCPU share: [{"vcpu_share": s, unit: value}, ...], sorted by share."""
+    raw = data.get(key, [])
     if not isinstance(raw, list) or not all(isinstance(p, dict) for p in raw):
-        raise ValueError(
-            "profile field 'loop_extra_cpu_s': expected a list of {'vcpu_share', 'cpu_s'}"
-        )
-    points = sorted((_num(p, "vcpu_share"), _num(p, "cpu_s", positive=False)) for p in raw)
+        raise ValueError(f"profile field {key!r}: expected a list of {{'vcpu_share', {unit!r}}}")
+    points = sorted((_num(p, "vcpu_share"), _num(p, unit, positive=False)) for p in raw)
     if len({s for s, _ in points}) != len(points):
-        raise ValueError("profile field 'loop_extra_cpu_s': duplicate vcpu_share")
+        raise ValueError(f"profile field {key!r}: duplicate vcpu_share")
     return tuple(points)
 
 
@@ -249,12 +257,18 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         parallel_processes=(
             _num(data, "parallel_processes", integer=True) if "parallel_processes" in data else 1
         ),
-        loop_extra_cpu=_loop_extra_cpu(data),
+        loop_extra_cpu=_share_points(data, "loop_extra_cpu_s", "cpu_s"),
+        loop_overhead=_share_points(data, "loop_overhead_s", "s"),
         crowded_step_ratio=(
             _num(data, "crowded_step_ratio") if "crowded_step_ratio" in data else None
         ),
         crowded_processes=(
             _num(data, "crowded_processes", integer=True) if "crowded_processes" in data else 1
+        ),
+        crowded_warmup_iterations=(
+            _num(data, "crowded_warmup_iterations", positive=False)
+            if "crowded_warmup_iterations" in data
+            else None
         ),
         provisional=bool(data.get("provisional", False)),
         sources=tuple(sorted((str(k), json.dumps(v, sort_keys=True)) for k, v in sources.items())),
@@ -277,6 +291,11 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         raise ValueError(
             f"profile field 'crowded_step_ratio': {crowded!r} needs to be at least 1, measured "
             f"with crowded_processes ≥ 2 (got {profile.crowded_processes})"
+        )
+    if profile.crowded_warmup_iterations is not None and profile.crowded_processes < 2:
+        raise ValueError(
+            f"profile field 'crowded_warmup_iterations': {profile.crowded_warmup_iterations!r} "
+            f"needs crowded_processes ≥ 2 (got {profile.crowded_processes})"
         )
     if profile.profiled_local_batch > profile.max_global_batch:
         raise ValueError(

@@ -68,6 +68,10 @@ def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) 
         assert links[-1]["stopped"] == "done"
         ends = [link["iteration"] for link in links]
         assert all(b - a <= PER_INVOCATION for a, b in zip([0, *ends], ends, strict=False))
+        # every step a link took has its compute seconds in the report, in order
+        steps = [len(link["step_compute_s"]) for link in links]
+        assert steps == [b - a for a, b in zip([0, *ends], ends, strict=False)]
+        assert all(s > 0 for link in links for s in link["step_compute_s"])
     assert report["loss"]["last"] < report["loss"]["first"]
     assert report["accuracy"]["accuracy"] > 0.8  # 10 classes: chance is 0.1
     assert {row["term"] for row in report["terms"]} >= {

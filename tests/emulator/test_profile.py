@@ -16,6 +16,7 @@ from emulator.profile import (
     check_fits_lambda,
     crowd_iterations,
     crowded_step_ratio,
+    crowded_warmup_iterations,
     dataset_source,
     new_profile,
     paired_speed_ratio,
@@ -122,6 +123,7 @@ def test_the_loops_extra_cpu_is_written_per_share_with_its_source() -> None:
         {"vcpu_share": 1.0, "s": 0.0005},
     ]
     assert doc["sources"]["loop_overhead_s"]["tag"] == "measured"
+    assert profile_from_dict(doc).loop_overhead == ((0.5, 0.0009), (1.0, 0.0005))
 
 
 def test_the_parallel_ratio_is_the_median_of_back_to_back_pairs() -> None:
@@ -151,6 +153,30 @@ def test_the_crowded_ratio_is_the_median_of_pairs_and_written_with_its_source() 
     for bad in ({"crowded_step_ratio": 0.9}, {"crowded_processes": 1}):
         with pytest.raises(ValueError, match="crowded_step_ratio"):
             profile_from_dict({**doc, **bad})
+
+
+def test_the_crowds_warmup_is_in_steps_alone_and_written_only_with_its_crowd() -> None:
+    """The crowd's first steps' excess CPU is read in steps of the step alone timed just before
+    (the median of the pairs, at least 0); the profile keeps it beside the crowd it was
+    measured in, and the provisioner reads it and refuses it without a crowd."""
+    assert crowded_warmup_iterations([(0.5, 1.0), (0.4, 1.2), (0.5, 0.5)]) == 2.0
+    assert crowded_warmup_iterations([(0.5, -0.2), (0.5, -0.1), (0.5, 0.1)]) == 0.0
+    raw = json.loads((REPO / "profiles" / "digits-mlp.json").read_text())
+    points = [{"vcpu_share": 1.0, "samples_per_s": 1800.0, "startup_s": 4.0}]
+    args = (raw, points, 4.0, 900.0, "x86_64", "2026-11-26", "m")
+    doc = updated_profile(*args, cpu_limit="x", crowd=(1.2, 4), crowd_warmup=1.234)
+    assert doc["crowded_warmup_iterations"] == 1.23
+    assert doc["sources"]["crowded_warmup_iterations"]["tag"] == "measured"
+    assert profile_from_dict(doc).crowded_warmup_iterations == 1.23
+    # no crowd, no crowd's warm-up: the field is left as it was
+    kept = updated_profile(*args, cpu_limit="x", crowd=None, crowd_warmup=1.234)
+    assert kept.get("crowded_warmup_iterations") == raw.get("crowded_warmup_iterations")
+    no_crowd = {k: v for k, v in doc.items() if k not in ("crowded_step_ratio",
+                                                            "crowded_processes")}  # fmt: skip
+    with pytest.raises(ValueError, match="'crowded_warmup_iterations': 1.23 needs crowded_proc"):
+        profile_from_dict(no_crowd)
+    with pytest.raises(ValueError, match="'crowded_warmup_iterations': -1 is not a non-negative"):
+        profile_from_dict({**doc, "crowded_warmup_iterations": -1})
 
 
 def test_a_crowd_runs_about_the_measuring_time_at_its_share_of_the_cores() -> None:

@@ -11,7 +11,7 @@ import pytest
 from provisioner import model
 from provisioner.catalog import Catalog
 from provisioner.planner import predict
-from provisioner.profile import RateCurve
+from provisioner.profile import RateCurve, WorkloadProfile
 from provisioner.space import Choice
 from tests.provisioner.conftest import make_profile
 
@@ -506,3 +506,74 @@ def test_the_shared_loop_floor_keeps_more_memory_never_slower() -> None:
             for m in range(profile.min_memory_mb, 2654, 53)
         ]
         assert all(b <= a * (1 + 1e-12) for a, b in zip(steps, steps[1:], strict=False)), n
+
+
+def test_first_steps_at_once_share_the_cores_and_fault_more_in_a_crowd() -> None:
+    """n ≤ C: the warm-up alone. Beyond, each worker's excess grows by the crowd's extra per
+    doubling of n/C (measured at `processes`) and n of them share C cores; AWS (own cores)
+    keeps the excess alone at any n."""
+    alone, crowd = 0.5, 1.1  # s of CPU: MobileNetV2's first step in the kernel, 1 and 4 on 2
+    at = [
+        float(model.crowded_warmup_s(np.array(n), np.array(alone), np.array(crowd), 4, 2.0))
+        for n in (1, 2, 4, 8)
+    ]
+    assert at[0] == at[1] == pytest.approx(alone)
+    assert at[2] == pytest.approx(2 * crowd)  # 4 on 2 cores: the crowd's, twice as long
+    assert at[3] == pytest.approx(4 * (alone + 2 * (crowd - alone)))  # two doublings
+    # nothing measured in a crowd: the excess alone, shared
+    no_crowd = model.crowded_warmup_s(np.array([1, 8]), np.array(alone), None, 1, 2.0)
+    assert list(no_crowd) == pytest.approx([alone, 4 * alone])
+    # a crowd that came out cheaper than alone adds nothing beyond the sharing
+    assert float(model.crowded_warmup_s(np.array(8), np.array(alone), np.array(0.1), 4, 2.0)) == (
+        pytest.approx(4 * alone)
+    )
+    aws = model.crowded_warmup_s(np.array([1, 8]), np.array(alone), np.array(crowd), 4, None)
+    assert list(aws) == pytest.approx([alone, alone])
+
+
+def test_the_crowded_warmup_is_the_plans_warmup_on_shared_cores_only() -> None:
+    """On the local platform a profile's crowded warm-up adds to the warm-up (compute, once per
+    cold process) at n > C only; the AWS prediction is unchanged."""
+    from provisioner import load_profile
+    from tests.local_catalog import local_catalog
+
+    base = dataclasses.replace(
+        load_profile("digits-mlp"), warmup_iterations=1.0, crowded_step_ratio=1.1,
+        crowded_processes=4,
+    )  # fmt: skip
+    crowded = dataclasses.replace(base, crowded_warmup_iterations=3.0)
+    local = dataclasses.replace(local_catalog(), total_vcpu=1.5, compute_cores=2.0)
+    aws = dataclasses.replace(local, total_vcpu=None, compute_cores=None, init_cores=None)
+
+    def warmup_s(profile: WorkloadProfile, catalog: Catalog, n: int) -> float:
+        return float(predict(profile, catalog, Choice(n, 1024, "x86_64", "loopback", 1))
+                     .warmup_s[0])  # fmt: skip
+
+    assert warmup_s(crowded, local, 2) == pytest.approx(warmup_s(base, local, 2))
+    assert warmup_s(crowded, local, 8) > warmup_s(base, local, 8)
+    assert warmup_s(crowded, aws, 8) == pytest.approx(warmup_s(base, aws, 8))
+
+
+def test_the_exchange_alone_takes_at_least_the_profiles_loop_at_one_vcpu() -> None:
+    """On shared cores a PS exchange takes at least the profile's loop overhead at 1 vCPU (the
+    points interpolated there), stretched by n/C as the exchange is; AWS, or a profile without
+    the loop, keeps the catalog's exchange."""
+    from provisioner import load_profile
+    from tests.local_catalog import local_catalog
+
+    points = ((0.5, 9e-4), (2.0, 3e-4))
+    assert model.loop_exchange_s(points, 1.5) == pytest.approx(7e-4)
+    assert model.loop_exchange_s(points, None) == model.loop_exchange_s((), 1.5) == 0.0
+    bare = load_profile("digits-mlp")
+    slow = dataclasses.replace(bare, loop_overhead=((1.0, 0.05),))  # far above the catalog's
+    local = dataclasses.replace(local_catalog(), total_vcpu=1.5, compute_cores=2.0)
+    aws = dataclasses.replace(local, total_vcpu=None, compute_cores=None, init_cores=None)
+
+    def communication_s(profile: WorkloadProfile, catalog: Catalog, n: int) -> float:
+        return float(predict(profile, catalog, Choice(n, 1024, "x86_64", "loopback", 1))
+                     .communication_per_iteration_s[0])  # fmt: skip
+
+    assert communication_s(slow, local, 1) == pytest.approx(0.05)
+    assert communication_s(slow, local, 3) == pytest.approx(0.05 * 3 / 1.5)
+    assert communication_s(bare, local, 1) < 0.05
+    assert communication_s(slow, aws, 1) == communication_s(bare, aws, 1)

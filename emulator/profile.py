@@ -103,20 +103,20 @@ def child_main(args: argparse.Namespace) -> int:
     )  # fmt: skip
     # The first steps of a fresh process run slower (allocator, first kernel calls): timed
     # apart, as the excess over the steady step, in steady steps (profile warmup_iterations).
-    first_s, first_cpu0 = [], time.process_time()
+    first_s, first_cpu_s = [], []
     for it in range(WARMUP_ITERATIONS):
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         worker._compute(run, it)
         first_s.append(time.perf_counter() - t0)
-    first_cpu_s = time.process_time() - first_cpu0
+        first_cpu_s.append(time.process_time() - cpu0)
     if args.crowd_iterations:
         rank, ranks, run_id, run_started = args.crowd.split(",")
         endpoints = tuple(args.ps_endpoint.split(","))
         crowd = crowded_loop(run, endpoints, int(rank), (run_id, run_started),
                              args.crowd_iterations)  # fmt: skip
         # In a crowd the first steps' wall time is the sharing's; their CPU is what they cost.
-        warmup_cpu_s = first_cpu_s - WARMUP_ITERATIONS * crowd["crowded_step_cpu_s"]
-        print(json.dumps({**crowd, "crowded_warmup_cpu_s": warmup_cpu_s, "ranks": int(ranks)}))
+        out = {**crowd, "crowded_warmup_cpu_s": warmup_cpu_s(first_cpu_s), "ranks": int(ranks)}
+        print(json.dumps(out))
         return 0
     iterations, t0, cpu0 = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - t0 < args.measure_s or iterations < 20:
@@ -147,6 +147,14 @@ def child_main(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def warmup_cpu_s(steps_cpu_s: list[float]) -> float:
+    """The CPU the first steps cost beyond as many steady ones: their sum less as many of the
+    median of their second half (back to back like the first ones, so a crowd's loop, where
+    every step costs more, is not what they are read against)."""
+    steady_s = statistics.median(steps_cpu_s[len(steps_cpu_s) // 2 :])
+    return sum(steps_cpu_s) - len(steps_cpu_s) * steady_s
 
 
 def loop_per_iteration_s(
@@ -400,8 +408,8 @@ def measure_crowded(
 ) -> tuple[float, float]:
     """The medians over `count` children at 1 vCPU each, started together as the ranks of one
     BSP run through a fresh loopback shard, of their step's CPU per iteration and of the CPU
-    their first WARMUP_ITERATIONS steps (taken together, before the loop) cost beyond as many
-    of those steps."""
+    their first WARMUP_ITERATIONS steps (taken together, back to back, before the loop) cost
+    beyond as many steady ones (warmup_cpu_s)."""
     with loopback_ps(workers=count) as endpoint:
         children = run_crowd(limiter, count, endpoint, model=model, source=source, batch=batch,
                              iterations=iterations)  # fmt: skip
@@ -562,9 +570,10 @@ def updated_profile(
         sources["crowded_warmup_iterations"] = {
             "method": f"measured: python -m emulator.profile; the CPU the first "
             f"{WARMUP_ITERATIONS} steps of {crowd[1]} children at 1 vCPU each, started together, "
-            f"cost beyond {WARMUP_ITERATIONS} of their steps in the loop after, in steps of one "
-            "child's step CPU alone (the median of the children, then of the repeats' pairs, at "
-            "least 0); used only on shared-core platforms (the local catalog); " + machine,
+            f"cost beyond {WARMUP_ITERATIONS} steady ones (the median of their second half), in "
+            "steps of one child's step CPU alone (the median of the children, then of the "
+            "repeats' pairs, at least 0); used only on shared-core platforms (the local "
+            "catalog); " + machine,
             "date": when,
             "tag": "measured",
         }

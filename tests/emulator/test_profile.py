@@ -21,6 +21,7 @@ from emulator.profile import (
     new_profile,
     paired_speed_ratio,
     updated_profile,
+    warmup_cpu_s,
 )
 from functions.model_spec import file_digest
 from provisioner import load_profile
@@ -177,6 +178,14 @@ def test_the_crowds_warmup_is_in_steps_alone_and_written_only_with_its_crowd() -
         profile_from_dict(no_crowd)
     with pytest.raises(ValueError, match="'crowded_warmup_iterations': -1 is not a non-negative"):
         profile_from_dict({**doc, "crowded_warmup_iterations": -1})
+
+
+def test_the_first_steps_excess_is_read_against_their_own_steady_half() -> None:
+    """A first step that faults its memory in costs 1.5 s more; the steps after it are the
+    steady ones (the median of the second half, so one slow late step does not move it)."""
+    steps = [2.5, 1.2, 1.0, 1.0, 1.0, 1.0, 0.9, 1.1, 1.0, 3.0]
+    assert warmup_cpu_s(steps) == pytest.approx(sum(steps) - 10 * 1.0)
+    assert warmup_cpu_s([1.0] * 10) == 0.0
 
 
 def test_a_crowd_runs_about_the_measuring_time_at_its_share_of_the_cores() -> None:

@@ -321,7 +321,7 @@ def rescore(name: str, command: str, settings: list[str] | None = None) -> str:
     data = json.loads(source.read_text())
     platform = RESULTS / f"{name}-platform"
     if not (platform / "local.json").exists():
-        raise ValueError(f"bad --rescore: no {platform}/local.json (a --reuse run keeps none)")
+        raise ValueError(f"bad --rescore: no {platform}/local.json (the run kept no platform)")
     doc = json.loads((platform / "local.json").read_text())
     catalog = catalog_from_dict(catalog_figures_set(doc, settings or []))
     rows = [rescore_row(r, platform, catalog) for r in data["rows"]]
@@ -578,6 +578,16 @@ def measure_platform(workloads: list[str], out: Path) -> dict[str, Path]:
     return {w: out / f"{w}.json" for w in workloads}
 
 
+def keep_platform(workloads: list[str], out: Path) -> dict[str, Path]:
+    """Copy catalog/local.json and each workload's committed profile to `out`, as a --reuse
+    run takes them; the profile path per workload (the copy)."""
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(REPO_ROOT / "catalog" / "local.json", out / "local.json")
+    for w in workloads:
+        shutil.copyfile(REPO_ROOT / "profiles" / f"{w}.json", out / f"{w}.json")
+    return {w: out / f"{w}.json" for w in workloads}
+
+
 def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, float]:
     """Measure the workload's 1-vCPU speed now and write its profile (`base`, else the committed
     one) moved to that speed at `out`; (the path, the speed factor over the profile's)."""
@@ -645,13 +655,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.rescore:
         print(rescore(name, command, args.set))
         return 0
+    platform_dir = RESULTS / f"{name}-platform"
+    # the catalog and profiles this run measured (or took as they were) and used, beside its
+    # results: a re-scoring reads them there
     if args.reuse:
         load_catalog("local")  # fail in one line before any server starts if not calibrated
-        profiles: dict[str, Path | None] = dict.fromkeys(workloads)
+        profiles: dict[str, Path | None] = dict(keep_platform(workloads, platform_dir))
     else:
-        # the catalog and profiles this run measured and used, beside its results
-        profiles = dict(measure_platform(workloads, RESULTS / f"{name}-platform"))
-    platform_dir = RESULTS / f"{name}-platform"
+        profiles = dict(measure_platform(workloads, platform_dir))
     catalog = load_catalog("local")
     runs: list[list[dict[str, Any]]] = [[] for _ in cases]
     anchors: dict[str, list[float]] = {w: [] for w in workloads}
@@ -685,7 +696,8 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
         "cpu_share": rows[0]["cpu_share"] if rows else "",
         "repeats": args.repeats,
-        "platform": "catalog/local.json and profiles/ as they were (--reuse)"
+        "platform": "catalog/local.json and profiles/ as they were (--reuse), kept in "
+        f"bench/results/{name}-platform/"
         if args.reuse
         else f"calibrated and profiled at the start of this run (bench/results/{name}-platform/)",
         "command": command,

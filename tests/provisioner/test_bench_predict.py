@@ -363,3 +363,20 @@ def test_repeatability_is_how_well_a_cases_median_predicts_its_other_runs() -> N
     assert bp.repeatability([once]) is None
     summary = bp.summary_of([a, once])
     assert summary["repeatability"] == pytest.approx(got)
+
+
+def test_a_reuse_run_keeps_the_catalog_and_profiles_it_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--reuse copies catalog/local.json and the committed profiles beside its results, so the
+    run can be re-scored (rescore reads <name>-platform/local.json)."""
+    repo = tmp_path / "repo"
+    (repo / "catalog").mkdir(parents=True)
+    (repo / "profiles").mkdir()
+    (repo / "catalog" / "local.json").write_text('{"name": "local"}')
+    (repo / "profiles" / "digits-mlp.json").write_text('{"name": "digits-mlp"}')
+    monkeypatch.setattr(bp, "REPO_ROOT", repo)
+    kept = bp.keep_platform(["digits-mlp"], tmp_path / "out")
+    assert kept == {"digits-mlp": tmp_path / "out" / "digits-mlp.json"}
+    assert (tmp_path / "out" / "local.json").read_text() == '{"name": "local"}'
+    assert kept["digits-mlp"].read_text() == '{"name": "digits-mlp"}'

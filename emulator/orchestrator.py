@@ -516,8 +516,8 @@ def advanced(event: dict[str, Any], next_event: dict[str, Any]) -> bool:
 
 
 def with_losses(s3: Any, bucket: str, result: dict[str, Any]) -> dict[str, Any]:
-    """A link's bounded return value plus the losses its record in S3 holds (the report's loss
-    curve and redone-iteration count read them)."""
+    """A link's bounded return value plus the losses and step times its record in S3 holds
+    (the report's loss curve, redone-iteration count and per-link steps read them)."""
     key = result.get("record_key")
     if not key:
         return result

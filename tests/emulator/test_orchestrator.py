@@ -61,10 +61,14 @@ class _OneObject:
         return {"Body": io.BytesIO(self.body)}
 
 
-def test_the_losses_of_a_link_come_from_its_record() -> None:
-    s3 = _OneObject("j/runs/r/links/rank-00000-link-00000.json", {"losses": [[0, 2.3], [1, 2.1]]})
+def test_the_losses_and_step_times_of_a_link_come_from_its_record() -> None:
+    record = {"losses": [[0, 2.3], [1, 2.1]], "step_compute_s": [0.012, 0.004]}
+    s3 = _OneObject("j/runs/r/links/rank-00000-link-00000.json", record)
     result = {"done": True, "record_key": s3.key}
-    assert with_losses(s3, "b", result) == {**result, "losses": [[0, 2.3], [1, 2.1]]}
+    assert with_losses(s3, "b", result) == {**result, **record}
+    # a record written before step times were recorded: none
+    old = _OneObject(s3.key, {"losses": [[0, 2.3]]})
+    assert with_losses(old, "b", result) == {**result, "losses": [[0, 2.3]], "step_compute_s": []}
     assert with_losses(s3, "b", {"done": True}) == {"done": True}  # a handler without records
 
 

@@ -539,7 +539,7 @@ def test_the_crowded_warmup_is_the_plans_warmup_on_shared_cores_only() -> None:
 
     base = dataclasses.replace(
         load_profile("digits-mlp"), warmup_iterations=1.0, crowded_step_ratio=1.1,
-        crowded_processes=4,
+        crowded_processes=4, crowded_warmup_iterations=None,
     )  # fmt: skip
     crowded = dataclasses.replace(base, crowded_warmup_iterations=3.0)
     local = dataclasses.replace(local_catalog(), total_vcpu=1.5, compute_cores=2.0)

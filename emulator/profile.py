@@ -14,8 +14,9 @@ separately. The same child reports its start-up (interpreter start to model buil
 rate is timed on one core with the PS's own arithmetic. Without cgroups the shares cannot be held
 and the tool refuses to write.
 
-The same child, one per core at 1 vCPU started together, gives the speed a worker keeps while
-the machine's cores all train (parallel_speed_ratio, used on shared-core platforms only).
+The same child, one per core at 1 vCPU, as the ranks of one BSP loop through a loopback shard,
+gives the speed a worker keeps while the machine's cores all train in lockstep
+(parallel_speed_ratio, used on shared-core platforms only).
 
 The profile JSON is updated in place of its measured fields only (training_rate of this
 machine's architecture, startup_s, warmup_iterations, parallel_speed_ratio,
@@ -224,7 +225,8 @@ def crowded_loop(
 ) -> dict[str, float]:
     """Worker `rank` of a crowd in the BSP loop through real shards on loopback (each waits for
     every rank each iteration, so all of them run in lockstep): per iteration, the CPU seconds of
-    its step (functions.worker._compute), of the whole loop, and the wall seconds; after
+    its step (functions.worker._compute), of the whole loop, and the wall seconds of the step and
+    of the iteration; after
     LOOP_WARMUP_ITERATIONS, over `iterations`, the same number in every rank. The profile keeps
     the step's: the exchange's own CPU is the catalog's (exchange_cpu_fraction) and the profile's
     loop_extra_cpu_s."""
@@ -236,14 +238,17 @@ def crowded_loop(
             worker._compute(run, start + k)
             exchange.step(start + k, grads, params)
         start += LOOP_WARMUP_ITERATIONS
-        step_cpu, loop0, wall0 = 0.0, time.process_time(), time.perf_counter()
+        step_cpu, step_wall = 0.0, 0.0
+        loop0, wall0 = time.process_time(), time.perf_counter()
         for k in range(iterations):
-            cpu0 = time.process_time()
+            cpu0, t0 = time.process_time(), time.perf_counter()
             worker._compute(run, start + k)
             step_cpu += time.process_time() - cpu0
+            step_wall += time.perf_counter() - t0
             exchange.step(start + k, grads, params)
         return {
             "crowded_step_cpu_s": step_cpu / iterations,
+            "crowded_step_s": step_wall / iterations,
             "crowded_loop_cpu_s": (time.process_time() - loop0) / iterations,
             "crowded_iteration_s": (time.perf_counter() - wall0) / iterations,
         }
@@ -419,6 +424,24 @@ def measure_crowded(
     )
 
 
+def measure_lockstep(
+    limiter: cpu.CpuLimiter,
+    count: int,
+    *,
+    model: str,
+    source: str,
+    batch: int,
+    iterations: int,
+) -> float:
+    """Mean samples/s of the steps of `count` children at 1 vCPU each, started together as the
+    ranks of one BSP run through a fresh loopback shard (the workers of a run on shared cores
+    compute in lockstep: every rank starts its step when the exchange releases them all)."""
+    with loopback_ps(workers=count) as endpoint:
+        children = run_crowd(limiter, count, endpoint, model=model, source=source, batch=batch,
+                             iterations=iterations)  # fmt: skip
+    return statistics.mean(batch / c["crowded_step_s"] for c in children)
+
+
 def crowded_step_ratio(pairs: list[tuple[float, float]]) -> float:
     """The median over (alone, crowded) step CPU pairs of crowded / alone, at least 1 (a crowd
     that came out cheaper only saw less noise)."""
@@ -547,8 +570,9 @@ def updated_profile(
     if parallel is not None:
         out["parallel_speed_ratio"], out["parallel_processes"] = round(parallel[0], 3), parallel[1]
         sources["parallel_speed_ratio"] = {
-            "method": f"measured: python -m emulator.profile; mean samples/s of {parallel[1]} "
-            "children at 1 vCPU each started together over one alone timed just before (the "
+            "method": f"measured: python -m emulator.profile; mean samples/s of the steps of "
+            f"{parallel[1]} children at 1 vCPU each, the ranks of one BSP loop through a loopback "
+            "shard (in lockstep, as a run's workers), over one alone timed just before (the "
             "median of the repeats' pairs); used only on shared-core platforms (the local "
             "catalog); " + machine,
             "date": when,
@@ -891,8 +915,15 @@ def main(argv: list[str] | None = None) -> int:
             batch = int(raw["profiled_local_batch"])
             alone = measure_share(limiter, 1.0, model=raw["model"], source=source, batch=batch,
                                   measure_s=args.measure_s)  # fmt: skip
-            together = measure_parallel(limiter, cores, model=raw["model"], source=source,
-                                        batch=batch, measure_s=args.measure_s)  # fmt: skip
+            # In lockstep, as a run's workers step. Measured on 2 cores (CNN, 1 vCPU each, 4
+            # pairs, 2026-11-26): two children started together but stepping apart kept
+            # 0.86-1.06 of the speed alone (median 0.96), the same two as the ranks of one run
+            # 0.79-0.91 (0.86); a run's n = 2 steps were 1.15-1.2x the 1-vCPU step around it.
+            together = measure_lockstep(
+                limiter, cores, model=raw["model"], source=source, batch=batch,
+                iterations=crowd_iterations(alone["samples_per_s"], batch, cores, cores,
+                                            args.measure_s),
+            )  # fmt: skip
             pairs.append((alone["samples_per_s"], together))
             iterations = crowd_iterations(
                 alone["samples_per_s"], batch, cores, count, args.measure_s

@@ -160,6 +160,11 @@ class Catalog:
     # measured); 0 = none held back (AWS: not measured yet, plans aim at the deadline itself).
     default_slack: float = 0.0
 
+    @property
+    def put_latency_s(self) -> float:
+        """One S3 PUT's latency: measured apart where it was, else the GET's."""
+        return self.s3_request_s if self.s3_put_request_s is None else self.s3_put_request_s
+
     def arch(self, name: str) -> LambdaArch:
         for a in self.architectures:
             if a.arch == name:

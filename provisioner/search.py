@@ -268,7 +268,7 @@ def held_back(
     )
     # model.s3_communication_s at the top memory, split into A (per pair) and C/k
     put_bw = bw if catalog.s3_put_mb_s is None else catalog.s3_put_mb_s
-    put_s = catalog.s3_request_s if catalog.s3_put_request_s is None else catalog.s3_put_request_s
+    put_s = catalog.put_latency_s
     fastest_rate = max(float(np.max(space.rate)), float(np.max(space.core_rate)))
     with np.errstate(divide="ignore"):  # no rate at all: a_s = inf, no pair can run
         a_s = (

@@ -146,13 +146,13 @@ def test_full_prediction_by_hand(catalog_2020: object) -> None:
     comp = 50 / (0.05 * 1024)  # b_l / R(m)
     comm = 2 * 10 / (93.75 / 4) + 2 * 0.0005  # 2·d_m / (B_ps / n) + 2 RTT
     agg = 4 * 10 / 500
-    ckpt = 2 * 10 / 100
+    ckpt = 0.03 + 2 * 10 / 100  # one PUT: its latency (s3_request_s) + the slice
     step = comp + (comm + agg)
     every = math.ceil(max(60, ckpt / 0.02) / step)  # a checkpoint per minute of training
     it = step + ckpt / every
     per_inv = math.floor((870 - (5 + load + ckpt)) / it)
     links = math.ceil(k / per_inv)
-    chaining = (links - 1) * (ckpt + 0.5 + 5 + load)
+    chaining = links * ckpt + (links - 1) * (0.5 + 5 + load)  # the last link checkpoints too
     total = 0.5 + 5 + load + k * it + chaining  # the first link's dispatch (restart_s) too
     assert (per_inv, links, every) == (450, 3, 32)
     assert float(c.checkpoint_every[0]) == every
@@ -264,7 +264,9 @@ def test_iteration_cap_chains_more_links_and_zero_means_no_cap(catalog_2025: obj
     capped = predict(profile, capped_catalog, choice)
     assert int(capped.iterations_per_invocation[0]) == cap
     assert int(capped.invocations[0]) == 3
-    assert float(capped.chaining_s[0]) > 0.0 == float(free.chaining_s[0])
+    # one link pays its final checkpoint only; three pay three and two restarts
+    assert float(free.chaining_s[0]) == float(free.checkpoint_s[0]) > 0.0
+    assert float(capped.chaining_s[0]) > 3 * float(capped.checkpoint_s[0])
     assert float(capped.total_s[0]) > float(free.total_s[0])
     big = dataclasses.replace(catalog_2025, max_iterations_per_invocation=10 * k)
     assert float(predict(profile, big, choice).total_s[0]) == float(free.total_s[0])
@@ -282,10 +284,11 @@ def test_warm_links_start_in_the_platforms_warm_start_time(catalog_2025: object)
     warm_catalog = dataclasses.replace(cold_catalog, warm_start_s=0.01)
     cold, warm = predict(profile, cold_catalog, choice), predict(profile, warm_catalog, choice)
     assert int(cold.invocations[0]) == int(warm.invocations[0]) == 3
-    per_link = float(cold.checkpoint_s[0]) + cold_catalog.restart_s
-    assert float(warm.chaining_s[0]) == pytest.approx(2 * (per_link + 0.01))
+    checkpoints = 3 * float(cold.checkpoint_s[0])  # every link's, the last one's too
+    restart = cold_catalog.restart_s
+    assert float(warm.chaining_s[0]) == pytest.approx(checkpoints + 2 * (restart + 0.01))
     cold_start = profile.startup_s + float(cold.load_s[0])
-    assert float(cold.chaining_s[0]) == pytest.approx(2 * (per_link + cold_start))
+    assert float(cold.chaining_s[0]) == pytest.approx(checkpoints + 2 * (restart + cold_start))
     assert float(warm.total_s[0]) < float(cold.total_s[0])
 
 
@@ -460,7 +463,7 @@ def test_the_shards_cpu_per_request_sets_the_iteration_where_it_binds() -> None:
     busier = _loop_on_shared_cores(ps_request_cpu_s=0.02, crowded=None)
     assert busy > plain
     # (rel: the periodic PS checkpoint's share of an iteration moves with the step)
-    assert busier - busy == pytest.approx(8 * 2 * 0.01 / 2.0, rel=1e-4)
+    assert busier - busy == pytest.approx(8 * 2 * 0.01 / 2.0, rel=1e-3)
     assert _loop_on_shared_cores(ps_request_cpu_s=1e-9, crowded=None) == pytest.approx(plain)
     aws = _loop_on_shared_cores(ps_request_cpu_s=0.0, crowded=None, aws=True)
     assert _loop_on_shared_cores(ps_request_cpu_s=0.01, crowded=None, aws=True) == aws
@@ -482,7 +485,8 @@ def test_a_crowded_step_adds_its_extra_cpu_of_every_worker_over_the_cores() -> N
     once = _loop_on_shared_cores(ps_request_cpu_s=0.01, crowded=1.0)
     twice = _loop_on_shared_cores(ps_request_cpu_s=0.01, crowded=2.0)
     assert speed < 1  # digits-mlp's profile: two at once run slower than one alone
-    assert twice - once == pytest.approx(8 * (2.0 - 1.0 / speed) * core_step_s / 2.0, rel=1e-4)
+    # (rel: the periodic PS checkpoint's share of an iteration moves with the step)
+    assert twice - once == pytest.approx(8 * (2.0 - 1.0 / speed) * core_step_s / 2.0, rel=1e-3)
     alone = _loop_on_shared_cores(ps_request_cpu_s=0.01, crowded=1.0, n=2, shards=1)
     assert _loop_on_shared_cores(ps_request_cpu_s=0.01, crowded=2.0, n=2, shards=1) == alone
 

@@ -435,7 +435,8 @@ def measure_lockstep(
 ) -> float:
     """Mean samples/s of the steps of `count` children at 1 vCPU each, started together as the
     ranks of one BSP run through a fresh loopback shard (the workers of a run on shared cores
-    compute in lockstep: every rank starts its step when the exchange releases them all)."""
+    compute in lockstep: every rank starts its step when the exchange releases them all); one
+    child alone in the same loop at `count` 1."""
     with loopback_ps(workers=count) as endpoint:
         children = run_crowd(limiter, count, endpoint, model=model, source=source, batch=batch,
                              iterations=iterations)  # fmt: skip
@@ -572,9 +573,9 @@ def updated_profile(
         sources["parallel_speed_ratio"] = {
             "method": f"measured: python -m emulator.profile; mean samples/s of the steps of "
             f"{parallel[1]} children at 1 vCPU each, the ranks of one BSP loop through a loopback "
-            "shard (in lockstep, as a run's workers), over one alone timed just before (the "
-            "median of the repeats' pairs); used only on shared-core platforms (the local "
-            "catalog); " + machine,
+            "shard (in lockstep, as a run's workers), over one child alone in the same loop timed "
+            "just before (the median of the repeats' pairs); used only on shared-core platforms "
+            "(the local catalog); " + machine,
             "date": when,
             "tag": "measured",
         }
@@ -915,16 +916,21 @@ def main(argv: list[str] | None = None) -> int:
             batch = int(raw["profiled_local_batch"])
             alone = measure_share(limiter, 1.0, model=raw["model"], source=source, batch=batch,
                                   measure_s=args.measure_s)  # fmt: skip
-            # In lockstep, as a run's workers step. Measured on 2 cores (CNN, 1 vCPU each, 4
-            # pairs, 2026-11-26): two children started together but stepping apart kept
-            # 0.86-1.06 of the speed alone (median 0.96), the same two as the ranks of one run
-            # 0.79-0.91 (0.86); a run's n = 2 steps were 1.15-1.2x the 1-vCPU step around it.
-            together = measure_lockstep(
-                limiter, cores, model=raw["model"], source=source, batch=batch,
-                iterations=crowd_iterations(alone["samples_per_s"], batch, cores, cores,
-                                            args.measure_s),
+            # In lockstep, as a run's workers step, against one child alone in the same loop.
+            # Measured on 2 cores (CNN, 1 vCPU each, 4 pairs, 2026-11-26): two children started
+            # together but stepping apart kept 0.86-1.06 of the speed alone (median 0.96), the
+            # same two as the ranks of one run 0.79-0.91 (0.86); a run's n = 2 steps were
+            # 1.15-1.2x the 1-vCPU step around it. Alone in the loop, not back to back: the MLP's
+            # millisecond step after a wake-up from the exchange is slower for one rank too
+            # (0.635 of back to back with two ranks), which loop_overhead_s already holds.
+            lockstep = crowd_iterations(alone["samples_per_s"], batch, cores, cores,
+                                        args.measure_s)  # fmt: skip
+            alone_loop, together = (
+                measure_lockstep(limiter, ranks, model=raw["model"], source=source, batch=batch,
+                                 iterations=lockstep)
+                for ranks in (1, cores)
             )  # fmt: skip
-            pairs.append((alone["samples_per_s"], together))
+            pairs.append((alone_loop, together))
             iterations = crowd_iterations(
                 alone["samples_per_s"], batch, cores, count, args.measure_s
             )

@@ -14,10 +14,11 @@ Two kinds of rows:
   and without re-invocations (an iteration cap per invocation makes links end at a chosen
   iteration on any machine);
 - planned: the planner picks the configuration for a deadline on the local platform, and the
-  run must meet that deadline: a user's deadline (12, 40, 60 s) and a tight one, which the
-  cheapest plan misses on any machine (tight_deadline_s), so the plan sits at its target and
-  only the catalog's default_slack stands between the run and the deadline. `--planned` runs
-  only these rows.
+  run must meet that deadline: a loose one, whose target the cheapest plan just meets, and a
+  tight one, which the cheapest plan misses on any machine (tight_deadline_s), so the plan sits
+  at its target and only the catalog's default_slack stands between the run and the deadline.
+  Both are set from this machine's fastest and cheapest plans, so every machine has a plan for
+  them. `--planned` runs only these rows.
 Each case runs R times (default 3) and each term's measured figure is the median of its runs:
 the same run varies by 10-20% on these machines. The repeats go round the cases (every case once,
 then again), so a drift of the machine's speed meets every case alike.
@@ -105,7 +106,7 @@ class Case:
     @property
     def label(self) -> str:
         if self.tight:
-            return f"{self.workload} @ tight {self.tight:g}"
+            return f"{self.workload} @ {'tight' if self.tight < 1 else 'loose'} {self.tight:g}"
         if self.deadline_s:
             return f"{self.workload} @ {self.deadline_s:g} s"
         links = f", {self.per_invocation}/link" if self.per_invocation else ""
@@ -134,14 +135,17 @@ FIXED = (
     Case("synthetic-cifar-mobilenetv2", 4, 1280, 1, 12),
     Case("synthetic-cifar-mobilenetv2", 8, 1280, 2, 8, 4),
 )
-# A user's deadlines (loose where the machine is fast: the cheapest plan meets them) and tight
-# ones, which the cheapest plan misses on any machine, so the plan sits at its target and the
-# catalog's default_slack is what stands between it and the deadline.
+# Loose deadlines, whose target the cheapest plan just meets, and tight ones, which the cheapest
+# plan misses, so the plan sits at its target and the catalog's default_slack is what stands
+# between it and the deadline. Both are set from this machine's own fastest and cheapest plans:
+# fixed seconds (12, 40, 60 s until 2026-11-26) had no plan at all on a day this VM ran 3x slower
+# (digits-mlp: 12 s less 20% slack against a fastest plan of 11.6 s).
+LOOSE_SHARE = 1.0
 TIGHT_SHARE = 0.5
 PLANNED = (
-    Case("digits-mlp", deadline_s=12.0),
-    Case("synthetic-cifar-cnn", deadline_s=40.0),
-    Case("synthetic-cifar-mobilenetv2", deadline_s=60.0),
+    Case("digits-mlp", tight=LOOSE_SHARE),
+    Case("synthetic-cifar-cnn", tight=LOOSE_SHARE),
+    Case("synthetic-cifar-mobilenetv2", tight=LOOSE_SHARE),
     Case("digits-mlp", tight=TIGHT_SHARE),
     Case("synthetic-cifar-cnn", tight=TIGHT_SHARE),
     Case("synthetic-cifar-mobilenetv2", tight=TIGHT_SHARE),
@@ -160,6 +164,8 @@ def tight_deadline_s(profile: WorkloadProfile, catalog: Catalog, share: float) -
         raise ValueError(f"bad case: {profile.name} has no plan on {catalog.name}")
     i, pool = cheapest
     target_s = fastest_s + share * (float(pool.total_s[i]) - fastest_s)
+    if share >= 1.0:  # the cheapest plan meets it, rounding in the slack's product included
+        target_s *= 1.0 + 1e-9
     return target_s / (1.0 - catalog.default_slack)
 
 

@@ -402,44 +402,29 @@ def run_crowd(
     return [_child_result(p, share) for p in procs]
 
 
-def measure_crowded(
-    limiter: cpu.CpuLimiter,
-    count: int,
-    *,
-    model: str,
-    source: str,
-    batch: int,
-    iterations: int,
-) -> tuple[float, float]:
-    """The medians over `count` children at 1 vCPU each, started together as the ranks of one
-    BSP run through a fresh loopback shard, of their step's CPU per iteration and of the CPU
-    their first WARMUP_ITERATIONS steps (taken together, back to back, before the loop) cost
-    beyond as many steady ones (warmup_cpu_s)."""
+def crowd_through_fresh_shard(
+    limiter: cpu.CpuLimiter, count: int, **child: Any
+) -> list[dict[str, Any]]:
+    """run_crowd (`child`: model, source, batch, iterations) through a fresh loopback shard that
+    expects the `count` children."""
     with loopback_ps(workers=count) as endpoint:
-        children = run_crowd(limiter, count, endpoint, model=model, source=source, batch=batch,
-                             iterations=iterations)  # fmt: skip
+        return run_crowd(limiter, count, endpoint, **child)
+
+
+def crowded_figures(children: list[dict[str, Any]]) -> tuple[float, float]:
+    """The medians over a crowd's children (crowd_through_fresh_shard) of their step's CPU per
+    iteration and of the CPU their first WARMUP_ITERATIONS steps (taken together, back to back,
+    before the loop) cost beyond as many steady ones (warmup_cpu_s)."""
     return (
         statistics.median(c["crowded_step_cpu_s"] for c in children),
         statistics.median(c["crowded_warmup_cpu_s"] for c in children),
     )
 
 
-def measure_lockstep(
-    limiter: cpu.CpuLimiter,
-    count: int,
-    *,
-    model: str,
-    source: str,
-    batch: int,
-    iterations: int,
-) -> float:
-    """Mean samples/s of the steps of `count` children at 1 vCPU each, started together as the
-    ranks of one BSP run through a fresh loopback shard (the workers of a run on shared cores
-    compute in lockstep: every rank starts its step when the exchange releases them all); one
-    child alone in the same loop at `count` 1."""
-    with loopback_ps(workers=count) as endpoint:
-        children = run_crowd(limiter, count, endpoint, model=model, source=source, batch=batch,
-                             iterations=iterations)  # fmt: skip
+def lockstep_samples_s(children: list[dict[str, Any]], batch: int) -> float:
+    """Mean samples/s of the steps of a crowd's children (crowd_through_fresh_shard): the ranks
+    of one BSP run compute in lockstep, every rank starting its step when the exchange releases
+    them all, as the workers of a run on shared cores do."""
     return statistics.mean(batch / c["crowded_step_s"] for c in children)
 
 
@@ -926,18 +911,19 @@ def main(argv: list[str] | None = None) -> int:
             lockstep = crowd_iterations(alone["samples_per_s"], batch, cores, cores,
                                         args.measure_s)  # fmt: skip
             alone_loop, together = (
-                measure_lockstep(limiter, ranks, model=raw["model"], source=source, batch=batch,
-                                 iterations=lockstep)
+                lockstep_samples_s(crowd_through_fresh_shard(
+                    limiter, ranks, model=raw["model"], source=source, batch=batch,
+                    iterations=lockstep), batch)
                 for ranks in (1, cores)
             )  # fmt: skip
             pairs.append((alone_loop, together))
             iterations = crowd_iterations(
                 alone["samples_per_s"], batch, cores, count, args.measure_s
             )
-            crowded, warmup_cpu = measure_crowded(
+            crowded, warmup_cpu = crowded_figures(crowd_through_fresh_shard(
                 limiter, count, model=raw["model"], source=source, batch=batch,
                 iterations=iterations,
-            )  # fmt: skip
+            ))  # fmt: skip
             crowds.append((alone["step_cpu_s"], crowded))
             warmups.append((alone["step_cpu_s"], warmup_cpu))
         parallel = (paired_speed_ratio(pairs), cores) if pairs else None

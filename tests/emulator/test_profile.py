@@ -15,9 +15,11 @@ from emulator.profile import (
     anchored_profile,
     check_fits_lambda,
     crowd_iterations,
+    crowded_figures,
     crowded_step_ratio,
     crowded_warmup_iterations,
     dataset_source,
+    lockstep_samples_s,
     new_profile,
     paired_speed_ratio,
     updated_profile,
@@ -135,6 +137,19 @@ def test_the_parallel_ratio_is_the_median_of_back_to_back_pairs() -> None:
     assert paired_speed_ratio(pairs) == pytest.approx(0.8)
     # faster together only saw less noise: each pair is held to 1 before the median
     assert paired_speed_ratio([(50.0, 60.0), (50.0, 55.0), (50.0, 40.0)]) == 1.0
+
+
+def test_a_crowds_children_give_their_lockstep_speed_and_median_cpu_figures() -> None:
+    """The lockstep speed is the mean over the ranks of the batch over each one's step wall (a
+    rank that stepped twice as long counts at half the speed); the crowd's CPU figures are the
+    medians over its children."""
+    children = [
+        {"crowded_step_s": 0.1, "crowded_step_cpu_s": 0.09, "crowded_warmup_cpu_s": 0.5},
+        {"crowded_step_s": 0.2, "crowded_step_cpu_s": 0.12, "crowded_warmup_cpu_s": 0.1},
+        {"crowded_step_s": 0.4, "crowded_step_cpu_s": 0.30, "crowded_warmup_cpu_s": 0.2},
+    ]
+    assert lockstep_samples_s(children, 32) == pytest.approx((320 + 160 + 80) / 3)
+    assert crowded_figures(children) == (0.12, 0.2)
 
 
 def test_the_crowded_ratio_is_the_median_of_pairs_and_written_with_its_source() -> None:

@@ -95,13 +95,18 @@ def test_plan_under_the_emulators_rules_writes_a_plan_it_runs(tmp_path: Path) ->
     from provisioner.plan import load_plan
 
     out = tmp_path / "plan.json"
-    args = ["--invocation-limit", "7.5s", "--iterations-per-invocation", "400", "--out", str(out)]
+    limit = ["--invocation-limit", "7.5s", "--out", str(out)]
+    assert run(_local_args(tmp_path, *limit)) == 0
+    timed = load_plan(out)  # the emulator reads what --out wrote
+    assert timed.catalog == "local" and timed.ps_type == "loopback"
+    assert timed.invocation_timeout_s == 8  # 7.5 s in whole seconds; the margin took the rest
+    # a cap below what the time limit lets a link do (the profile's speed sets that) binds too
+    cap = max(1, timed.iterations_per_invocation // 2)
+    args = [*limit, "--iterations-per-invocation", str(cap)]
     assert run(_local_args(tmp_path, *args)) == 0
-    plan = load_plan(out)  # the emulator reads what --out wrote
-    assert plan.catalog == "local" and plan.ps_type == "loopback"
-    assert plan.invocation_timeout_s == 8  # 7.5 s in whole seconds; the margin took the rest
-    assert plan.iterations_per_invocation == 400 < plan.training.iterations
-    assert plan.invocations_per_worker == -(-plan.training.iterations // 400)
+    plan = load_plan(out)
+    assert plan.iterations_per_invocation == cap < plan.training.iterations
+    assert plan.invocations_per_worker == -(-plan.training.iterations // cap)
     assert plan.prediction.total_s <= 20.0
     assert not (tmp_path / "plan.json.partial").exists()
 

@@ -397,7 +397,7 @@ def aggregation_time_s(n: Arr, model_mb: float, ps_count: Arr, mb_s_per_core: fl
 
 
 def checkpoint_time_s(
-    model_mb: float, ps_count: Arr, ps_s3_mb_s: float, put_request_s: float = 0.0
+    model_mb: float, ps_count: Arr, ps_s3_mb_s: float, put_request_s: float
 ) -> Arr:
     """Extension: shards write their slice (parameters + momentum, 2·d_m/ps_count) to S3 at once,
     each one PUT: its request latency plus the slice at the PS's S3 bandwidth."""
@@ -764,9 +764,7 @@ def n_terms(
     speed = parallel_speed(
         n, profile.parallel_speed_ratio, profile.parallel_processes, catalog.total_vcpu
     )
-    checkpoint = checkpoint_time_s(
-        model_mb, shards, catalog.ps_s3_mb_s, catalog.put_latency_s
-    )
+    checkpoint = checkpoint_time_s(model_mb, shards, catalog.ps_s3_mb_s, catalog.put_latency_s)
     ok = (b_l >= 1) & (eph <= catalog.ephemeral_max_mb)
     stored = np.zeros(1)
     if np.any(s3_sync):

@@ -66,8 +66,8 @@ def test_a_tight_deadline_is_missed_by_the_cheapest_plan_and_met_by_a_costlier_o
     case = bp.Case("digits-mlp", tight=0.5)
     assert case.planned and case.label == "digits-mlp @ tight 0.5"
     # a loose deadline (share 1): its target is the cheapest plan's time, so that plan is chosen
-    relaxed = plan_job(profile, catalog, Goal(deadline_s=bp.tight_deadline_s(profile, catalog, 1.0)),
-                       Limits(), "t", frontier_points=0)  # fmt: skip
+    at_cheapest = Goal(deadline_s=bp.tight_deadline_s(profile, catalog, 1.0))
+    relaxed = plan_job(profile, catalog, at_cheapest, Limits(), "t", frontier_points=0)
     assert relaxed.plan.cost.total_usd == loose.plan.cost.total_usd
     assert bp.Case("digits-mlp", tight=1.0).label == "digits-mlp @ loose 1"
 

@@ -226,10 +226,9 @@ def crowded_loop(
     """Worker `rank` of a crowd in the BSP loop through real shards on loopback (each waits for
     every rank each iteration, so all of them run in lockstep): per iteration, the CPU seconds of
     its step (functions.worker._compute), of the whole loop, and the wall seconds of the step and
-    of the iteration; after
-    LOOP_WARMUP_ITERATIONS, over `iterations`, the same number in every rank. The profile keeps
-    the step's: the exchange's own CPU is the catalog's (exchange_cpu_fraction) and the profile's
-    loop_extra_cpu_s."""
+    of the iteration; after LOOP_WARMUP_ITERATIONS, over `iterations`, the same number in every
+    rank. The profile keeps the step's: the exchange's own CPU is the catalog's
+    (exchange_cpu_fraction) and the profile's loop_extra_cpu_s."""
     from functions import worker
 
     params, grads = run.flat.params.numpy(), run.flat.grads.numpy()

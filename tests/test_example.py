@@ -5,7 +5,6 @@ in the image, and trained in the emulator from the plan synth wrote."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from emulator.cpu import machine_cores
 from functions.model_spec import file_digest
 from provisioner import load_profile
 from tests.stacks.conftest import run_synth
@@ -52,7 +52,7 @@ def test_a_users_model_and_images_profile_synthesize_and_train(scratch: Path) ->
     assert (profile.model, profile.dataset, profile.input_shape) == (SPEC, dataset, (3, 16, 16))
     assert profile.model_digest == file_digest(SPEC) and profile.dataset_samples == 120
     assert not profile.provisional and 128 <= profile.min_memory_mb < 10240
-    if len(os.sched_getaffinity(0)) >= 2:  # one child per core, as the ranks of one run
+    if machine_cores() >= 2:  # one child per core, as the ranks of one run (emulator.profile)
         assert profile.parallel_speed_ratio is not None and 0 < profile.parallel_speed_ratio <= 1
         method = json.loads(profile_path.read_text())["sources"]["parallel_speed_ratio"]["method"]
         assert "in lockstep" in method

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -283,3 +285,28 @@ def test_anchor_without_an_output_is_refused_in_one_line(args: list[str]) -> Non
         "error: --anchor moves an existing profile (--workload) to this moment's speed and "
         "writes it to --output (not --write: a reading of the moment is not the profile)"
     ]
+
+
+def test_the_loops_exchange_is_timed_around_the_exchange_itself() -> None:
+    """Through a real PS shard on loopback: the exchange's wall is timed around the exchange (a
+    positive figure, well under the test's own time), the extra CPU against back-to-back steps;
+    measure_s 0 runs each block's minimum number of iterations, whatever the machine's speed."""
+    import types
+
+    from emulator.profile import LOOP_MIN_ITERATIONS, loop_per_iteration_s, loopback_ps
+    from functions import datasets, models
+
+    x, y, _ = datasets.load_source("builtin:digits", seed=0, reader=models.dataset_reader("mlp"))
+    model = models.build("mlp", list(x.shape[1:]), int(y.max()) + 1, seed=0)
+    run = types.SimpleNamespace(
+        task=types.SimpleNamespace(seed=0, rank=0, local_batch=16),
+        flat=models.flat_parameters(model), x=x, y=y, loss_fn=models.loss_function("mlp"),
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    with loopback_ps() as endpoint:
+        started = time.perf_counter()
+        extra_cpu_s, exchange_s = loop_per_iteration_s(run, endpoint, measure_s=0.0)
+        looped_s = time.perf_counter() - started
+    # at least LOOP_MIN_ITERATIONS exchanges fit in the loop's own wall
+    assert 0 < exchange_s * LOOP_MIN_ITERATIONS < looped_s < time.perf_counter() - t0
+    assert math.isfinite(extra_cpu_s)

@@ -463,6 +463,22 @@ def lockstep_samples_s(children: list[dict[str, Any]], batch: int) -> float:
     return statistics.mean(batch / c["crowded_step_s"] for c in children)
 
 
+def lockstep_wait_fraction(
+    alone: list[dict[str, Any]], together: list[dict[str, Any]]
+) -> float:
+    """What the slowest rank makes the others wait in lockstep, in its own steps: the straggler
+    of `together` (the child whose steps took longest, as functions.terms.measured_terms picks
+    a run's) spends iteration − step outside its step each iteration, one child `alone` in the
+    same loop its exchange; their difference over the straggler's step (may be negative: noise;
+    the caller clamps the median)."""
+
+    def outside_s(child: dict[str, Any]) -> float:
+        return float(child["crowded_iteration_s"] - child["crowded_step_s"])
+
+    straggler = max(together, key=lambda c: c["crowded_step_s"])
+    return (outside_s(straggler) - outside_s(alone[0])) / straggler["crowded_step_s"]
+
+
 def crowded_step_ratio(pairs: list[tuple[float, float]]) -> float:
     """The median over (alone, crowded) step CPU pairs of crowded / alone, at least 1 (a crowd
     that came out cheaper only saw less noise)."""
@@ -528,6 +544,7 @@ def updated_profile(
     parallel: tuple[float, int] | None = None,
     crowd: tuple[float, int] | None = None,
     crowd_warmup: float | None = None,
+    lockstep_wait: float | None = None,
 ) -> dict[str, Any]:
     """The profile document with the measured fields and their sources replaced.
 
@@ -622,6 +639,18 @@ def updated_profile(
             "steps of one child's step CPU alone (the median of the children, then of the "
             "repeats' pairs, at least 0); used only on shared-core platforms (the local "
             "catalog); " + machine,
+            "date": when,
+            "tag": "measured",
+        }
+    if parallel is not None and lockstep_wait is not None:
+        out["lockstep_wait_fraction"] = round(lockstep_wait, 4)
+        sources["lockstep_wait_fraction"] = {
+            "method": f"measured: python -m emulator.profile; in the same loops as "
+            f"parallel_speed_ratio, the straggler's (the rank of {parallel[1]} whose steps took "
+            "longest, as a run's report picks it) wall an iteration outside its step, less one "
+            "child's alone in the loop, over the straggler's step (the median of the repeats' "
+            "pairs, at least 0); used only on shared-core platforms (the local catalog), at "
+            "n ≥ 2 (provisioner.model.lockstep_wait_s); " + machine,
             "date": when,
             "tag": "measured",
         }
@@ -934,6 +963,7 @@ def main(argv: list[str] | None = None) -> int:
         pairs: list[tuple[float, float]] = []
         crowds: list[tuple[float, float]] = []
         warmups: list[tuple[float, float]] = []
+        waits: list[float] = []
         count = CROWD_PER_CORE * cores
         for _ in range(max(1, args.repeats) if cores >= 2 else 0):
             batch = int(raw["profiled_local_batch"])
@@ -948,13 +978,15 @@ def main(argv: list[str] | None = None) -> int:
             # (0.635 of back to back with two ranks), which loop_overhead_s already holds.
             lockstep = crowd_iterations(alone["samples_per_s"], batch, cores, cores,
                                         args.measure_s)  # fmt: skip
-            alone_loop, together = (
-                lockstep_samples_s(crowd_through_fresh_shard(
-                    limiter, ranks, model=raw["model"], source=source, batch=batch,
-                    iterations=lockstep), batch)
+            alone_ranks, together_ranks = (
+                crowd_through_fresh_shard(limiter, ranks, model=raw["model"], source=source,
+                                          batch=batch, iterations=lockstep)
                 for ranks in (1, cores)
             )  # fmt: skip
-            pairs.append((alone_loop, together))
+            pairs.append(
+                (lockstep_samples_s(alone_ranks, batch), lockstep_samples_s(together_ranks, batch))
+            )
+            waits.append(lockstep_wait_fraction(alone_ranks, together_ranks))
             iterations = crowd_iterations(
                 alone["samples_per_s"], batch, cores, count, args.measure_s
             )
@@ -965,10 +997,13 @@ def main(argv: list[str] | None = None) -> int:
             crowds.append((alone["step_cpu_s"], crowded))
             warmups.append((alone["step_cpu_s"], warmup_cpu))
         parallel = (paired_speed_ratio(pairs), cores) if pairs else None
+        lockstep_wait = max(0.0, statistics.median(waits)) if waits else None
         crowd = (crowded_step_ratio(crowds), count) if crowds else None
         crowd_warmup = crowded_warmup_iterations(warmups) if warmups else None
         if parallel:
             print(f"{cores} at once: {parallel[0]:.3f} of the speed alone", file=sys.stderr)
+        if lockstep_wait is not None:
+            print(f"the straggler's wait: {lockstep_wait:.3f} of its step", file=sys.stderr)
         if crowd:
             print(f"{count} workers in a loop on {cores} cores: a step takes {crowd[0]:.2f}× its "
                   "CPU alone", file=sys.stderr)  # fmt: skip
@@ -991,6 +1026,7 @@ def main(argv: list[str] | None = None) -> int:
         parallel=parallel,
         crowd=crowd,
         crowd_warmup=crowd_warmup,
+        lockstep_wait=lockstep_wait,
     )
     try:
         check_fits_lambda(doc)

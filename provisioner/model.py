@@ -316,6 +316,25 @@ def loop_exchange_s(points: tuple[tuple[float, float], ...], total_vcpu: float |
     return float(np.interp(1.0, xs, ys))
 
 
+def lockstep_wait_s(
+    throttled_s: Arr, n: Arr, fraction: float | None, total_vcpu: float | None
+) -> Arr:
+    """Extension: the wait an iteration's slowest rank adds to every other rank's exchange under
+    BSP, as the profile's lockstep_wait_fraction of the step x (n ≥ 2 on shared cores; 0 on AWS,
+    where it was not measured, and at n = 1, where no rank waits for another).
+
+    Steps of equal work do not take equal time (on 2 cores the CNN's 1-vCPU step went 0.105 to
+    0.155 s in spells of about 2 s), and each rank waits for the slowest before the next one
+    starts: on 2 cores the straggler's communication measured 4-6% of the CNN's step and 2-5%
+    of MobileNetV2's beyond the exchange the model held (bench/predict, 2026-11-26). Held the
+    same at every n ≥ 2: the CNN's waits read 4.2-5.4% at n = 2, 5.8% at 4 and 4.7% at 8. A
+    fraction of x, which falls with memory, so T(m) keeps its non-increasing shape."""
+    x = np.asarray(throttled_s, dtype=np.float64)
+    if total_vcpu is None or not fraction:
+        return np.zeros(np.broadcast_shapes(x.shape, np.shape(n)))
+    return np.where(np.asarray(n) >= 2, fraction * x, 0.0)
+
+
 def exchange_under_quota(
     core_s: Arr, throttled_s: Arr, exchange_s: Arr, exchange_cpu_s: Arr, share: Arr
 ) -> tuple[Arr, Arr, Arr]:
@@ -935,14 +954,18 @@ def timeline(
     burst_parts = exchange_under_quota(core, throttled, exch_burst, cpu_burst, share)
     # never slower than the baseline step (the quota refund shrinks with a shorter exchange)
     step_burst = np.minimum(cfs_step_s(*burst_parts, period), step_base)
+    # Every rank waits for the iteration's slowest step: idle in the exchange, but held out of
+    # the quota's refund (cfs_step_s above), so the compute part stays as it was and the
+    # search's bound on it (search._compute_bound) holds.
+    wait = lockstep_wait_s(throttled, nt.n, profile.lockstep_wait_fraction, catalog.total_vcpu)
     # On shared cores an iteration also needs the CPU of every worker and every shard.
     floor = shared_loop_floor_s(profile, catalog, nt, comm_base, agg, loop_cpu)
-    step_base = np.maximum(step_base, floor)
-    step_burst = np.maximum(step_burst, floor)
+    step_base = np.maximum(step_base + wait, floor)
+    step_burst = np.maximum(step_burst + wait, floor)
     k_burst = nt.burst_iterations
     step = two_rate_mean(nt.iterations, k_burst, step_burst, step_base)
-    exchange = two_rate_mean(nt.iterations, k_burst, exch_burst, exch_base)
-    comm = two_rate_mean(nt.iterations, k_burst, comm_burst, comm_base)
+    exchange = two_rate_mean(nt.iterations, k_burst, exch_burst, exch_base) + wait
+    comm = two_rate_mean(nt.iterations, k_burst, comm_burst, comm_base) + wait
     comp = step - exchange
     interval = checkpoint_interval_s(
         nt.checkpoint_s, catalog.checkpoint_max_loss_s, catalog.checkpoint_max_overhead

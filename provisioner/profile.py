@@ -95,6 +95,11 @@ class WorkloadProfile:
     # MobileNetV2's first step spent 0.5 s in the kernel alone, 1.1 s in 4, 1.7 s in 8 on 2
     # cores); None = the warm-up alone (warmup_iterations) at any n.
     crowded_warmup_iterations: float | None = None
+    # Shared cores only: what the slowest rank of an iteration makes the others wait, over and
+    # above the exchange alone, as a fraction of the step: the straggler's communication in a
+    # BSP loop of one worker per core, less one worker's alone in the same loop, over its step
+    # (steps of equal work vary, and every rank waits for each iteration's slowest); None = 0.
+    lockstep_wait_fraction: float | None = None
     provisional: bool = False
     sources: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     model_digest: str = ""  # sha256 of the model file when profiled ("" = not recorded)
@@ -268,6 +273,11 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         crowded_warmup_iterations=(
             _num(data, "crowded_warmup_iterations", positive=False)
             if "crowded_warmup_iterations" in data
+            else None
+        ),
+        lockstep_wait_fraction=(
+            _num(data, "lockstep_wait_fraction", positive=False)
+            if "lockstep_wait_fraction" in data
             else None
         ),
         provisional=bool(data.get("provisional", False)),

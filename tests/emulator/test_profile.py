@@ -22,6 +22,7 @@ from emulator.profile import (
     crowded_warmup_iterations,
     dataset_source,
     lockstep_samples_s,
+    lockstep_wait_fraction,
     new_profile,
     paired_speed_ratio,
     updated_profile,
@@ -310,3 +311,18 @@ def test_the_loops_exchange_is_timed_around_the_exchange_itself() -> None:
     # at least LOOP_MIN_ITERATIONS exchanges fit in the loop's own wall
     assert 0 < exchange_s * LOOP_MIN_ITERATIONS < looped_s < time.perf_counter() - t0
     assert math.isfinite(extra_cpu_s)
+
+
+def test_the_lockstep_wait_is_the_stragglers_time_outside_its_step_beyond_the_loop_alone() -> (
+    None
+):
+    """The straggler is the rank whose steps took longest (as a run's report picks it); its
+    iteration outside its step, less one rank's alone in the same loop, in its own steps."""
+    alone = [{"crowded_step_s": 0.10, "crowded_iteration_s": 0.102}]
+    together = [
+        {"crowded_step_s": 0.11, "crowded_iteration_s": 0.118},
+        {"crowded_step_s": 0.12, "crowded_iteration_s": 0.128},  # the straggler
+    ]
+    assert lockstep_wait_fraction(alone, together) == pytest.approx((0.008 - 0.002) / 0.12)
+    quiet = [{"crowded_step_s": 0.1, "crowded_iteration_s": 0.101}]
+    assert lockstep_wait_fraction(alone, quiet) < 0  # noise: the profile clamps the median

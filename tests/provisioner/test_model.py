@@ -584,3 +584,36 @@ def test_the_exchange_alone_takes_at_least_the_profiles_loop_at_one_vcpu() -> No
     assert communication_s(slow, local, 3) == pytest.approx(0.05 * 3 / 1.5)
     assert communication_s(bare, local, 1) < 0.05
     assert communication_s(slow, aws, 1) == communication_s(bare, aws, 1)
+
+
+def test_ranks_wait_for_the_slowest_step_on_shared_cores_at_two_workers_or_more() -> None:
+    """The profile's lockstep wait adds its fraction of the step to the exchange from n = 2 on,
+    on shared cores only; the compute part is what it was, and more memory is never slower."""
+    from provisioner import load_profile
+    from tests.local_catalog import local_catalog
+
+    assert model.lockstep_wait_s(np.array([0.2, 0.1]), np.array([1, 2]), 0.05, 2.0) == (
+        pytest.approx([0.0, 0.005])
+    )
+    assert not np.any(model.lockstep_wait_s(np.array([0.2]), np.array([4]), 0.05, None))
+    assert not np.any(model.lockstep_wait_s(np.array([0.2]), np.array([4]), None, 2.0))
+    bare = load_profile("synthetic-cifar-cnn")
+    waits = dataclasses.replace(bare, lockstep_wait_fraction=0.05)
+    local = dataclasses.replace(local_catalog(), total_vcpu=2.0, compute_cores=2.0)
+    aws = dataclasses.replace(local, total_vcpu=None, compute_cores=None, init_cores=None)
+
+    def cell(profile: WorkloadProfile, catalog: Catalog, n: int, mb: int = 1769) -> object:
+        return predict(profile, catalog, Choice(n, mb, "x86_64", "loopback", 1))
+
+    for n in (1, 2, 4):
+        plain, waited = cell(bare, local, n), cell(waits, local, n)
+        extra = waited.communication_per_iteration_s[0] - plain.communication_per_iteration_s[0]
+        if n == 1:
+            assert extra == 0.0
+        else:
+            assert 0 < extra <= 0.05 * plain.iteration_s[0]
+            assert waited.iteration_s[0] >= plain.iteration_s[0]
+    both = cell(bare, aws, 2), cell(waits, aws, 2)
+    assert both[0].iteration_s[0] == both[1].iteration_s[0]
+    steps = [float(cell(waits, local, 2, m).iteration_s[0]) for m in range(1024, 3009, 64)]
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(steps, steps[1:], strict=False))

@@ -79,9 +79,11 @@ class WorkloadProfile:
     # back-to-back step (the exchange's own CPU and what interleaving it costs the step), as
     # (vCPU share, seconds) points measured through a loopback PS; () = not measured.
     loop_extra_cpu: tuple[tuple[float, float], ...] = ()
-    # Shared cores only: wall seconds an iteration of the same loop, one worker alone, takes
-    # beyond its back-to-back step (the exchange as it runs on loopback: the worker's and the
-    # shard's CPU on the critical path), as (vCPU share, seconds) points; () = not measured.
+    # Shared cores only: wall seconds the exchange of the same loop, one worker alone, takes an
+    # iteration, timed around it as a run's workers time their communication (the exchange as
+    # it runs on loopback: the worker's and the shard's CPU on the critical path), as (vCPU
+    # share, seconds) points; () = not measured. (Profiles before 2026-11-26 08:30 UTC held the
+    # loop's wall less the back-to-back step's here: a noisier reading of the same time.)
     loop_overhead: tuple[tuple[float, float], ...] = ()
     # Shared cores only: a step's CPU in the BSP loop while `crowded_processes` workers and one
     # PS shard, more processes than cores, take turns on them, over its CPU alone (each turn
@@ -301,6 +303,12 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         raise ValueError(
             f"profile field 'crowded_step_ratio': {crowded!r} needs to be at least 1, measured "
             f"with crowded_processes ≥ 2 (got {profile.crowded_processes})"
+        )
+    if profile.lockstep_wait_fraction is not None and profile.parallel_processes < 2:
+        raise ValueError(
+            f"profile field 'lockstep_wait_fraction': {profile.lockstep_wait_fraction!r} needs "
+            f"parallel_processes ≥ 2, the ranks it was measured with (got "
+            f"{profile.parallel_processes})"
         )
     if profile.crowded_warmup_iterations is not None and profile.crowded_processes < 2:
         raise ValueError(

@@ -313,16 +313,24 @@ def test_the_loops_exchange_is_timed_around_the_exchange_itself() -> None:
     assert math.isfinite(extra_cpu_s)
 
 
-def test_the_lockstep_wait_is_the_stragglers_time_outside_its_step_beyond_the_loop_alone() -> (
-    None
-):
-    """The straggler is the rank whose steps took longest (as a run's report picks it); its
-    iteration outside its step, less one rank's alone in the same loop, in its own steps."""
-    alone = [{"crowded_step_s": 0.10, "crowded_iteration_s": 0.102}]
+def test_the_lockstep_wait_is_what_each_iterations_slowest_step_adds_to_the_stragglers() -> None:
+    """Per iteration the straggler (the rank whose steps took longest, as a run's report picks
+    it) waits for that iteration's slowest step; the mean of that, in its mean steps."""
     together = [
-        {"crowded_step_s": 0.11, "crowded_iteration_s": 0.118},
-        {"crowded_step_s": 0.12, "crowded_iteration_s": 0.128},  # the straggler
+        {"crowded_steps_s": [0.10, 0.14, 0.10, 0.12]},  # 0.46 in all: the straggler
+        {"crowded_steps_s": [0.12, 0.10, 0.11, 0.10]},  # 0.43
     ]
-    assert lockstep_wait_fraction(alone, together) == pytest.approx((0.008 - 0.002) / 0.12)
-    quiet = [{"crowded_step_s": 0.1, "crowded_iteration_s": 0.101}]
-    assert lockstep_wait_fraction(alone, quiet) < 0  # noise: the profile clamps the median
+    waits = [0.02, 0.0, 0.01, 0.0]
+    assert lockstep_wait_fraction(together) == pytest.approx((sum(waits) / 4) / (0.46 / 4))
+    even = [{"crowded_steps_s": [0.1, 0.1]}, {"crowded_steps_s": [0.1, 0.1]}]
+    assert lockstep_wait_fraction(even) == 0.0
+    raw = json.loads((REPO / "profiles" / "digits-mlp.json").read_text())
+    points = [{"vcpu_share": 1.0, "samples_per_s": 1800.0, "startup_s": 4.0}]
+    doc = updated_profile(raw, points, 4.0, 900.0, "x86_64", "2026-11-26", "m", cpu_limit="x",
+                          parallel=(0.9, 2), lockstep_wait=0.04321)  # fmt: skip
+    assert doc["lockstep_wait_fraction"] == 0.0432
+    assert doc["sources"]["lockstep_wait_fraction"]["tag"] == "measured"
+    assert profile_from_dict(doc).lockstep_wait_fraction == 0.0432
+    with pytest.raises(ValueError, match="lockstep_wait_fraction"):
+        alone = ("parallel_speed_ratio", "parallel_processes")  # no ranks to wait for
+        profile_from_dict({k: v for k, v in doc.items() if k not in alone})

@@ -99,6 +99,7 @@ class LocalRun:
     _tick_lock: threading.Lock = field(default_factory=threading.Lock)
     _last_status_s: float = -1e9
     _live_iteration: int = 0
+    _done_seen_s: float = 0.0  # monotonic: the latest final result seen so far
 
     def __post_init__(self) -> None:
         self.workers = [WorkerState(rank=r, event={}) for r in range(self.plan.n_workers)]
@@ -231,13 +232,19 @@ class LocalRun:
             self._check_running(worker)
             self._tick()
             time.sleep(POLL_INTERVAL_S)
+        # The run's training ends when the last worker's final result is seen, as a Map state
+        # completes on AWS: not after the emulator reads the link's record from S3 for the
+        # report and stops the worker's environment (record), which AWS has no counterpart of.
+        seen_s = time.monotonic()
         result = self.pool.record(worker, outcome)
         if result is None:
             self._note(f"worker {worker.rank}: {outcome.error}; retrying")
             raise RuntimeError(outcome.error)  # States.TaskFailed: the definition retries
         if worker.done:
+            # threads record in any order: the end is the latest final result seen
+            self._done_seen_s = max(self._done_seen_s, seen_s)
             if all(w.done for w in self.workers):
-                self._training_ended()
+                self._training_ended(self._done_seen_s)
         elif failure := stall_failure(worker, worker.event, result):
             self.failure = self.failure or failure  # the definition fails it too; this names why
         else:
@@ -283,8 +290,8 @@ class LocalRun:
         finally:
             self._tick_lock.release()
 
-    def _training_ended(self) -> None:
-        self.timings.train_ended_s = time.monotonic()
+    def _training_ended(self, seen_s: float) -> None:
+        self.timings.train_ended_s = seen_s
         if self.progress is not None:
             started = self.timings.train_started_s or self.timings.train_ended_s
             self.progress.update(self.plan.training.iterations, _last_loss(self.workers),

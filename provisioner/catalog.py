@@ -155,6 +155,9 @@ class Catalog:
     # separate figure for a function's PUT).
     s3_put_request_s: float | None = None
     s3_put_mb_s: float | None = None
+    # A PS shard's checkpoint's fixed part (its serialising, HMAC, PUT and pruning requests) where
+    # it was measured as the shard writes it (the local catalog); None = one PUT's latency.
+    ps_checkpoint_request_s: float | None = None
     # Share of a deadline plans hold back when the user gives no slack: how far a run on this
     # platform lands above its prediction (run-to-run spread and the model's own error, as
     # measured); 0 = none held back (AWS: not measured yet, plans aim at the deadline itself).
@@ -164,6 +167,14 @@ class Catalog:
     def put_latency_s(self) -> float:
         """One S3 PUT's latency: measured apart where it was, else the GET's."""
         return self.s3_request_s if self.s3_put_request_s is None else self.s3_put_request_s
+
+    @property
+    def checkpoint_latency_s(self) -> float:
+        """A PS shard checkpoint's fixed part: measured as the shard writes it where it was, else
+        one PUT's latency."""
+        return self.put_latency_s if self.ps_checkpoint_request_s is None else (
+            self.ps_checkpoint_request_s
+        )
 
     def arch(self, name: str) -> LambdaArch:
         for a in self.architectures:
@@ -359,6 +370,9 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         ps_start_s=_optional_figure(ps, "start_s", "parameter_servers", 0.0),
         s3_request_s=_optional_figure(net, "s3_request_s", "network", 0.0),
         s3_put_request_s=float(nf("s3_put_request_s")) if "s3_put_request_s" in net else None,
+        ps_checkpoint_request_s=(
+            float(nf("ps_checkpoint_request_s")) if "ps_checkpoint_request_s" in net else None
+        ),
         s3_put_mb_s=float(nf("s3_put_mb_s")) if "s3_put_mb_s" in net else None,
         s3_usd_per_gb_month=_optional_figure(orch, "s3_usd_per_gb_month", "orchestration", 0.0),
         default_slack=_optional_figure(orch, "default_slack", "orchestration", 0.0),

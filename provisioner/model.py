@@ -783,7 +783,9 @@ def n_terms(
     speed = parallel_speed(
         n, profile.parallel_speed_ratio, profile.parallel_processes, catalog.total_vcpu
     )
-    checkpoint = checkpoint_time_s(model_mb, shards, catalog.ps_s3_mb_s, catalog.put_latency_s)
+    checkpoint = checkpoint_time_s(
+        model_mb, shards, catalog.ps_s3_mb_s, catalog.checkpoint_latency_s
+    )
     ok = (b_l >= 1) & (eph <= catalog.ephemeral_max_mb)
     stored = np.zeros(1)
     if np.any(s3_sync):

@@ -41,6 +41,8 @@ def _measurements(**changes: Any) -> calibrate.Measurements:
         "s3_get_mb_s": 400.0,
         "s3_put_latency_s": 0.006,
         "s3_put_mb_s": 120.0,
+        "checkpoint_latency_s": 0.03,
+        "checkpoint_mb_s": 90.0,
         "cold_start_s": 1.8,
         "launch_s": 0.4,
         "warm_start_s": 0.005,
@@ -144,7 +146,9 @@ def test_catalog_loads_with_the_local_platforms_fixed_choices() -> None:
     assert cat.function_ps_mb_s == 900.0 and cat.function_ps_rtt_s == 0.0003
     assert cat.exchange_cpu_fraction == 0.4 and cat.ps_request_cpu_s == 0.0003
     assert cat.s3_mb_s_intercept == cat.s3_max_mb_s == 400.0 and cat.s3_mb_s_per_memory_mb == 0
-    assert cat.per_flow_cap_gbps == pytest.approx(7.2) and cat.ps_s3_mb_s == 120.0
+    assert cat.per_flow_cap_gbps == pytest.approx(7.2)
+    # the PS's checkpoint as the shard writes it, not a bare PUT
+    assert (cat.ps_s3_mb_s, cat.checkpoint_latency_s, cat.put_latency_s) == (90.0, 0.03, 0.006)
     assert (cat.invocation_timeout_s, cat.safety_margin_s) == (900, 30.0)
     assert (cat.concurrency_limit, cat.unreserved_concurrency_min, cat.ps_max_shards) == (8, 0, 4)
     assert cat.restart_s == 0.2
@@ -281,6 +285,7 @@ def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> No
         ".network.ps_request_cpu_s",
         ".network.s3_max_mb_s",
         ".network.ps_s3_mb_s",
+        ".network.ps_checkpoint_request_s",
         ".lambda.cold_start_s",
         ".lambda.warm_start_s",
         ".lambda.load_cpu_s",

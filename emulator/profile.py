@@ -652,7 +652,7 @@ def updated_profile(
             "iterations of the slowest rank's step less the straggler's (the rank whose steps "
             "took longest, as a run's report picks it), over the straggler's mean step (the "
             "median of the repeats); used only on shared-core platforms (the local catalog), "
-            "at n ≥ 2 (provisioner.model.lockstep_wait_s); " + machine,
+            "at n >= 2 (provisioner.model.lockstep_wait_s); " + machine,
             "date": when,
             "tag": "measured",
         }

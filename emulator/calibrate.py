@@ -588,10 +588,9 @@ def measure(quick: bool, work: Path) -> Measurements:
         rtt_s, ps_mb_s, aggregate, exchange_cpu, ps_request_cpu = measure_ps(
             supervisor, env, work, PS_SIZES_QUICK_MB if quick else PS_SIZES_MB, repeats
         )
-        s3 = measure_s3(endpoint, S3_SIZES_QUICK_MB if quick else S3_SIZES_MB, repeats)
-        checkpoint = measure_checkpoint(
-            endpoint, S3_SIZES_QUICK_MB if quick else S3_SIZES_MB, repeats
-        )
+        s3_sizes_mb = S3_SIZES_QUICK_MB if quick else S3_SIZES_MB
+        s3 = measure_s3(endpoint, s3_sizes_mb, repeats)
+        checkpoint = measure_checkpoint(endpoint, s3_sizes_mb, repeats)
         cold_s, warm_s, restart_s, launch_s = measure_startup(
             supervisor, env, work / "startup", repeats
         )

@@ -195,7 +195,7 @@ def loop_per_iteration_s(
     slice_s = measure_s / (2 * LOOP_BLOCKS)
     per_block = -(-LOOP_MIN_ITERATIONS // LOOP_BLOCKS)
     with loop_exchange(run, (endpoint,), 0, alone_run, timeout_s=60.0) as (exchange, start):
-        iteration = start
+        iteration, exchanged_s = start, 0.0
 
         def timed(body: Callable[[], object]) -> tuple[int, float]:
             """Run body for slice_s and at least per_block times: (count, CPU seconds)."""
@@ -213,9 +213,9 @@ def loop_per_iteration_s(
             exchanged_s += time.perf_counter() - t0
             iteration += 1
 
-        exchanged_s = 0.0
         for _ in range(LOOP_WARMUP_ITERATIONS):
             one()
+        # the warm-up's exchanges are not the figure
         exchanged_s, looped, extra_cpu_s = 0.0, 0, []
         for _ in range(LOOP_BLOCKS):
             # back to back: the batches the loop will take next, no exchange
@@ -554,7 +554,8 @@ def updated_profile(
     `warmup_iterations` (None: not measured, left as it was) the fresh process's excess;
     `parallel` (ratio, processes) the speed with every core training, `crowd` (ratio,
     processes) a step's CPU in a loop of more workers than cores, `crowd_warmup` the first
-    steps' excess CPU in that crowd, in steps alone (None: left as it was).
+    steps' excess CPU in that crowd, in steps alone, `lockstep_wait` the straggler's wait in
+    the `parallel` loops, in its steps (None: left as it was; the wait needs `parallel`).
     """
     out = json.loads(json.dumps(raw))
     out.setdefault("training_rate", {})[arch] = {

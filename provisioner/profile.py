@@ -97,10 +97,10 @@ class WorkloadProfile:
     # MobileNetV2's first step spent 0.5 s in the kernel alone, 1.1 s in 4, 1.7 s in 8 on 2
     # cores); None = the warm-up alone (warmup_iterations) at any n.
     crowded_warmup_iterations: float | None = None
-    # Shared cores only: what the slowest rank of an iteration makes the others wait, over and
-    # above the exchange alone, as a fraction of the step: the straggler's communication in a
-    # BSP loop of one worker per core, less one worker's alone in the same loop, over its step
-    # (steps of equal work vary, and every rank waits for each iteration's slowest); None = 0.
+    # Shared cores only: what the slowest rank of an iteration makes the others wait, as a
+    # fraction of the step: in a BSP loop of one worker per core, the mean over the iterations
+    # of the slowest rank's step less the straggler's, over the straggler's mean step (steps of
+    # equal work vary, and every rank waits for each iteration's slowest); None = 0.
     lockstep_wait_fraction: float | None = None
     provisional: bool = False
     sources: tuple[tuple[str, str], ...] = field(default_factory=tuple)

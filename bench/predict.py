@@ -31,9 +31,11 @@ The figures used are kept beside the results (bench/results/predict-platform/); 
 skips the measuring and takes catalog/local.json and profiles/ as they are.
 
 Anchors: a curve measured once still meets rows up to an hour later, so in every round each
-workload's 1-vCPU rate and start-up are read again just before its cases (a few children at
-1 vCPU, emulator.profile.measure_anchor) and its profile moved to that speed, the curve's shape
-kept (anchored_profile; kept under <name>-platform/anchors/). Each run is predicted from its
+workload's rate at 0.5 and 1 vCPU and its start-up are read again just before its cases (a few
+children per share, emulator.profile.measure_anchor) and its profile moved to that speed, each
+point by the factor at its share, the curve's shape kept between and beyond (anchored_profile;
+kept under <name>-platform/anchors/). Two shares, not one: the CNN's runs at 0.56-0.72 vCPU did
+not speed up with the 1-vCPU reading (2026-11-26). Each run is predicted from its
 round's anchored profile and a row's prediction is the median of its runs'. The table also gives
 the accuracy of the same runs predicted from the start-of-run profiles, so what the anchor
 changed is measured, not asserted. `--no-anchor` runs without them.
@@ -503,14 +505,12 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
             f"{un['worst']:.3f}.",
         ]
     if meta.get("anchors"):
-        factors = "; ".join(
-            f"{w} {', '.join(f'{f:.2f}' for f in fs)}" for w, fs in sorted(meta["anchors"].items())
-        )
         lines += [
             "",
-            "Anchors: before its rows in every round, each workload's 1-vCPU rate and start-up "
-            "were measured again and its profile moved to that speed (emulator.profile."
-            f"anchored_profile); speed factor per round, over the profile's: {factors}.",
+            "Anchors: before its rows in every round, each workload's rate at the anchored shares "
+            "and its start-up were measured again and its profile moved to that speed "
+            "(emulator.profile.anchored_profile); speed factor per round, over the profile's: "
+            f"{anchor_factors_text(meta['anchors'])}.",
         ]
     lines += [
         "",
@@ -528,6 +528,20 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
     stem.with_suffix(".md").write_text(text)
     _plot(rows, stem.with_suffix(".png"))
     return text
+
+
+def anchor_factors_text(anchors: dict[str, list[Any]]) -> str:
+    """Each workload's speed factors per round, per anchored share (runs before 2026-11-26 kept
+    one 1-vCPU factor per round)."""
+    parts = []
+    for w, rounds in sorted(anchors.items()):
+        by_share = [r if isinstance(r, dict) else {"1": r} for r in rounds]
+        shares = sorted({k for r in by_share for k in r}, key=float)
+        each = "; ".join(
+            f"{k} vCPU {', '.join(f'{r[k]:.2f}' for r in by_share if k in r)}" for k in shares
+        )
+        parts.append(f"{w} ({each})")
+    return "; ".join(parts)
 
 
 def _plot(rows: list[dict[str, Any]], path: Path) -> None:
@@ -594,14 +608,15 @@ def keep_platform(workloads: list[str], out: Path) -> dict[str, Path]:
     return {w: out / f"{w}.json" for w in workloads}
 
 
-def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, float]:
-    """Measure the workload's 1-vCPU speed now and write its profile (`base`, else the committed
-    one) moved to that speed at `out`; (the path, the speed factor over the profile's)."""
+def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, dict[str, float]]:
+    """Measure the workload's speed now at the anchored shares and write its profile (`base`,
+    else the committed one) moved to it at `out`; (the path, the speed factor over the
+    profile's per anchored share)."""
     source = base or REPO_ROOT / "profiles" / f"{workload}.json"
     moved = write_anchored(
         json.loads(source.read_text()), out, time.strftime("%Y-%m-%d", time.gmtime())
     )
-    return out, float(moved["anchor"]["speed_factor"])
+    return out, dict(moved["anchor"]["speed_factor_by_share"])
 
 
 def machine() -> str:
@@ -671,7 +686,7 @@ def main(argv: list[str] | None = None) -> int:
         profiles = dict(measure_platform(workloads, platform_dir))
     catalog = load_catalog("local")
     runs: list[list[dict[str, Any]]] = [[] for _ in cases]
-    anchors: dict[str, list[float]] = {w: [] for w in workloads}
+    anchors: dict[str, list[dict[str, float]]] = {w: [] for w in workloads}
     with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
         for k in range(args.repeats):  # round the cases: a drift in speed meets them all
             for w in workloads:  # a workload's rows together, right after its anchor

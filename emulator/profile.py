@@ -760,59 +760,107 @@ def check_fits_lambda(doc: dict[str, Any]) -> None:
 
 
 ANCHOR_MEASURE_S = 2.0  # per child: a spot reading of the machine's speed, not a curve
+# Read at two shares: a run held below 1 vCPU by its quota did not speed up with the 1-vCPU
+# reading (bench/predict 2026-11-26: the CNN at 0.56-0.72 vCPU scored 0.87-0.91 with the
+# whole curve moved by the 1-vCPU factor, 1.09-1.16, and 0.97-1.00 left where it was).
+ANCHOR_SHARES = (0.5, 1.0)
 
 
 def measure_anchor(
-    raw: dict[str, Any], repeats: int = 3, measure_s: float = ANCHOR_MEASURE_S
-) -> dict[str, float]:
-    """The workload's speed now: samples/s and start-up of one child at 1 vCPU (the median of
-    `repeats`), for `anchored_profile`. Raises RuntimeError where no share can be held."""
+    raw: dict[str, Any],
+    repeats: int = 3,
+    measure_s: float = ANCHOR_MEASURE_S,
+    shares: tuple[float, ...] = ANCHOR_SHARES,
+) -> dict[str, Any]:
+    """The workload's speed now, for `anchored_profile`: samples/s at each of `shares` (the
+    median of `repeats` children each; the shares alternate, so a drift meets them alike) and
+    the children's median start-up. Raises RuntimeError where no share can be held."""
     source = dataset_source(raw["dataset"], int(raw["dataset_samples"]))
+    by_share: dict[float, list[dict[str, Any]]] = {s: [] for s in shares}
     with cpu.CpuLimiter(f"lambda-dnn-anchor-{os.getpid()}") as limiter:
         if not limiter.enforced:
             raise RuntimeError(f"cannot hold a 1 vCPU share for the anchor ({limiter.reason})")
-        runs = [
-            measure_share(limiter, 1.0, model=raw["model"], source=source,
-                          batch=int(raw["profiled_local_batch"]), measure_s=measure_s)
-            for _ in range(max(1, repeats))
-        ]  # fmt: skip
+        for _ in range(max(1, repeats)):
+            for share in shares:
+                by_share[share].append(measure_share(
+                    limiter, share, model=raw["model"], source=source,
+                    batch=int(raw["profiled_local_batch"]), measure_s=measure_s,
+                ))  # fmt: skip
+    rates = {s: statistics.median(r["samples_per_s"] for r in runs) for s, runs in by_share.items()}
+    top = max(shares)  # start-up as before: the children at 1 vCPU (the build runs at the share)
     return {
-        "samples_per_s": statistics.median(r["samples_per_s"] for r in runs),
-        "startup_s": statistics.median(r["startup_s"] for r in runs),
-        "runs": len(runs),
+        "samples_per_s": rates[top],
+        "samples_per_s_by_share": rates,
+        "startup_s": statistics.median(r["startup_s"] for r in by_share[top]),
+        "runs": max(1, repeats),
     }
 
 
+def share_factors(
+    profile_rates: dict[float, float], anchor_rates: dict[float, float]
+) -> dict[float, float]:
+    """Each anchored share's speed over the profile's: reading / profile rate, for the shares
+    the profile has a point at. ValueError where that leaves none."""
+    out = {s: r / profile_rates[s] for s, r in anchor_rates.items() if s in profile_rates}
+    if not out:
+        raise ValueError("no anchored share is a point of the profile")
+    return out
+
+
+def factor_at_share(factors: dict[float, float], share: float) -> float:
+    """The speed factor at `share`: linear between the anchored shares, the nearest one's
+    outside them (a reading says nothing of the curve's ends beyond it)."""
+    known = sorted(factors)
+    if share <= known[0]:
+        return factors[known[0]]
+    if share >= known[-1]:
+        return factors[known[-1]]
+    hi = next(k for k in known if k >= share)
+    lo = max(k for k in known if k < share)
+    w = (share - lo) / (hi - lo)
+    return factors[lo] * (1 - w) + factors[hi] * w
+
+
 def anchored_profile(
-    doc: dict[str, Any], anchor: dict[str, float], arch: str, when: str
+    doc: dict[str, Any], anchor: dict[str, Any], arch: str, when: str
 ) -> dict[str, Any]:
-    """The profile `doc` moved to the machine's speed of the `anchor` (measure_anchor): every
-    training-rate point × the anchor's 1-vCPU rate over the profile's, start-up the anchor's.
+    """The profile `doc` moved to the machine's speed of the `anchor` (measure_anchor): each
+    training-rate point × the factor at its share (factor_at_share over the anchored shares'
+    reading / profile rate; an anchor of the 1-vCPU rate alone moves every point by its
+    factor), start-up the anchor's.
 
     This VM's speed drifts by up to 2× within an hour (MobileNetV2 at 1 vCPU: 36.4 samples/s
-    at 04:30, 67.6 at 05:27, same code), the same for every share, so a curve measured once
-    predicts runs an hour later at another speed. Its shape (the ratio between shares, the
-    parallel ratio, warm-up) is kept; only its level is set from a reading taken just before.
+    at 04:30, 67.6 at 05:27, same code), so a curve measured once predicts runs an hour later
+    at another speed. Its shape between the anchored shares and beyond them (the parallel
+    ratio, warm-up) is kept; its level is set from readings taken just before.
     """
     points = doc["training_rate"][arch]["points"]
     one = [p for p in points if p["vcpu_share"] == 1.0]
     if not one:
         raise ValueError(f"bad profile {doc['name']!r}: no 1 vCPU training-rate point to anchor")
-    factor = anchor["samples_per_s"] / one[0]["samples_per_s"]
+    readings = {
+        float(s): float(r) for s, r in anchor.get("samples_per_s_by_share", {}).items()
+    } or {1.0: float(anchor["samples_per_s"])}
+    factors = share_factors({float(p["vcpu_share"]): p["samples_per_s"] for p in points}, readings)
+    factor = factors.get(1.0, factor_at_share(factors, 1.0))
     out: dict[str, Any] = json.loads(json.dumps(doc))
     out["training_rate"][arch]["points"] = [
-        {**p, "samples_per_s": round(p["samples_per_s"] * factor, 1)} for p in points
+        {**p, "samples_per_s": round(p["samples_per_s"] * factor_at_share(factors, share), 1)}
+        for p, share in ((p, float(p["vcpu_share"])) for p in points)
     ]
     out["startup_s"] = round(anchor["startup_s"], 2)
     out["anchor"] = {
         "speed_factor": round(factor, 4),
+        "speed_factor_by_share": {f"{k:g}": round(v, 4) for k, v in sorted(factors.items())},
         "samples_per_s_at_1_vcpu": round(anchor["samples_per_s"], 1),
         "startup_s": round(anchor["startup_s"], 3),
         "date": when,
     }
+    each = ", ".join(f"× {v:.3f} at {k:g} vCPU" for k, v in sorted(factors.items()))
     method = (
-        f"anchored: the profile's curve × {factor:.3f}, its 1-vCPU rate measured just before "
-        f"(median of {anchor.get('runs', 1)} children at 1 vCPU, emulator.profile.measure_anchor)"
+        f"anchored: the profile's curve {each} (linear between, the nearest outside), its rate "
+        f"measured just before (median of {anchor.get('runs', 1)} children per share, "
+        "emulator.profile.measure_anchor)"
     )
     sources = out.setdefault("sources", {})
     sources["training_rate"] = {**sources.get("training_rate", {}), "method": method, "date": when}
@@ -1059,8 +1107,10 @@ def write_anchored(raw: dict[str, Any], output: Path, when: str) -> dict[str, An
     arch = platform.machine().replace("aarch64", "arm64")
     reading = measure_anchor(raw)
     doc = anchored_profile(raw, reading, arch, when)
-    print(f"anchor {raw['name']}: {reading['samples_per_s']:.1f} samples/s at 1 vCPU, × "
-          f"{doc['anchor']['speed_factor']:.3f} of the profile's; start-up "
+    factors = doc["anchor"]["speed_factor_by_share"]
+    each = ", ".join(f"× {v:.3f} at {k} vCPU" for k, v in factors.items())
+    print(f"anchor {raw['name']}: {reading['samples_per_s']:.1f} samples/s at 1 vCPU; "
+          f"speed over the profile's {each}; start-up "
           f"{reading['startup_s']:.2f} s", file=sys.stderr, flush=True)  # fmt: skip
     output.parent.mkdir(parents=True, exist_ok=True)
     _write_whole(output, json.dumps(doc, indent=2) + "\n")

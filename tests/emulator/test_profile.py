@@ -21,10 +21,12 @@ from emulator.profile import (
     crowded_step_ratio,
     crowded_warmup_iterations,
     dataset_source,
+    factor_at_share,
     lockstep_samples_s,
     lockstep_wait_fraction,
     new_profile,
     paired_speed_ratio,
+    share_factors,
     updated_profile,
     warmup_cpu_s,
 )
@@ -233,6 +235,41 @@ def test_an_anchored_profile_keeps_the_curves_shape_at_the_anchors_speed(tmp_pat
     assert load_profile(path).startup_s == 0.8
 
 
+def test_an_anchor_at_two_shares_moves_each_point_by_the_factor_at_its_share() -> None:
+    """Read at 0.5 and 1 vCPU: points at and below 0.5 move by the 0.5 factor, at and above 1
+    by the 1-vCPU factor; a share between takes the line between them."""
+    raw = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
+    points = {p["vcpu_share"]: p["samples_per_s"] for p in raw["training_rate"]["x86_64"]["points"]}
+    anchor = {
+        "samples_per_s": points[1.0] * 1.2,
+        "samples_per_s_by_share": {"0.5": points[0.5] * 0.9, "1.0": points[1.0] * 1.2},
+        "startup_s": 1.0,
+        "runs": 3,
+    }
+    doc = anchored_profile(raw, anchor, "x86_64", "2026-11-26")
+    moved = {p["vcpu_share"]: p["samples_per_s"] for p in doc["training_rate"]["x86_64"]["points"]}
+    expected = {0.25: 0.9, 0.5: 0.9, 1.0: 1.2, 2.0: 1.2}
+    assert set(moved) == set(expected)
+    for share, factor in expected.items():
+        assert moved[share] == pytest.approx(points[share] * factor, abs=0.1)
+    assert doc["anchor"]["speed_factor"] == pytest.approx(1.2)
+    assert doc["anchor"]["speed_factor_by_share"] == {"0.5": 0.9, "1": 1.2}
+    assert "× 0.900 at 0.5 vCPU, × 1.200 at 1 vCPU" in doc["sources"]["training_rate"]["method"]
+
+
+def test_the_speed_factor_between_anchored_shares_is_linear_and_flat_outside() -> None:
+    factors = {0.5: 0.9, 1.0: 1.2}
+    assert factor_at_share(factors, 0.75) == pytest.approx(1.05)
+    assert factor_at_share(factors, 0.56) == pytest.approx(0.936)
+    assert factor_at_share(factors, 0.25) == 0.9 and factor_at_share(factors, 2.0) == 1.2
+    assert factor_at_share({1.0: 1.1}, 0.3) == 1.1
+
+
+def test_an_anchor_at_shares_the_profile_lacks_is_refused() -> None:
+    with pytest.raises(ValueError, match="no anchored share is a point of the profile"):
+        share_factors({0.5: 10.0, 1.0: 20.0}, {0.75: 15.0})
+
+
 def test_a_profile_without_a_1_vcpu_point_cannot_be_anchored() -> None:
     raw = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
     raw["training_rate"]["x86_64"]["points"] = [
@@ -267,10 +304,11 @@ def test_anchor_writes_the_profile_at_this_moments_speed_or_refuses_in_one_line(
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     raw = json.loads((REPO / "profiles" / "digits-mlp.json").read_text())
-    factor = doc["anchor"]["speed_factor"]
-    assert factor > 0 and doc["startup_s"] > 0
+    factors = {float(k): v for k, v in doc["anchor"]["speed_factor_by_share"].items()}
+    assert set(factors) == {0.5, 1.0} and min(factors.values()) > 0 and doc["startup_s"] > 0
     for before, after in zip(raw["training_rate"]["x86_64"]["points"],
                              doc["training_rate"]["x86_64"]["points"], strict=True):  # fmt: skip
+        factor = factors[min(max(before["vcpu_share"], 0.5), 1.0)]
         assert after["samples_per_s"] == pytest.approx(before["samples_per_s"] * factor, rel=1e-3)
     assert load_profile(out).name == "digits-mlp"
 

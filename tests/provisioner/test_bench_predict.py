@@ -169,10 +169,11 @@ def test_each_round_anchors_a_workloads_profile_just_before_its_cases(
     anchored: list[tuple[str, Path | None, Path]] = []
     factors = iter((1.1, 0.9, 1.2, 0.8))
 
-    def fake_anchor(workload: str, base: Path | None, out: Path) -> tuple[Path, float]:
+    def fake_anchor(workload: str, base: Path | None, out: Path) -> tuple[Path, dict]:
         anchored.append((workload, base, out))
         order.append(("anchor " + workload, out))
-        return out, next(factors)
+        f = next(factors)
+        return out, {"0.5": round(f - 0.05, 2), "1": f}
 
     unanchored_from: list[Path | str] = []
 
@@ -198,7 +199,18 @@ def test_each_round_anchors_a_workloads_profile_just_before_its_cases(
     assert order[6] == (digits, anchors / "digits-mlp-round1.json")
     assert unanchored_from[:3] == [paths["digits-mlp"], paths["digits-mlp"],
                                    paths["synthetic-cifar-cnn"]]  # fmt: skip
-    assert metas[0]["anchors"] == {"digits-mlp": [1.1, 1.2], "synthetic-cifar-cnn": [0.9, 0.8]}
+    assert metas[0]["anchors"] == {
+        "digits-mlp": [{"0.5": 1.05, "1": 1.1}, {"0.5": 1.15, "1": 1.2}],
+        "synthetic-cifar-cnn": [{"0.5": 0.85, "1": 0.9}, {"0.5": 0.75, "1": 0.8}],
+    }
+    text = bp.anchor_factors_text(metas[0]["anchors"])
+    assert text.startswith("digits-mlp (0.5 vCPU 1.05, 1.15; 1 vCPU 1.10, 1.20); ")
+
+
+def test_anchor_factors_of_an_earlier_run_read_as_1_vcpu_ones() -> None:
+    """Runs before the two-share anchor kept one 1-vCPU factor per round; a re-scoring of them
+    names those as such."""
+    assert bp.anchor_factors_text({"cnn": [1.1, 1.2]}) == "cnn (1 vCPU 1.10, 1.20)"
 
 
 def test_a_row_predicted_per_run_is_held_at_the_median_of_its_predictions() -> None:

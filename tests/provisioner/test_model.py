@@ -87,6 +87,16 @@ def test_communication_aggregation_checkpoint() -> None:
     assert float(model.checkpoint_time_s(4.0, np.array(2), 100.0, 0.01)) == pytest.approx(0.05)
 
 
+def test_shards_on_one_host_write_the_whole_model_through_its_bandwidth() -> None:
+    """On the local platform every shard writes through the one S3 server on the same cores:
+    two shards take what one does, not half (separate hosts on AWS: half)."""
+    shards = np.array([1, 2, 4])
+    apart = model.checkpoint_time_s(4.0, shards, 100.0, 0.01)
+    together = model.checkpoint_time_s(4.0, shards, 100.0, 0.01, shared_host=True)
+    assert apart == pytest.approx([0.09, 0.05, 0.03])
+    assert together == pytest.approx([0.09, 0.09, 0.09])
+
+
 def test_chaining_counts() -> None:
     per = model.iterations_per_invocation(
         870.0, np.array([70.0, 70.0, 900.0]), np.array(2.0), np.array([1000, 100, 10])

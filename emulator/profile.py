@@ -81,13 +81,15 @@ def dataset_source(dataset: str, samples: int) -> str:
 
 
 def child_main(args: argparse.Namespace) -> int:
-    """Inside the CPU group: import, build, time the training step; one JSON line on stdout."""
-    started_s = float(args.spawned_at)
+    """Inside the CPU group: import, build, time the training step; one JSON line on stdout.
+    Entered through emulator.profile_child, which imports the worker first."""
     import torch
 
     from functions import datasets, models, worker  # the worker: what a cold start imports
 
-    imported_s = time.time() - started_s
+    # The worker module's own clock of its import, as a run's worker reports it (the child's
+    # entry imported it before anything else, as the runner does).
+    imported_s = worker.IMPORT_S
     # Lambda's init phase (the import) runs with burst CPU, as the emulator's runner does; the
     # share holds from the invocation on (emulator.runner.init_phase), so here from the build.
     if args.cpu_group_procs:
@@ -96,10 +98,10 @@ def child_main(args: argparse.Namespace) -> int:
     # Not start-up: the worker reads its shard from S3 (the load term); generating the source
     # here (scikit-learn's digits, synthetic CIFAR) has no counterpart in a worker.
     x, y, _ = datasets.load_source(args.source, seed=0, reader=models.dataset_reader(args.model))
-    built_at_s = time.time()
+    built_at_s = time.perf_counter()
     model = models.build(args.model, list(x.shape[1:]), int(y.max()) + 1, seed=0)
     flat = models.flat_parameters(model)
-    startup_s = imported_s + time.time() - built_at_s
+    startup_s = imported_s + time.perf_counter() - built_at_s
     # The worker's own step (functions.worker._compute: its batch sampling, forward,
     # backward and gradient flattening), not a leaner copy: the MLP's sub-millisecond steps
     # spend a third of their time outside forward + backward.
@@ -330,10 +332,9 @@ def _spawn_child(
     placement = limiter.place(name, share)
     threads = max(1, int(share))  # as functions.worker.torch_threads: memory // 1769
     argv = [
-        sys.executable, "-m", "emulator.profile", "--child", f"--model={model}",
+        sys.executable, "-m", "emulator.profile_child", f"--model={model}",
         f"--source={source}", f"--batch={batch}", f"--threads={threads}",
-        f"--measure-s={measure_s}", f"--spawned-at={time.time()}",
-        f"--cpu-group-procs={placement.procs_file or ''}",
+        f"--measure-s={measure_s}", f"--cpu-group-procs={placement.procs_file or ''}",
     ] + ([f"--ps-endpoint={ps_endpoint}"] if ps_endpoint else [])  # fmt: skip
     if crowd is not None:
         rank, ranks, (run_id, run_started), iterations = crowd
@@ -774,7 +775,8 @@ def measure_anchor(
 ) -> dict[str, Any]:
     """The workload's speed now, for `anchored_profile`: samples/s at each of `shares` (the
     median of `repeats` children each; the shares alternate, so a drift meets them alike) and
-    the children's median start-up. Raises RuntimeError where no share can be held."""
+    the median start-up of the children at the largest share. Raises RuntimeError where no
+    share can be held."""
     source = dataset_source(raw["dataset"], int(raw["dataset_samples"]))
     by_share: dict[float, list[dict[str, Any]]] = {s: [] for s in shares}
     with cpu.CpuLimiter(f"lambda-dnn-anchor-{os.getpid()}") as limiter:
@@ -845,8 +847,9 @@ def anchored_profile(
     factor = factors.get(1.0, factor_at_share(factors, 1.0))
     out: dict[str, Any] = json.loads(json.dumps(doc))
     out["training_rate"][arch]["points"] = [
-        {**p, "samples_per_s": round(p["samples_per_s"] * factor_at_share(factors, share), 1)}
-        for p, share in ((p, float(p["vcpu_share"])) for p in points)
+        {**p, "samples_per_s": round(p["samples_per_s"] * at, 1)}
+        for p in points
+        for at in [factor_at_share(factors, float(p["vcpu_share"]))]
     ]
     out["startup_s"] = round(anchor["startup_s"], 2)
     out["anchor"] = {
@@ -916,7 +919,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--source", help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--spawned-at", help=argparse.SUPPRESS)
     parser.add_argument("--cpu-group-procs", help=argparse.SUPPRESS)
     parser.add_argument("--ps-endpoint", help=argparse.SUPPRESS)
     parser.add_argument("--crowd", help=argparse.SUPPRESS)

@@ -372,3 +372,20 @@ def test_the_lockstep_wait_is_what_each_iterations_slowest_step_adds_to_the_stra
     with pytest.raises(ValueError, match="lockstep_wait_fraction"):
         alone = ("parallel_speed_ratio", "parallel_processes")  # no ranks to wait for
         profile_from_dict({k: v for k, v in doc.items() if k not in alone})
+
+
+def test_the_childs_entry_imports_the_worker_before_the_profiler() -> None:
+    """The child's start-up is the worker module's own clock of its import (IMPORT_S), as a
+    run's worker reports it: its entry loads the worker first and nothing of the profiler (the
+    provisioner, emulator.cpu) before it, whose imports a run's worker never pays."""
+    probe = (
+        "import sys, emulator.profile_child as c; "
+        "print(sorted(m for m in ('provisioner', 'emulator.profile', 'emulator.cpu') "
+        "if m in sys.modules), 'functions.worker' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[-2] == "[] True"

@@ -914,7 +914,7 @@ def main(argv: list[str] | None = None) -> int:
         "--anchor",
         action="store_true",
         help="with --workload and --output: the profile moved to this machine's speed now "
-        "(its 1-vCPU rate and start-up read again, a few seconds)",
+        "(its rate at 0.5 and 1 vCPU and its start-up read again, about a minute)",
     )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--source", help=argparse.SUPPRESS)

@@ -565,26 +565,26 @@ def s3_communication_s(
     model_mb: float,
     s3_mb_s: Arr,
     request_s: float,
+    put_request_s: float,
     put_mb_s: Arr | float | None = None,
-    put_request_s: float | None = None,
 ) -> Arr:
     """Extension of λDNN t_comm = 2·d_m/B to the exchange through S3: four phases of one
     latency each, PUT d (worker), GET n·d/k and PUT 2·d/k (reducer), range-GET d (worker):
     (d + n·d/k)/B_get + (d + 2·d/k)/B_put + 2·(latency_get + latency_put), where a PUT's
-    bandwidth and latency are the GET's unless measured apart (put_mb_s, put_request_s).
+    bandwidth is the GET's unless measured apart (put_mb_s). The PUT's latency is the caller's
+    (Catalog.put_latency_s: the GET's where not measured apart), one fallback for every term.
 
     Apart on the local server: its PUT is 2.4× slower to answer and 4.7× slower per MB than
     its GET; priced at the GET's figures, bench/sync's S3 rows measured 17-83% of prediction.
     """
     n = np.asarray(n, dtype=np.float64)
     put_bw = s3_mb_s if put_mb_s is None else put_mb_s
-    put_lat = request_s if put_request_s is None else put_request_s
     with np.errstate(divide="ignore"):  # k = 0 (a PS cell) is masked by the caller
         share = model_mb / np.asarray(reducers, dtype=np.float64)
     return (
         (model_mb + n * share) / s3_mb_s
         + (model_mb + 2.0 * share) / put_bw
-        + 2.0 * (request_s + put_lat)
+        + 2.0 * (request_s + put_request_s)
     )
 
 
@@ -857,7 +857,7 @@ def s3_cell_terms(
     comm = shared_exchange_s(
         s3_communication_s(
             n, reducers, model_mb, bw, catalog.s3_request_s,
-            catalog.s3_put_mb_s, catalog.s3_put_request_s,
+            catalog.put_latency_s, catalog.s3_put_mb_s,
         ),
         n,
         catalog.total_vcpu,

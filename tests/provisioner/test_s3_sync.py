@@ -46,7 +46,7 @@ def test_reducer_rate_is_the_ps_rate_at_the_share_never_above_one_core() -> None
 def test_communication_is_four_phases_of_one_latency() -> None:
     # n = 4, k = 2, d = 10 MB, B = 50 MB/s, latency 0.03 s:
     # PUT 10 MB, GET 4·5 = 20 MB, PUT 2·5 = 10 MB, GET 10 MB = 50 MB / 50 MB/s + 4·0.03 s
-    got = s3_communication_s(np.array([4]), np.array([2]), 10.0, np.array([50.0]), 0.03)
+    got = s3_communication_s(np.array([4]), np.array([2]), 10.0, np.array([50.0]), 0.03, 0.03)
     assert got[0] == pytest.approx(1.0 + 0.12)
 
 
@@ -54,7 +54,7 @@ def test_the_puts_run_at_their_own_rate_and_latency_where_measured_apart() -> No
     # The same exchange with PUTs at 25 MB/s and 0.05 s: GET 10 + 20 MB at 50 MB/s, PUT 10 + 10
     # MB at 25 MB/s, two latencies of each kind.
     got = s3_communication_s(
-        np.array([4]), np.array([2]), 10.0, np.array([50.0]), 0.03, np.array([25.0]), 0.05
+        np.array([4]), np.array([2]), 10.0, np.array([50.0]), 0.03, 0.05, np.array([25.0])
     )
     assert got[0] == pytest.approx(30 / 50 + 20 / 25 + 2 * 0.03 + 2 * 0.05)
 

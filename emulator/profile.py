@@ -844,13 +844,14 @@ def anchored_profile(
         float(s): float(r) for s, r in anchor.get("samples_per_s_by_share", {}).items()
     } or {1.0: float(anchor["samples_per_s"])}
     factors = share_factors({float(p["vcpu_share"]): p["samples_per_s"] for p in points}, readings)
-    factor = factors.get(1.0, factor_at_share(factors, 1.0))
+    factor = factor_at_share(factors, 1.0)
+
+    def moved(point: dict[str, Any]) -> dict[str, Any]:
+        at = factor_at_share(factors, float(point["vcpu_share"]))
+        return {**point, "samples_per_s": round(point["samples_per_s"] * at, 1)}
+
     out: dict[str, Any] = json.loads(json.dumps(doc))
-    out["training_rate"][arch]["points"] = [
-        {**p, "samples_per_s": round(p["samples_per_s"] * at, 1)}
-        for p in points
-        for at in [factor_at_share(factors, float(p["vcpu_share"]))]
-    ]
+    out["training_rate"][arch]["points"] = [moved(p) for p in points]
     out["startup_s"] = round(anchor["startup_s"], 2)
     out["anchor"] = {
         "speed_factor": round(factor, 4),

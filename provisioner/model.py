@@ -430,8 +430,8 @@ def checkpoint_time_s(
     on 2 cores, MobileNetV2 (9 MB) with two shards, 0.26-0.30 s a checkpoint against 0.21 s
     with one (bench/predict 2026-11-26), where halving the bytes predicted 0.12 s.
     """
-    writers = 1.0 if shared_host else np.asarray(ps_count, dtype=np.float64)
-    return put_request_s + 2.0 * model_mb / writers / ps_s3_mb_s * np.ones(np.shape(ps_count))
+    writers = np.where(shared_host, 1.0, np.asarray(ps_count, dtype=np.float64))
+    return put_request_s + 2.0 * model_mb / writers / ps_s3_mb_s
 
 
 def checkpoint_interval_s(checkpoint_s: Arr, max_loss_s: float, max_overhead: float) -> Arr:

@@ -282,9 +282,9 @@ def test_a_profile_without_a_1_vcpu_point_cannot_be_anchored() -> None:
 def _profile_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "emulator.profile", *args],
-        # --anchor starts six children (three at each of two shares): 54 s here, so a guard
-        # that holds on a machine several times slower
-        capture_output=True, text=True, cwd=REPO, timeout=900,
+        # --anchor starts six children (three at each of two shares): 54 s here; the guard
+        # stays under pytest's 300 s a test (pyproject.toml) so a hang reports as this call
+        capture_output=True, text=True, cwd=REPO, timeout=280,
     )  # fmt: skip
 
 

@@ -175,6 +175,8 @@ class Measurements:
     memory_gib: float
     arch: str  # "x86_64" | "arm64": the loopback PS type's architecture
     repeats: int
+    # the same per n, (n, cores) for n in init_counts(cores); () = init_cores at every n
+    init_cores_by_n: tuple[tuple[int, float], ...] = ()
 
 
 def _median_time(action: Callable[[], object], repeats: int) -> float:
@@ -484,18 +486,23 @@ def parallel_init_cores(one_s: float, together_s: float, k: int, cores: int) -> 
     return float(min(cores, max(1.0, k * one_s / together_s)))
 
 
+def init_counts(cores: int) -> tuple[int, ...]:
+    """The numbers of runners measure_init_cores starts together: one per core, two and four
+    (n = 2, 4, 8 on 2 cores, the crowds bench/predict runs)."""
+    return (cores, 2 * cores, 4 * cores)
+
+
 def measure_init_cores(
     supervisor: Supervisor, env: dict[str, str], work: Path, cores: int, repeats: int
-) -> tuple[float, float, float]:
-    """(effective cores, one cold start s, k at once s) for k = 2·cores runners started together,
-    each importing functions.worker (torch) as a worker's cold start does; medians of `repeats`
-    rounds each way.
+) -> tuple[tuple[tuple[int, float], ...], float]:
+    """((k, effective cores) for each k of init_counts, one cold start s): k runners started
+    together, each importing functions.worker (torch) as a worker's cold start does, against one
+    alone; medians of `repeats` rounds each.
 
     A start-up is the slowest runner's own import of functions.worker (its IMPORT_S), the figure
     the emulator's report measures a worker's start-up by; not the round's wall time, which adds
     k spawns one after the other and the polls: timed so, 4 runners gave 1.53-1.65 cores where
     bench/predict's start-ups at n = 4 and 8 showed 1.8-2.0."""
-    k = 2 * cores
 
     def round_s(count: int, tag: str) -> float:
         environments = [
@@ -518,8 +525,13 @@ def measure_init_cores(
         return float(max(imports_s))
 
     one = statistics.median(round_s(1, f"one{r}") for r in range(repeats))
-    together = statistics.median(round_s(k, f"all{r}") for r in range(repeats))
-    return parallel_init_cores(one, together, k, cores), one, together
+    by_k = tuple(
+        (k, parallel_init_cores(
+            one, statistics.median(round_s(k, f"k{k}-{r}") for r in range(repeats)), k, cores
+        ))
+        for k in init_counts(cores)
+    )  # fmt: skip
+    return by_k, one
 
 
 def measure_load(
@@ -594,7 +606,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         cold_s, warm_s, restart_s, launch_s = measure_startup(
             supervisor, env, work / "startup", repeats
         )
-        init_cores, _, _ = measure_init_cores(
+        init_cores_by_n, _ = measure_init_cores(
             supervisor, env, work / "init", cores, 1 if quick else 3
         )
         load_s = measure_load(supervisor, env, endpoint, work / "load", min(repeats, 5))
@@ -617,7 +629,8 @@ def measure(quick: bool, work: Path) -> Measurements:
         checkpoint_mb_s=checkpoint[1],
         cold_start_s=cold_s,
         warm_start_s=warm_s,
-        init_cores=init_cores,
+        init_cores=dict(init_cores_by_n)[2 * cores],
+        init_cores_by_n=init_cores_by_n,
         load_cpu_s=load_s,
         restart_s=restart_s,
         launch_s=launch_s,
@@ -669,7 +682,7 @@ def _copied(figure: dict[str, Any], where: Provenance) -> dict[str, Any]:
 
 
 def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict[str, Any]:
-    def measured(value: float, unit: str, method: str) -> dict[str, Any]:
+    def measured(value: Any, unit: str, method: str) -> dict[str, Any]:
         return _fig(value, unit, method, w, "measured")
 
     def policy(value: Any, unit: str, why: str) -> dict[str, Any]:
@@ -683,6 +696,14 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
         f"os.sched_getaffinity: {m.cores} cores × emulator/cpu.py WORKER_CORE_FRACTION "
         f"{cpu.WORKER_CORE_FRACTION}"
     )
+    per_n = {}  # an older Measurements (tests) has no per-n figure: init_cores at every n
+    if m.init_cores_by_n:
+        per_n["init_cores_by_n"] = measured(
+            [[k, round(c, 3)] for k, c in m.init_cores_by_n],
+            "[n, cores]",
+            "k·t₁/t_k as init_cores, for each k = n emulator runners cold-started at once; the "
+            "model interpolates between them (provisioner.model.init_cores_at)",
+        )
     return {
         "memory_min_mb": policy(128, "MB", "Lambda's smallest size, kept"),
         "memory_max_mb": measured(
@@ -701,6 +722,7 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
             f"{m.cores}] (os.sched_getaffinity); imports run at burst CPU, outside the workers' "
             "quota (emulator/runner.py init_phase)",
         ),
+        **per_n,
         "compute_cores": measured(
             float(m.cores),
             "cores",

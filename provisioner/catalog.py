@@ -112,6 +112,10 @@ class Catalog:
     # quota that holds total_vcpu (Lambda's and the emulator's runner alike), so n cold starts
     # at once contend for the machine's cores; None = total_vcpu (or unlimited: AWS).
     init_cores: float | None = None
+    # The same measured per n: (n, cores n cold starts at once effectively got), n increasing;
+    # () = init_cores at every n. On 2 cores the start-ups of bench/predict took 1.0× one alone
+    # at n = 2, 2.3× at n = 4 and 4.2× at n = 8 (1.74 and 1.9 cores): no one figure holds all three.
+    init_cores_by_n: tuple[tuple[float, float], ...] = ()
     # Cores the workers' steps share at once: under BSP the PS, the S3 server and the
     # orchestrator wait while the workers compute, so their steps get the machine's cores, not
     # only the total_vcpu the planner lets the memories add up to; None = total_vcpu.
@@ -262,6 +266,36 @@ def _figure(section: dict[str, Any], key: str, where: str) -> Any:
     return value
 
 
+def _points_figure(
+    section: dict[str, Any], key: str, where: str
+) -> tuple[tuple[float, float], ...]:
+    """A figure whose value is a list of [x, y] pairs of positive numbers, x increasing (a
+    measured curve); absent means ()."""
+    if key not in section:
+        return ()
+    fig = section[key]
+    if not isinstance(fig, dict) or "value" not in fig:
+        raise ValueError(f"catalog {where}.{key}: expected an object with a 'value'")
+    for meta in ("unit", "source", "date", "tag"):
+        if meta not in fig:
+            raise ValueError(f"catalog {where}.{key}: missing {meta!r} (every figure needs it)")
+    value = fig["value"]
+
+    def number(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+
+    pairs = value if isinstance(value, list) else []
+    ok = bool(pairs) and all(
+        isinstance(p, list) and len(p) == 2 and all(number(v) for v in p) for p in pairs
+    )
+    if not ok or any(a[0] >= b[0] for a, b in zip(pairs, pairs[1:], strict=False)):
+        raise ValueError(
+            f"catalog {where}.{key}: value {value!r} is not a list of [x, y] pairs of positive"
+            " numbers with x increasing, e.g. [[2, 2.0], [4, 1.74]]"
+        )
+    return tuple((float(x), float(y)) for x, y in pairs)
+
+
 def _optional_figure(section: dict[str, Any], key: str, where: str, default: float) -> float:
     """A figure that older catalogs do not have: absent means `default`, present is checked."""
     return float(_figure(section, key, where)) if key in section else default
@@ -357,6 +391,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         warm_start_s=float(lf("warm_start_s")) if "warm_start_s" in lam else None,
         launch_s=_optional_figure(lam, "launch_s", "lambda", 0.0),
         init_cores=float(lf("init_cores")) if "init_cores" in lam else None,
+        init_cores_by_n=_points_figure(lam, "init_cores_by_n", "lambda"),
         compute_cores=float(lf("compute_cores")) if "compute_cores" in lam else None,
         load_cpu_s=float(lf("load_cpu_s")) if "load_cpu_s" in lam else None,
         exchange_cpu_fraction=_optional_figure(net, "exchange_cpu_fraction", "network", 0.0),

@@ -140,7 +140,7 @@ def parallel_speed(n: Arr, ratio: float | None, processes: int, total_vcpu: floa
     return 1.0 - (1.0 - ratio) * busy
 
 
-def shared_slowdown(n: Arr, total_vcpu: float | None) -> Arr:
+def shared_slowdown(n: Arr, total_vcpu: Arr | float | None) -> Arr:
     """Extension: max(1, n/C), how much longer n CPU-bound tasks at once take on C shared
     cores than one alone; 1 where every function has its own cores (AWS: total_vcpu None)."""
     n = np.asarray(n, dtype=np.float64)
@@ -194,7 +194,22 @@ def shared_cpu_iteration_s(n: Arr, worker_cpu_s: Arr, ps_cpu_s: Arr, cores: floa
     return (n * np.asarray(worker_cpu_s, dtype=np.float64) + ps_cpu_s) / cores
 
 
-def cold_start_s(startup_s: float, n: Arr, init_cores: float | None) -> Arr:
+def init_cores_at(
+    n: Arr, init_cores: float | None, by_n: tuple[tuple[float, float], ...] = ()
+) -> Arr | float | None:
+    """Extension: the cores n cold starts at once effectively get: the catalog's points per n
+    (`by_n`) interpolated linearly and flat beyond the ends, else `init_cores` at every n (None:
+    unlimited, AWS). Measured per n because contention is not one figure: on 2 cores the
+    start-ups in bench/predict took 1.0× one alone at n = 2 (2 cores), 2.3× at n = 4 (1.74) and
+    4.2× at n = 8 (1.9), so the one figure from k = 4 (1.7) over-predicted n = 2 by 18% and
+    n = 8 by 12%."""
+    if not by_n:
+        return init_cores
+    xs, ys = zip(*by_n, strict=True)
+    return np.asarray(np.interp(np.asarray(n, dtype=np.float64), xs, ys), dtype=np.float64)
+
+
+def cold_start_s(startup_s: float, n: Arr, init_cores: Arr | float | None) -> Arr:
     """Extension: the first link's start-up when n functions start at once on C shared cores.
 
     A cold start (imports, model build) is CPU-bound; on AWS every function has its own cores,
@@ -205,6 +220,12 @@ def cold_start_s(startup_s: float, n: Arr, init_cores: float | None) -> Arr:
     5.43-6.24 s at n = 8: about n/2 × the n = 1 figure, where C = 1.5 predicted 4.0 s and 8.0 s).
     """
     return startup_s * shared_slowdown(n, init_cores)
+
+
+def startup_cores(catalog: Catalog, n: Arr) -> Arr | float | None:
+    """The cores n cold starts at once share on `catalog`: its init cores (per n where it
+    measured them), else its workers' total_vcpu (None: unlimited, AWS)."""
+    return init_cores_at(n, catalog.init_cores or catalog.total_vcpu, catalog.init_cores_by_n)
 
 
 def crowded_warmup_s(
@@ -837,7 +858,7 @@ def n_terms(
         communication_burst_s=comm_burst,
         exchange_burst_s=comm_burst + agg,
         burst_iterations=burst_iterations(burst_s, comm_burst, k),
-        startup_s=cold_start_s(profile.startup_s, n, catalog.init_cores or catalog.total_vcpu),
+        startup_s=cold_start_s(profile.startup_s, n, startup_cores(catalog, n)),
         reducers=k_red,
         s3=s3_sync,
         exchange_stored_mb=stored,
@@ -1022,7 +1043,7 @@ def timeline(
     # worker's handler saw, bench/predict 2026-11-25). The start is CPU (an interpreter), so n
     # of them on shared cores take turns as the start-ups after them do (cold_start_s): on 2
     # cores it measured 0.19-0.36 s at n ≤ 2 and 0.50-0.61 s at n = 4 and 8.
-    fresh = cold_start_s(catalog.launch_s, nt.n, catalog.init_cores or catalog.total_vcpu)
+    fresh = cold_start_s(catalog.launch_s, nt.n, startup_cores(catalog, nt.n))
     launch = np.broadcast_to(fresh + catalog.restart_s, np.shape(links)).astype(np.float64)
     with np.errstate(invalid="ignore"):
         total = np.where(

@@ -182,6 +182,12 @@ def test_catalog_writes_the_figures_the_model_engineer_adds() -> None:
     # the cores n cold starts at once effectively shared (measured, not the machine's count)
     assert lam["init_cores"]["value"] == 1.55
     assert calibrate.catalog_from_dict(doc).init_cores == 1.55
+    assert "init_cores_by_n" not in lam  # not measured per n: init_cores at every n
+    per_n = calibrate.build_catalog(
+        _measurements(init_cores_by_n=((2, 2.0), (4, 1.55), (8, 1.9))), REFERENCE, WHERE
+    )
+    assert per_n["lambda"]["init_cores_by_n"]["value"] == [[2, 2.0], [4, 1.55], [8, 1.9]]
+    assert calibrate.catalog_from_dict(per_n).init_cores_by_n == ((2, 2), (4, 1.55), (8, 1.9))
     # the steps share every core (2 here), where the memories add up to total_vcpu at most
     assert calibrate.catalog_from_dict(doc).compute_cores == float(_measurements().cores)
     assert doc["parameter_servers"]["candidates"][0]["burst_s"]["value"] == 0
@@ -293,6 +299,10 @@ def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> No
         ".parameter_servers.candidates[0].baseline_gbps",
     ):
         assert key in measured, key
+    by_n = measured.pop(".lambda.init_cores_by_n")  # the one curve: [n, cores] per n
+    assert [n for n, _ in by_n] == list(calibrate.init_counts(len(os.sched_getaffinity(0))))
+    assert all(1.0 <= c <= len(os.sched_getaffinity(0)) for _, c in by_n)
+    assert cat.init_cores_by_n == tuple((float(n), float(c)) for n, c in by_n)
     for where, value in measured.items():
         assert math.isfinite(value) and value >= 0, where
     for positive in (cat.function_ps_mb_s, cat.s3_max_mb_s, cat.ps_s3_mb_s, cat.max_vcpu):
@@ -330,6 +340,11 @@ def test_a_failed_measurement_is_one_line_and_keeps_the_old_catalog(
     finally:
         shutil.rmtree(work)
     assert out.read_text() == "old"
+
+
+def test_init_counts_are_one_two_and_four_runners_a_core() -> None:
+    assert calibrate.init_counts(2) == (2, 4, 8)
+    assert calibrate.init_counts(4) == (4, 8, 16)
 
 
 @pytest.mark.parametrize(

@@ -312,6 +312,28 @@ def test_cold_starts_share_the_cores_of_a_shared_platform() -> None:
     assert cold_start_s(1.2, np.array([1, 2, 3, 6]), 1.5) == pytest.approx([1.2, 1.6, 2.4, 4.8])
 
 
+def test_cold_starts_share_the_cores_measured_at_their_n() -> None:
+    """Where the catalog measured the cores per n, n cold starts get the cores interpolated at
+    n (flat beyond the points): 1.0× alone at n = 2 on 2 cores, n/1.74 at 4, n/1.9 at 8."""
+    from provisioner.model import cold_start_s, init_cores_at
+    from tests.local_catalog import local_catalog
+
+    points = ((2.0, 2.0), (4.0, 1.74), (8.0, 1.9))
+    cores = init_cores_at(np.array([1, 2, 4, 6, 8, 16]), 1.7, points)
+    assert np.asarray(cores) == pytest.approx([2.0, 2.0, 1.74, 1.82, 1.9, 1.9])
+    assert init_cores_at(np.array([4]), 1.7, ()) == 1.7  # no points: the one figure
+    assert init_cores_at(np.array([4]), None, ()) is None  # AWS: unlimited
+    got = cold_start_s(2.5, np.array([1, 2, 4, 8, 16]), cores[[0, 1, 2, 4, 5]])
+    assert got == pytest.approx([2.5, 2.5, 2.5 * 4 / 1.74, 2.5 * 8 / 1.9, 2.5 * 16 / 1.9])
+    profile = make_profile()
+    catalog = dataclasses.replace(
+        local_catalog(), total_vcpu=1.5, init_cores=1.7, init_cores_by_n=points
+    )
+    for n, expected in ((1, 1.0), (2, 1.0), (4, 4 / 1.74), (8, 8 / 1.9)):
+        got_s = predict(profile, catalog, Choice(n, 1024, "x86_64", "loopback", 1)).startup_s
+        assert got_s == pytest.approx(profile.startup_s * expected)
+
+
 def test_cold_starts_share_the_machine_cores_not_the_workers_quota() -> None:
     """The init phase runs outside the quota: on a catalog with init_cores, n cold starts
     share those cores (2 here), not total_vcpu (1.5)."""

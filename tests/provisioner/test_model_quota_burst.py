@@ -319,6 +319,19 @@ def test_the_shared_cores_figures_are_read_and_must_be_positive(name: str) -> No
     )
 
 
+def test_the_per_n_init_cores_are_read_and_bad_points_are_one_line() -> None:
+    got = catalog_from_dict(_catalog_doc(init_cores_by_n=[[2, 2], [4, 1.74], [8, 1.9]]))
+    assert got.init_cores_by_n == ((2.0, 2.0), (4.0, 1.74), (8.0, 1.9))
+    assert catalog_from_dict(_catalog_doc()).init_cores_by_n == ()  # absent: init_cores
+    for bad in ([], [[4, 1.7], [2, 2]], [[2, 0]], [[2]], "2:2", [[2, True]]):
+        with pytest.raises(ValueError) as err:
+            catalog_from_dict(_catalog_doc(init_cores_by_n=bad))
+        assert str(err.value) == (
+            f"catalog lambda.init_cores_by_n: value {bad!r} is not a list of [x, y] pairs of"
+            " positive numbers with x increasing, e.g. [[2, 2.0], [4, 1.74]]"
+        )
+
+
 def test_the_launch_figure_is_read_and_absent_means_none() -> None:
     assert catalog_from_dict(_catalog_doc(launch_s=0.4)).launch_s == 0.4
     assert catalog_from_dict(_catalog_doc()).launch_s == 0.0  # the AWS catalogs: not sourced

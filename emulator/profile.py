@@ -669,10 +669,11 @@ def updated_profile(
         "tag": "measured",
     }
     sources["startup_s"] = {
-        "method": "measured: python -m emulator.profile (median of the repeats); interpreter "
-        "start + import torch and the worker module with whole cores (Lambda's init phase "
-        "bursts, as the emulator's runner does) + model build at 1 vCPU (the dataset is the "
-        "load term); excludes Lambda's image load; " + machine,
+        "method": "measured: python -m emulator.profile (median of the repeats); the worker "
+        "module's own import (functions.worker IMPORT_S: torch and the handler's modules, with "
+        "whole cores, as Lambda's init phase bursts and the emulator's runner does) + model "
+        "build at 1 vCPU, the clock a run's worker reports (the dataset is the load term); "
+        "excludes the interpreter start and Lambda's image load; " + machine,
         "date": when,
         "tag": "measured",
     }

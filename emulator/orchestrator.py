@@ -375,10 +375,13 @@ class WorkerPool:
     def record(self, worker: WorkerState, outcome: Outcome) -> dict[str, Any] | None:
         """The link's result (with its losses) once recorded, or None after a failed attempt
         that may be retried; EmulatorError once the worker is out of attempts."""
+        # The record is read from S3 outside the lock: under BSP the n workers' links end
+        # together, and read in turn under it, each read held back every other worker's poll
+        # and re-invocation, a wait AWS's independent Map iterations do not have.
+        result = self.read_record(outcome.result) if outcome.ok else None
         with self.lock:
             worker.current = None
-            if outcome.ok:
-                result = self.read_record(outcome.result)
+            if result is not None:
                 worker.links.append(
                     {**result, "wall_s": outcome.wall_s, "attempt": worker.attempt,
                      "cold": outcome.cold}

@@ -245,8 +245,9 @@ def read_data_json(name_or_path: str | Path, directory: Path, kind: str) -> tupl
         raise ValueError(f"{kind} {str(path)!r} cannot be read: {exc.strerror}") from None
 
 
-def _figure(section: dict[str, Any], key: str, where: str) -> Any:
-    """The value of a figure `{"value", "unit", "source", "date", "tag"}`; all five are required."""
+def _raw_value(section: dict[str, Any], key: str, where: str) -> Any:
+    """The unchecked value of a figure `{"value", "unit", "source", "date", "tag"}`; all five are
+    required."""
     if key not in section:
         raise ValueError(f"catalog {where}: missing figure {key!r}")
     fig = section[key]
@@ -255,7 +256,12 @@ def _figure(section: dict[str, Any], key: str, where: str) -> Any:
     for meta in ("unit", "source", "date", "tag"):
         if meta not in fig:
             raise ValueError(f"catalog {where}.{key}: missing {meta!r} (every figure needs it)")
-    value = fig["value"]
+    return fig["value"]
+
+
+def _figure(section: dict[str, Any], key: str, where: str) -> Any:
+    """The value of a figure: a non-negative number or a list of names."""
+    value = _raw_value(section, key, where)
     if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
         return value  # a list of names (e.g. endpoint services) with the same provenance fields
     if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
@@ -273,13 +279,7 @@ def _points_figure(
     measured curve); absent means ()."""
     if key not in section:
         return ()
-    fig = section[key]
-    if not isinstance(fig, dict) or "value" not in fig:
-        raise ValueError(f"catalog {where}.{key}: expected an object with a 'value'")
-    for meta in ("unit", "source", "date", "tag"):
-        if meta not in fig:
-            raise ValueError(f"catalog {where}.{key}: missing {meta!r} (every figure needs it)")
-    value = fig["value"]
+    value = _raw_value(section, key, where)
 
     def number(v: Any) -> bool:
         return isinstance(v, int | float) and not isinstance(v, bool) and v > 0

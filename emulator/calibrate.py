@@ -494,10 +494,10 @@ def init_counts(cores: int) -> tuple[int, ...]:
 
 def measure_init_cores(
     supervisor: Supervisor, env: dict[str, str], work: Path, cores: int, repeats: int
-) -> tuple[tuple[tuple[int, float], ...], float]:
-    """((k, effective cores) for each k of init_counts, one cold start s): k runners started
-    together, each importing functions.worker (torch) as a worker's cold start does, against one
-    alone; medians of `repeats` rounds each.
+) -> tuple[tuple[int, float], ...]:
+    """(k, effective cores) for each k of init_counts: k runners started together, each
+    importing functions.worker (torch) as a worker's cold start does, against one alone; medians
+    of `repeats` rounds each.
 
     A start-up is the slowest runner's own import of functions.worker (its IMPORT_S), the figure
     the emulator's report measures a worker's start-up by; not the round's wall time, which adds
@@ -525,13 +525,12 @@ def measure_init_cores(
         return float(max(imports_s))
 
     one = statistics.median(round_s(1, f"one{r}") for r in range(repeats))
-    by_k = tuple(
+    return tuple(
         (k, parallel_init_cores(
             one, statistics.median(round_s(k, f"k{k}-{r}") for r in range(repeats)), k, cores
         ))
         for k in init_counts(cores)
     )  # fmt: skip
-    return by_k, one
 
 
 def measure_load(
@@ -606,7 +605,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         cold_s, warm_s, restart_s, launch_s = measure_startup(
             supervisor, env, work / "startup", repeats
         )
-        init_cores_by_n, _ = measure_init_cores(
+        init_cores_by_n = measure_init_cores(
             supervisor, env, work / "init", cores, 1 if quick else 3
         )
         load_s = measure_load(supervisor, env, endpoint, work / "load", min(repeats, 5))

@@ -299,15 +299,15 @@ def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> No
         ".parameter_servers.candidates[0].baseline_gbps",
     ):
         assert key in measured, key
+    cores = len(os.sched_getaffinity(0))
     by_n = measured.pop(".lambda.init_cores_by_n")  # the one curve: [n, cores] per n
-    assert [n for n, _ in by_n] == list(calibrate.init_counts(len(os.sched_getaffinity(0))))
-    assert all(1.0 <= c <= len(os.sched_getaffinity(0)) for _, c in by_n)
+    assert [n for n, _ in by_n] == list(calibrate.init_counts(cores))
+    assert all(1.0 <= c <= cores for _, c in by_n)
     assert cat.init_cores_by_n == tuple((float(n), float(c)) for n, c in by_n)
     for where, value in measured.items():
         assert math.isfinite(value) and value >= 0, where
     for positive in (cat.function_ps_mb_s, cat.s3_max_mb_s, cat.ps_s3_mb_s, cat.max_vcpu):
         assert positive > 0
-    cores = len(os.sched_getaffinity(0))
     assert doc["lambda"]["total_vcpu"]["value"] == pytest.approx(0.75 * cores)
     assert doc["lambda"]["cold_start_s"]["value"] > doc["lambda"]["warm_start_s"]["value"]
     assert doc["lambda"]["load_cpu_s"]["value"] > 0  # a real load: client, two GETs, np.load

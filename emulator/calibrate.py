@@ -54,6 +54,7 @@ from functions.ps_client import PSClient
 from functions.runs import new_run
 from provisioner.catalog import CATALOG_DIR, catalog_from_dict
 from provisioner.files import write_text_atomically
+from provisioner.model import init_cores_at
 
 REFERENCE_CATALOG = CATALOG_DIR / "lambda-2025.json"
 DEFAULT_OUT = CATALOG_DIR / "local.json"
@@ -488,8 +489,16 @@ def parallel_init_cores(one_s: float, together_s: float, k: int, cores: int) -> 
 
 def init_counts(cores: int) -> tuple[int, ...]:
     """The numbers of runners measure_init_cores starts together: one per core, two and four
-    (n = 2, 4, 8 on 2 cores, the crowds bench/predict runs)."""
-    return (cores, 2 * cores, 4 * cores)
+    (n = 2, 4, 8 on 2 cores, the crowds bench/predict runs), never more than CONCURRENCY_LIMIT:
+    no plan on this catalog starts more, and a 16-core machine would otherwise import torch in
+    64 runners at once (the model holds the curve flat beyond its last point)."""
+    return tuple(sorted({min(k, CONCURRENCY_LIMIT) for k in (cores, 2 * cores, 4 * cores)}))
+
+
+def single_init_cores(by_n: tuple[tuple[int, float], ...], cores: int) -> float:
+    """The one `init_cores` figure of catalogs read without the curve: the curve at 2·cores
+    runners (the count it was measured at before), as the model reads the curve."""
+    return float(np.asarray(init_cores_at(2 * cores, None, by_n)))
 
 
 def measure_init_cores(
@@ -628,7 +637,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         checkpoint_mb_s=checkpoint[1],
         cold_start_s=cold_s,
         warm_start_s=warm_s,
-        init_cores=dict(init_cores_by_n)[2 * cores],
+        init_cores=single_init_cores(init_cores_by_n, cores),
         init_cores_by_n=init_cores_by_n,
         load_cpu_s=load_s,
         restart_s=restart_s,
@@ -715,7 +724,8 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
         "init_cores": measured(
             round(m.init_cores, 3),
             "cores",
-            f"k·t₁/t_k for k = {2 * m.cores} emulator runners cold-started at once (each imports "
+            f"k·t₁/t_k for k = {min(2 * m.cores, CONCURRENCY_LIMIT)} emulator runners "
+            "cold-started at once (each imports "
             "functions.worker: torch; t = the slowest runner's own import time, as a worker "
             "reports its start-up) against one alone, within [1, "
             f"{m.cores}] (os.sched_getaffinity); imports run at burst CPU, outside the workers' "

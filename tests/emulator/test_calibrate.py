@@ -342,9 +342,19 @@ def test_a_failed_measurement_is_one_line_and_keeps_the_old_catalog(
     assert out.read_text() == "old"
 
 
-def test_init_counts_are_one_two_and_four_runners_a_core() -> None:
+def test_init_counts_are_one_two_and_four_runners_a_core_up_to_the_concurrency_limit() -> None:
+    assert calibrate.CONCURRENCY_LIMIT == 8
+    assert calibrate.init_counts(1) == (1, 2, 4)
     assert calibrate.init_counts(2) == (2, 4, 8)
-    assert calibrate.init_counts(4) == (4, 8, 16)
+    assert calibrate.init_counts(4) == (4, 8)  # not 16 runners: no plan starts more than 8
+    assert calibrate.init_counts(16) == (8,)
+
+
+def test_the_single_init_cores_figure_is_the_curve_at_two_runners_a_core() -> None:
+    curve = ((2, 1.5), (4, 1.7), (8, 1.9))
+    assert calibrate.single_init_cores(curve, 2) == pytest.approx(1.7)  # measured at 4
+    assert calibrate.single_init_cores(curve, 3) == pytest.approx(1.8)  # between 4 and 8
+    assert calibrate.single_init_cores(((8, 1.9),), 16) == pytest.approx(1.9)  # flat beyond
 
 
 @pytest.mark.parametrize(

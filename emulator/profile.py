@@ -766,6 +766,16 @@ ANCHOR_MEASURE_S = 2.0  # per child: a spot reading of the machine's speed, not 
 # reading (bench/predict 2026-11-26: the CNN at 0.56-0.72 vCPU scored 0.87-0.91 with the
 # whole curve moved by the 1-vCPU factor, 1.09-1.16, and 0.97-1.00 left where it was).
 ANCHOR_SHARES = (0.5, 1.0)
+# How far an anchor moves the profile, in log speed: 0.5 sets each point at the geometric mean of
+# the profile's rate and the anchor's reading. Both estimate the machine's speed at the run: the
+# profile from many children long ago, the anchor from six short ones just before, and in these
+# VMs each is as often the further off. Re-scoring the runs of four grids of 2026-11-26 (the
+# bench/results/predict.json of b7915f3, 070cc16, 65bc6b4 and c46c76b) with each weight, the
+# whole move (1) scored 0.920, 0.950, 0.932 and 0.924 mean, half of it 0.935, 0.947, 0.934 and
+# 0.939, none (rates as profiled, start-up as read) 0.925, 0.907, 0.934 and 0.947: the whole
+# move chases the anchor's noise, none misses the hours the machine drifted (MobileNetV2 0.835
+# in 070cc16's grid, 0.960 with the whole move).
+ANCHOR_WEIGHT = 0.5
 
 
 def measure_anchor(
@@ -825,12 +835,16 @@ def factor_at_share(factors: dict[float, float], share: float) -> float:
 
 
 def anchored_profile(
-    doc: dict[str, Any], anchor: dict[str, Any], arch: str, when: str
+    doc: dict[str, Any],
+    anchor: dict[str, Any],
+    arch: str,
+    when: str,
+    weight: float = ANCHOR_WEIGHT,
 ) -> dict[str, Any]:
-    """The profile `doc` moved to the machine's speed of the `anchor` (measure_anchor): each
-    training-rate point × the factor at its share (factor_at_share over the anchored shares'
-    reading / profile rate; an anchor of the 1-vCPU rate alone moves every point by its
-    factor), start-up the anchor's.
+    """The profile `doc` moved towards the machine's speed of the `anchor` (measure_anchor):
+    each training-rate point × the factor at its share to the power `weight` (factor_at_share
+    over the anchored shares' reading / profile rate; an anchor of the 1-vCPU rate alone moves
+    every point by its factor; ANCHOR_WEIGHT says why half the way), start-up the anchor's.
 
     This VM's speed drifts by up to 2× within an hour (MobileNetV2 at 1 vCPU: 36.4 samples/s
     at 04:30, 67.6 at 05:27, same code), so a curve measured once predicts runs an hour later
@@ -847,8 +861,11 @@ def anchored_profile(
     factors = share_factors({float(p["vcpu_share"]): p["samples_per_s"] for p in points}, readings)
     factor = factor_at_share(factors, 1.0)
 
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"bad anchor weight {weight!r}: expected a number from 0 to 1")
+
     def moved(point: dict[str, Any]) -> dict[str, Any]:
-        at = factor_at_share(factors, float(point["vcpu_share"]))
+        at = factor_at_share(factors, float(point["vcpu_share"])) ** weight
         return {**point, "samples_per_s": round(point["samples_per_s"] * at, 1)}
 
     out: dict[str, Any] = json.loads(json.dumps(doc))
@@ -857,15 +874,16 @@ def anchored_profile(
     out["anchor"] = {
         "speed_factor": round(factor, 4),
         "speed_factor_by_share": {f"{k:g}": round(v, 4) for k, v in sorted(factors.items())},
+        "weight": weight,  # each point moved by its share's factor ** weight
         "samples_per_s_at_1_vcpu": round(anchor["samples_per_s"], 1),
         "startup_s": round(anchor["startup_s"], 3),
         "date": when,
     }
     each = ", ".join(f"× {v:.3f} at {k:g} vCPU" for k, v in sorted(factors.items()))
     method = (
-        f"anchored: the profile's curve {each} (linear between, the nearest outside), its rate "
-        f"measured just before (median of {anchor.get('runs', 1)} children per share, "
-        "emulator.profile.measure_anchor)"
+        f"anchored: the profile's curve {each} (linear between, the nearest outside), to the "
+        f"power {weight:g}, its rate measured just before (median of {anchor.get('runs', 1)} "
+        "children per share, emulator.profile.measure_anchor)"
     )
     sources = out.setdefault("sources", {})
     sources["training_rate"] = {**sources.get("training_rate", {}), "method": method, "date": when}

@@ -221,8 +221,9 @@ def test_an_anchored_profile_keeps_the_curves_shape_at_the_anchors_speed(tmp_pat
     points = raw["training_rate"]["x86_64"]["points"]
     one = next(p["samples_per_s"] for p in points if p["vcpu_share"] == 1.0)
     doc = anchored_profile(
-        raw, {"samples_per_s": one * 1.5, "startup_s": 0.8, "runs": 3}, "x86_64", "2026-11-25"
-    )
+        raw, {"samples_per_s": one * 1.5, "startup_s": 0.8, "runs": 3}, "x86_64", "2026-11-25",
+        weight=1.0,
+    )  # fmt: skip
     moved = doc["training_rate"]["x86_64"]["points"]
     assert [p["vcpu_share"] for p in moved] == [p["vcpu_share"] for p in points]
     for before, after in zip(points, moved, strict=True):
@@ -246,7 +247,7 @@ def test_an_anchor_at_two_shares_moves_each_point_by_the_factor_at_its_share() -
         "startup_s": 1.0,
         "runs": 3,
     }
-    doc = anchored_profile(raw, anchor, "x86_64", "2026-11-26")
+    doc = anchored_profile(raw, anchor, "x86_64", "2026-11-26", weight=1.0)
     moved = {p["vcpu_share"]: p["samples_per_s"] for p in doc["training_rate"]["x86_64"]["points"]}
     expected = {0.25: 0.9, 0.5: 0.9, 1.0: 1.2, 2.0: 1.2}
     assert set(moved) == set(expected)
@@ -255,6 +256,30 @@ def test_an_anchor_at_two_shares_moves_each_point_by_the_factor_at_its_share() -
     assert doc["anchor"]["speed_factor"] == pytest.approx(1.2)
     assert doc["anchor"]["speed_factor_by_share"] == {"0.5": 0.9, "1": 1.2}
     assert "× 0.900 at 0.5 vCPU, × 1.200 at 1 vCPU" in doc["sources"]["training_rate"]["method"]
+
+
+def test_an_anchor_moves_the_profile_half_way_in_log_speed_by_default() -> None:
+    """The profile and the anchor both estimate the machine's speed at the run: by default each
+    point lands at the geometric mean of the two (ANCHOR_WEIGHT); the reading itself is kept as
+    measured, and a weight outside [0, 1] is refused in one line."""
+    raw = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
+    points = {p["vcpu_share"]: p["samples_per_s"] for p in raw["training_rate"]["x86_64"]["points"]}
+    anchor = {
+        "samples_per_s": points[1.0] * 1.44,
+        "samples_per_s_by_share": {"0.5": points[0.5] * 0.81, "1.0": points[1.0] * 1.44},
+        "startup_s": 1.0,
+    }
+    doc = anchored_profile(raw, anchor, "x86_64", "2026-11-26")
+    moved = {p["vcpu_share"]: p["samples_per_s"] for p in doc["training_rate"]["x86_64"]["points"]}
+    for share, factor in {0.25: 0.9, 0.5: 0.9, 1.0: 1.2, 2.0: 1.2}.items():
+        assert moved[share] == pytest.approx(points[share] * factor, abs=0.1)
+    assert doc["anchor"]["speed_factor_by_share"] == {"0.5": 0.81, "1": 1.44}
+    assert doc["anchor"]["weight"] == 0.5 and "to the power 0.5" in doc["sources"][
+        "training_rate"]["method"]  # fmt: skip
+    unmoved = anchored_profile(raw, anchor, "x86_64", "2026-11-26", weight=0.0)
+    assert unmoved["training_rate"] == raw["training_rate"] and unmoved["startup_s"] == 1.0
+    with pytest.raises(ValueError, match=r"bad anchor weight 1\.5: expected a number from 0 to 1"):
+        anchored_profile(raw, anchor, "x86_64", "2026-11-26", weight=1.5)
 
 
 def test_the_speed_factor_between_anchored_shares_is_linear_and_flat_outside() -> None:
@@ -310,7 +335,7 @@ def test_anchor_writes_the_profile_at_this_moments_speed_or_refuses_in_one_line(
     assert set(factors) == {0.5, 1.0} and min(factors.values()) > 0 and doc["startup_s"] > 0
     for before, after in zip(raw["training_rate"]["x86_64"]["points"],
                              doc["training_rate"]["x86_64"]["points"], strict=True):  # fmt: skip
-        factor = factors[min(max(before["vcpu_share"], 0.5), 1.0)]
+        factor = factors[min(max(before["vcpu_share"], 0.5), 1.0)] ** doc["anchor"]["weight"]
         assert after["samples_per_s"] == pytest.approx(before["samples_per_s"] * factor, rel=1e-3)
     assert load_profile(out).name == "digits-mlp"
 

@@ -269,7 +269,7 @@ def test_rescore_of_an_anchored_run_predicts_each_run_from_its_own_profile(
     for k, speed in enumerate((1.0, 2.0, 2.0)):
         doc = anchored_profile(
             base, {"samples_per_s": rate["samples_per_s"] * speed, "startup_s": 1.0},
-            "x86_64", "2026-11-25",
+            "x86_64", "2026-11-25", weight=1.0,
         )  # fmt: skip
         names.append(f"anchors/synthetic-cifar-cnn-round{k}.json")
         (platform / names[-1]).write_text(json.dumps(doc))

@@ -68,6 +68,7 @@ S3_SIZES_QUICK_MB = (0.064, 8.0)
 CPU_SHARES = (0.25, 0.5, 1.0)
 INVOCATION_TIMEOUT_S = 900
 CONCURRENCY_LIMIT = 8  # emulated functions this machine hosts at once (policy)
+INIT_REPEATS = 5  # start-up pairs per runner count: about 2 min on 2 cores (k = 8: ~11 s a round)
 PS_MAX_SHARDS = 4
 # Lambda figures kept from lambda-2025: /tmp sizes and prices (the objective stays the same)
 COPIED_LAMBDA_FIGURES = (
@@ -178,6 +179,7 @@ class Measurements:
     repeats: int
     # the same per n, (n, cores) for n in init_counts(cores); () = init_cores at every n
     init_cores_by_n: tuple[tuple[int, float], ...] = ()
+    init_repeats: int = INIT_REPEATS  # pairs per n behind init_cores_by_n
 
 
 def _median_time(action: Callable[[], object], repeats: int) -> float:
@@ -505,8 +507,15 @@ def measure_init_cores(
     supervisor: Supervisor, env: dict[str, str], work: Path, cores: int, repeats: int
 ) -> tuple[tuple[int, float], ...]:
     """(k, effective cores) for each k of init_counts: k runners started together, each
-    importing functions.worker (torch) as a worker's cold start does, against one alone; medians
-    of `repeats` rounds each.
+    importing functions.worker (torch) as a worker's cold start does, against one alone started
+    just before; the median over `repeats` such pairs.
+
+    Paired, not one baseline for every k: the one-alone time is the denominator of every k's
+    figure, so with one median of three for all, one draw moved the whole curve. Three runs of
+    the unpaired measurement here, minutes apart (2026-11-26 17:45 UTC), gave 1.82, 1.44 and
+    1.97 cores at k = 2 and 1.79, 1.51 and 2.0 at k = 8; the catalog's draw of 14:53 (1.55 at
+    k = 2) over-predicted the grid's start-ups at n = 2 by 0.3-0.6 s, where they took about
+    1.1× one alone.
 
     A start-up is the slowest runner's own import of functions.worker (its IMPORT_S), the figure
     the emulator's report measures a worker's start-up by; not the round's wall time, which adds
@@ -533,20 +542,26 @@ def measure_init_cores(
             supervisor.stop(environment.proc, grace_s=2.0)
         return float(max(imports_s))
 
-    one = statistics.median(round_s(1, f"one{r}") for r in range(repeats))
-    return tuple(
-        (k, parallel_init_cores(
-            one, statistics.median(round_s(k, f"k{k}-{r}") for r in range(repeats)), k, cores
-        ))
-        for k in init_counts(cores)
-    )  # fmt: skip
+    cores_by_k: dict[int, list[float]] = {k: [] for k in init_counts(cores)}
+    for r in range(repeats):  # every k once a repeat, so a drift of the machine meets them alike
+        for k, samples in cores_by_k.items():
+            one = round_s(1, f"one{k}-{r}")
+            samples.append(parallel_init_cores(one, round_s(k, f"k{k}-{r}"), k, cores))
+    return tuple((k, statistics.median(samples)) for k, samples in cores_by_k.items())
 
 
 def measure_load(
-    supervisor: Supervisor, env: dict[str, str], endpoint: S3Endpoint, work: Path, repeats: int
+    supervisor: Supervisor,
+    env: dict[str, str],
+    endpoint: S3Endpoint,
+    work: Path,
+    repeats: int,
+    placement: cpu.Placement | None = None,
 ) -> float:
     """Median seconds of the worker's load of a tiny one-shard dataset (S3 client, manifest,
-    shard, np.load: the CPU-bound part, bytes ~0), each the first load of a fresh runner."""
+    shard, np.load: the CPU-bound part, bytes ~0), each the first load of a fresh runner, held
+    to 1 vCPU where `placement` holds it, as a worker's load runs at its memory's share (the
+    model divides the figure by that share: provisioner.model.load_overhead_s)."""
     bucket, prefix = "calibrate-load", "tiny"
     client = s3_client_for(endpoint)
     client.create_bucket(Bucket=bucket)
@@ -560,6 +575,7 @@ def measure_load(
             memory_mb=1769,
             work_dir=work,
             env=env,
+            placement=placement,
         )
         _invoke_s(supervisor, environment, work, f"load-cold-{k}", 0.005)
         event = {"dataset_bucket": bucket, "dataset_prefix": prefix}
@@ -615,9 +631,13 @@ def measure(quick: bool, work: Path) -> Measurements:
             supervisor, env, work / "startup", repeats
         )
         init_cores_by_n = measure_init_cores(
-            supervisor, env, work / "init", cores, 1 if quick else 3
+            supervisor, env, work / "init", cores, 1 if quick else INIT_REPEATS
         )
-        load_s = measure_load(supervisor, env, endpoint, work / "load", min(repeats, 5))
+        # a no-op placement where no CPU group can be held (the figure is then unthrottled)
+        limiter = stack.enter_context(cpu.CpuLimiter(f"lambda-dnn-calibrate-load-{os.getpid()}"))
+        load_s = measure_load(
+            supervisor, env, endpoint, work / "load", min(repeats, 5), limiter.place("load", 1.0)
+        )
     return Measurements(
         cores=cores,
         total_vcpu=cpu.WORKER_CORE_FRACTION * cores,
@@ -639,6 +659,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         warm_start_s=warm_s,
         init_cores=single_init_cores(init_cores_by_n, cores),
         init_cores_by_n=init_cores_by_n,
+        init_repeats=1 if quick else INIT_REPEATS,
         load_cpu_s=load_s,
         restart_s=restart_s,
         launch_s=launch_s,
@@ -709,8 +730,9 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
         per_n["init_cores_by_n"] = measured(
             [[k, round(c, 3)] for k, c in m.init_cores_by_n],
             "[n, cores]",
-            "k·t₁/t_k as init_cores, for each k = n emulator runners cold-started at once; the "
-            "model interpolates between them (provisioner.model.init_cores_at)",
+            "k·t₁/t_k as init_cores, for each k = n emulator runners cold-started at once, t₁ "
+            f"one alone just before; the median of {m.init_repeats} such pairs; the model "
+            "interpolates between them (provisioner.model.init_cores_at)",
         )
     return {
         "memory_min_mb": policy(128, "MB", "Lambda's smallest size, kept"),
@@ -779,8 +801,8 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
             round(m.load_cpu_s, 4),
             "s",
             "median first load in a fresh runner of a one-shard dataset of 32 samples "
-            "(S3 client, manifest, shard, np.load) through emulator.startup_probe, "
-            f"{min(m.repeats, 5)} runners",
+            "(S3 client, manifest, shard, np.load) through emulator.startup_probe, at 1 vCPU "
+            f"where a CPU group holds it, {min(m.repeats, 5)} runners",
         ),
         "safety_margin_s": policy(
             default_safety_margin_s(INVOCATION_TIMEOUT_S),

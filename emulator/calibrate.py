@@ -68,7 +68,7 @@ S3_SIZES_QUICK_MB = (0.064, 8.0)
 CPU_SHARES = (0.25, 0.5, 1.0)
 INVOCATION_TIMEOUT_S = 900
 CONCURRENCY_LIMIT = 8  # emulated functions this machine hosts at once (policy)
-INIT_REPEATS = 5  # start-up pairs per runner count: about 2 min on 2 cores (k = 8: ~11 s a round)
+INIT_REPEATS = 5  # start-up rounds per runner count: about 2 min on 2 cores (k = 8: ~11 s a round)
 PS_MAX_SHARDS = 4
 # Lambda figures kept from lambda-2025: /tmp sizes and prices (the objective stays the same)
 COPIED_LAMBDA_FIGURES = (
@@ -179,7 +179,7 @@ class Measurements:
     repeats: int
     # the same per n, (n, cores) for n in init_counts(cores); () = init_cores at every n
     init_cores_by_n: tuple[tuple[int, float], ...] = ()
-    init_repeats: int = INIT_REPEATS  # pairs per n behind init_cores_by_n
+    init_repeats: int = INIT_REPEATS  # rounds per n behind init_cores_by_n
 
 
 def _median_time(action: Callable[[], object], repeats: int) -> float:
@@ -507,15 +507,15 @@ def measure_init_cores(
     supervisor: Supervisor, env: dict[str, str], work: Path, cores: int, repeats: int
 ) -> tuple[tuple[int, float], ...]:
     """(k, effective cores) for each k of init_counts: k runners started together, each
-    importing functions.worker (torch) as a worker's cold start does, against one alone started
-    just before; the median over `repeats` such pairs.
+    importing functions.worker (torch) as a worker's cold start does, against one alone: the
+    median of `repeats` rounds per k over the median of every one-alone round, one of which
+    runs just before each k's round.
 
-    Paired, not one baseline for every k: the one-alone time is the denominator of every k's
-    figure, so with one median of three for all, one draw moved the whole curve. Three runs of
-    the unpaired measurement here, minutes apart (2026-11-26 17:45 UTC), gave 1.82, 1.44 and
-    1.97 cores at k = 2 and 1.79, 1.51 and 2.0 at k = 8; the catalog's draw of 14:53 (1.55 at
-    k = 2) over-predicted the grid's start-ups at n = 2 by 0.3-0.6 s, where they took about
-    1.1× one alone.
+    A torch import alone here takes 1.6-2.6 s from one round to the next (2026-11-26 17:58 UTC,
+    15 rounds), so the one-alone figure, the denominator of every k's, is read in as many rounds
+    as all the k's together. With three of them for all k, three runs of the measurement minutes
+    apart (17:45 UTC) gave 1.82, 1.44 and 1.97 cores at k = 2 and 1.79, 1.51 and 2.0 at k = 8;
+    paired k by k (each k over the round just before it), 1.41-2.0 at k = 2 within one run.
 
     A start-up is the slowest runner's own import of functions.worker (its IMPORT_S), the figure
     the emulator's report measures a worker's start-up by; not the round's wall time, which adds
@@ -542,12 +542,17 @@ def measure_init_cores(
             supervisor.stop(environment.proc, grace_s=2.0)
         return float(max(imports_s))
 
-    cores_by_k: dict[int, list[float]] = {k: [] for k in init_counts(cores)}
+    alone: list[float] = []
+    together: dict[int, list[float]] = {k: [] for k in init_counts(cores)}
     for r in range(repeats):  # every k once a repeat, so a drift of the machine meets them alike
-        for k, samples in cores_by_k.items():
-            one = round_s(1, f"one{k}-{r}")
-            samples.append(parallel_init_cores(one, round_s(k, f"k{k}-{r}"), k, cores))
-    return tuple((k, statistics.median(samples)) for k, samples in cores_by_k.items())
+        for k, samples in together.items():
+            alone.append(round_s(1, f"one{k}-{r}"))
+            samples.append(round_s(k, f"k{k}-{r}"))
+    one = statistics.median(alone)
+    return tuple(
+        (k, parallel_init_cores(one, statistics.median(samples), k, cores))
+        for k, samples in together.items()
+    )
 
 
 def measure_load(
@@ -730,9 +735,9 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
         per_n["init_cores_by_n"] = measured(
             [[k, round(c, 3)] for k, c in m.init_cores_by_n],
             "[n, cores]",
-            "k·t₁/t_k as init_cores, for each k = n emulator runners cold-started at once, t₁ "
-            f"one alone just before; the median of {m.init_repeats} such pairs; the model "
-            "interpolates between them (provisioner.model.init_cores_at)",
+            "k·t₁/t_k as init_cores, for each k = n emulator runners cold-started at once: t_k "
+            f"the median of {m.init_repeats} rounds, t₁ of one alone before each of them; the "
+            "model interpolates between them (provisioner.model.init_cores_at)",
         )
     return {
         "memory_min_mb": policy(128, "MB", "Lambda's smallest size, kept"),

@@ -1,7 +1,8 @@
 """Predicted vs measured on the emulator: the model held to the platform it predicts.
 
 `python -m bench.predict [--quick] [--planned] [--only WORKLOAD] [--repeats R] [--reuse]`
-`python -m bench.predict --rescore [--quick] [--only WORKLOAD] [--set SECTION.FIELD=NUMBER ...]`
+`python -m bench.predict --rescore [--quick] [--only WORKLOAD] [--set SECTION.FIELD=NUMBER ...]
+[--anchor-weight W]`
 
 Every configuration is planned on the local platform's catalog (`catalog/local.json`, written
 by `python -m emulator.calibrate` for this machine): the same model and planner as for AWS, fed
@@ -47,7 +48,9 @@ with the model as it is now, from the platform figures that run measured, and ho
 run's measurements (predict-rescored.*, predict-W-rescored.*). A model change is checked against
 40 minutes of measurements in a second; the table says it is a re-scoring, and of which run.
 `--set lambda.compute_cores=2` re-scores with a catalog figure changed (a what-if the table
-names), for a figure a new calibration would add or move.
+names), for a figure a new calibration would add or move. `--anchor-weight W` re-scores with each
+run's anchor applied again at weight W (emulator.profile.ANCHOR_WEIGHT), from the readings the
+run kept.
 """
 
 from __future__ import annotations
@@ -69,12 +72,12 @@ from typing import Any
 
 from emulator.calibrate import machine_name
 from emulator.orchestrator import Options, run
-from emulator.profile import write_anchored
+from emulator.profile import anchored_profile, write_anchored
 from emulator.s3server import weed_server
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.catalog import Catalog, catalog_from_dict
 from provisioner.planner import RunRules, build_plan, predict_run
-from provisioner.profile import WorkloadProfile
+from provisioner.profile import WorkloadProfile, profile_from_dict
 from provisioner.search import fastest_cell, solve_deadline
 from provisioner.space import Choice, build_space
 
@@ -260,7 +263,7 @@ def case_of(row: dict[str, Any]) -> Case:
 
 
 def predicted_terms(
-    row: dict[str, Any], profile_path: Path | str, catalog: Catalog
+    row: dict[str, Any], profile_path: Path | str | WorkloadProfile, catalog: Catalog
 ) -> dict[str, float]:
     """Every term the current model predicts for the configuration a row ran (a planned row's
     too: its plan is not chosen again), under the rules it ran by, from `profile_path`."""
@@ -275,19 +278,66 @@ def predicted_terms(
         iterations=row["iterations"],
     )
     choice = Choice(row["n"], row["memory_mb"], "x86_64", LOCAL_PS, row["ps_count"])
-    plan = predict_run(load_profile(str(profile_path)), catalog, choice, rules, job="bench")
+    profile = (
+        profile_path
+        if isinstance(profile_path, WorkloadProfile)
+        else load_profile(str(profile_path))
+    )
+    plan = predict_run(profile, catalog, choice, rules, job="bench")
     return {t: float(getattr(plan.prediction, PREDICTED_FIELDS[t])) for t in TERMS}
 
 
-def rescore_row(row: dict[str, Any], platform: Path, catalog: Catalog) -> dict[str, Any]:
+def moved_arch(base: dict[str, Any], kept: dict[str, Any]) -> str:
+    """The architecture whose training-rate curve the anchor moved (`kept` against `base`);
+    where none moved (a factor of exactly 1), the first with a 1-vCPU point."""
+    curves = base["training_rate"]
+    for arch, curve in curves.items():
+        if kept["training_rate"].get(arch) != curve:
+            return str(arch)
+    return next(a for a, c in curves.items() if any(p["vcpu_share"] == 1.0 for p in c["points"]))
+
+
+def reanchored_profile(
+    platform: Path, kept_name: str, workload: str, weight: float
+) -> WorkloadProfile:
+    """The run's anchored profile `kept_name` (under `platform`) built again at `weight`: the
+    start-of-run profile moved by the readings the run kept (its factor per anchored share ×
+    the profile's rate there; start-up as read)."""
+    base = json.loads((platform / f"{workload}.json").read_text())
+    kept = json.loads((platform / kept_name).read_text())
+    anchor = kept["anchor"]
+    arch = moved_arch(base, kept)
+    rates = {
+        float(p["vcpu_share"]): p["samples_per_s"] for p in base["training_rate"][arch]["points"]
+    }
+    factors = anchor.get("speed_factor_by_share") or {"1": anchor["speed_factor"]}
+    readings = {float(s): f * rates[float(s)] for s, f in factors.items()}
+    doc = anchored_profile(
+        base,
+        {"samples_per_s": readings[1.0], "samples_per_s_by_share": readings,
+         "startup_s": anchor["startup_s"]},
+        arch, anchor.get("date", ""), weight,
+    )  # fmt: skip
+    return profile_from_dict(doc)
+
+
+def rescore_row(
+    row: dict[str, Any], platform: Path, catalog: Catalog, anchor_weight: float | None = None
+) -> dict[str, Any]:
     """The row with every term predicted again by the current model on the catalog and the
     profiles the run measured (`platform`: each run's anchored profile where the run kept them,
-    the median of their predictions), against the row's measurements."""
-    anchored = [platform / f for f in row.get("profiles", [])]
+    the median of their predictions; with `anchor_weight`, each built again from the run's
+    start profile and its anchor's readings at that weight), against the row's measurements."""
+    anchored: list[Path | WorkloadProfile] = [platform / f for f in row.get("profiles", [])]
+    kept = all(isinstance(p, Path) and p.exists() for p in anchored)
+    if anchor_weight is not None and anchored and kept:
+        anchored = [
+            reanchored_profile(platform, f, row["workload"], anchor_weight) for f in row["profiles"]
+        ]
     profile_path = platform / f"{row['workload']}.json"
-    paths: list[Path | str] = (
+    paths: list[Path | str | WorkloadProfile] = (
         list(anchored)
-        if anchored and all(p.exists() for p in anchored)
+        if anchored and kept
         else [profile_path if profile_path.exists() else row["workload"]]
     )
     runs = [predicted_terms(row, path, catalog) for path in paths]
@@ -321,9 +371,12 @@ def catalog_figures_set(doc: dict[str, Any], settings: list[str]) -> dict[str, A
     return out
 
 
-def rescore(name: str, command: str, settings: list[str] | None = None) -> str:
+def rescore(
+    name: str, command: str, settings: list[str] | None = None, anchor_weight: float | None = None
+) -> str:
     """Re-predict RESULTS/<name>.json with the current model, the run's catalog changed by
-    `settings` (catalog_figures_set); writes <name>-rescored.*."""
+    `settings` (catalog_figures_set) and, with `anchor_weight`, its anchors applied again at
+    that weight (reanchored_profile); writes <name>-rescored.*."""
     source = RESULTS / f"{name}.json"
     if not source.exists():
         raise ValueError(f"bad --rescore: no {source} to re-score (run the benchmark first)")
@@ -333,14 +386,17 @@ def rescore(name: str, command: str, settings: list[str] | None = None) -> str:
         raise ValueError(f"bad --rescore: no {platform}/local.json (the run kept no platform)")
     doc = json.loads((platform / "local.json").read_text())
     catalog = catalog_from_dict(catalog_figures_set(doc, settings or []))
-    rows = [rescore_row(r, platform, catalog) for r in data["rows"]]
+    rows = [rescore_row(r, platform, catalog, anchor_weight) for r in data["rows"]]
+    what = list(settings or [])
+    if anchor_weight is not None:
+        what.append(f"its anchors applied at weight {anchor_weight:g}")
     meta = {
         **data["meta"],
         "command": command,
         "platform": f"those of the run re-scored (bench/results/{name}-platform/)",
         "rescored": f"predictions of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
         f"held to the measurements of {data['meta']['date']} (`{data['meta']['command']}`)"
-        + (f"; the run's catalog with {', '.join(settings)}" if settings else ""),
+        + (f"; the run's catalog with {', '.join(what)}" if what else ""),
     }
     return write_results(rows, meta, f"{name}-rescored")
 
@@ -656,6 +712,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECTION.FIELD=NUMBER",
         help="with --rescore: a catalog figure changed for the re-scoring (repeatable)",
     )
+    parser.add_argument(
+        "--anchor-weight",
+        type=float,
+        metavar="W",
+        help="with --rescore: build each run's anchored profile again, moved W of the way "
+        "(in log speed) to its anchor's reading (0: the profile as measured, 1: the reading)",
+    )
     args = parser.parse_args(argv)
     command = "python -m bench.predict " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.repeats < 1:
@@ -674,8 +737,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.set and not args.rescore:
         raise ValueError(f"bad --set {args.set[0]!r}: only a re-scoring (--rescore) takes it")
+    if args.anchor_weight is not None:
+        if not args.rescore:
+            raise ValueError(
+                f"bad --anchor-weight {args.anchor_weight:g}: only a re-scoring (--rescore) "
+                "takes it"
+            )
+        if not 0.0 <= args.anchor_weight <= 1.0:
+            raise ValueError(
+                f"bad --anchor-weight {args.anchor_weight:g}: expected a number from 0 to 1"
+            )
     if args.rescore:
-        print(rescore(name, command, args.set))
+        print(rescore(name, command, args.set, args.anchor_weight))
         return 0
     platform_dir = RESULTS / f"{name}-platform"
     # the catalog and profiles this run measured (or took as they were) and used, beside its

@@ -308,6 +308,64 @@ def _earlier_run(
     return row
 
 
+def test_rescore_at_an_anchor_weight_builds_each_runs_profile_again_from_its_readings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--anchor-weight W: each run's anchored profile is built again from the run's start
+    profile and the reading its anchor kept (twice the profile's speed here): at 1 it predicts
+    as the kept profile, at 0 as the start profile with the anchor's start-up, at 0.5 the
+    compute of a profile √2 as fast; the table says which weight."""
+    from emulator.profile import anchored_profile
+
+    _earlier_run(tmp_path, monkeypatch, bp.FIXED[6], 20.0)  # CNN n=1 m=1024
+    base = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
+    rate = next(p for p in base["training_rate"]["x86_64"]["points"] if p["vcpu_share"] == 1.0)
+    platform = tmp_path / "predict-quick-platform"
+    (platform / "synthetic-cifar-cnn.json").write_text(json.dumps(base))
+    (platform / "anchors").mkdir()
+    kept = anchored_profile(
+        base, {"samples_per_s": rate["samples_per_s"] * 2.0, "startup_s": 1.0},
+        "x86_64", "2026-11-26", weight=1.0,
+    )  # fmt: skip
+    name = "anchors/synthetic-cifar-cnn-round0.json"
+    (platform / name).write_text(json.dumps(kept))
+    data = json.loads((tmp_path / "predict-quick.json").read_text())
+    data["rows"][0].update(workload="synthetic-cifar-cnn", profiles=[name])
+    (tmp_path / "predict-quick.json").write_text(json.dumps(data))
+
+    def rescored(weight: str) -> tuple[dict[str, Any], str]:
+        assert bp.main(["--rescore", "--quick", "--anchor-weight", weight]) == 0
+        out = json.loads((tmp_path / "predict-quick-rescored.json").read_text())
+        return out["rows"][0], out["meta"]["rescored"]
+
+    (at_one, _), (at_zero, _), (at_half, says) = rescored("1"), rescored("0"), rescored("0.5")
+    catalog = bp.catalog_from_dict(json.loads((platform / "local.json").read_text()))
+    as_kept = bp.predicted_terms(at_one, platform / name, catalog)
+    as_started = bp.predicted_terms(at_one, platform / "synthetic-cifar-cnn.json", catalog)
+
+    def compute(row: dict[str, Any]) -> float:
+        return float(row["terms"]["compute"]["predicted_local_s"])
+
+    assert compute(at_one) == pytest.approx(as_kept["compute"], rel=1e-3)
+    assert compute(at_zero) == pytest.approx(as_started["compute"], rel=1e-3)
+    assert at_zero["terms"]["startup"]["predicted_local_s"] == pytest.approx(1.0)
+    assert compute(at_half) == pytest.approx(as_started["compute"] / 2**0.5, rel=0.05)
+    assert "its anchors applied at weight 0.5" in says
+    assert json.loads((platform / name).read_text()) == kept  # the run's own file as it was
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--anchor-weight", "0.5"], r"bad --anchor-weight 0\.5: only a re-scoring"),
+        (["--rescore", "--anchor-weight", "1.5"], r"bad --anchor-weight 1\.5: expected a number"),
+    ],
+)
+def test_a_bad_anchor_weight_is_one_line(argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        bp.main(argv)
+
+
 def test_rescore_with_a_catalog_figure_set_predicts_with_it_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

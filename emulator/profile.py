@@ -774,7 +774,9 @@ ANCHOR_SHARES = (0.5, 1.0)
 # whole move (1) scored 0.920, 0.950, 0.932 and 0.924 mean, half of it 0.935, 0.947, 0.934 and
 # 0.939, none (rates as profiled, start-up as read) 0.925, 0.907, 0.934 and 0.947: the whole
 # move chases the anchor's noise, none misses the hours the machine drifted (MobileNetV2 0.835
-# in 070cc16's grid, 0.960 with the whole move).
+# in 070cc16's grid, 0.960 with the whole move). Held out, on the grid after it (2b0d19a, 17:59
+# UTC): 0.936 whole, 0.945 half, 0.922 none. Each: `python -m bench.predict --rescore
+# --anchor-weight W` on that commit's bench/results.
 ANCHOR_WEIGHT = 0.5
 
 
@@ -851,6 +853,8 @@ def anchored_profile(
     at another speed. Its shape between the anchored shares and beyond them (the parallel
     ratio, warm-up) is kept; its level is set from readings taken just before.
     """
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"bad anchor weight {weight!r}: expected a number from 0 to 1")
     points = doc["training_rate"][arch]["points"]
     one = [p for p in points if p["vcpu_share"] == 1.0]
     if not one:
@@ -860,9 +864,6 @@ def anchored_profile(
     } or {1.0: float(anchor["samples_per_s"])}
     factors = share_factors({float(p["vcpu_share"]): p["samples_per_s"] for p in points}, readings)
     factor = factor_at_share(factors, 1.0)
-
-    if not 0.0 <= weight <= 1.0:
-        raise ValueError(f"bad anchor weight {weight!r}: expected a number from 0 to 1")
 
     def moved(point: dict[str, Any]) -> dict[str, Any]:
         at = factor_at_share(factors, float(point["vcpu_share"])) ** weight

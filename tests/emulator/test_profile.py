@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -236,19 +237,29 @@ def test_an_anchored_profile_keeps_the_curves_shape_at_the_anchors_speed(tmp_pat
     assert load_profile(path).startup_s == 0.8
 
 
+def _rates(doc: dict[str, Any]) -> dict[float, float]:
+    return {p["vcpu_share"]: p["samples_per_s"] for p in doc["training_rate"]["x86_64"]["points"]}
+
+
+def _cnn_and_two_share_anchor(
+    at_half: float, at_one: float
+) -> tuple[dict[str, Any], dict[float, float], dict[str, Any]]:
+    """The committed CNN profile, its rates per share, and an anchor that read `at_half` × its
+    rate at 0.5 vCPU and `at_one` × at 1 vCPU."""
+    raw = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
+    points = _rates(raw)
+    by_share = {"0.5": points[0.5] * at_half, "1.0": points[1.0] * at_one}
+    anchor = {"samples_per_s": points[1.0] * at_one, "samples_per_s_by_share": by_share,
+              "startup_s": 1.0, "runs": 3}  # fmt: skip
+    return raw, points, anchor
+
+
 def test_an_anchor_at_two_shares_moves_each_point_by_the_factor_at_its_share() -> None:
     """Read at 0.5 and 1 vCPU: points at and below 0.5 move by the 0.5 factor, at and above 1
     by the 1-vCPU factor; a share between takes the line between them."""
-    raw = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
-    points = {p["vcpu_share"]: p["samples_per_s"] for p in raw["training_rate"]["x86_64"]["points"]}
-    anchor = {
-        "samples_per_s": points[1.0] * 1.2,
-        "samples_per_s_by_share": {"0.5": points[0.5] * 0.9, "1.0": points[1.0] * 1.2},
-        "startup_s": 1.0,
-        "runs": 3,
-    }
+    raw, points, anchor = _cnn_and_two_share_anchor(0.9, 1.2)
     doc = anchored_profile(raw, anchor, "x86_64", "2026-11-26", weight=1.0)
-    moved = {p["vcpu_share"]: p["samples_per_s"] for p in doc["training_rate"]["x86_64"]["points"]}
+    moved = _rates(doc)
     expected = {0.25: 0.9, 0.5: 0.9, 1.0: 1.2, 2.0: 1.2}
     assert set(moved) == set(expected)
     for share, factor in expected.items():
@@ -262,15 +273,9 @@ def test_an_anchor_moves_the_profile_half_way_in_log_speed_by_default() -> None:
     """The profile and the anchor both estimate the machine's speed at the run: by default each
     point lands at the geometric mean of the two (ANCHOR_WEIGHT); the reading itself is kept as
     measured, and a weight outside [0, 1] is refused in one line."""
-    raw = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
-    points = {p["vcpu_share"]: p["samples_per_s"] for p in raw["training_rate"]["x86_64"]["points"]}
-    anchor = {
-        "samples_per_s": points[1.0] * 1.44,
-        "samples_per_s_by_share": {"0.5": points[0.5] * 0.81, "1.0": points[1.0] * 1.44},
-        "startup_s": 1.0,
-    }
+    raw, points, anchor = _cnn_and_two_share_anchor(0.81, 1.44)
     doc = anchored_profile(raw, anchor, "x86_64", "2026-11-26")
-    moved = {p["vcpu_share"]: p["samples_per_s"] for p in doc["training_rate"]["x86_64"]["points"]}
+    moved = _rates(doc)
     for share, factor in {0.25: 0.9, 0.5: 0.9, 1.0: 1.2, 2.0: 1.2}.items():
         assert moved[share] == pytest.approx(points[share] * factor, abs=0.1)
     assert doc["anchor"]["speed_factor_by_share"] == {"0.5": 0.81, "1": 1.44}

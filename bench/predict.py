@@ -87,6 +87,7 @@ TERMS = (
     "load", "compute", "communication", "ps_aggregation", "startup", "chaining", "launch", "total"
 )  # fmt: skip
 LOCAL_PS = "loopback"
+RUN_CONFIGURATION = ("n", "memory_mb", "ps_count", "iterations")  # what a plan chose, per run
 INVOCATION_LIMIT_S = 900.0  # every case's: a link ends by its iteration cap, never by time
 
 
@@ -263,10 +264,15 @@ def case_of(row: dict[str, Any]) -> Case:
 
 
 def predicted_terms(
-    row: dict[str, Any], profile_path: Path | str | WorkloadProfile, catalog: Catalog
+    row: dict[str, Any],
+    profile_path: Path | str | WorkloadProfile,
+    catalog: Catalog,
+    configuration: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     """Every term the current model predicts for the configuration a row ran (a planned row's
-    too: its plan is not chosen again), under the rules it ran by, from `profile_path`."""
+    too: its plan is not chosen again; `configuration`, one run's, where runs differ), under the
+    rules it ran by, from `profile_path`."""
+    row = {**row, **(configuration or {})}
     from emulator.orchestrator import default_safety_margin_s
     from emulator.report import PREDICTED_FIELDS
 
@@ -340,7 +346,15 @@ def rescore_row(
         if anchored and kept
         else [profile_path if profile_path.exists() else row["workload"]]
     )
-    runs = [predicted_terms(row, path, catalog) for path in paths]
+    configurations: list[dict[str, Any] | None] = list(row.get("run_configurations") or [None])
+    if len(paths) == 1:  # one profile for every run (no anchors)
+        paths = paths * len(configurations)
+    if len(configurations) != len(paths):  # rows written before runs kept their configurations
+        configurations = [None] * len(paths)
+    runs = [
+        predicted_terms(row, path, catalog, configuration)
+        for path, configuration in zip(paths, configurations, strict=True)
+    ]
     empty = {"measured_s": None, "predicted_aws_s": None}  # a term the run did not measure
     middle = {t: statistics.median(p[t] for p in runs) for t in TERMS}
     terms = {t: {**row["terms"].get(t, empty), "predicted_local_s": middle[t]} for t in TERMS}
@@ -439,6 +453,8 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if unanchored and len(unanchored) == len(runs):
         row["unanchored_total_s"] = statistics.median(unanchored)
     row["profiles"] = [r["profile"] for r in runs if r.get("profile")]
+    # each run's configuration: a planned case plans again every round, on that round's profile
+    row["run_configurations"] = [{f: r[f] for f in RUN_CONFIGURATION} for r in runs]
     row["measured_totals_s"] = [r["terms"]["total"]["measured_s"] for r in runs]
     met = [r["met_deadline"] for r in runs]
     row["met_deadline"] = None if met[0] is None else all(met)

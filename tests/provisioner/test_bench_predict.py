@@ -366,6 +366,35 @@ def test_a_bad_anchor_weight_is_one_line(argv: list[str], message: str) -> None:
         bp.main(argv)
 
 
+def test_rescore_predicts_each_run_of_a_planned_row_at_the_configuration_it_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A planned case plans again every round, so its runs can differ: the row keeps each run's
+    configuration and a re-scoring predicts each run at its own (the median of the three), not
+    every run at the first one's."""
+    runs = [_row("a", 0.5, 0.5, planned=True) for _ in range(3)]
+    for run, memory_mb in zip(runs, (1024, 1400, 1769), strict=True):
+        run.update(n=1, memory_mb=memory_mb, iterations=1500)
+    assert bp.median_row(runs)["run_configurations"] == [
+        {"n": 1, "memory_mb": m, "ps_count": 1, "iterations": 1500} for m in (1024, 1400, 1769)
+    ]
+    _earlier_run(tmp_path, monkeypatch, bp.FIXED[0], 7.0)  # digits-mlp n=1 m=1024
+    data = json.loads((tmp_path / "predict-quick.json").read_text())
+    (row,) = data["rows"]
+    row["run_configurations"] = bp.median_row(runs)["run_configurations"]
+    (tmp_path / "predict-quick.json").write_text(json.dumps(data))
+    assert bp.main(["--rescore", "--quick"]) == 0
+    (again,) = json.loads((tmp_path / "predict-quick-rescored.json").read_text())["rows"]
+    platform = tmp_path / "predict-quick-platform"
+    catalog = bp.catalog_from_dict(json.loads((platform / "local.json").read_text()))
+    each = [bp.predicted_terms(row, "digits-mlp", catalog, c) for c in row["run_configurations"]]
+    totals = sorted(p["total"] for p in each)
+    assert totals[0] < totals[1] < totals[2]  # more memory, faster: three different predictions
+    assert again["terms"]["total"]["predicted_local_s"] == pytest.approx(totals[1])
+    first_only = bp.predicted_terms(row, "digits-mlp", catalog)
+    assert first_only["total"] == pytest.approx(max(totals))  # 1024 MB, what it did before
+
+
 def test_rescore_with_a_catalog_figure_set_predicts_with_it_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -87,6 +87,7 @@ TERMS = (
     "load", "compute", "communication", "ps_aggregation", "startup", "chaining", "launch", "total"
 )  # fmt: skip
 LOCAL_PS = "loopback"
+LOCAL_ARCH = "x86_64"  # the architecture every configuration is built and re-predicted on
 RUN_CONFIGURATION = ("n", "memory_mb", "ps_count", "iterations")  # what a plan chose, per run
 INVOCATION_LIMIT_S = 900.0  # every case's: a link ends by its iteration cap, never by time
 
@@ -195,7 +196,7 @@ def plan_of(case: Case, profile_path: Path | None = None) -> Any:
         deadline_s = case.deadline_s or tight_deadline_s(profile, catalog, case.tight)
         plan = plan_job(profile, catalog, Goal(deadline_s=deadline_s), Limits(), job).plan
     else:
-        choice = Choice(case.n, case.memory_mb, "x86_64", LOCAL_PS, case.ps_count)
+        choice = Choice(case.n, case.memory_mb, LOCAL_ARCH, LOCAL_PS, case.ps_count)
         plan = build_plan(profile, catalog, choice, Goal(deadline_s=None), Limits(), job=job)
     if not case.iterations:
         return plan
@@ -283,7 +284,7 @@ def predicted_terms(
         max_iterations_per_invocation=case.per_invocation,
         iterations=row["iterations"],
     )
-    choice = Choice(row["n"], row["memory_mb"], "x86_64", LOCAL_PS, row["ps_count"])
+    choice = Choice(row["n"], row["memory_mb"], LOCAL_ARCH, LOCAL_PS, row["ps_count"])
     profile = (
         profile_path
         if isinstance(profile_path, WorkloadProfile)
@@ -291,16 +292,6 @@ def predicted_terms(
     )
     plan = predict_run(profile, catalog, choice, rules, job="bench")
     return {t: float(getattr(plan.prediction, PREDICTED_FIELDS[t])) for t in TERMS}
-
-
-def moved_arch(base: dict[str, Any], kept: dict[str, Any]) -> str:
-    """The architecture whose training-rate curve the anchor moved (`kept` against `base`);
-    where none moved (a factor of exactly 1), the first with a 1-vCPU point."""
-    curves = base["training_rate"]
-    for arch, curve in curves.items():
-        if kept["training_rate"].get(arch) != curve:
-            return str(arch)
-    return next(a for a, c in curves.items() if any(p["vcpu_share"] == 1.0 for p in c["points"]))
 
 
 def reanchored_profile(
@@ -312,17 +303,15 @@ def reanchored_profile(
     base = json.loads((platform / f"{workload}.json").read_text())
     kept = json.loads((platform / kept_name).read_text())
     anchor = kept["anchor"]
-    arch = moved_arch(base, kept)
-    rates = {
-        float(p["vcpu_share"]): p["samples_per_s"] for p in base["training_rate"][arch]["points"]
-    }
+    points = base["training_rate"][LOCAL_ARCH]["points"]
+    rates = {float(p["vcpu_share"]): p["samples_per_s"] for p in points}
     factors = anchor.get("speed_factor_by_share") or {"1": anchor["speed_factor"]}
     readings = {float(s): f * rates[float(s)] for s, f in factors.items()}
     doc = anchored_profile(
         base,
         {"samples_per_s": readings[1.0], "samples_per_s_by_share": readings,
          "startup_s": anchor["startup_s"]},
-        arch, anchor.get("date", ""), weight,
+        LOCAL_ARCH, anchor.get("date", ""), weight,
     )  # fmt: skip
     return profile_from_dict(doc)
 
@@ -334,18 +323,15 @@ def rescore_row(
     profiles the run measured (`platform`: each run's anchored profile where the run kept them,
     the median of their predictions; with `anchor_weight`, each built again from the run's
     start profile and its anchor's readings at that weight), against the row's measurements."""
-    anchored: list[Path | WorkloadProfile] = [platform / f for f in row.get("profiles", [])]
-    kept = all(isinstance(p, Path) and p.exists() for p in anchored)
-    if anchor_weight is not None and anchored and kept:
-        anchored = [
-            reanchored_profile(platform, f, row["workload"], anchor_weight) for f in row["profiles"]
-        ]
+    names = row.get("profiles", [])
     profile_path = platform / f"{row['workload']}.json"
-    paths: list[Path | str | WorkloadProfile] = (
-        list(anchored)
-        if anchored and kept
-        else [profile_path if profile_path.exists() else row["workload"]]
-    )
+    paths: list[Path | str | WorkloadProfile]
+    if not names or not all((platform / f).exists() for f in names):
+        paths = [profile_path if profile_path.exists() else row["workload"]]
+    elif anchor_weight is None:
+        paths = [platform / f for f in names]
+    else:
+        paths = [reanchored_profile(platform, f, row["workload"], anchor_weight) for f in names]
     configurations: list[dict[str, Any] | None] = list(row.get("run_configurations") or [None])
     if len(paths) == 1:  # one profile for every run (no anchors)
         paths = paths * len(configurations)

@@ -619,6 +619,7 @@ def machine_memory_gib() -> float:
 def measure(quick: bool, work: Path) -> Measurements:
     """Run every measurement against real local servers; all children stopped on return."""
     repeats = 3 if quick else 7
+    init_repeats = 1 if quick else INIT_REPEATS
     cores = int(cpu.machine_cores())
     share, share_note = measure_cpu_share(0.3 if quick else 2.0)
     secret = secrets.token_hex(16)
@@ -635,9 +636,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         cold_s, warm_s, restart_s, launch_s = measure_startup(
             supervisor, env, work / "startup", repeats
         )
-        init_cores_by_n = measure_init_cores(
-            supervisor, env, work / "init", cores, 1 if quick else INIT_REPEATS
-        )
+        init_cores_by_n = measure_init_cores(supervisor, env, work / "init", cores, init_repeats)
         # a no-op placement where no CPU group can be held (the figure is then unthrottled)
         limiter = stack.enter_context(cpu.CpuLimiter(f"lambda-dnn-calibrate-load-{os.getpid()}"))
         load_s = measure_load(
@@ -664,7 +663,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         warm_start_s=warm_s,
         init_cores=single_init_cores(init_cores_by_n, cores),
         init_cores_by_n=init_cores_by_n,
-        init_repeats=1 if quick else INIT_REPEATS,
+        init_repeats=init_repeats,
         load_cpu_s=load_s,
         restart_s=restart_s,
         launch_s=launch_s,

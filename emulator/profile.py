@@ -63,6 +63,11 @@ LOOP_BLOCKS = 4
 # this many iterations
 CROWD_PER_CORE = 2
 CROWD_MIN_ITERATIONS = 10
+# Lockstep pairs behind parallel_speed_ratio, apart from the repeats: one pair reads anywhere in
+# 0.79-1.0 here (CNN, six pairs in two minutes, 2026-11-26: 0.889, 0.786, 0.823, 0.982, 1.0,
+# 0.878), so the median of three (the repeats) drew 0.985 where these six give 0.884, and the
+# CNN's n = 2 rows ran 11-30% over their compute in five grids running
+PARALLEL_PAIRS = 7
 
 
 def dataset_source(dataset: str, samples: int) -> str:
@@ -548,6 +553,7 @@ def updated_profile(
     crowd: tuple[float, int] | None = None,
     crowd_warmup: float | None = None,
     lockstep_wait: float | None = None,
+    parallel_readings: list[float] | None = None,
 ) -> dict[str, Any]:
     """The profile document with the measured fields and their sources replaced.
 
@@ -556,7 +562,8 @@ def updated_profile(
     `parallel` (ratio, processes) the speed with every core training, `crowd` (ratio,
     processes) a step's CPU in a loop of more workers than cores, `crowd_warmup` the first
     steps' excess CPU in that crowd, in steps alone, `lockstep_wait` the straggler's wait in
-    the `parallel` loops, in its steps (None: left as it was; the wait needs `parallel`).
+    the `parallel` loops, in its steps (None: left as it was; the wait needs `parallel`),
+    `parallel_readings` each pair's ratio, kept in the source so the spread shows.
     """
     out = json.loads(json.dumps(raw))
     out.setdefault("training_rate", {})[arch] = {
@@ -618,11 +625,13 @@ def updated_profile(
             "method": f"measured: python -m emulator.profile; mean samples/s of the steps of "
             f"{parallel[1]} children at 1 vCPU each, the ranks of one BSP loop through a loopback "
             "shard (in lockstep, as a run's workers), over one child alone in the same loop timed "
-            "just before (the median of the repeats' pairs); used only on shared-core platforms "
-            "(the local catalog); " + machine,
+            "just before (the median of the pairs' ratios, each at most 1); used only on "
+            "shared-core platforms (the local catalog); " + machine,
             "date": when,
             "tag": "measured",
         }
+        if parallel_readings:
+            sources["parallel_speed_ratio"]["readings"] = [round(r, 3) for r in parallel_readings]
     if crowd is not None:
         out["crowded_step_ratio"], out["crowded_processes"] = round(crowd[0], 3), crowd[1]
         sources["crowded_step_ratio"] = {
@@ -653,7 +662,7 @@ def updated_profile(
             f"parallel_speed_ratio ({parallel[1]} ranks at 1 vCPU each), the mean over the "
             "iterations of the slowest rank's step less the straggler's (the rank whose steps "
             "took longest, as a run's report picks it), over the straggler's mean step (the "
-            "median of the repeats); used only on shared-core platforms (the local catalog), "
+            "median of the pairs); used only on shared-core platforms (the local catalog), "
             "at n >= 2 (provisioner.model.lockstep_wait_s); " + machine,
             "date": when,
             "tag": "measured",
@@ -929,6 +938,13 @@ def main(argv: list[str] | None = None) -> int:
         default=3,
         help="runs per share; the median counts (a run predicts runs under the same load)",
     )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=PARALLEL_PAIRS,
+        help="lockstep pairs (one child alone, then one per core) behind parallel_speed_ratio; "
+        "the median counts",
+    )
     parser.add_argument("--output", type=Path, help="where to write (default: print only)")
     parser.add_argument("--write", action="store_true", help="update the workload's own file")
     parser.add_argument(
@@ -970,6 +986,8 @@ def main(argv: list[str] | None = None) -> int:
             if not path.is_file():
                 raise ValueError(f"bad --workload {args.workload!r}: no file {path}")
             raw = json.loads(path.read_text())
+        if args.pairs < 1:
+            raise ValueError(f"bad --pairs {args.pairs}: expected a whole number of at least 1")
         if args.anchor and (args.model or args.write or not args.output):
             raise ValueError(
                 "--anchor moves an existing profile (--workload) to this moment's speed and "
@@ -1039,10 +1057,13 @@ def main(argv: list[str] | None = None) -> int:
         warmups: list[tuple[float, float]] = []
         waits: list[float] = []
         count = CROWD_PER_CORE * cores
-        for _ in range(max(1, args.repeats) if cores >= 2 else 0):
-            batch = int(raw["profiled_local_batch"])
-            alone = measure_share(limiter, 1.0, model=raw["model"], source=source, batch=batch,
-                                  measure_s=args.measure_s)  # fmt: skip
+        batch = int(raw["profiled_local_batch"])
+        repeats = max(1, args.repeats)
+        alone: dict[str, Any] = {}
+        for round_ in range(max(repeats, args.pairs) if cores >= 2 else 0):
+            if round_ < repeats or not alone:  # sizes the loops; the crowd's pair, timed anew
+                alone = measure_share(limiter, 1.0, model=raw["model"], source=source,
+                                      batch=batch, measure_s=args.measure_s)  # fmt: skip
             # In lockstep, as a run's workers step, against one child alone in the same loop.
             # Measured on 2 cores (CNN, 1 vCPU each, 4 pairs, 2026-11-26): two children started
             # together but stepping apart kept 0.86-1.06 of the speed alone (median 0.96), the
@@ -1050,17 +1071,19 @@ def main(argv: list[str] | None = None) -> int:
             # 1.15-1.2x the 1-vCPU step around it. Alone in the loop, not back to back: the MLP's
             # millisecond step after a wake-up from the exchange is slower for one rank too
             # (0.635 of back to back with two ranks), which loop_overhead_s already holds.
-            lockstep = crowd_iterations(alone["samples_per_s"], batch, cores, cores,
-                                        args.measure_s)  # fmt: skip
-            alone_ranks, together_ranks = (
-                crowd_through_fresh_shard(limiter, ranks, model=raw["model"], source=source,
-                                          batch=batch, iterations=lockstep)
-                for ranks in (1, cores)
-            )  # fmt: skip
-            pairs.append(
-                (lockstep_samples_s(alone_ranks, batch), lockstep_samples_s(together_ranks, batch))
-            )
-            waits.append(lockstep_wait_fraction(together_ranks))
+            if round_ < args.pairs:
+                lockstep = crowd_iterations(alone["samples_per_s"], batch, cores, cores,
+                                            args.measure_s)  # fmt: skip
+                alone_ranks, together_ranks = (
+                    crowd_through_fresh_shard(limiter, ranks, model=raw["model"], source=source,
+                                              batch=batch, iterations=lockstep)
+                    for ranks in (1, cores)
+                )  # fmt: skip
+                pairs.append((lockstep_samples_s(alone_ranks, batch),
+                              lockstep_samples_s(together_ranks, batch)))  # fmt: skip
+                waits.append(lockstep_wait_fraction(together_ranks))
+            if round_ >= repeats:
+                continue
             iterations = crowd_iterations(
                 alone["samples_per_s"], batch, cores, count, args.measure_s
             )
@@ -1074,8 +1097,10 @@ def main(argv: list[str] | None = None) -> int:
         lockstep_wait = statistics.median(waits) if waits else None
         crowd = (crowded_step_ratio(crowds), count) if crowds else None
         crowd_warmup = crowded_warmup_iterations(warmups) if warmups else None
+        readings = [parallel_speed_ratio(alone_s, together_s) for alone_s, together_s in pairs]
         if parallel:
-            print(f"{cores} at once: {parallel[0]:.3f} of the speed alone", file=sys.stderr)
+            print(f"{cores} at once: {parallel[0]:.3f} of the speed alone (pairs: "
+                  f"{', '.join(f'{r:.3f}' for r in readings)})", file=sys.stderr)  # fmt: skip
         if lockstep_wait is not None:
             print(f"the straggler's wait: {lockstep_wait:.3f} of its step", file=sys.stderr)
         if crowd:
@@ -1101,6 +1126,7 @@ def main(argv: list[str] | None = None) -> int:
         crowd=crowd,
         crowd_warmup=crowd_warmup,
         lockstep_wait=lockstep_wait,
+        parallel_readings=readings,
     )
     try:
         check_fits_lambda(doc)

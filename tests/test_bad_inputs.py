@@ -212,6 +212,8 @@ CASES = [
          says="bad source"),
     prof("--model", "mlp", "--dataset", "builtin:digits", "--epochs", "0",
          says="bad --epochs 0: expected a whole number, 1 or more"),
+    prof("--workload", "digits-mlp", "--pairs", "0",
+         says="bad --pairs 0: expected a whole number of at least 1"),
     prof("--model", "mlp", "--workload", "digits-mlp",
          says="give --workload (re-measure a profile) or --model with --dataset (a new one)"),
     # cdk synth -c key=value

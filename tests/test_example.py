@@ -46,7 +46,7 @@ def test_a_users_model_and_images_profile_synthesize_and_train(scratch: Path) ->
     dataset = data.relative_to(REPO).as_posix()
     profile_path = scratch / "shapes-cnn.json"
     _run("-m", "emulator.profile", "--model", SPEC, "--dataset", dataset, "--name", "shapes-cnn",
-         "--epochs", "4", "--shares", "1", "--repeats", "1", "--measure-s", "0.3",
+         "--epochs", "4", "--shares", "1", "--repeats", "1", "--pairs", "2", "--measure-s", "0.3",
          "--output", str(profile_path))  # fmt: skip
     profile = load_profile(profile_path)
     assert (profile.model, profile.dataset, profile.input_shape) == (SPEC, dataset, (3, 16, 16))
@@ -56,6 +56,11 @@ def test_a_users_model_and_images_profile_synthesize_and_train(scratch: Path) ->
         assert profile.parallel_speed_ratio is not None and 0 < profile.parallel_speed_ratio <= 1
         method = json.loads(profile_path.read_text())["sources"]["parallel_speed_ratio"]["method"]
         assert "in lockstep" in method
+        readings = json.loads(profile_path.read_text())["sources"]["parallel_speed_ratio"][
+            "readings"
+        ]
+        assert len(readings) == 2 and all(0 < r <= 1 for r in readings)  # --pairs 2, each shown
+        assert profile.parallel_speed_ratio == pytest.approx(sum(readings) / 2, abs=1e-3)
 
     synth = run_synth({"workload": str(profile_path), "dataset": dataset, "job": "shapes",
                        "deadline": "15m"}, str(scratch / "cdk.out"))  # fmt: skip

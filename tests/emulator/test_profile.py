@@ -397,7 +397,9 @@ def test_the_lockstep_wait_is_what_each_iterations_slowest_step_adds_to_the_stra
     raw = json.loads((REPO / "profiles" / "digits-mlp.json").read_text())
     points = [{"vcpu_share": 1.0, "samples_per_s": 1800.0, "startup_s": 4.0}]
     doc = updated_profile(raw, points, 4.0, 900.0, "x86_64", "2026-11-26", "m", cpu_limit="x",
-                          parallel=(0.9, 2), lockstep_wait=0.04321)  # fmt: skip
+                          parallel=(0.9, 2), lockstep_wait=0.04321,
+                          parallel_readings=[0.9, 0.8123, 1.0])  # fmt: skip
+    assert doc["sources"]["parallel_speed_ratio"]["readings"] == [0.9, 0.812, 1.0]  # the spread
     assert doc["lockstep_wait_fraction"] == 0.0432
     assert doc["sources"]["lockstep_wait_fraction"]["tag"] == "measured"
     assert profile_from_dict(doc).lockstep_wait_fraction == 0.0432

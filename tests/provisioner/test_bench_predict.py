@@ -308,16 +308,15 @@ def _earlier_run(
     return row
 
 
-def test_rescore_at_an_anchor_weight_builds_each_runs_profile_again_from_its_readings(
+def _anchored_cnn_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """--anchor-weight W: each run's anchored profile is built again from the run's start
-    profile and the reading its anchor kept (twice the profile's speed here): at 1 it predicts
-    as the kept profile, at 0 as the start profile with the anchor's start-up, at 0.5 the
-    compute of a profile √2 as fast; the table says which weight."""
+) -> tuple[Path, str, dict[str, Any]]:
+    """An earlier run of one CNN row (n=1 m=1024) whose one round kept an anchor that read
+    twice the committed profile's speed (the whole move): (platform, the anchor's file name
+    under it, the anchored profile)."""
     from emulator.profile import anchored_profile
 
-    _earlier_run(tmp_path, monkeypatch, bp.FIXED[6], 20.0)  # CNN n=1 m=1024
+    _earlier_run(tmp_path, monkeypatch, bp.FIXED[6], 20.0)
     base = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
     rate = next(p for p in base["training_rate"]["x86_64"]["points"] if p["vcpu_share"] == 1.0)
     platform = tmp_path / "predict-quick-platform"
@@ -332,6 +331,71 @@ def test_rescore_at_an_anchor_weight_builds_each_runs_profile_again_from_its_rea
     data = json.loads((tmp_path / "predict-quick.json").read_text())
     data["rows"][0].update(workload="synthetic-cifar-cnn", profiles=[name])
     (tmp_path / "predict-quick.json").write_text(json.dumps(data))
+    return platform, name, kept
+
+
+def test_rescore_with_another_profile_anchors_it_by_the_readings_the_run_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--profile W=PATH: a re-profile that reads half the start profile's speed, anchored by
+    the run's reading (twice the start profile's): half way (the default weight) lands on the
+    start profile's speed, the whole way on the reading, none on the re-profile's own; the
+    table names it."""
+    platform, name, _ = _anchored_cnn_run(tmp_path, monkeypatch)
+    start = json.loads((platform / "synthetic-cifar-cnn.json").read_text())
+    slower = json.loads(json.dumps(start))
+    for point in slower["training_rate"]["x86_64"]["points"]:
+        point["samples_per_s"] /= 2.0
+    other = tmp_path / "cnn-reprofiled.json"
+    other.write_text(json.dumps(slower))
+    catalog = bp.catalog_from_dict(json.loads((platform / "local.json").read_text()))
+
+    def compute(*weight: str) -> tuple[float, str]:
+        argv = ["--rescore", "--quick", "--profile", f"synthetic-cifar-cnn={other}", *weight]
+        assert bp.main(argv) == 0
+        out = json.loads((tmp_path / "predict-quick-rescored.json").read_text())
+        return float(out["rows"][0]["terms"]["compute"]["predicted_local_s"]), out["meta"][
+            "rescored"
+        ]
+
+    row = json.loads((tmp_path / "predict-quick.json").read_text())["rows"][0]
+    as_started = bp.predicted_terms(row, platform / "synthetic-cifar-cnn.json", catalog)
+    as_kept = bp.predicted_terms(row, platform / name, catalog)
+    as_other = bp.predicted_terms(row, other, catalog)
+    (half, says), (whole, _), (none, _) = (
+        compute(),
+        compute("--anchor-weight", "1"),
+        compute("--anchor-weight", "0"),
+    )
+    assert half == pytest.approx(as_started["compute"], rel=0.05)
+    assert whole == pytest.approx(as_kept["compute"], rel=1e-3)
+    assert none == pytest.approx(as_other["compute"], rel=1e-3)
+    assert f"the profile synthetic-cifar-cnn={other} in place of its start profile" in says
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--profile", "digits-mlp=profiles/digits-mlp.json"], r"only a re-scoring"),
+        (["--rescore", "--profile", "digits-mlp"], r"expected WORKLOAD=PATH"),
+        (["--rescore", "--profile", "digits-mlp=/nonexistent.json"], r"No such file"),
+        (["--rescore", "--profile", "synthetic-cifar-cnn=profiles/digits-mlp.json"],
+         r"is the profile of 'digits-mlp', not 'synthetic-cifar-cnn'"),
+    ],
+)  # fmt: skip
+def test_a_bad_profile_in_place_is_one_line(argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        bp.main(argv)
+
+
+def test_rescore_at_an_anchor_weight_builds_each_runs_profile_again_from_its_readings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--anchor-weight W: each run's anchored profile is built again from the run's start
+    profile and the reading its anchor kept (twice the profile's speed here): at 1 it predicts
+    as the kept profile, at 0 as the start profile with the anchor's start-up, at 0.5 the
+    compute of a profile √2 as fast; the table says which weight."""
+    platform, name, kept = _anchored_cnn_run(tmp_path, monkeypatch)
 
     def rescored(weight: str) -> tuple[dict[str, Any], str]:
         assert bp.main(["--rescore", "--quick", "--anchor-weight", weight]) == 0
@@ -467,6 +531,48 @@ def test_repeatability_is_how_well_a_cases_median_predicts_its_other_runs() -> N
     assert bp.repeatability([once]) is None
     summary = bp.summary_of([a, once])
     assert summary["repeatability"] == pytest.approx(got)
+
+
+def _spread_rows(totals_s: list[float], count: int = 24) -> list[dict]:
+    rows = [_row(f"c{k}", 0.9, 0.9) for k in range(count)]
+    for r in rows:
+        r["measured_totals_s"] = list(totals_s)
+    return rows
+
+
+def test_the_noise_ceiling_is_what_an_exact_model_scores_against_the_grids_own_spread() -> None:
+    """Runs that never vary leave an exact model at 1; runs spread 20% a case (stdev over mean)
+    take the median of three 10% off in some row of nearly every 24-row grid, and more runs a
+    case bring the worst back; the same rows give the same figures (seeded); a case run once
+    has no spread to read."""
+    still = bp.noise_ceiling(_spread_rows([10.0, 10.0, 10.0]))
+    assert still == {"runs": 3, "mean": 1.0, "worst": 1.0, "p_mean": 1.0, "p_worst": 1.0}
+    wide_rows = _spread_rows([8.0, 10.0, 12.0])  # stdev 2 over mean 10
+    wide = bp.noise_ceiling(wide_rows)
+    assert wide is not None and wide == bp.noise_ceiling(wide_rows)
+    assert wide["runs"] == 3 and 0.85 < wide["mean"] < 0.95 and wide["worst"] < 0.8
+    assert wide["p_worst"] < 0.01
+    more = bp.noise_ceiling(wide_rows, runs=9)
+    assert more is not None and more["worst"] > wide["worst"] and more["mean"] > wide["mean"]
+    once = _row("b", 0.9, 0.9)
+    once["measured_totals_s"] = [5.0]
+    assert bp.noise_ceiling([once]) is None
+
+
+def test_the_table_reads_the_grid_against_its_ceiling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bp, "RESULTS", tmp_path)
+    meta = {"date": "d", "machine": "m", "loadavg": "0 0 0", "cpu_share": "s", "command": "c"}
+    text = bp.write_results(_spread_rows([10.0, 10.0, 10.0], count=2), meta)
+    assert (
+        "Ceiling (noise_ceiling): a model exact on every case's mean, held to the median of 3 "
+        "runs spread as each case's were, scores mean 1.000 and worst 1.000 in the median of "
+        "2000 simulated grids; mean ≥ 0.95 in 100% of them, worst ≥ 0.9 in 100% (with 5 runs a "
+        "case: 100% and 100%)." in text
+    )
+    summary = json.loads((tmp_path / "predict.json").read_text())["summary"]
+    assert summary["ceiling_more_runs"]["runs"] == 5
 
 
 def test_a_reuse_run_keeps_the_catalog_and_profiles_it_took(

@@ -1,7 +1,7 @@
 """Predicted vs measured on the emulator: the model held to the platform it predicts.
 
 `python -m bench.predict [--quick] [--planned] [--only WORKLOAD] [--repeats R] [--reuse]`
-`python -m bench.predict --rescore [--quick] [--only WORKLOAD] [--set SECTION.FIELD=NUMBER ...]
+`python -m bench.predict --rescore [--quick] [--only WORKLOAD] [--set SECTION.FIELD=VALUE ...]
 [--anchor-weight W] [--profile WORKLOAD=PATH ...]`
 
 Every configuration is planned on the local platform's catalog (`catalog/local.json`, written
@@ -390,6 +390,25 @@ def profiles_instead(settings: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def figure_value(text: str) -> float | list[list[float]] | None:
+    """A --set value: a finite number, or points [[x, y], ...] of finite numbers (a curve such
+    as lambda.init_cores_by_n); None otherwise."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value) if math.isfinite(value) else None
+    points = value if isinstance(value, list) and value else []
+    ok = all(
+        isinstance(p, list) and len(p) == 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                for v in p)
+        for p in points
+    )  # fmt: skip
+    return [[float(x), float(y)] for x, y in points] if points and ok else None
+
+
 def catalog_figures_set(doc: dict[str, Any], settings: list[str]) -> dict[str, Any]:
     """A copy of the catalog document `doc` with each `section.field=value` of `settings` set
     (added if absent), its source naming the re-scoring: a what-if on a figure the model reads,
@@ -398,13 +417,11 @@ def catalog_figures_set(doc: dict[str, Any], settings: list[str]) -> dict[str, A
     for setting in settings:
         path, sep, value = setting.partition("=")
         section, dot, field = path.partition(".")
-        try:
-            number = float(value)
-        except ValueError:
-            number = math.nan
-        if not (sep and dot and field and math.isfinite(number)):
-            raise ValueError(f"bad --set {setting!r}: expected section.field=number, e.g. "
-                             "lambda.compute_cores=2")  # fmt: skip
+        number = figure_value(value)
+        if not (sep and dot and field and number is not None):
+            raise ValueError(f"bad --set {setting!r}: expected section.field=number or "
+                             "=[[x, y], ...], e.g. lambda.compute_cores=2 or "
+                             "lambda.init_cores_by_n=[[2,1.9],[8,1.88]]")  # fmt: skip
         if not isinstance(out.get(section), dict):
             known = ", ".join(k for k, v in doc.items() if isinstance(v, dict) and k != "tags")
             raise ValueError(f"bad --set {setting!r}: no catalog section {section!r} ({known})")
@@ -821,8 +838,9 @@ def main(argv: list[str] | None = None) -> int:
         "--set",
         action="append",
         default=[],
-        metavar="SECTION.FIELD=NUMBER",
-        help="with --rescore: a catalog figure changed for the re-scoring (repeatable)",
+        metavar="SECTION.FIELD=VALUE",
+        help="with --rescore: a catalog figure changed for the re-scoring, a number or points "
+        "[[x, y], ...] (repeatable)",
     )
     parser.add_argument(
         "--profile",

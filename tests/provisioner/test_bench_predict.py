@@ -488,6 +488,22 @@ def test_rescore_with_a_catalog_figure_set_predicts_with_it_and_says_so(
     assert "compute_cores" not in platform["lambda"]  # the run's own record is untouched
 
 
+def test_rescore_with_a_curve_set_predicts_on_its_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--set lambda.init_cores_by_n=[[x, y], ...] sets a curve: 4 digits workers starting at
+    once on 1 core take twice as long as on 2."""
+    _earlier_run(tmp_path, monkeypatch, bp.FIXED[4], 10.0)  # digits-mlp n=4 m=1024
+
+    def startup_s(points: str) -> float:
+        argv = ["--rescore", "--quick", "--set", f"lambda.init_cores_by_n={points}"]
+        assert bp.main(argv) == 0
+        out = json.loads((tmp_path / "predict-quick-rescored.json").read_text())
+        return float(out["rows"][0]["terms"]["startup"]["predicted_local_s"])
+
+    assert startup_s("[[2, 1], [8, 1]]") == pytest.approx(2 * startup_s("[[2,2],[8,2]]"))
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
@@ -496,6 +512,10 @@ def test_rescore_with_a_catalog_figure_set_predicts_with_it_and_says_so(
         ("lambda.compute_cores=two", "bad --set 'lambda.compute_cores=two': expected section"),
         ("lambda.compute_cores=inf", "bad --set 'lambda.compute_cores=inf': expected section"),
         ("cpu.cores=2", "bad --set 'cpu.cores=2': no catalog section 'cpu' (lambda, network"),
+        ("lambda.init_cores_by_n=[]", "bad --set 'lambda.init_cores_by_n=[]': expected"),
+        ("lambda.init_cores_by_n=[[2]]", "bad --set 'lambda.init_cores_by_n=[[2]]': expected"),
+        ('lambda.init_cores_by_n=[[2,"a"]]', "bad --set 'lambda.init_cores_by_n=[[2,\"a\"]]'"),
+        ("lambda.compute_cores=true", "bad --set 'lambda.compute_cores=true': expected"),
     ],
 )
 def test_a_bad_catalog_setting_is_one_line(setting: str, message: str) -> None:

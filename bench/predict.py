@@ -342,14 +342,10 @@ def rescore_row(
     weight = ANCHOR_WEIGHT if anchor_weight is None else anchor_weight
     paths: list[Path | str | WorkloadProfile]
     kept = bool(names) and all((platform / f).exists() for f in names)
-    if not kept:
-        paths = [
-            profile_from_dict(other)
-            if other is not None
-            else profile_path
-            if profile_path.exists()
-            else row["workload"]
-        ]
+    if not kept and other is not None:
+        paths = [profile_from_dict(other)]
+    elif not kept:
+        paths = [profile_path if profile_path.exists() else row["workload"]]
     elif anchor_weight is None and other is None:
         paths = [platform / f for f in names]
     else:
@@ -580,9 +576,8 @@ def repeatability(rows: list[dict[str, Any]]) -> dict[str, float] | None:
 
 # The target (README: the latest grid): the mean and the worst accuracy of the total
 TARGET_MEAN, TARGET_WORST = 0.95, 0.90
-CEILING_TRIALS = (
-    2000  # simulated grids behind noise_ceiling (seeded: the same rows, the same figures)
-)
+# Simulated grids behind noise_ceiling (seeded: the same rows give the same figures)
+CEILING_TRIALS = 2000
 
 
 def noise_ceiling(

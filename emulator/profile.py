@@ -65,8 +65,9 @@ CROWD_PER_CORE = 2
 CROWD_MIN_ITERATIONS = 10
 # Lockstep pairs behind parallel_speed_ratio, apart from the repeats: one pair reads anywhere in
 # 0.79-1.0 here (CNN, six pairs in two minutes, 2026-11-26: 0.889, 0.786, 0.823, 0.982, 1.0,
-# 0.878), so the median of three (the repeats) drew 0.985 where these six give 0.884, and the
-# CNN's n = 2 rows ran 11-30% over their compute in five grids running
+# 0.878), so the median of three (the repeats) drew 0.985 where these six give 0.884. The
+# committed profiles keep their three-pair figures: the seven-pair re-profiles of 20:31 UTC
+# scored worse on the grids already measured (README, "What it showed").
 PARALLEL_PAIRS = 7
 
 

@@ -381,9 +381,11 @@ def test_rescore_with_another_profile_anchors_it_by_the_readings_the_run_kept(
         (["--rescore", "--profile", "digits-mlp=/nonexistent.json"], r"No such file"),
         (["--rescore", "--profile", "synthetic-cifar-cnn=profiles/digits-mlp.json"],
          r"is the profile of 'digits-mlp', not 'synthetic-cifar-cnn'"),
+        (["--anchor-weight", "0.5"], r"bad --anchor-weight 0\.5: only a re-scoring"),
+        (["--rescore", "--anchor-weight", "1.5"], r"bad --anchor-weight 1\.5: expected a number"),
     ],
 )  # fmt: skip
-def test_a_bad_profile_in_place_is_one_line(argv: list[str], message: str) -> None:
+def test_a_bad_rescoring_option_is_one_line(argv: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         bp.main(argv)
 
@@ -416,18 +418,6 @@ def test_rescore_at_an_anchor_weight_builds_each_runs_profile_again_from_its_rea
     assert compute(at_half) == pytest.approx(as_started["compute"] / 2**0.5, rel=0.05)
     assert "its anchors applied at weight 0.5" in says
     assert json.loads((platform / name).read_text()) == kept  # the run's own file as it was
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--anchor-weight", "0.5"], r"bad --anchor-weight 0\.5: only a re-scoring"),
-        (["--rescore", "--anchor-weight", "1.5"], r"bad --anchor-weight 1\.5: expected a number"),
-    ],
-)
-def test_a_bad_anchor_weight_is_one_line(argv: list[str], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        bp.main(argv)
 
 
 def test_rescore_predicts_each_run_of_a_planned_row_at_the_configuration_it_ran(

@@ -77,7 +77,7 @@ from emulator.orchestrator import Options, run
 from emulator.profile import ANCHOR_WEIGHT, anchored_profile, write_anchored
 from emulator.s3server import weed_server
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
-from provisioner.catalog import Catalog, catalog_from_dict
+from provisioner.catalog import Catalog, catalog_from_dict, curve_points
 from provisioner.planner import RunRules, build_plan, predict_run
 from provisioner.profile import WorkloadProfile, profile_from_dict
 from provisioner.search import fastest_cell, solve_deadline
@@ -387,22 +387,16 @@ def profiles_instead(settings: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def figure_value(text: str) -> float | list[list[float]] | None:
-    """A --set value: a finite number, or points [[x, y], ...] of finite numbers (a curve such
-    as lambda.init_cores_by_n); None otherwise."""
+    """A --set value: a finite number, or a curve's points [[x, y], ...] (positive, x
+    increasing, as the catalog reads lambda.init_cores_by_n); None otherwise."""
     try:
         value = json.loads(text)
     except ValueError:
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value) if math.isfinite(value) else None
-    points = value if isinstance(value, list) and value else []
-    ok = all(
-        isinstance(p, list) and len(p) == 2
-        and all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-                for v in p)
-        for p in points
-    )  # fmt: skip
-    return [[float(x), float(y)] for x, y in points] if points and ok else None
+    points = curve_points(value)  # as the catalog reads a curve
+    return None if points is None else [[x, y] for x, y in points]
 
 
 def catalog_figures_set(doc: dict[str, Any], settings: list[str]) -> dict[str, Any]:
@@ -554,6 +548,12 @@ def summary_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def repeated_totals(rows: list[dict[str, Any]]) -> list[list[float]]:
+    """Each case's measured totals, for the cases measured at least twice."""
+    cases = [[t for t in r.get("measured_totals_s", []) if t] for r in rows]
+    return [totals for totals in cases if len(totals) >= 2]
+
+
 def repeatability(rows: list[dict[str, Any]]) -> dict[str, float] | None:
     """How well each case's median total predicts that case's other runs (mean and worst
     accuracy, and the mean max/min spread): the ceiling a model's accuracy can be read against
@@ -561,10 +561,7 @@ def repeatability(rows: list[dict[str, Any]]) -> dict[str, float] | None:
     median of three runs is itself that far from a case's typical run. None with one run each.
     """
     scores, spreads = [], []
-    for r in rows:
-        totals = [t for t in r.get("measured_totals_s", []) if t]
-        if len(totals) < 2:
-            continue
+    for totals in repeated_totals(rows):
         middle = statistics.median(totals)
         scores += [1.0 - abs(middle - t) / t for t in totals if t != middle]
         spreads.append(max(totals) / min(totals))
@@ -596,15 +593,11 @@ def noise_ceiling(
     from the ceiling is the model's."""
     import numpy as np
 
-    counts, spreads = [], []
-    for r in rows:
-        totals = [t for t in r.get("measured_totals_s", []) if t]
-        if len(totals) >= 2:
-            counts.append(len(totals))
-            spreads.append(statistics.stdev(totals) / statistics.fmean(totals))
-    if not spreads:
+    cases = repeated_totals(rows)
+    if not cases:
         return None
-    k = runs or statistics.median_low(counts)
+    spreads = [statistics.stdev(totals) / statistics.fmean(totals) for totals in cases]
+    k = runs or statistics.median_low(len(totals) for totals in cases)
     rng = np.random.default_rng(seed)
     draws = 1.0 + np.asarray(spreads)[None, :, None] * rng.standard_normal(
         (trials, len(spreads), k)
@@ -869,22 +862,18 @@ def main(argv: list[str] | None = None) -> int:
         + ("-planned" if args.planned else "")
         + (f"-{args.only}" if args.only else "")
     )
-    if args.set and not args.rescore:
-        raise ValueError(f"bad --set {args.set[0]!r}: only a re-scoring (--rescore) takes it")
-    if args.profile and not args.rescore:
+    rescore_only = (
+        ("--set", repr(args.set[0]) if args.set else None),
+        ("--profile", repr(args.profile[0]) if args.profile else None),
+        ("--anchor-weight", None if args.anchor_weight is None else f"{args.anchor_weight:g}"),
+    )
+    given = [(flag, value) for flag, value in rescore_only if value is not None]
+    if given and not args.rescore:
+        raise ValueError(f"bad {given[0][0]} {given[0][1]}: only a re-scoring (--rescore) takes it")
+    if args.anchor_weight is not None and not 0.0 <= args.anchor_weight <= 1.0:
         raise ValueError(
-            f"bad --profile {args.profile[0]!r}: only a re-scoring (--rescore) takes it"
+            f"bad --anchor-weight {args.anchor_weight:g}: expected a number from 0 to 1"
         )
-    if args.anchor_weight is not None:
-        if not args.rescore:
-            raise ValueError(
-                f"bad --anchor-weight {args.anchor_weight:g}: only a re-scoring (--rescore) "
-                "takes it"
-            )
-        if not 0.0 <= args.anchor_weight <= 1.0:
-            raise ValueError(
-                f"bad --anchor-weight {args.anchor_weight:g}: expected a number from 0 to 1"
-            )
     if args.rescore:
         print(rescore(name, command, args.set, args.anchor_weight, args.profile))
         return 0

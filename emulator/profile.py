@@ -1062,7 +1062,7 @@ def main(argv: list[str] | None = None) -> int:
         repeats = max(1, args.repeats)
         alone: dict[str, Any] = {}
         for round_ in range(max(repeats, args.pairs) if cores >= 2 else 0):
-            if round_ < repeats or not alone:  # sizes the loops; the crowd's pair, timed anew
+            if round_ < repeats:  # sizes the loops; the crowd's pair, timed anew
                 alone = measure_share(limiter, 1.0, model=raw["model"], source=source,
                                       batch=batch, measure_s=args.measure_s)  # fmt: skip
             # In lockstep, as a run's workers step, against one child alone in the same loop.

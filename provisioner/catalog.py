@@ -176,8 +176,10 @@ class Catalog:
     def checkpoint_latency_s(self) -> float:
         """A PS shard checkpoint's fixed part: measured as the shard writes it where it was, else
         one PUT's latency."""
-        return self.put_latency_s if self.ps_checkpoint_request_s is None else (
-            self.ps_checkpoint_request_s
+        return (
+            self.put_latency_s
+            if self.ps_checkpoint_request_s is None
+            else (self.ps_checkpoint_request_s)
         )
 
     def arch(self, name: str) -> LambdaArch:
@@ -280,6 +282,18 @@ def _points_figure(
     if key not in section:
         return ()
     value = _raw_value(section, key, where)
+    points = curve_points(value)
+    if points is None:
+        raise ValueError(
+            f"catalog {where}.{key}: value {value!r} is not a list of [x, y] pairs of positive"
+            " numbers with x increasing, e.g. [[2, 2.0], [4, 1.74]]"
+        )
+    return points
+
+
+def curve_points(value: Any) -> tuple[tuple[float, float], ...] | None:
+    """`value` as a measured curve's points if it is a non-empty list of [x, y] pairs of
+    positive numbers, x increasing; None otherwise."""
 
     def number(v: Any) -> bool:
         return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
@@ -289,10 +303,7 @@ def _points_figure(
         isinstance(p, list) and len(p) == 2 and all(number(v) for v in p) for p in pairs
     )
     if not ok or any(a[0] >= b[0] for a, b in zip(pairs, pairs[1:], strict=False)):
-        raise ValueError(
-            f"catalog {where}.{key}: value {value!r} is not a list of [x, y] pairs of positive"
-            " numbers with x increasing, e.g. [[2, 2.0], [4, 1.74]]"
-        )
+        return None
     return tuple((float(x), float(y)) for x, y in pairs)
 
 

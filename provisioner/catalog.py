@@ -8,6 +8,7 @@ network (the refresh path is documented in each catalog file's `refresh` field).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,11 +177,9 @@ class Catalog:
     def checkpoint_latency_s(self) -> float:
         """A PS shard checkpoint's fixed part: measured as the shard writes it where it was, else
         one PUT's latency."""
-        return (
-            self.put_latency_s
-            if self.ps_checkpoint_request_s is None
-            else (self.ps_checkpoint_request_s)
-        )
+        if self.ps_checkpoint_request_s is None:
+            return self.put_latency_s
+        return self.ps_checkpoint_request_s
 
     def arch(self, name: str) -> LambdaArch:
         for a in self.architectures:
@@ -293,10 +292,10 @@ def _points_figure(
 
 def curve_points(value: Any) -> tuple[tuple[float, float], ...] | None:
     """`value` as a measured curve's points if it is a non-empty list of [x, y] pairs of
-    positive numbers, x increasing; None otherwise."""
+    finite positive numbers, x increasing; None otherwise (JSON's Infinity is no measurement)."""
 
     def number(v: Any) -> bool:
-        return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+        return isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < math.inf
 
     pairs = value if isinstance(value, list) else []
     ok = bool(pairs) and all(

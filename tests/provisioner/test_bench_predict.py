@@ -505,6 +505,7 @@ def test_rescore_with_a_curve_set_predicts_on_its_points(
         ("lambda.init_cores_by_n=[]", "bad --set 'lambda.init_cores_by_n=[]': expected"),
         ("lambda.init_cores_by_n=[[2]]", "bad --set 'lambda.init_cores_by_n=[[2]]': expected"),
         ('lambda.init_cores_by_n=[[2,"a"]]', "bad --set 'lambda.init_cores_by_n=[[2,\"a\"]]'"),
+        ("lambda.init_cores_by_n=[[2,Infinity]]", "bad --set 'lambda.init_cores_by_n=[[2,Inf"),
         ("lambda.compute_cores=true", "bad --set 'lambda.compute_cores=true': expected"),
     ],
 )

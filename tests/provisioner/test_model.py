@@ -595,13 +595,16 @@ def test_the_crowded_warmup_is_the_plans_warmup_on_shared_cores_only() -> None:
 
 def test_the_exchange_alone_takes_at_least_the_profiles_loop_at_one_vcpu() -> None:
     """On shared cores a PS exchange takes at least the profile's loop overhead at 1 vCPU (the
-    points interpolated there), stretched by n/C as the exchange is; AWS, or a profile without
-    the loop, keeps the catalog's exchange."""
+    points interpolated there, or a larger share's point where that is less), stretched by n/C
+    as the exchange is; AWS, or a profile without the loop, keeps the catalog's exchange."""
     from provisioner import load_profile
     from tests.local_catalog import local_catalog
 
-    points = ((0.5, 9e-4), (2.0, 3e-4))
-    assert model.loop_exchange_s(points, 1.5) == pytest.approx(7e-4)
+    points = ((0.5, 9e-4), (2.0, 1e-3))
+    assert model.loop_exchange_s(points, 1.5) == pytest.approx(9e-4 + 1e-4 / 3)
+    # from 1 vCPU up every point times the same exchange: the least counts
+    assert model.loop_exchange_s(((0.5, 9e-4), (1.0, 8e-4), (2.0, 3e-4)), 1.5) == 3e-4
+    assert model.loop_exchange_s(((0.5, 9e-4), (2.0, 3e-4)), 1.5) == 3e-4
     assert model.loop_exchange_s(points, None) == model.loop_exchange_s((), 1.5) == 0.0
     # without the ranks' wait for the slowest step (its own test): the floor alone
     bare = dataclasses.replace(load_profile("digits-mlp"), lockstep_wait_fraction=None)

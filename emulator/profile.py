@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import platform
 import statistics
@@ -788,6 +789,23 @@ ANCHOR_SHARES = (0.5, 1.0)
 # UTC): 0.936 whole, 0.945 half, 0.922 none. Each: `python -m bench.predict --rescore
 # --anchor-weight W` on that commit's bench/results.
 ANCHOR_WEIGHT = 0.5
+# The weight holds for drift, not for another machine. In the seven grids of 2026-11-26/27 (one
+# VM, profiles of that VM) every anchor read 0.79-1.31× its profile (meta.anchors of
+# bench/results/predict.json at b7915f3 ... 8f09c0f); on 2026-11-27 a fresh VM read the same
+# committed digits profile at 2.23× (0.5 vCPU) and 2.28× (1 vCPU), where half the way would
+# predict 1.5× too slow. So the weight moves a point within ×1/band-band of its profile and the
+# reading beyond the band moves it whole (anchor_move).
+ANCHOR_DRIFT_BAND = 1.33
+
+
+def anchor_move(factor: float, weight: float, band: float = ANCHOR_DRIFT_BAND) -> float:
+    """How much a profile point moves for an anchor that read `factor` × it: in log speed,
+    `weight` of the part within [−ln band, ln band] and the whole of the part beyond (a machine
+    that much faster or slower than its profile is not drift, and no half of it is noise)."""
+    log_factor = math.log(factor)
+    edge = math.log(band)
+    inside = min(max(log_factor, -edge), edge)
+    return math.exp(weight * inside + (log_factor - inside))
 
 
 def measure_anchor(
@@ -854,9 +872,10 @@ def anchored_profile(
     weight: float = ANCHOR_WEIGHT,
 ) -> dict[str, Any]:
     """The profile `doc` moved towards the machine's speed of the `anchor` (measure_anchor):
-    each training-rate point × the factor at its share to the power `weight` (factor_at_share
-    over the anchored shares' reading / profile rate; an anchor of the 1-vCPU rate alone moves
-    every point by its factor; ANCHOR_WEIGHT says why half the way), start-up the anchor's.
+    each training-rate point × anchor_move of the factor at its share (factor_at_share over the
+    anchored shares' reading / profile rate; an anchor of the 1-vCPU rate alone moves every
+    point by its factor): `weight` of it in log speed within ANCHOR_DRIFT_BAND, the rest whole
+    (ANCHOR_WEIGHT and ANCHOR_DRIFT_BAND say why), start-up the anchor's.
 
     This VM's speed drifts by up to 2× within an hour (MobileNetV2 at 1 vCPU: 36.4 samples/s
     at 04:30, 67.6 at 05:27, same code), so a curve measured once predicts runs an hour later
@@ -876,7 +895,7 @@ def anchored_profile(
     factor = factor_at_share(factors, 1.0)
 
     def moved(point: dict[str, Any]) -> dict[str, Any]:
-        at = factor_at_share(factors, float(point["vcpu_share"])) ** weight
+        at = anchor_move(factor_at_share(factors, float(point["vcpu_share"])), weight)
         return {**point, "samples_per_s": round(point["samples_per_s"] * at, 1)}
 
     out: dict[str, Any] = json.loads(json.dumps(doc))
@@ -885,7 +904,8 @@ def anchored_profile(
     out["anchor"] = {
         "speed_factor": round(factor, 4),
         "speed_factor_by_share": {f"{k:g}": round(v, 4) for k, v in sorted(factors.items())},
-        "weight": weight,  # each point moved by its share's factor ** weight
+        "weight": weight,  # each point moved by anchor_move(its share's factor, weight, band)
+        "band": ANCHOR_DRIFT_BAND,
         "samples_per_s_at_1_vcpu": round(anchor["samples_per_s"], 1),
         "startup_s": round(anchor["startup_s"], 3),
         "date": when,
@@ -893,7 +913,8 @@ def anchored_profile(
     each = ", ".join(f"× {v:.3f} at {k:g} vCPU" for k, v in sorted(factors.items()))
     method = (
         f"anchored: the profile's curve {each} (linear between, the nearest outside), to the "
-        f"power {weight:g}, its rate measured just before (median of {anchor.get('runs', 1)} "
+        f"power {weight:g} within ×{ANCHOR_DRIFT_BAND:g} of the profile and whole beyond it, "
+        f"its rate measured just before (median of {anchor.get('runs', 1)} "
         "children per share, emulator.profile.measure_anchor)"
     )
     sources = out.setdefault("sources", {})

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from emulator.profile import (
+    ANCHOR_DRIFT_BAND,
     LAMBDA_MAX_MEMORY_MB,
+    anchor_move,
     anchored_profile,
     check_fits_lambda,
     crowd_iterations,
@@ -271,20 +273,44 @@ def test_an_anchor_at_two_shares_moves_each_point_by_the_factor_at_its_share() -
 
 def test_an_anchor_moves_the_profile_half_way_in_log_speed_by_default() -> None:
     """The profile and the anchor both estimate the machine's speed at the run: by default each
-    point lands at the geometric mean of the two (ANCHOR_WEIGHT); the reading itself is kept as
-    measured, and a weight outside [0, 1] is refused in one line."""
-    raw, points, anchor = _cnn_and_two_share_anchor(0.81, 1.44)
+    point lands at the geometric mean of the two (ANCHOR_WEIGHT) while the reading is within the
+    drift band; the reading itself is kept as measured, and a weight outside [0, 1] is refused in
+    one line."""
+    raw, points, anchor = _cnn_and_two_share_anchor(0.81, 1.21)
     doc = anchored_profile(raw, anchor, "x86_64", "2026-11-26")
     moved = _rates(doc)
-    for share, factor in {0.25: 0.9, 0.5: 0.9, 1.0: 1.2, 2.0: 1.2}.items():
+    for share, factor in {0.25: 0.9, 0.5: 0.9, 1.0: 1.1, 2.0: 1.1}.items():
         assert moved[share] == pytest.approx(points[share] * factor, abs=0.1)
-    assert doc["anchor"]["speed_factor_by_share"] == {"0.5": 0.81, "1": 1.44}
+    assert doc["anchor"]["speed_factor_by_share"] == {"0.5": 0.81, "1": 1.21}
     assert doc["anchor"]["weight"] == 0.5 and "to the power 0.5" in doc["sources"][
         "training_rate"]["method"]  # fmt: skip
     unmoved = anchored_profile(raw, anchor, "x86_64", "2026-11-26", weight=0.0)
     assert unmoved["training_rate"] == raw["training_rate"] and unmoved["startup_s"] == 1.0
     with pytest.raises(ValueError, match=r"bad anchor weight 1\.5: expected a number from 0 to 1"):
         anchored_profile(raw, anchor, "x86_64", "2026-11-26", weight=1.5)
+
+
+def test_a_reading_beyond_the_drift_band_moves_the_profile_whole_past_the_band() -> None:
+    """Within ×1/band-band of the profile an anchor moves it `weight` of the way; the part of a
+    reading beyond the band (another machine, not drift) moves it whole, on both sides, and the
+    move is continuous at the band's edge."""
+    band = ANCHOR_DRIFT_BAND
+    assert anchor_move(1.21, 0.5) == pytest.approx(1.1)
+    assert anchor_move(band, 0.5) == pytest.approx(math.sqrt(band))
+    assert anchor_move(2.25, 0.5) == pytest.approx(math.sqrt(band) * 2.25 / band)
+    assert anchor_move(1 / 2.25, 0.5) == pytest.approx(1 / anchor_move(2.25, 0.5))
+    assert anchor_move(2.25, 1.0) == pytest.approx(2.25)
+    assert anchor_move(2.25, 0.0) == pytest.approx(2.25 / band)
+    assert anchor_move(1.2, 0.0) == 1.0
+    raw, points, anchor = _cnn_and_two_share_anchor(2.0, 2.25)
+    doc = anchored_profile(raw, anchor, "x86_64", "2026-11-27")
+    moved = _rates(doc)
+    assert moved[1.0] == pytest.approx(points[1.0] * anchor_move(2.25, 0.5), abs=0.1)
+    assert moved[0.5] == pytest.approx(points[0.5] * anchor_move(2.0, 0.5), abs=0.1)
+    assert moved[1.0] > points[1.0] * 1.9  # half the way in log speed would be 1.5×
+    assert doc["anchor"]["band"] == band
+    assert f"within ×{band:g} of the profile and whole beyond it" in doc["sources"][
+        "training_rate"]["method"]  # fmt: skip
 
 
 def test_the_speed_factor_between_anchored_shares_is_linear_and_flat_outside() -> None:
@@ -340,7 +366,8 @@ def test_anchor_writes_the_profile_at_this_moments_speed_or_refuses_in_one_line(
     assert set(factors) == {0.5, 1.0} and min(factors.values()) > 0 and doc["startup_s"] > 0
     for before, after in zip(raw["training_rate"]["x86_64"]["points"],
                              doc["training_rate"]["x86_64"]["points"], strict=True):  # fmt: skip
-        factor = factors[min(max(before["vcpu_share"], 0.5), 1.0)] ** doc["anchor"]["weight"]
+        read = factors[min(max(before["vcpu_share"], 0.5), 1.0)]
+        factor = anchor_move(read, doc["anchor"]["weight"], doc["anchor"]["band"])
         assert after["samples_per_s"] == pytest.approx(before["samples_per_s"] * factor, rel=1e-3)
     assert load_profile(out).name == "digits-mlp"
 

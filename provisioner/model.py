@@ -328,7 +328,8 @@ def loop_exchange_s(points: tuple[tuple[float, float], ...], total_vcpu: float |
     From 1 vCPU up the exchange is the same single-threaded work that meets no quota, so each
     such point times the same thing, and a machine's noise only adds to a timing: the least is
     the least disturbed. The digits profile of 2026-11-27 read 1.06 ms at 1 vCPU and 0.37 ms at
-    2; its runs' exchange took 0.29 ms an iteration at 1.5 vCPU (bench.predict).
+    2; its runs' exchange took 0.37 ms an iteration at 1.5 vCPU (the median of five,
+    bench/results/predict.md).
 
     On loopback the exchange is the worker's and the shard's CPU on the critical path (pickling
     nothing, but syscalls, copies, the shard's Python), not the wire the catalog's bandwidth and

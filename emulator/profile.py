@@ -801,7 +801,10 @@ ANCHOR_DRIFT_BAND = 1.33
 def anchor_move(factor: float, weight: float, band: float = ANCHOR_DRIFT_BAND) -> float:
     """How much a profile point moves for an anchor that read `factor` × it: in log speed,
     `weight` of the part within [−ln band, ln band] and the whole of the part beyond (a machine
-    that much faster or slower than its profile is not drift, and no half of it is noise)."""
+    that much faster or slower than its profile is not drift, and no half of it is noise).
+    Weight 0 is no anchor at all: the profile as measured (`bench.predict --anchor-weight 0`)."""
+    if weight == 0.0:
+        return 1.0
     log_factor = math.log(factor)
     edge = math.log(band)
     inside = min(max(log_factor, -edge), edge)

@@ -293,15 +293,14 @@ def test_an_anchor_moves_the_profile_half_way_in_log_speed_by_default() -> None:
 def test_a_reading_beyond_the_drift_band_moves_the_profile_whole_past_the_band() -> None:
     """Within ×1/band-band of the profile an anchor moves it `weight` of the way; the part of a
     reading beyond the band (another machine, not drift) moves it whole, on both sides, and the
-    move is continuous at the band's edge."""
+    move is continuous at the band's edge; weight 0 moves nothing."""
     band = ANCHOR_DRIFT_BAND
     assert anchor_move(1.21, 0.5) == pytest.approx(1.1)
     assert anchor_move(band, 0.5) == pytest.approx(math.sqrt(band))
     assert anchor_move(2.25, 0.5) == pytest.approx(math.sqrt(band) * 2.25 / band)
     assert anchor_move(1 / 2.25, 0.5) == pytest.approx(1 / anchor_move(2.25, 0.5))
     assert anchor_move(2.25, 1.0) == pytest.approx(2.25)
-    assert anchor_move(2.25, 0.0) == pytest.approx(2.25 / band)
-    assert anchor_move(1.2, 0.0) == 1.0
+    assert anchor_move(2.25, 0.0) == anchor_move(1.2, 0.0) == 1.0  # weight 0: no anchor
     raw, points, anchor = _cnn_and_two_share_anchor(2.0, 2.25)
     doc = anchored_profile(raw, anchor, "x86_64", "2026-11-27")
     moved = _rates(doc)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import bench.predict as bp
+from emulator.profile import anchor_move
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 
 REPO = Path(__file__).resolve().parents[2]
@@ -338,9 +339,9 @@ def test_rescore_with_another_profile_anchors_it_by_the_readings_the_run_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """--profile W=PATH: a re-profile that reads half the start profile's speed, anchored by
-    the run's reading (twice the start profile's): half way (the default weight) lands on the
-    start profile's speed, the whole way on the reading, none on the re-profile's own; the
-    table names it."""
+    the run's reading (twice the start profile's, 4× the re-profile's): the default weight moves
+    it half way within the drift band and the whole way beyond it, weight 1 onto the reading,
+    weight 0 leaves the re-profile's own; the table names it."""
     platform, name, _ = _anchored_cnn_run(tmp_path, monkeypatch)
     start = json.loads((platform / "synthetic-cifar-cnn.json").read_text())
     slower = json.loads(json.dumps(start))
@@ -367,7 +368,10 @@ def test_rescore_with_another_profile_anchors_it_by_the_readings_the_run_kept(
         compute("--anchor-weight", "1"),
         compute("--anchor-weight", "0"),
     )
-    assert half == pytest.approx(as_started["compute"], rel=0.05)
+    # the reading is 4× the re-profile, beyond the drift band: half the way within it, the rest
+    # whole (emulator.profile.anchor_move), where half the way in all would land on as_started
+    assert half == pytest.approx(as_other["compute"] / anchor_move(4.0, 0.5), rel=0.05)
+    assert half < as_started["compute"] * 0.7
     assert whole == pytest.approx(as_kept["compute"], rel=1e-3)
     assert none == pytest.approx(as_other["compute"], rel=1e-3)
     assert f"the profile synthetic-cifar-cnn={other} in place of its start profile" in says
@@ -396,7 +400,7 @@ def test_rescore_at_an_anchor_weight_builds_each_runs_profile_again_from_its_rea
     """--anchor-weight W: each run's anchored profile is built again from the run's start
     profile and the reading its anchor kept (twice the profile's speed here): at 1 it predicts
     as the kept profile, at 0 as the start profile with the anchor's start-up, at 0.5 the
-    compute of a profile √2 as fast; the table says which weight."""
+    compute of a profile anchor_move(2, 0.5) as fast; the table says which weight."""
     platform, name, kept = _anchored_cnn_run(tmp_path, monkeypatch)
 
     def rescored(weight: str) -> tuple[dict[str, Any], str]:
@@ -415,7 +419,10 @@ def test_rescore_at_an_anchor_weight_builds_each_runs_profile_again_from_its_rea
     assert compute(at_one) == pytest.approx(as_kept["compute"], rel=1e-3)
     assert compute(at_zero) == pytest.approx(as_started["compute"], rel=1e-3)
     assert at_zero["terms"]["startup"]["predicted_local_s"] == pytest.approx(1.0)
-    assert compute(at_half) == pytest.approx(as_started["compute"] / 2**0.5, rel=0.05)
+    # 2× is beyond the drift band: half the way within it, the rest whole (2**0.5 without it)
+    assert compute(at_half) == pytest.approx(
+        as_started["compute"] / anchor_move(2.0, 0.5), rel=0.05
+    )
     assert "its anchors applied at weight 0.5" in says
     assert json.loads((platform / name).read_text()) == kept  # the run's own file as it was
 

@@ -369,6 +369,34 @@ def _child_result(proc: subprocess.Popen[str], share: float) -> dict[str, Any]:
     return {"vcpu_share": share, **json.loads(out.strip().splitlines()[-1])}
 
 
+def interleaved_shares(shares: list[float], repeats: int) -> list[float]:
+    """The order the children run in: every share once, lowest first, `repeats` times over.
+
+    Not each share's repeats back to back: this VM has slow spells of minutes in which the
+    same work costs up to 3x the CPU (bench/predict's digits rows, 2026-11-27: a run's CPU 3.79
+    to 12.21 s for the same 5,616 iterations), and three repeats in one spell made the median
+    of that share the spell's. A digits profile measured so read the loop's extra CPU at
+    0.58-0.73 ms and its exchange at 1.06 ms at 1 vCPU, where the runs around it spent 0.32 ms
+    and 0.37 ms; round the shares, a spell meets one repeat of each and the median leaves it.
+    """
+    return [share for _ in range(repeats) for share in sorted(set(shares))]
+
+
+def share_point(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One share's point from its repeats: the median run by speed, with the median of each
+    other figure taken apart.
+
+    The median, not the fastest: the profile predicts the emulator's runs, and they see the
+    machine's typical background load, not its quietest moment (measured: the fastest of two
+    made compute 17-27% optimistic at n = 1)."""
+    point = dict(sorted(runs, key=lambda r: r["samples_per_s"])[len(runs) // 2])
+    for figure in ("startup_s", "loop_extra_cpu_s", "warmup_iterations", "loop_overhead_s"):
+        values = [r[figure] for r in runs if figure in r]
+        if values:
+            point[figure] = statistics.median(values)
+    return point
+
+
 def measure_share(
     limiter: cpu.CpuLimiter,
     share: float,
@@ -961,7 +989,8 @@ def main(argv: list[str] | None = None) -> int:
         "--repeats",
         type=int,
         default=3,
-        help="runs per share; the median counts (a run predicts runs under the same load)",
+        help="runs per share, taken round the shares; the median counts (a run predicts runs "
+        "under the same load)",
     )
     parser.add_argument(
         "--pairs",
@@ -1041,37 +1070,23 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         cpu_limit = str(limiter.mechanism)  # enforced, so the mechanism's name
         ps_endpoint = stack.enter_context(loopback_ps())
-        points = []
-        for share in sorted(shares):
-            runs = [
-                measure_share(
-                    limiter,
-                    share,
-                    model=raw["model"],
-                    source=source,
-                    batch=int(raw["profiled_local_batch"]),
-                    measure_s=args.measure_s,
-                    ps_endpoint=ps_endpoint,
-                )
-                for _ in range(max(1, args.repeats))
-            ]
-            # The median, not the fastest: the profile predicts the emulator's runs, and they
-            # see the machine's typical background load, not its quietest moment (measured: the
-            # fastest of two made compute 17-27% optimistic at n = 1).
-            point = sorted(runs, key=lambda r: r["samples_per_s"])[len(runs) // 2]
-            point["startup_s"] = statistics.median(r["startup_s"] for r in runs)
-            point["loop_extra_cpu_s"] = statistics.median(r["loop_extra_cpu_s"] for r in runs)
-            point["warmup_iterations"] = statistics.median(r["warmup_iterations"] for r in runs)
-            point["loop_overhead_s"] = statistics.median(r["loop_overhead_s"] for r in runs)
+        runs_at: dict[float, list[dict[str, Any]]] = {share: [] for share in shares}
+        for share in interleaved_shares(shares, max(1, args.repeats)):
+            runs_at[share].append(measure_share(
+                limiter, share, model=raw["model"], source=source,
+                batch=int(raw["profiled_local_batch"]), measure_s=args.measure_s,
+                ps_endpoint=ps_endpoint,
+            ))  # fmt: skip
+        points = [share_point(runs_at[share]) for share in sorted(runs_at)]
+        for point in points:
             print(
-                f"share {share:>5g} vCPU: {point['samples_per_s']:9.1f} samples/s "
+                f"share {point['vcpu_share']:>5g} vCPU: {point['samples_per_s']:9.1f} samples/s "
                 f"(start-up {point['startup_s']:.2f} s, warm-up "
                 f"{point['warmup_iterations']:.1f} steps, loop +"
                 f"{1000 * point['loop_extra_cpu_s']:.3f} ms CPU and "
                 f"{1000 * point['loop_overhead_s']:.3f} ms an iteration)",
                 file=sys.stderr,
             )
-            points.append(point)
         # One child per core at 1 vCPU, together, each time right after one child alone: the
         # ratio of each pair, then their median. This VM's speed drifts by 10-25% within minutes,
         # so a together run set against the 1-vCPU point timed a minute before measured the drift

@@ -25,11 +25,13 @@ from emulator.profile import (
     crowded_warmup_iterations,
     dataset_source,
     factor_at_share,
+    interleaved_shares,
     lockstep_samples_s,
     lockstep_wait_fraction,
     new_profile,
     paired_speed_ratio,
     share_factors,
+    share_point,
     updated_profile,
     warmup_cpu_s,
 )
@@ -135,6 +137,35 @@ def test_the_loops_extra_cpu_is_written_per_share_with_its_source() -> None:
     ]
     assert doc["sources"]["loop_overhead_s"]["tag"] == "measured"
     assert profile_from_dict(doc).loop_overhead == ((0.5, 0.0009), (1.0, 0.0005))
+
+
+def test_the_repeats_go_round_the_shares_so_a_slow_spell_meets_one_of_each() -> None:
+    assert interleaved_shares([1.0, 0.5, 2.0], 3) == [0.5, 1.0, 2.0] * 3
+    assert interleaved_shares([1.0, 1.0], 2) == [1.0, 1.0]  # a share given twice is one share
+    assert interleaved_shares([0.25], 1) == [0.25]
+
+
+def test_a_shares_point_takes_each_figure_median_of_its_repeats_apart() -> None:
+    """One repeat in a slow spell (the 3x CPU and exchange of the second run) moves no figure;
+    the rate's point is the median run's, so its own fields stay together."""
+    runs = [
+        {"vcpu_share": 1.0, "samples_per_s": 31000.0, "startup_s": 1.5, "warmup_iterations": 4.0,
+         "loop_extra_cpu_s": 2.4e-4, "loop_overhead_s": 3.5e-4, "step_cpu_s": 5.1e-4},
+        {"vcpu_share": 1.0, "samples_per_s": 12000.0, "startup_s": 1.9, "warmup_iterations": 9.0,
+         "loop_extra_cpu_s": 7.3e-4, "loop_overhead_s": 10.6e-4, "step_cpu_s": 13e-4},
+        {"vcpu_share": 1.0, "samples_per_s": 32000.0, "startup_s": 1.4, "warmup_iterations": 5.0,
+         "loop_extra_cpu_s": 2.9e-4, "loop_overhead_s": 3.8e-4, "step_cpu_s": 5.0e-4},
+    ]  # fmt: skip
+    point = share_point(runs)
+    assert point["samples_per_s"] == 31000.0 and point["step_cpu_s"] == 5.1e-4
+    assert point["startup_s"] == 1.5
+    assert point["warmup_iterations"] == 5.0
+    assert point["loop_extra_cpu_s"] == 2.9e-4
+    assert point["loop_overhead_s"] == 3.8e-4
+    assert runs[0]["loop_extra_cpu_s"] == 2.4e-4  # the runs are not changed
+    # a child run without a PS shard has no loop figures, and its point has none either
+    bare = [{k: v for k, v in r.items() if not k.startswith("loop_")} for r in runs]
+    assert "loop_extra_cpu_s" not in share_point(bare)
 
 
 def test_the_parallel_ratio_is_the_median_of_back_to_back_pairs() -> None:

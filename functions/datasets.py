@@ -20,6 +20,7 @@ CLI: `python -m functions.datasets shard --source builtin:digits --shards 4 --bu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -27,7 +28,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,15 +103,18 @@ def read_source(
 def _read_with(reader: Reader, source: str, s3: Any) -> SourceData:
     """The model file's reader on a local path (an S3 source copied to TMPDIR first), its
     arrays checked: x numeric with samples first, y whole class indices ≥ 0, as many of each."""
-    path = _local_copy(source, s3) if source.startswith("s3://") else source
-    try:
-        x, y = reader(path)
-        x, y = np.asarray(x), np.asarray(y)
-    except Exception as err:  # noqa: BLE001 - the user's code: any error is theirs
-        raise DatasetError(
-            f"bad source {source!r}: the model file's read_dataset failed: "
-            f"{type(err).__name__}: {err}"
-        ) from None
+    with contextlib.ExitStack() as stack:
+        path = source
+        if source.startswith("s3://"):
+            path = stack.enter_context(_local_copy(source, s3))
+        try:
+            x, y = reader(path)
+            x, y = np.asarray(x), np.asarray(y)
+        except Exception as err:  # noqa: BLE001 - the user's code: any error is theirs
+            raise DatasetError(
+                f"bad source {source!r}: the model file's read_dataset failed: "
+                f"{type(err).__name__}: {err}"
+            ) from None
     wrong = ""
     if x.ndim < 2 or not np.issubdtype(x.dtype, np.number):
         wrong = f"x is {x.dtype} shaped {x.shape}, expected numbers with samples first"
@@ -125,30 +129,37 @@ def _read_with(reader: Reader, source: str, s3: Any) -> SourceData:
     return SourceData(x.astype(np.float32, copy=False), y.astype(np.int64, copy=False))
 
 
-def _local_copy(source: str, s3: Any) -> str:
+@contextlib.contextmanager
+def _local_copy(source: str, s3: Any) -> Iterator[str]:
     """The objects under an `s3://bucket/prefix` copied to a fresh TMPDIR folder, their paths
-    below the prefix kept; that folder (or the one object's file)."""
+    below the prefix kept: that folder (or the one object's file), removed on exit.
+
+    Removed because a warm Lambda keeps /tmp between invocations: every prepare left a copy of
+    the user's data behind, and a later one on the same instance had that much less of its
+    ephemeral storage for its own copy and the shards."""
     bucket, _, prefix = source[len("s3://") :].partition("/")
     if s3 is None:
         from functions.aws import s3_client
 
         s3 = s3_client()
-    folder = Path(tempfile.mkdtemp(prefix="ldnn-source-", dir=default_cache_dir().parent))
-    keys = [
-        o["Key"]
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-        for o in page.get("Contents", [])
-    ]
-    if keys == [prefix]:  # one object named by its key
-        target = folder / Path(prefix).name
-        s3.download_file(bucket, prefix, str(target))
-        return str(target)
-    base = prefix.rstrip("/") + "/" if prefix else ""
-    for key in keys:
-        target = folder / key[len(base) :]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        s3.download_file(bucket, key, str(target))
-    return str(folder)
+    with tempfile.TemporaryDirectory(prefix="ldnn-source-", dir=default_cache_dir().parent) as tmp:
+        folder = Path(tmp)
+        keys = [
+            o["Key"]
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+            for o in page.get("Contents", [])
+        ]
+        if keys == [prefix]:  # one object named by its key
+            target = folder / Path(prefix).name
+            s3.download_file(bucket, prefix, str(target))
+            yield str(target)
+            return
+        base = prefix.rstrip("/") + "/" if prefix else ""
+        for key in keys:
+            target = folder / key[len(base) :]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, key, str(target))
+        yield str(folder)
 
 
 def synthetic_cifar(samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -45,9 +45,13 @@ def test_shard_is_cached_and_size_checked(s3: Any, bucket: str, shard_cache: Pat
         datasets.load_shard(s3, bucket, "d", 0, huge, ephemeral_storage_mb=512)
 
 
-def test_synthetic_npz_folder_and_s3_sources(s3: Any, bucket: str, tmp_path: Path) -> None:
+def test_synthetic_npz_folder_and_s3_sources(
+    s3: Any, bucket: str, tmp_path: Path, shard_cache: Path
+) -> None:
     manifest = datasets.write_shards(s3, "synthetic-cifar:50", 2, bucket, "syn", seed=0)
     assert manifest["synthetic"] is True and manifest["input_shape"] == [3, 32, 32]
+    tmp_path = tmp_path / "source"  # beside the shard cache, not holding it
+    tmp_path.mkdir()
     x, y = np.ones((10, 4), np.uint8) * 255, np.arange(10) % 2
     np.savez(tmp_path / "a.npz", x=x, y=y)
     np.savez(tmp_path / "b.npz", x=x, y=y)

@@ -70,8 +70,8 @@ def test_a_local_folder_is_read_by_the_files_reader_and_sharded(
     assert manifest["train_samples"] == 12
 
 
-def test_an_s3_prefix_is_copied_locally_for_the_reader(
-    s3: Any, bucket: str, tmp_path: Path, reader: Any
+def test_an_s3_prefix_is_copied_locally_for_the_reader_and_the_copy_removed(
+    s3: Any, bucket: str, tmp_path: Path, reader: Any, shard_cache: Path
 ) -> None:
     folder = _jsonl(tmp_path / "data")
     s3.upload_file(str(folder / "part-0.jsonl"), bucket, "source/part-0.jsonl")
@@ -80,6 +80,11 @@ def test_an_s3_prefix_is_copied_locally_for_the_reader(
     assert np.array_equal(remote.x, local.x) and np.array_equal(remote.y, local.y)
     one = datasets.read_source(f"s3://{bucket}/source/part-0.jsonl", s3=s3, reader=reader)
     assert np.array_equal(one.y, local.y)  # one object named by its key
+    # a warm Lambda keeps /tmp: no copy of the user's data is left in it, read or refused
+    s3.put_object(Bucket=bucket, Key="bad/part-0.jsonl", Body=b"not json")
+    with pytest.raises(datasets.DatasetError, match="read_dataset failed"):
+        datasets.read_source(f"s3://{bucket}/bad", s3=s3, reader=reader)
+    assert not list(shard_cache.parent.glob("ldnn-source-*"))
 
 
 @pytest.mark.parametrize(

@@ -50,18 +50,18 @@ def test_synthetic_npz_folder_and_s3_sources(
 ) -> None:
     manifest = datasets.write_shards(s3, "synthetic-cifar:50", 2, bucket, "syn", seed=0)
     assert manifest["synthetic"] is True and manifest["input_shape"] == [3, 32, 32]
-    tmp_path = tmp_path / "source"  # beside the shard cache, not holding it
-    tmp_path.mkdir()
+    source = tmp_path / "source"  # beside the shard cache, not holding it
+    source.mkdir()
     x, y = np.ones((10, 4), np.uint8) * 255, np.arange(10) % 2
-    np.savez(tmp_path / "a.npz", x=x, y=y)
-    np.savez(tmp_path / "b.npz", x=x, y=y)
-    one = datasets.write_shards(s3, str(tmp_path / "a.npz"), 2, bucket, "one", test_fraction=0)
+    np.savez(source / "a.npz", x=x, y=y)
+    np.savez(source / "b.npz", x=x, y=y)
+    one = datasets.write_shards(s3, str(source / "a.npz"), 2, bucket, "one", test_fraction=0)
     assert one["train_samples"] == 10 and one["input_shape"] == [4]
-    both = datasets.write_shards(s3, str(tmp_path), 2, bucket, "both", test_fraction=0)
+    both = datasets.write_shards(s3, str(source), 2, bucket, "both", test_fraction=0)
     assert both["train_samples"] == 20
     xs, _ = datasets.load_shard(s3, bucket, "both", 0, both)
     assert xs.max() == 1.0  # uint8 images scaled to [0, 1]
-    s3.upload_file(str(tmp_path / "a.npz"), bucket, "raw/a.npz")
+    s3.upload_file(str(source / "a.npz"), bucket, "raw/a.npz")
     from_s3 = datasets.write_shards(s3, f"s3://{bucket}/raw/", 1, bucket, "s3src", test_fraction=0)
     assert from_s3["train_samples"] == 10
 

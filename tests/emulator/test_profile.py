@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -143,6 +144,54 @@ def test_the_repeats_go_round_the_shares_so_a_slow_spell_meets_one_of_each() -> 
     assert interleaved_shares([1.0, 0.5, 2.0], 3) == [0.5, 1.0, 2.0] * 3
     assert interleaved_shares([1.0, 1.0], 2) == [1.0, 1.0]  # a share given twice is one share
     assert interleaved_shares([0.25], 1) == [0.25]
+
+
+def test_the_profiler_measures_round_the_shares_and_writes_each_shares_median(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI itself, its children faked: the order they run in and the points it writes."""
+    import contextlib
+
+    from emulator import profile as prof
+
+    class Limiter:
+        enforced, mechanism = True, "cgroup v1 CFS quota"
+
+        def __init__(self, name: str) -> None:
+            pass
+
+        def status(self) -> str:
+            return "CPU share enforced: fake"
+
+        def __enter__(self) -> Limiter:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    order: list[float] = []
+
+    def child(limiter: Any, share: float, **kwargs: Any) -> dict[str, Any]:
+        order.append(share)
+        slow = len(order) == 2  # the first repeat at 1 vCPU ran in a slow spell
+        return {"vcpu_share": share, "samples_per_s": 1000.0 * share / (3 if slow else 1),
+                "startup_s": 1.5, "warmup_iterations": 2.0, "iterations": 50,
+                "loop_extra_cpu_s": 9e-4 if slow else 3e-4, "loop_overhead_s": 4e-4,
+                "step_cpu_s": 1e-3, "threads": 1, "peak_rss_mb": 200.0}  # fmt: skip
+
+    monkeypatch.setattr(prof.cpu, "CpuLimiter", Limiter)
+    monkeypatch.setattr(prof.cpu, "machine_cores", lambda: 1.0)  # no pairs, no crowds
+    monkeypatch.setattr(prof, "loopback_ps", lambda: contextlib.nullcontext("127.0.0.1:1"))
+    monkeypatch.setattr(prof, "measure_share", child)
+    monkeypatch.setattr(prof, "ps_update_mb_s", lambda: 900.0)
+    out = tmp_path / "p.json"
+    assert prof.main(["--workload", "digits-mlp", "--shares", "1,0.5", "--repeats", "3",
+                      "--output", str(out)]) == 0  # fmt: skip
+    assert order == [0.5, 1.0] * 3
+    doc = json.loads(out.read_text())
+    points = doc["training_rate"][platform.machine().replace("aarch64", "arm64")]["points"]
+    assert [p["samples_per_s"] for p in points] == [500.0, 1000.0]  # the spell left no trace
+    assert [p["cpu_s"] for p in doc["loop_extra_cpu_s"]] == [3e-4, 3e-4]
 
 
 def test_a_shares_point_takes_each_figure_median_of_its_repeats_apart() -> None:

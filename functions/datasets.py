@@ -103,10 +103,10 @@ def read_source(
 def _read_with(reader: Reader, source: str, s3: Any) -> SourceData:
     """The model file's reader on a local path (an S3 source copied to TMPDIR first), its
     arrays checked: x numeric with samples first, y whole class indices ≥ 0, as many of each."""
-    with contextlib.ExitStack() as stack:
-        path = source
-        if source.startswith("s3://"):
-            path = stack.enter_context(_local_copy(source, s3))
+    local = (
+        _local_copy(source, s3) if source.startswith("s3://") else contextlib.nullcontext(source)
+    )
+    with local as path:
         try:
             x, y = reader(path)
             x, y = np.asarray(x), np.asarray(y)

@@ -362,7 +362,10 @@ def rescore_row(
     empty = {"measured_s": None, "predicted_aws_s": None}  # a term the run did not measure
     middle = {t: statistics.median(p[t] for p in runs) for t in TERMS}
     terms = {t: {**row["terms"].get(t, empty), "predicted_local_s": middle[t]} for t in TERMS}
-    return {**row, "terms": terms, "accuracy_local": accuracies(terms)}
+    rescored = {**row, "terms": terms, "accuracy_local": accuracies(terms)}
+    if len(row.get("predicted_totals_s") or []) == len(runs):  # each run's, predicted again
+        rescored["predicted_totals_s"] = [p["total"] for p in runs]
+    return rescored
 
 
 def profiles_instead(settings: list[str]) -> dict[str, dict[str, Any]]:
@@ -500,7 +503,12 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     # each run's configuration: a planned case plans again every round, on that round's profile
     row["run_configurations"] = [{f: r[f] for f in RUN_CONFIGURATION} for r in runs]
     row["measured_totals_s"] = [r["terms"]["total"]["measured_s"] for r in runs]
+    # each run's own prediction (its round's anchored profile) and deadline: how far a run lands
+    # past its prediction is what emulator/slack.py reads a machine's slack from
+    row["predicted_totals_s"] = [r["terms"]["total"]["predicted_local_s"] for r in runs]
+    row["deadlines_s"] = [r["deadline_s"] for r in runs]
     met = [r["met_deadline"] for r in runs]
+    row["met_deadlines"] = met
     row["met_deadline"] = None if met[0] is None else all(met)
     row["run_s"] = sum(r["run_s"] for r in runs)
     return row
@@ -549,9 +557,23 @@ def summary_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def repeated_totals(rows: list[dict[str, Any]]) -> list[list[float]]:
-    """Each case's measured totals, for the cases measured at least twice."""
-    cases = [[t for t in r.get("measured_totals_s", []) if t] for r in rows]
-    return [totals for totals in cases if len(totals) >= 2]
+    """Each case's measured totals, for the cases measured at least twice. A planned case that
+    chose another configuration in some round ran different jobs, not repeats: its totals are
+    each scaled by the case's median prediction over the run's own (rows that keep per-run
+    predictions), so only the spread of measured against predicted remains."""
+    return [totals for r in rows if len(totals := comparable_totals(r)) >= 2]
+
+
+def comparable_totals(row: dict[str, Any]) -> list[float]:
+    """The row's measured totals, as repeats of one job (repeated_totals)."""
+    totals = row.get("measured_totals_s", [])
+    predicted = row.get("predicted_totals_s") or []
+    configurations = row.get("run_configurations") or []
+    same = all(c == configurations[0] for c in configurations)
+    if same or not totals or len(predicted) != len(totals) or not all(p for p in predicted):
+        return [t for t in totals if t]
+    middle = statistics.median(predicted)
+    return [t * middle / p for t, p in zip(totals, predicted, strict=True) if t]
 
 
 def repeatability(rows: list[dict[str, Any]]) -> dict[str, float] | None:

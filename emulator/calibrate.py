@@ -15,6 +15,9 @@ module — and fits the catalog's figures to what they do:
 The result is in the lambda-2025 schema (`load_catalog("local")` reads it): 1 local core = 1
 Lambda vCPU, one PS type `loopback`, no endpoints, prices copied from lambda-2025 so the
 planner's objective is unchanged. Every figure says how it was obtained, on which machine, when.
+
+`python -m emulator.calibrate --slack-from RUNS... [--out PATH]` measures nothing: it sets the
+catalog's default_slack from finished runs' predictions and measurements (emulator/slack.py).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from emulator import cpu
+from emulator import slack as slack_runs
 from emulator.invocation import Outcome, poll, start_environment, submit
 from emulator.naming import SECRET_ENV
 from emulator.orchestrator import POLL_INTERVAL_S, child_env, default_safety_margin_s
@@ -82,7 +86,8 @@ READY_TIMEOUT_S = 60.0
 # Share of a deadline local plans hold back by default (policy, from measurements): the slowest
 # run of bench/predict after the allocator fix (2026-11-25, synthetic-cifar-cnn, 21 runs on a
 # 2-vCPU VM) took 1.19× its prediction, so a plan at the deadline needs 1 − 1/1.19 = 16% held
-# back to be met; rounded up for the workloads and runs that grid did not see.
+# back to be met; rounded up for the workloads and runs that grid did not see. Finished runs
+# measure it instead: `--slack-from RUNS` (emulator/slack.py).
 DEFAULT_SLACK = 0.2
 BUSY_LOOP = (
     "import sys, time\n"
@@ -965,6 +970,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m emulator.calibrate", description=__doc__)
     p.add_argument("--quick", action="store_true", help="fewer sizes and repeats (tests)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="catalog file to write")
+    p.add_argument(
+        "--slack-from",
+        type=Path,
+        nargs="+",
+        metavar="RUNS",
+        help="measure nothing: set the --out catalog's default_slack from finished runs (run "
+        "reports, folders of them, bench.predict results; emulator/slack.py)",
+    )
     return p.parse_args(argv)
 
 
@@ -977,10 +990,38 @@ def check_out(out: Path) -> None:
         raise ValueError(f"bad --out {str(out)!r}: folder {str(folder)!r} is not a writable folder")
 
 
+def set_slack(out: Path, runs: Sequence[Path]) -> slack_runs.Slack:
+    """Rewrite the catalog at `out` with default_slack read from `runs` (emulator/slack.py),
+    every other figure as it was. ValueError (one line) on a missing catalog or no runs."""
+    try:
+        catalog = json.loads(out.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(
+            f"--out {str(out)!r} cannot be read ({type(err).__name__}): --slack-from updates a "
+            "catalog `make calibrate` wrote"
+        ) from None
+    found = slack_runs.slack_for(slack_runs.ratios_from(runs))
+    cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+    today = datetime.date.today().isoformat()
+    where = Provenance(machine_name(cpuinfo, os.cpu_count() or 1), today)
+    method = found.source([str(r) for r in runs])
+    figure = _fig(found.slack, "share of the deadline", method, where, "measured")
+    write_catalog(slack_runs.with_slack(catalog, figure), out)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         check_out(args.out)
+        if args.slack_from:
+            found = set_slack(args.out, args.slack_from)
+            print(
+                f"wrote {args.out}: default_slack {found.slack:.0%} from {found.runs} runs "
+                f"(measured/predicted up to {found.highest:.2f}×, 1-in-{slack_runs.TAIL_RUNS} "
+                f"{found.fitted:.2f}×)"
+            )
+            return 0
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import emulator.__main__ as emulator_cli
+import emulator.calibrate as calibrate_cli
 import emulator.profile as profile_cli
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.cli import run as provisioner_run
@@ -36,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 DROP = object()
 PROGRAMS = {"plan": "python -m provisioner", "emulator": "python -m emulator", "cdk": "cdk synth",
-            "profile": "python -m emulator.profile"}
+            "profile": "python -m emulator.profile", "calibrate": "python -m emulator.calibrate"}
 
 
 def _profile(**changes: Any) -> str:
@@ -61,6 +62,7 @@ FILES: dict[str, str | bytes] = {
     "nan-rate.json": _profile(learning_rate=float("nan")),
     "latin1.json": _profile(name="caf\u00e9").encode("latin-1"),
     "a-file": "not a folder",
+    "local.json": json.dumps({"name": "local"}),
 }
 
 
@@ -91,6 +93,10 @@ def emu(*args: str, says: str, plan: str | dict[str, Any] | None = None, given: 
 
 def prof(*args: str, says: str, given: str = "") -> Case:
     return Case("profile", args, 2, says, given=given)
+
+
+def slack_case(*args: str, says: str, given: str = "") -> Case:
+    return Case("calibrate", args, 2, says, given=given)
 
 
 def cdk(*args: str, says: str, code: int = 2, given: str = "") -> Case:
@@ -191,6 +197,16 @@ CASES = [
     emu("--s3", "minio", says="argument --s3: invalid choice: 'minio'"),
     emu("--out", "{dir}/a-file", says="a-file' is not a folder", given="a-file: a file"),
     emu("--out", "{dir}/a-file/run", says="a-file' is a file)", given="a-file: a file"),
+    # python -m emulator.calibrate --slack-from RUNS (the catalog's slack from finished runs)
+    slack_case("--out", "{dir}/local.json", "--slack-from", "{dir}/no-terms.json",
+               says="is neither a run report (terms) nor bench.predict results (rows)",
+               given="no-terms.json: a job summary, not a run report"),
+    slack_case("--out", "{dir}/local.json", "--slack-from", "{dir}/interrupted.json",
+               says="holds no finished run predicted for this machine",
+               given='interrupted.json: status "interrupted"'),
+    slack_case("--out", "{dir}/missing.json", "--slack-from", "{dir}/interrupted.json",
+               says="cannot be read (FileNotFoundError): --slack-from updates a catalog",
+               given='interrupted.json: status "interrupted"'),
     # python -m emulator.profile --model FILE:FUNCTION --dataset PATH (a new profile)
     prof("--model", "tests/fixtures/models/broken.py:build", "--dataset", "builtin:digits",
          says="model file tests/fixtures/models/broken.py does not import: ModuleNotFoundError: "
@@ -295,7 +311,9 @@ def run_case(case: Case, folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
     monkeypatch.setattr(emulator_cli, "run", _never_run)
     monkeypatch.setattr(profile_cli, "measure_share", _never_run)  # refused before any timing
     err = io.StringIO()
-    main = {"plan": provisioner_run, "emulator": emulator_cli.main, "profile": profile_cli.main}
+    monkeypatch.setattr(calibrate_cli, "measure", _never_run)
+    main = {"plan": provisioner_run, "emulator": emulator_cli.main, "profile": profile_cli.main,
+            "calibrate": calibrate_cli.main}  # fmt: skip
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
             code = main[case.entry](args)

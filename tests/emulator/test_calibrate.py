@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from emulator import calibrate
+from emulator import slack as slack_runs
 from provisioner.catalog import CATALOG_DIR, catalog_from_dict, load_catalog, resolve_data_path
 from tests.emulator.leftovers import survivors
 
@@ -257,6 +258,63 @@ def test_bad_out_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and expected in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def _runs(folder: Path, ratios: list[float]) -> Path:
+    """Finished runs' reports under `folder`, one per ratio of measured to predicted total."""
+    for i, ratio in enumerate(ratios):
+        run = folder / f"case-{i}"
+        run.mkdir(parents=True)
+        total = {"term": "total", "predicted_local_s": 10.0, "measured_s": 10.0 * ratio}
+        report = {"run_id": f"r{i}", "status": "done", "terms": [total]}
+        (run / "report.json").write_text(json.dumps(report))
+    return folder
+
+
+def test_slack_from_runs_rewrites_only_the_catalogs_default_slack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Thirty runs landing at 0.9-1.1× their prediction call for the slack emulator.slack
+    reads from them; the catalog's other figures stay as `make calibrate` wrote them, and the
+    slack's figure says it was measured and from what."""
+    out = tmp_path / "local.json"
+    calibrate.write_catalog(calibrate.build_catalog(_measurements(), REFERENCE, WHERE), out)
+    before = json.loads(out.read_text())
+    runs = _runs(tmp_path / "runs", [0.9, 1.1] * 15)
+    assert calibrate.main(["--out", str(out), "--slack-from", str(runs)]) == 0
+    after = json.loads(out.read_text())
+    figure = after["orchestration"].pop("default_slack")
+    before["orchestration"].pop("default_slack")
+    assert after == before
+    expected = slack_runs.slack_for([0.9, 1.1] * 15).slack
+    assert figure["value"] == expected and load_catalog(out).default_slack == expected > 0.2
+    assert figure["tag"] == "measured" and "from 30 runs' reports" in figure["source"]
+    assert f"default_slack {expected:.0%} from 30 runs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("few", "5 runs too few to read a slack from"),
+        ("none", "holds no finished run"),
+        ("no-catalog", "cannot be read (FileNotFoundError)"),
+    ],
+)
+def test_bad_slack_from_is_one_line_exit_2_and_keeps_the_catalog(
+    given: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "local.json"
+    if given != "no-catalog":
+        calibrate.write_catalog(calibrate.build_catalog(_measurements(), REFERENCE, WHERE), out)
+    before = out.read_bytes() if out.exists() else None
+    runs = _runs(tmp_path / "runs", [1.0] * (5 if given == "few" else 25))
+    if given == "none":
+        runs = tmp_path / "runs" / "case-0" / "empty"
+        runs.mkdir()
+    assert calibrate.main(["--out", str(out), "--slack-from", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err and "Traceback" not in err
+    assert (out.read_bytes() if out.exists() else None) == before
 
 
 # -- end to end ------------------------------------------------------------------------------------

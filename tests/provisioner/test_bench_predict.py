@@ -110,8 +110,30 @@ def test_a_repeated_case_is_held_to_the_median_of_its_runs() -> None:
     assert row["accuracy_local"]["total"] == pytest.approx(1 - 1 / 12)
     assert row["accuracy_local"]["load"] == 1.0  # 1.0 predicted, 1.0 measured
     assert row["measured_totals_s"] == [10.0, 12.0, 30.0]
+    assert row["predicted_totals_s"] == [11.0, 11.0, 11.0]
+    assert row["met_deadlines"] == [True, True, False]
+    assert row["deadlines_s"] == [run["deadline_s"] for run in runs]
     assert row["met_deadline"] is False  # one run of three missed it
     assert row["run_s"] == 3.0
+
+
+def test_a_planned_case_run_at_other_configurations_is_read_for_its_spread_against_prediction(
+) -> None:
+    """A planned case that chose 1,024 MB in one round and 2,048 MB in another ran two jobs:
+    20 s and 10 s runs each predicted exactly have no spread, and are scaled to the median
+    prediction (15 s); a case run at one configuration keeps its totals as measured."""
+    row = _row("p", 0.9, 0.9, planned=True)
+    row["measured_totals_s"] = [20.0, 10.0]
+    row["predicted_totals_s"] = [20.0, 10.0]
+    row["run_configurations"] = [{"memory_mb": 1024}, {"memory_mb": 2048}]
+    assert bp.comparable_totals(row) == [15.0, 15.0]
+    ceiling = bp.noise_ceiling([row])
+    assert ceiling is not None and ceiling["worst"] == 1.0  # no spread left
+    row["run_configurations"] = [{"memory_mb": 1024}, {"memory_mb": 1024}]
+    assert bp.comparable_totals(row) == [20.0, 10.0]
+    del row["predicted_totals_s"]  # rows written before per-run predictions were kept
+    row["run_configurations"] = [{"memory_mb": 1024}, {"memory_mb": 2048}]
+    assert bp.comparable_totals(row) == [20.0, 10.0]
 
 
 def _fake_grid(
@@ -443,6 +465,7 @@ def test_rescore_predicts_each_run_of_a_planned_row_at_the_configuration_it_ran(
     data = json.loads((tmp_path / "predict-quick.json").read_text())
     (row,) = data["rows"]
     row["run_configurations"] = bp.median_row(runs)["run_configurations"]
+    row["predicted_totals_s"] = [1.0, 1.0, 1.0]  # as the run predicted them
     (tmp_path / "predict-quick.json").write_text(json.dumps(data))
     assert bp.main(["--rescore", "--quick"]) == 0
     (again,) = json.loads((tmp_path / "predict-quick-rescored.json").read_text())["rows"]
@@ -452,6 +475,7 @@ def test_rescore_predicts_each_run_of_a_planned_row_at_the_configuration_it_ran(
     totals = sorted(p["total"] for p in each)
     assert totals[0] < totals[1] < totals[2]  # more memory, faster: three different predictions
     assert again["terms"]["total"]["predicted_local_s"] == pytest.approx(totals[1])
+    assert again["predicted_totals_s"] == pytest.approx([p["total"] for p in each])
     first_only = bp.predicted_terms(row, "digits-mlp", catalog)
     assert first_only["total"] == pytest.approx(max(totals))  # 1024 MB, what it did before
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from emulator import cpu
+from functions.aws import download_to, list_keys
 from functions.terms import chain_terms, link_timing, measured_terms
 from provisioner.catalog import CATALOG_DIR, Catalog, load_catalog
 from provisioner.files import write_text_atomically
@@ -562,13 +563,9 @@ def s3_client_for(endpoint: S3Endpoint) -> Any:
 
 def mirror_prefix(s3: Any, bucket: str, prefix: str, local_dir: Path) -> list[str]:
     """Copy every object under `prefix` to `local_dir` (the S3 server dies with the run)."""
-    copied = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for obj in page.get("Contents", []):
-            target = local_dir / obj["Key"]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            s3.download_file(bucket, obj["Key"], str(target))
-            copied.append(obj["Key"])
+    copied = list_keys(s3, bucket, prefix)
+    for key in copied:
+        download_to(s3, bucket, key, local_dir / key)
     return copied
 
 

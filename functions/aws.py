@@ -17,6 +17,7 @@ import math
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,6 +31,18 @@ MIN_TIMEOUT_S = 0.5  # below this a healthy but busy endpoint would fail spuriou
 # botocore's standard mode sleeps rand(0, 1) * min(2 ** (n - 1), 20) s before attempt n + 1.
 _BACKOFF_BASE_S = 2.0
 _BACKOFF_CAP_S = 20.0
+
+
+def list_keys(s3: Any, bucket: str, prefix: str) -> list[str]:
+    """Every object key under `prefix`, through all the listing's pages, in S3's order."""
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+def download_to(s3: Any, bucket: str, key: str, target: Path) -> None:
+    """One object downloaded to `target`, its folders made."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    s3.download_file(bucket, key, str(target))
 
 
 def remaining_s(context: Any) -> float | None:

@@ -138,27 +138,21 @@ def _local_copy(source: str, s3: Any) -> Iterator[str]:
     the user's data behind, and a later one on the same instance had that much less of its
     ephemeral storage for its own copy and the shards."""
     bucket, _, prefix = source[len("s3://") :].partition("/")
-    if s3 is None:
-        from functions.aws import s3_client
+    from functions.aws import download_to, list_keys, s3_client
 
+    if s3 is None:
         s3 = s3_client()
     with tempfile.TemporaryDirectory(prefix="ldnn-source-", dir=default_cache_dir().parent) as tmp:
         folder = Path(tmp)
-        keys = [
-            o["Key"]
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-            for o in page.get("Contents", [])
-        ]
+        keys = list_keys(s3, bucket, prefix)
         if keys == [prefix]:  # one object named by its key
             target = folder / Path(prefix).name
-            s3.download_file(bucket, prefix, str(target))
+            download_to(s3, bucket, prefix, target)
             yield str(target)
             return
         base = prefix.rstrip("/") + "/" if prefix else ""
         for key in keys:
-            target = folder / key[len(base) :]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            s3.download_file(bucket, key, str(target))
+            download_to(s3, bucket, key, folder / key[len(base) :])
         yield str(folder)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -106,3 +107,23 @@ def test_worker_loads_within_its_invocation_minus_the_safety_margin() -> None:
     assert s3_budget_s(task, _Context(60_000)) == pytest.approx(45.0 / S3_CALLS_TO_LOAD)
     assert s3_budget_s(task, _Context(5_000)) == 0.0
     assert s3_budget_s(task, None) is None
+
+
+def test_list_keys_reads_every_page_and_download_to_makes_the_folders(tmp_path: Path) -> None:
+    """1,003 objects span two pages of a listing (S3 gives at most 1,000): every key comes back,
+    none from beside the prefix; an object lands at a path whose folders did not exist."""
+    from moto import mock_aws
+
+    from functions.aws import download_to, list_keys
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="keys-test")
+        keys = [f"data/{i:04d}.bin" for i in range(1003)]
+        for key in keys + ["other/x.bin", "data-not/y.bin"]:
+            s3.put_object(Bucket="keys-test", Key=key, Body=key.encode())
+        assert list_keys(s3, "keys-test", "data/") == keys
+        assert list_keys(s3, "keys-test", "none/") == []
+        target = tmp_path / "deep" / "er" / "one.bin"
+        download_to(s3, "keys-test", keys[7], target)
+        assert target.read_bytes() == b"data/0007.bin"

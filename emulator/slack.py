@@ -45,7 +45,7 @@ class Slack:
     def source(self, paths: Sequence[str]) -> str:
         """The catalog figure's method: what the slack covers and where it was read."""
         return (
-            f"emulator/slack.py from {self.runs} runs' reports ({', '.join(paths)}): "
+            f"emulator/slack.py from {self.runs} finished runs ({', '.join(paths)}): "
             f"measured/predicted total {self.lowest:.2f}-{self.highest:.2f}×, 95th percentile "
             f"{self.p95:.2f}×, log-normal 1-in-{TAIL_RUNS} {self.fitted:.2f}×; the slack is "
             f"1 − 1/max(worst, fitted), rounded up to a whole percent"
@@ -148,7 +148,8 @@ def _file_ratios(path: Path, runs_only: bool = False) -> dict[str, float]:
 
 def ratios_from(paths: Iterable[Path]) -> list[float]:
     """Every run's ratio under `paths`, each run once: a run's report is also copied into its
-    artifacts (emulator/report.json), and one run id counts once however often it is found."""
+    artifacts (emulator/report.json), and one run id counts once however often it is found.
+    bench.predict results carry no run ids: give them or their runs' reports, not both."""
     found: dict[str, float] = {}
     for p in paths:
         found.update(ratios_in(p))

@@ -288,7 +288,7 @@ def test_slack_from_runs_rewrites_only_the_catalogs_default_slack(
     assert after == before
     expected = slack_runs.slack_for([0.9, 1.1] * 15).slack
     assert figure["value"] == expected and load_catalog(out).default_slack == expected > 0.2
-    assert figure["tag"] == "measured" and "from 30 runs' reports" in figure["source"]
+    assert figure["tag"] == "measured" and "from 30 finished runs" in figure["source"]
     assert f"default_slack {expected:.0%} from 30 runs" in capsys.readouterr().out
 
 

@@ -95,7 +95,9 @@ def prof(*args: str, says: str, given: str = "") -> Case:
     return Case("profile", args, 2, says, given=given)
 
 
-def slack_case(*args: str, says: str, given: str = "") -> Case:
+def slack_case(catalog: str, runs: str, says: str, given: str) -> Case:
+    """python -m emulator.calibrate --out {dir}/CATALOG --slack-from {dir}/RUNS"""
+    args = ("--out", f"{{dir}}/{catalog}", "--slack-from", f"{{dir}}/{runs}")
     return Case("calibrate", args, 2, says, given=given)
 
 
@@ -198,15 +200,12 @@ CASES = [
     emu("--out", "{dir}/a-file", says="a-file' is not a folder", given="a-file: a file"),
     emu("--out", "{dir}/a-file/run", says="a-file' is a file)", given="a-file: a file"),
     # python -m emulator.calibrate --slack-from RUNS (the catalog's slack from finished runs)
-    slack_case("--out", "{dir}/local.json", "--slack-from", "{dir}/no-terms.json",
-               says="is neither a run report (terms) nor bench.predict results (rows)",
-               given="no-terms.json: a job summary, not a run report"),
-    slack_case("--out", "{dir}/local.json", "--slack-from", "{dir}/interrupted.json",
-               says="holds no finished run predicted for this machine",
-               given='interrupted.json: status "interrupted"'),
-    slack_case("--out", "{dir}/missing.json", "--slack-from", "{dir}/interrupted.json",
-               says="cannot be read (FileNotFoundError): --slack-from updates a catalog",
-               given='interrupted.json: status "interrupted"'),
+    slack_case("local.json", "no-terms.json", "is neither a run report (terms) nor bench."
+               "predict results (rows)", "no-terms.json: a job summary, not a run report"),
+    slack_case("local.json", "interrupted.json", "holds no finished run predicted for this "
+               "machine", 'interrupted.json: status "interrupted"'),
+    slack_case("missing.json", "interrupted.json", "cannot be read (FileNotFoundError): "
+               "--slack-from updates a catalog", 'interrupted.json: status "interrupted"'),
     # python -m emulator.profile --model FILE:FUNCTION --dataset PATH (a new profile)
     prof("--model", "tests/fixtures/models/broken.py:build", "--dataset", "builtin:digits",
          says="model file tests/fixtures/models/broken.py does not import: ModuleNotFoundError: "

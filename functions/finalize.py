@@ -21,7 +21,7 @@ import torch
 from torch.nn import functional as F
 
 from functions import datasets, models, wire
-from functions.aws import naming_s3_failures, resolve_secret, s3_client
+from functions.aws import list_keys, naming_s3_failures, resolve_secret, s3_client
 from functions.ps import CheckpointStore
 from functions.ps_client import PSClient
 from functions.runs import links_prefix
@@ -84,13 +84,9 @@ def worker_records(s3: Any, task: WorkerTask) -> list[dict[str, Any]]:
     """Each rank's links of this run, in order, as the workers recorded them (losses left in
     S3: `losses_key` names each link's record)."""
     prefix = links_prefix(task.job_id, task.run_id)
-    keys = []
-    for page in s3.get_paginator("list_objects_v2").paginate(
-        Bucket=task.artifacts_bucket, Prefix=prefix
-    ):
-        keys.extend(obj["Key"] for obj in page.get("Contents", []))
     by_rank: dict[int, list[dict[str, Any]]] = {}
-    for key in sorted(keys):  # rank and link are zero-padded in the key: sorted is in order
+    # rank and link are zero-padded in the key: sorted is in order
+    for key in sorted(list_keys(s3, task.artifacts_bucket, prefix)):
         body = s3.get_object(Bucket=task.artifacts_bucket, Key=key)["Body"].read()
         record = json.loads(body)
         losses = record.pop("losses", [])

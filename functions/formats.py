@@ -30,6 +30,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from functions.aws import list_keys
+
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
 TABLE_SUFFIXES = (".csv", ".parquet")
 DEFAULT_LABEL_COLUMN = "label"
@@ -93,13 +95,10 @@ class S3Prefix:
     def names(self) -> list[str]:
         start = f"{self.prefix}/" if self.prefix else ""
         names = []
-        for page in self.s3.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=start
-        ):
-            for obj in page.get("Contents", []):
-                name = obj["Key"][len(start) :]
-                if name and not _hidden(name.split("/")):  # "" is the prefix's own marker
-                    names.append(name)
+        for key in list_keys(self.s3, self.bucket, start):
+            name = key[len(start) :]
+            if name and not _hidden(name.split("/")):  # "" is the prefix's own marker
+                names.append(name)
         return sorted(names)
 
     def read(self, names: Sequence[str]) -> Iterator[bytes]:

@@ -79,7 +79,7 @@ from typing import Any
 import numpy as np
 
 from functions import wire
-from functions.aws import S3Unreachable, naming_s3_failures
+from functions.aws import S3Unreachable, list_keys, naming_s3_failures
 from functions.runs import Run, parse_run, run_checkpoint_prefix
 from functions.wire import MsgType
 
@@ -410,13 +410,11 @@ class CheckpointStore:
 
     def iterations_by_shard(self) -> dict[int, set[int]]:
         found: dict[int, set[int]] = {k: set() for k in range(self.shards)}
-        paginator = self.s3.get_paginator("list_objects_v2")
         base = f"{self.prefix}/" if self.prefix else ""
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=f"{base}ps-shard-"):
-            for obj in page.get("Contents", []):
-                match = self.KEY_RE.search(obj["Key"])
-                if match and int(match.group(2)) == self.shards:
-                    found.setdefault(int(match.group(1)), set()).add(int(match.group(3)))
+        for key in list_keys(self.s3, self.bucket, f"{base}ps-shard-"):
+            match = self.KEY_RE.search(key)
+            if match and int(match.group(2)) == self.shards:
+                found.setdefault(int(match.group(1)), set()).add(int(match.group(3)))
         return found
 
     def latest_common_iteration(self, found: dict[int, set[int]] | None = None) -> int | None:

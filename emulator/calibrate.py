@@ -696,6 +696,13 @@ class Provenance:
     date: str
 
 
+def here_today(cores: int) -> Provenance:
+    """This machine (its CPU model and `cores`) and today's date: where figures measured now
+    were taken."""
+    cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+    return Provenance(machine_name(cpuinfo, cores), datetime.date.today().isoformat())
+
+
 def _fig(value: Any, unit: str, source: str, where: Provenance, tag: str) -> dict[str, Any]:
     return {
         "value": value,
@@ -1001,10 +1008,8 @@ def set_slack(out: Path, runs: Sequence[Path]) -> slack_runs.Slack:
             "catalog `make calibrate` wrote"
         ) from None
     found = slack_runs.slack_for(slack_runs.ratios_from(runs))
-    cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
-    today = datetime.date.today().isoformat()
-    where = Provenance(machine_name(cpuinfo, os.cpu_count() or 1), today)
     method = found.source([str(r) for r in runs])
+    where = here_today(os.cpu_count() or 1)
     figure = _fig(found.slack, "share of the deadline", method, where, "measured")
     write_catalog(slack_runs.with_slack(catalog, figure), out)
     return found
@@ -1031,8 +1036,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         m = measure(args.quick, work)
         shutil.rmtree(work, ignore_errors=True)
-        cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
-        where = Provenance(machine_name(cpuinfo, m.cores), datetime.date.today().isoformat())
+        where = here_today(m.cores)
         reference = json.loads(REFERENCE_CATALOG.read_text(encoding="utf-8"))
         write_catalog(build_catalog(m, reference, where), args.out)
     except Interrupted as stop:

@@ -593,6 +593,39 @@ def repeatability(rows: list[dict[str, Any]]) -> dict[str, float] | None:
             "spread": statistics.fmean(spreads)}  # fmt: skip
 
 
+# The median of R runs strays from a case's typical run by about √(π/2)·σ/√R (σ the runs'
+# spread): a case spread as the digits MLP's on this VM (10-17% a run, 2026-11-27) strays 6-9% at
+# five runs, so in most grids of 24 rows some row is 10% off whatever the model predicts.
+MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)
+
+
+def median_error(totals: list[float]) -> float | None:
+    """How far the median of `totals` may stray from the case's typical run, over that median:
+    √(π/2) · stdev / √R (the normal approximation to the median's standard error); None with
+    fewer than two runs."""
+    if len(totals) < 2:
+        return None
+    return (
+        MEDIAN_EFFICIENCY
+        * statistics.stdev(totals)
+        / math.sqrt(len(totals))
+        / statistics.median(totals)
+    )
+
+
+def cases_wanting_runs(runs: list[list[dict[str, Any]]], precision: float, cap: int) -> list[int]:
+    """The cases whose median total is not yet within `precision` (median_error) and that have
+    fewer than `cap` runs. Read from the measured totals alone, never from a prediction, so a
+    case runs again for its noise and not for how far it lands from what was predicted."""
+    wanting = []
+    for i, case_runs in enumerate(runs):
+        totals = [r["terms"]["total"]["measured_s"] for r in case_runs]
+        error = median_error([t for t in totals if t])
+        if len(case_runs) < cap and (error is None or error > precision):
+            wanting.append(i)
+    return wanting
+
+
 # The issue's target (README: the latest grid): the mean and the worst accuracy of the total
 TARGET_MEAN, TARGET_WORST = 0.95, 0.90
 # Simulated grids behind noise_ceiling (seeded: the same rows give the same figures)
@@ -601,13 +634,14 @@ CEILING_TRIALS = 2000
 
 def noise_ceiling(
     rows: list[dict[str, Any]], runs: int | None = None, trials: int = CEILING_TRIALS, seed: int = 0
-) -> dict[str, float] | None:
+) -> dict[str, Any] | None:
     """What a model exact on every case's mean would score against this grid's measurements:
     each case's runs drawn `trials` times as normal with the case's own spread (the standard
     deviation over the mean of its measured totals), `runs` of them a case (default: as many as
-    the grid ran), and held to their median as the grid holds a prediction. Returns the median
-    grid's mean and worst accuracy and the shares of grids that reach TARGET_MEAN and
-    TARGET_WORST; None with no case run twice.
+    the grid ran of that case), and held to their median as the grid holds a prediction.
+    Returns the median grid's mean and worst accuracy, the runs a case (the median count and
+    the range) and the shares of grids that reach TARGET_MEAN and TARGET_WORST; None with no
+    case run twice.
 
     The worst of 24 rows is the noise's tail: at this machine's spread (5.6% a case over four
     grids of 2026-11-26) the median of three runs strays past 10% in some row of most grids,
@@ -618,16 +652,17 @@ def noise_ceiling(
     cases = repeated_totals(rows)
     if not cases:
         return None
-    spreads = [statistics.stdev(totals) / statistics.fmean(totals) for totals in cases]
-    k = runs or statistics.median_low(len(totals) for totals in cases)
     rng = np.random.default_rng(seed)
-    draws = 1.0 + np.asarray(spreads)[None, :, None] * rng.standard_normal(
-        (trials, len(spreads), k)
-    )
-    middle = np.median(np.maximum(draws, 1e-9), axis=2)  # a run takes some time
-    scores = 1.0 - np.abs(1.0 - middle) / middle
+    scores = np.empty((trials, len(cases)))
+    for j, totals in enumerate(cases):
+        spread = statistics.stdev(totals) / statistics.fmean(totals)
+        draws = 1.0 + spread * rng.standard_normal((trials, runs or len(totals)))
+        middle = np.median(np.maximum(draws, 1e-9), axis=1)  # a run takes some time
+        scores[:, j] = 1.0 - np.abs(1.0 - middle) / middle
     means, worsts = scores.mean(axis=1), scores.min(axis=1)
-    return {"runs": int(k), "mean": float(np.median(means)), "worst": float(np.median(worsts)),
+    counts = [runs or len(totals) for totals in cases]
+    return {"runs": statistics.median_low(counts), "runs_range": [min(counts), max(counts)],
+            "mean": float(np.median(means)), "worst": float(np.median(worsts)),
             "p_mean": float(np.mean(means >= TARGET_MEAN)),
             "p_worst": float(np.mean(worsts >= TARGET_WORST))}  # fmt: skip
 
@@ -686,7 +721,7 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
         lines += [
             "",
             f"Ceiling (noise_ceiling): a model exact on every case's mean, held to the median of "
-            f"{top['runs']} runs spread as each case's were, scores mean {top['mean']:.3f} and "
+            f"{runs_text(top)} runs spread as each case's were, scores mean {top['mean']:.3f} and "
             f"worst {top['worst']:.3f} in the median of {CEILING_TRIALS} simulated grids; "
             f"mean ≥ {TARGET_MEAN} in {top['p_mean']:.0%} of them, worst ≥ {TARGET_WORST} in "
             f"{top['p_worst']:.0%} (with {more['runs']} runs a case: {more['p_mean']:.0%} and "
@@ -715,7 +750,7 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
         f"Machine: {meta['machine']}; load average while measuring: {meta['loadavg']}; "
         f"CPU share: {meta['cpu_share']}.",
         f"Command: `{meta['command']}`; measured = the median of each case's runs "
-        f"({meta.get('repeats', 1)} per case, taken round the cases).",
+        f"({runs_per_case_text(meta)}).",
         f"Platform figures: {meta.get('platform', 'catalog/local.json and profiles/')}.",
     ]
     if "rescored" in meta:
@@ -724,6 +759,28 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
     stem.with_suffix(".md").write_text(text)
     _plot(rows, stem.with_suffix(".png"))
     return text
+
+
+def runs_per_case_text(meta: dict[str, Any]) -> str:
+    """How many runs each case got: the repeats, and with --precision the extra rounds' rule."""
+    text = f"{meta.get('repeats', 1)} per case, taken round the cases"
+    rule = meta.get("precision")
+    if not rule:
+        return text
+    counts = rule["runs"]
+    return (
+        f"{text}, then again round those whose median could still stray more than "
+        f"{rule['median_error']:.0%} (median_error, read from the measured totals alone), up "
+        f"to {rule['max_repeats']} and for at most {rule['extra_minutes']:g} minutes: "
+        f"{min(counts)}-{max(counts)} runs a case, {sum(counts)} in all"
+    )
+
+
+def runs_text(ceiling: dict[str, Any]) -> str:
+    """The runs a case the ceiling drew: one count, or each case's own (a grid that ran the
+    noisier cases more; ceilings written before kept one count)."""
+    low, high = ceiling.get("runs_range") or (ceiling["runs"], ceiling["runs"])
+    return f"{low}" if low == high else f"each case's own {low}-{high}"
 
 
 def anchor_factors_text(anchors: dict[str, list[Any]]) -> str:
@@ -830,6 +887,23 @@ def main(argv: list[str] | None = None) -> int:
         "--repeats", type=int, default=3, help="runs per case; each term's median counts"
     )
     parser.add_argument(
+        "--precision",
+        type=float,
+        metavar="P",
+        help="after the repeats, run again round the cases whose median total may still stray "
+        "more than P (median_error, from the measured totals alone), up to --max-repeats runs "
+        "a case, for at most --extra-minutes",
+    )
+    parser.add_argument(
+        "--max-repeats", type=int, default=12, help="with --precision: most runs a case"
+    )
+    parser.add_argument(
+        "--extra-minutes",
+        type=float,
+        default=30.0,
+        help="with --precision: no extra round starts a workload's cases after this long",
+    )
+    parser.add_argument(
         "--reuse",
         action="store_true",
         help="take catalog/local.json and profiles/ as they are (no calibration or profiling)",
@@ -872,6 +946,16 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench.predict " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.repeats < 1:
         raise ValueError(f"bad --repeats {args.repeats}: expected a whole number ≥ 1")
+    if args.precision is not None and not 0.0 < args.precision < 1.0:
+        raise ValueError(
+            f"bad --precision {args.precision:g}: expected a fraction above 0, below 1"
+        )
+    if args.max_repeats < args.repeats:
+        raise ValueError(
+            f"bad --max-repeats {args.max_repeats}: expected at least --repeats ({args.repeats})"
+        )
+    if args.extra_minutes < 0:
+        raise ValueError(f"bad --extra-minutes {args.extra_minutes:g}: expected minutes ≥ 0")
     cases: tuple[Case, ...] = QUICK if args.quick else FIXED + PLANNED
     if args.planned:
         cases = tuple(c for c in cases if c.planned)
@@ -910,9 +994,16 @@ def main(argv: list[str] | None = None) -> int:
     catalog = load_catalog("local")
     runs: list[list[dict[str, Any]]] = [[] for _ in cases]
     anchors: dict[str, list[dict[str, float]]] = {w: [] for w in workloads}
+    extra_until: float | None = None
     with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
-        for k in range(args.repeats):  # round the cases: a drift in speed meets them all
-            for w in workloads:  # a workload's rows together, right after its anchor
+
+        def run_round(k: int, indices: list[int]) -> None:
+            """Round k over the cases `indices`: a workload's together, right after its anchor
+            (in an extra round, only while the extra minutes last)."""
+            for w in workloads:
+                mine = [i for i in indices if cases[i].workload == w]
+                if not mine or (extra_until is not None and time.monotonic() > extra_until):
+                    continue
                 base = profiles[w]
                 profile = base
                 if not args.no_anchor:
@@ -920,19 +1011,30 @@ def main(argv: list[str] | None = None) -> int:
                         w, base, platform_dir / "anchors" / f"{w}-round{k}.json"
                     )
                     anchors[w].append(factor)
-                for i, case in enumerate(cases):
-                    if case.workload != w:
-                        continue
+                for i in mine:
                     out = Path(tmp) / f"case-{i}-{k}"
-                    result = measure(case, endpoint, out, profile)
+                    result = measure(cases[i], endpoint, out, profile)
                     if not args.no_anchor and profile is not None:
                         result["profile"] = str(profile.relative_to(platform_dir))
                         unanchored = predicted_terms(result, base or w, catalog)
                         result["unanchored_total_s"] = unanchored["total"]
                     runs[i].append(result)
                     total = result["accuracy_local"].get("total")
-                    print(json.dumps({"case": case.label, "repeat": k, "total": total}),
+                    print(json.dumps({"case": cases[i].label, "repeat": k, "total": total}),
                           file=sys.stderr, flush=True)  # fmt: skip
+
+        everything = list(range(len(cases)))
+        for k in range(args.repeats):  # round the cases: a drift in speed meets them all
+            run_round(k, everything)
+        if args.precision is not None:
+            # then again round the cases whose median is not yet precise, while time lasts
+            extra_until = time.monotonic() + 60.0 * args.extra_minutes
+            k = args.repeats
+            while time.monotonic() < extra_until and (
+                wanting := cases_wanting_runs(runs, args.precision, args.max_repeats)
+            ):
+                run_round(k, wanting)
+                k += 1
     rows = [median_row(r) for r in runs]
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -947,6 +1049,13 @@ def main(argv: list[str] | None = None) -> int:
         "command": command,
         "anchors": {w: f for w, f in anchors.items() if f},
     }
+    if args.precision is not None:
+        meta["precision"] = {
+            "median_error": args.precision,
+            "max_repeats": args.max_repeats,
+            "extra_minutes": args.extra_minutes,
+            "runs": [len(r) for r in runs],
+        }
     print(write_results(rows, meta, name))
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -117,8 +118,9 @@ def test_a_repeated_case_is_held_to_the_median_of_its_runs() -> None:
     assert row["run_s"] == 3.0
 
 
-def test_a_planned_case_run_at_other_configurations_is_read_for_its_spread_against_prediction(
-) -> None:
+def test_a_planned_case_run_at_other_configurations_is_read_for_its_spread_against_prediction() -> (
+    None
+):
     """A planned case that chose 1,024 MB in one round and 2,048 MB in another ran two jobs:
     20 s and 10 s runs each predicted exactly have no spread, and are scaled to the median
     prediction (15 s); a case run at one configuration keeps its totals as measured."""
@@ -409,9 +411,12 @@ def test_rescore_with_another_profile_anchors_it_by_the_readings_the_run_kept(
          r"is the profile of 'digits-mlp', not 'synthetic-cifar-cnn'"),
         (["--anchor-weight", "0.5"], r"bad --anchor-weight 0\.5: only a re-scoring"),
         (["--rescore", "--anchor-weight", "1.5"], r"bad --anchor-weight 1\.5: expected a number"),
+        (["--precision", "0"], r"bad --precision 0: expected a fraction above 0, below 1"),
+        (["--repeats", "5", "--max-repeats", "4"], r"bad --max-repeats 4: expected at least"),
+        (["--precision", "0.04", "--extra-minutes", "-1"], r"bad --extra-minutes -1: expected"),
     ],
 )  # fmt: skip
-def test_a_bad_rescoring_option_is_one_line(argv: list[str], message: str) -> None:
+def test_a_bad_option_is_one_line(argv: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         bp.main(argv)
 
@@ -588,7 +593,9 @@ def test_the_noise_ceiling_is_what_an_exact_model_scores_against_the_grids_own_s
     case bring the worst back; the same rows give the same figures (seeded); a case run once
     has no spread to read."""
     still = bp.noise_ceiling(_spread_rows([10.0, 10.0, 10.0]))
-    assert still == {"runs": 3, "mean": 1.0, "worst": 1.0, "p_mean": 1.0, "p_worst": 1.0}
+    assert still == {
+        "runs": 3, "runs_range": [3, 3], "mean": 1.0, "worst": 1.0, "p_mean": 1.0, "p_worst": 1.0
+    }  # fmt: skip
     wide_rows = _spread_rows([8.0, 10.0, 12.0])  # stdev 2 over mean 10
     wide = bp.noise_ceiling(wide_rows)
     assert wide is not None and wide == bp.noise_ceiling(wide_rows)
@@ -599,6 +606,107 @@ def test_the_noise_ceiling_is_what_an_exact_model_scores_against_the_grids_own_s
     once = _row("b", 0.9, 0.9)
     once["measured_totals_s"] = [5.0]
     assert bp.noise_ceiling([once]) is None
+
+
+def test_the_ceiling_draws_each_case_as_often_as_the_grid_ran_it() -> None:
+    """A grid that ran its noisy cases more: each case is drawn with its own count, so the extra
+    runs of the wide cases bring the worst back as they would in the grid."""
+    wide = _spread_rows([8.0, 10.0, 12.0])
+    more = [{**r, "measured_totals_s": [8.0, 10.0, 12.0] * 3} for r in wide]
+    mixed = wide[:12] + more[12:]
+    ceiling = bp.noise_ceiling(mixed)
+    assert ceiling is not None and ceiling["runs_range"] == [3, 9]
+    assert ceiling["worst"] > bp.noise_ceiling(wide)["worst"]
+    assert bp.runs_text(ceiling) == "each case's own 3-9"
+    assert bp.runs_text({"runs": 5}) == "5"  # a ceiling written before runs_range
+
+
+def test_the_median_error_is_the_runs_spread_over_root_r() -> None:
+    """√(π/2)·stdev/√R over the median: 8, 10, 12 (stdev 2) stray about 14% at three runs and half
+    that at four times as many; runs that never vary do not stray; one run has no spread."""
+    three = bp.median_error([8.0, 10.0, 12.0])
+    assert three == pytest.approx(math.sqrt(math.pi / 2) * 2.0 / math.sqrt(3) / 10.0)
+    twelve = bp.median_error([8.0, 10.0, 12.0] * 4)
+    assert twelve is not None and twelve < three / 1.9
+    assert bp.median_error([10.0, 10.0]) == 0.0
+    assert bp.median_error([10.0]) is None
+
+
+def _runs_of(totals: list[float]) -> list[dict]:
+    runs = []
+    for t in totals:
+        run = _row("a", 0.9, 0.9)
+        run["terms"] = {**run["terms"], "total": {**run["terms"]["total"], "measured_s": t}}
+        runs.append(run)
+    return runs
+
+
+def test_a_case_wants_more_runs_for_its_spread_alone_until_the_cap() -> None:
+    """Wide runs want more, still runs do not, a case at the cap does not; the predictions play
+    no part (a case far from its prediction but measured alike each time wants none)."""
+    wide, still = _runs_of([8.0, 10.0, 12.0]), _runs_of([10.0, 10.0, 10.0])
+    for run in still:
+        run["terms"]["total"]["predicted_local_s"] = 50.0  # far off, and no reason to run again
+    assert bp.cases_wanting_runs([wide, still], 0.04, 12) == [0]
+    assert bp.cases_wanting_runs([wide, still], 0.2, 12) == []  # within 20% already
+    assert bp.cases_wanting_runs([_runs_of([8.0, 10.0, 12.0] * 4), still], 0.04, 12) == []
+    assert bp.cases_wanting_runs([_runs_of([10.0])], 0.04, 12) == [0]  # no spread read yet
+
+
+def test_extra_rounds_run_only_the_cases_still_spread_then_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--precision: after the repeats, rounds go on over the cases whose median may still stray,
+    each workload's anchored again first, until each is precise or at --max-repeats; the table
+    says how many runs each case got."""
+    cases, order, paths, metas = _fake_grid(tmp_path, monkeypatch)
+    digits, cnn, planned = (c.label for c in cases)
+    totals = {digits: iter([8.0, 12.0, 10.0, 10.0, 9.0, 11.0]), cnn: iter([10.0] * 6),
+              planned: iter([10.0] * 6)}  # fmt: skip
+
+    def fake_measure(case: bp.Case, endpoint: object, out: Path, profile: Path | None) -> dict:
+        order.append((case.label, profile))
+        (run,) = _runs_of([next(totals[case.label])])
+        return {**run, "case": case.label, "planned": bool(case.tight), "met_deadline": None}
+
+    anchored: list[Path] = []
+
+    def fake_anchor(workload: str, base: Path | None, out: Path) -> tuple[Path, dict]:
+        anchored.append(out)
+        return out, {"1": 1.0}
+
+    monkeypatch.setattr(bp, "measure", fake_measure)
+    monkeypatch.setattr(bp, "anchor_profile", fake_anchor)
+    monkeypatch.setattr(bp, "predicted_terms", lambda *a: {"total": 1.0})
+    argv = ["--quick", "--repeats", "2", "--precision", "0.04", "--max-repeats", "5"]
+    assert bp.main(argv) == 0
+    labels = [label for label, _ in order]
+    assert labels == [digits, planned, cnn] * 2 + [digits] * 3  # only the spread case, to the cap
+    anchors = tmp_path / "predict-quick-platform" / "anchors"
+    assert anchored[-3:] == [anchors / f"digits-mlp-round{k}.json" for k in (2, 3, 4)]
+    rule = metas[0]["precision"]
+    assert rule == {"median_error": 0.04, "max_repeats": 5, "extra_minutes": 30.0,
+                    "runs": [5, 2, 2]}  # fmt: skip
+    assert bp.runs_per_case_text(metas[0]).endswith(": 2-5 runs a case, 9 in all")
+
+
+def test_no_extra_round_starts_once_the_extra_minutes_are_spent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--extra-minutes 0: the repeats run, and no extra round after them, however spread."""
+    cases, order, paths, metas = _fake_grid(tmp_path, monkeypatch)
+    spread = iter([8.0, 12.0] * 10)
+
+    def fake_measure(case: bp.Case, endpoint: object, out: Path, profile: Path | None) -> dict:
+        order.append((case.label, profile))
+        (run,) = _runs_of([next(spread)])
+        return {**run, "case": case.label, "planned": bool(case.tight), "met_deadline": None}
+
+    monkeypatch.setattr(bp, "measure", fake_measure)
+    argv = ["--quick", "--repeats", "2", "--no-anchor", "--precision", "0.04",
+            "--extra-minutes", "0"]  # fmt: skip
+    assert bp.main(argv) == 0
+    assert len(order) == 6 and metas[0]["precision"]["runs"] == [2, 2, 2]
 
 
 def test_the_table_reads_the_grid_against_its_ceiling(

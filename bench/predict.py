@@ -1,6 +1,7 @@
 """Predicted vs measured on the emulator: the model held to the platform it predicts.
 
-`python -m bench.predict [--quick] [--planned] [--only WORKLOAD] [--repeats R] [--reuse]`
+`python -m bench.predict [--quick] [--planned] [--only WORKLOAD] [--repeats R] [--reuse]
+[--precision P [--max-repeats M] [--extra-minutes X]]`
 `python -m bench.predict --rescore [--quick] [--only WORKLOAD] [--set SECTION.FIELD=VALUE ...]
 [--anchor-weight W] [--profile WORKLOAD=PATH ...]`
 
@@ -22,7 +23,13 @@ Two kinds of rows:
   them. `--planned` runs only these rows.
 Each case runs R times (default 3) and each term's measured figure is the median of its runs:
 the same run varies by 10-20% on these machines. The repeats go round the cases (every case once,
-then again), so a drift of the machine's speed meets every case alike.
+then again), so a drift of the machine's speed meets every case alike. With `--precision P`
+rounds go on after the repeats over the cases whose median may still stray more than P from
+their typical run (median_error: √(π/2)·stdev/√R over the median), up to M runs a case (default
+12) and for at most X minutes (default 30). The rule reads the measured totals alone, never a
+prediction: a case runs again for its noise, not for how far it lands from its prediction. Five
+runs of a digits case spread 10-17% leave its median 6-9% adrift, so without it some row of
+most grids is 10% off whatever the model says (noise_ceiling).
 
 The platform is measured in the same run, first: the machine's catalog (`emulator.calibrate`)
 and every workload's profile (`emulator.profile`), as λDNN profiles a workload before it
@@ -61,7 +68,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import shutil
 import statistics
 import subprocess
@@ -72,7 +78,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emulator.calibrate import machine_name
+from emulator import cpu
 from emulator.orchestrator import Options, run
 from emulator.profile import ANCHOR_WEIGHT, anchored_profile, write_anchored
 from emulator.s3server import weed_server
@@ -873,7 +879,7 @@ def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, d
 
 
 def machine() -> str:
-    return machine_name(Path("/proc/cpuinfo").read_text(), len(os.sched_getaffinity(0)))
+    return cpu.this_machine()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -679,15 +679,6 @@ def measure(quick: bool, work: Path) -> Measurements:
 
 
 # -- the catalog ------------------------------------------------------------------------------
-def machine_name(cpuinfo: str, cores: int) -> str:
-    """`<CPU model>, <cores> cores` from /proc/cpuinfo's text (the platform name if absent)."""
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and value.strip():
-            return f"{value.strip()}, {cores} cores"
-    return f"{platform.machine() or 'unknown CPU'}, {cores} cores"
-
-
 @dataclass(frozen=True)
 class Provenance:
     """Where and when the figures were taken."""
@@ -696,11 +687,10 @@ class Provenance:
     date: str
 
 
-def here_today(cores: int) -> Provenance:
-    """This machine (its CPU model and `cores`) and today's date: where figures measured now
-    were taken."""
-    cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
-    return Provenance(machine_name(cpuinfo, cores), datetime.date.today().isoformat())
+def here_today() -> Provenance:
+    """This machine (cpu.this_machine) and today's date: where figures measured now were
+    taken."""
+    return Provenance(cpu.this_machine(), datetime.date.today().isoformat())
 
 
 def _fig(value: Any, unit: str, source: str, where: Provenance, tag: str) -> dict[str, Any]:
@@ -1007,9 +997,9 @@ def set_slack(out: Path, runs: Sequence[Path]) -> slack_runs.Slack:
             f"--out {str(out)!r} cannot be read ({type(err).__name__}): --slack-from updates a "
             "catalog `make calibrate` wrote"
         ) from None
-    found = slack_runs.slack_for(slack_runs.ratios_from(runs))
+    where = here_today()
+    found = slack_runs.slack_for(slack_runs.ratios_from(runs, where.machine))
     method = found.source([str(r) for r in runs])
-    where = here_today(os.cpu_count() or 1)
     figure = _fig(found.slack, "share of the deadline", method, where, "measured")
     write_catalog(slack_runs.with_slack(catalog, figure), out)
     return found
@@ -1036,7 +1026,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         m = measure(args.quick, work)
         shutil.rmtree(work, ignore_errors=True)
-        where = here_today(m.cores)
+        where = here_today()
         reference = json.loads(REFERENCE_CATALOG.read_text(encoding="utf-8"))
         write_catalog(build_catalog(m, reference, where), args.out)
     except Interrupted as stop:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import platform
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,26 @@ def lambda_vcpu_share(memory_mb: float) -> float:
 def machine_cores() -> float:
     """Cores this process may run on (affinity, not the host's count)."""
     return float(len(os.sched_getaffinity(0)))
+
+
+def machine_name(cpuinfo: str, cores: int) -> str:
+    """`<CPU model>, <cores> cores` from /proc/cpuinfo's text (the platform name if absent)."""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and value.strip():
+            return f"{value.strip()}, {cores} cores"
+    return f"{platform.machine() or 'unknown CPU'}, {cores} cores"
+
+
+def this_machine() -> str:
+    """This machine as its catalog's figures, its runs' reports and its benchmarks name it: the
+    CPU model and the cores this process may run on (machine_cores), so a figure and the runs
+    read against it agree on where they were taken."""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:  # not Linux: the platform's name
+        cpuinfo = ""
+    return machine_name(cpuinfo, int(machine_cores()))
 
 
 def default_cpu_scale(n_workers: int, memory_mb: float, cores: float) -> float:

@@ -345,6 +345,9 @@ def build_report(
             "notes": list(plan.notes),
         },
         "emulation": {
+            # where the run ran, as its catalog names the machine: a slack read from runs
+            # (emulator/slack.py) counts only this machine's
+            "machine": cpu.this_machine(),
             "invocation_limit_s": record.options.invocation_limit_s,
             "cpu_scale_cores_per_vcpu": record.cpu_scale,
             "worker_cores": record.worker_cores,

@@ -6,6 +6,9 @@ of minutes (README: the latest grid), so how far runs land past their prediction
 of the machine, like its bandwidth: `python -m emulator.calibrate --slack-from RUNS...` reads
 it from finished runs' reports and writes the slack that covers it into the catalog.
 
+Only the runs of the machine the catalog is for count (ratios_from): a run's report names the
+machine it ran on (`emulation.machine`), bench.predict results name theirs in `meta.machine`.
+
 The rule (`slack_for`): the measured/predicted ratio of every run's total, fitted as
 log-normal; the slack covers the ratio one run in TAIL_RUNS exceeds under that fit, and never
 less than the worst ratio seen; rounded up to a whole percent.
@@ -84,21 +87,33 @@ def _ratio(predicted: Any, measured: Any) -> float | None:
     return float(measured) / float(predicted) if ok else None
 
 
-def report_ratios(doc: dict[str, Any]) -> dict[str, float]:
-    """An emulator run report's measured/predicted-for-this-machine total, by run id: none for
-    an unfinished run or one planned without the local catalog."""
+# A run's measured/predicted total and the machine it ran on (None: its report names none,
+# as reports written before 2026-11-27 do not)
+Run = tuple[float, str | None]
+
+
+def _machine(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def report_ratios(doc: dict[str, Any]) -> dict[str, Run]:
+    """An emulator run report's measured/predicted-for-this-machine total and machine, by run
+    id: none for an unfinished run or one planned without the local catalog."""
     if doc.get("status") != "done":
         return {}
     total: dict[str, Any] = next(
         (t for t in doc["terms"] if isinstance(t, dict) and t.get("term") == "total"), {}
     )
     ratio = _ratio(total.get("predicted_local_s"), total.get("measured_s"))
-    return {} if ratio is None else {str(doc.get("run_id")): ratio}
+    machine = _machine((doc.get("emulation") or {}).get("machine"))
+    return {} if ratio is None else {str(doc.get("run_id")): (ratio, machine)}
 
 
-def bench_ratios(doc: dict[str, Any], name: str) -> dict[str, float]:
+def bench_ratios(doc: dict[str, Any], name: str) -> dict[str, Run]:
     """A bench.predict results file's runs: every row's per-run predicted and measured totals
-    (rows written before they kept per-run predictions give none), by row and run."""
+    (rows written before they kept per-run predictions give none), by row and run, on the
+    machine its meta names."""
+    machine = _machine((doc.get("meta") or {}).get("machine"))
     out = {}
     for i, row in enumerate(doc["rows"]):
         predicted = row.get("predicted_totals_s") or []
@@ -107,15 +122,15 @@ def bench_ratios(doc: dict[str, Any], name: str) -> dict[str, float]:
             continue
         for j, (p, m) in enumerate(zip(predicted, measured, strict=True)):
             if (r := _ratio(p, m)) is not None:
-                out[f"{name}#{i}.{j}"] = r
+                out[f"{name}#{i}.{j}"] = (r, machine)
     return out
 
 
-def ratios_in(path: Path) -> dict[str, float]:
-    """The runs' ratios in a run report, a folder of them (searched through), or a
-    bench.predict results file. ValueError naming the path when it holds none."""
+def ratios_in(path: Path) -> dict[str, Run]:
+    """The runs in a run report, a folder of them (searched through), or a bench.predict
+    results file. ValueError naming the path when it holds none."""
     if path.is_dir():  # a run folder also holds the artifacts' report.json (no terms): passed
-        found = {}
+        found: dict[str, Run] = {}
         for f in sorted(path.rglob("report.json")):
             found.update(_file_ratios(f, runs_only=True))
     else:
@@ -129,7 +144,7 @@ def ratios_in(path: Path) -> dict[str, float]:
     return found
 
 
-def _file_ratios(path: Path, runs_only: bool = False) -> dict[str, float]:
+def _file_ratios(path: Path, runs_only: bool = False) -> dict[str, Run]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -146,14 +161,26 @@ def _file_ratios(path: Path, runs_only: bool = False) -> dict[str, float]:
     )
 
 
-def ratios_from(paths: Iterable[Path]) -> list[float]:
+def ratios_from(paths: Iterable[Path], machine: str | None = None) -> list[float]:
     """Every run's ratio under `paths`, each run once: a run's report is also copied into its
     artifacts (emulator/report.json), and one run id counts once however often it is found.
-    bench.predict results carry no run ids: give them or their runs' reports, not both."""
-    found: dict[str, float] = {}
+    bench.predict results carry no run ids: give them or their runs' reports, not both.
+
+    With `machine` (cpu.this_machine), only that machine's runs: a slack is a figure of the
+    machine its catalog describes, so runs another machine ran are left out, and runs that
+    name no machine (reports written before they did) are taken as they are. ValueError when
+    every run found ran on another machine."""
+    found: dict[str, Run] = {}
     for p in paths:
         found.update(ratios_in(p))
-    return list(found.values())
+    mine = [r for r, ran_on in found.values() if machine is None or ran_on in (None, machine)]
+    if not mine:
+        others = sorted({ran_on for _, ran_on in found.values() if ran_on})
+        raise ValueError(
+            f"--slack-from: its {len(found)} runs ran on {', '.join(others)}, not on this "
+            f"machine ({machine}): a slack is read from the runs of the machine it is for"
+        )
+    return mine
 
 
 def with_slack(catalog: dict[str, Any], figure: dict[str, Any]) -> dict[str, Any]:

@@ -128,12 +128,6 @@ def test_memory_max_is_the_workers_cores_at_1769_mb_each_but_at_least_128() -> N
     assert calibrate.memory_max_mb(0.05) == 128
 
 
-def test_machine_name_is_the_cpu_model_and_the_cores() -> None:
-    cpuinfo = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t: fpu\n"
-    assert calibrate.machine_name(cpuinfo, 2) == "AMD EPYC 7B13, 2 cores"
-    assert calibrate.machine_name("processor\t: 0\n", 4).endswith(", 4 cores")
-
-
 # -- the catalog ---------------------------------------------------------------------------------
 def test_catalog_loads_with_the_local_platforms_fixed_choices() -> None:
     cat = catalog_from_dict(calibrate.build_catalog(_measurements(), REFERENCE, WHERE))

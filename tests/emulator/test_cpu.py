@@ -330,3 +330,15 @@ def test_real_unified_hierarchy_is_used_exactly_when_it_offers_cpu(tmp_path: Pat
         out, _ = proc.communicate(timeout=30)
         assert f"{name}/w0" in out.decode()
     assert not limiter.group.exists()
+
+
+def test_machine_name_is_the_cpu_model_and_the_cores() -> None:
+    cpuinfo = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t: fpu\n"
+    assert cpu.machine_name(cpuinfo, 2) == "AMD EPYC 7B13, 2 cores"
+    assert cpu.machine_name("processor\t: 0\n", 4).endswith(", 4 cores")
+
+
+def test_this_machine_counts_the_cores_this_process_may_run_on() -> None:
+    """The catalog's figures, the runs' reports and the benchmarks name a machine alike: by the
+    cores of this process's affinity, not the host's count."""
+    assert cpu.this_machine().endswith(f", {len(os.sched_getaffinity(0))} cores")

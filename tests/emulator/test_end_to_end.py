@@ -22,6 +22,7 @@ from typing import Any
 import boto3
 import pytest
 
+from emulator import cpu
 from emulator.orchestrator import EmulatorError, Options, run
 from emulator.procs import pid_alive
 from emulator.s3server import S3Endpoint
@@ -59,6 +60,8 @@ def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) 
         r"CPU share (enforced: cgroup v1 CFS quota|enforced: cgroup v2 cpu\.max|not enforced: )",
         report["emulation"]["cpu_share"],
     ), report["emulation"]["cpu_share"]
+    # ... and the machine it ran on, as this machine's catalog names it (a slack reads only its)
+    assert report["emulation"]["machine"] == cpu.this_machine()
     assert report["iterations"]["redone"] == 0  # nothing failed: no iteration ran twice
     # The cap ends a link after 900 iterations; a machine slow enough to hit the 120 s limit
     # first only adds links, so at least three per worker holds on any machine.

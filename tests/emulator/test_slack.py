@@ -83,6 +83,27 @@ def test_ratios_are_read_once_per_run_from_reports_folders_and_bench_results(
     assert sorted(got) == [0.8, 1.0, 1.2, 1.5]
 
 
+def test_only_the_machines_own_runs_count_and_runs_naming_none_are_taken(tmp_path: Path) -> None:
+    """A slack is the figure of one machine: a report or bench results naming another machine
+    are left out, one naming none (written before reports named it) is taken as it is, and
+    runs all from elsewhere are one error naming both machines."""
+    here, there = "AMD EPYC, 2 cores", "Intel Xeon, 8 cores"
+    for name, ran_on, ratio in (("a", here, 1.2), ("b", there, 3.0), ("c", None, 0.8)):
+        doc = _report(name, 10.0, 10.0 * ratio)
+        if ran_on:
+            doc["emulation"] = {"machine": ran_on}
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    bench = tmp_path / "predict.json"
+    rows = [{"predicted_totals_s": [2.0], "measured_totals_s": [5.0]}]
+    bench.write_text(json.dumps({"meta": {"machine": there}, "rows": rows}))
+    paths = [tmp_path / f"{n}.json" for n in "abc"] + [bench]
+    assert sorted(slack.ratios_from(paths, here)) == [0.8, 1.2]
+    assert sorted(slack.ratios_from(paths)) == [0.8, 1.2, 2.5, 3.0]  # no machine given: all
+    says = f"2 runs ran on {there}, not on this machine \\({here}\\)"
+    with pytest.raises(ValueError, match=says):
+        slack.ratios_from([tmp_path / "b.json", bench], here)
+
+
 @pytest.mark.parametrize(
     ("content", "says"),
     [

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--iterations", type=int, default=60)
     args = parser.parse_args(argv)
-    from bench.predict import machine
+    from emulator import cpu
     from emulator.s3server import weed_server
 
     runs = []
@@ -135,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                 row = one_run(way, endpoint, Path(tmp) / f"{way}-{k}", args.iterations)
                 runs.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
-    meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
-            "repeats": args.repeats, "iterations": args.iterations}  # fmt: skip
+    meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": cpu.this_machine(), "repeats": args.repeats,
+            "iterations": args.iterations}  # fmt: skip
     print(write_results(runs, meta))
     return 0
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from bench import predict as bp
 from bench.outputs import pyplot, save_figure, write_outputs
+from emulator import cpu
 
 RESULTS = bp.RESULTS
 PROFILE = RESULTS / "predict-platform" / "synthetic-cifar-mobilenetv2.json"
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         "cores": len(os.sched_getaffinity(0)),
         "repeats": args.repeats,
         "profile": str(PROFILE.relative_to(bp.REPO_ROOT)),
-        "machine": bp.machine(),
+        "machine": cpu.this_machine(),
         "command": "python -m bench.fixed_cost " + " ".join(argv or sys.argv[1:]),
     }
     print(write_results([row_of(c, r) for c, r in zip(CASES, runs, strict=True)], meta))

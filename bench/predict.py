@@ -878,10 +878,6 @@ def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, d
     return out, dict(moved["anchor"]["speed_factor_by_share"])
 
 
-def machine() -> str:
-    return cpu.this_machine()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.predict")
     parser.add_argument("--quick", action="store_true", help="three rows (a smoke run)")
@@ -1044,7 +1040,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [median_row(r) for r in runs]
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": machine(),
+        "machine": cpu.this_machine(),
         "loadavg": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
         "cpu_share": rows[0]["cpu_share"] if rows else "",
         "repeats": args.repeats,

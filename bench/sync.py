@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from bench import s3exchange
+from emulator import cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -327,13 +328,7 @@ def summary(rows: Sequence[Row]) -> list[str]:
 
 def cpu_model() -> str:
     """The CPU's model name: loopback speed differs a lot between hosts of the same kind."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
+    return cpu.model_name(cpu.read_cpuinfo()) or "unknown CPU"
 
 
 def s3_section(s3_rows: Sequence[s3exchange.S3Row], rows: Sequence[Row]) -> list[str]:

@@ -56,24 +56,33 @@ def machine_cores() -> float:
     return float(len(os.sched_getaffinity(0)))
 
 
-def machine_name(cpuinfo: str, cores: int) -> str:
-    """`<CPU model>, <cores> cores` from /proc/cpuinfo's text (the platform name if absent)."""
+def read_cpuinfo() -> str:
+    """/proc/cpuinfo's text; empty where there is none (not Linux)."""
+    try:
+        return Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def model_name(cpuinfo: str) -> str | None:
+    """The CPU's model name in /proc/cpuinfo's text; None where it names none."""
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "model name" and value.strip():
-            return f"{value.strip()}, {cores} cores"
-    return f"{platform.machine() or 'unknown CPU'}, {cores} cores"
+            return value.strip()
+    return None
+
+
+def machine_name(cpuinfo: str, cores: int) -> str:
+    """`<CPU model>, <cores> cores` from /proc/cpuinfo's text (the platform name if absent)."""
+    return f"{model_name(cpuinfo) or platform.machine() or 'unknown CPU'}, {cores} cores"
 
 
 def this_machine() -> str:
     """This machine as its catalog's figures, its runs' reports and its benchmarks name it: the
     CPU model and the cores this process may run on (machine_cores), so a figure and the runs
     read against it agree on where they were taken."""
-    try:
-        cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:  # not Linux: the platform's name
-        cpuinfo = ""
-    return machine_name(cpuinfo, int(machine_cores()))
+    return machine_name(read_cpuinfo(), int(machine_cores()))
 
 
 def default_cpu_scale(n_workers: int, memory_mb: float, cores: float) -> float:

@@ -557,14 +557,7 @@ def ps_update_mb_s(floats: int = 4_000_000, repeats: int = 10) -> float:
 
 
 def machine_description() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = cpu.model_name(cpu.read_cpuinfo()) or platform.processor() or platform.machine()
     return f"{model}, {cpu.machine_cores():.0f} cores available, {platform.machine()}"
 
 

@@ -336,6 +336,8 @@ def test_machine_name_is_the_cpu_model_and_the_cores() -> None:
     cpuinfo = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t: fpu\n"
     assert cpu.machine_name(cpuinfo, 2) == "AMD EPYC 7B13, 2 cores"
     assert cpu.machine_name("processor\t: 0\n", 4).endswith(", 4 cores")
+    assert cpu.model_name(cpuinfo) == "AMD EPYC 7B13"
+    assert cpu.model_name("processor\t: 0\nmodel name\t:\n") is None  # names none
 
 
 def test_this_machine_counts_the_cores_this_process_may_run_on() -> None:

@@ -659,14 +659,14 @@ def noise_ceiling(
     if not cases:
         return None
     rng = np.random.default_rng(seed)
+    counts = [runs or len(totals) for totals in cases]
     scores = np.empty((trials, len(cases)))
-    for j, totals in enumerate(cases):
+    for j, (totals, count) in enumerate(zip(cases, counts, strict=True)):
         spread = statistics.stdev(totals) / statistics.fmean(totals)
-        draws = 1.0 + spread * rng.standard_normal((trials, runs or len(totals)))
+        draws = 1.0 + spread * rng.standard_normal((trials, count))
         middle = np.median(np.maximum(draws, 1e-9), axis=1)  # a run takes some time
         scores[:, j] = 1.0 - np.abs(1.0 - middle) / middle
     means, worsts = scores.mean(axis=1), scores.min(axis=1)
-    counts = [runs or len(totals) for totals in cases]
     return {"runs": statistics.median_low(counts), "runs_range": [min(counts), max(counts)],
             "mean": float(np.median(means)), "worst": float(np.median(worsts)),
             "p_mean": float(np.mean(means >= TARGET_MEAN)),

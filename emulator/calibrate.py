@@ -17,7 +17,9 @@ Lambda vCPU, one PS type `loopback`, no endpoints, prices copied from lambda-202
 planner's objective is unchanged. Every figure says how it was obtained, on which machine, when.
 
 `python -m emulator.calibrate --slack-from RUNS... [--out PATH]` measures nothing: it sets the
-catalog's default_slack from finished runs' predictions and measurements (emulator/slack.py).
+catalog's default_slack from finished runs' predictions and measurements (emulator/slack.py);
+`--init-cores-from RUNS...` sets its start-up cores per n from their start-ups
+(emulator/init_cores.py). Both may be given at once.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from emulator import cpu
+from emulator import init_cores as init_runs
 from emulator import slack as slack_runs
 from emulator.invocation import Outcome, poll, start_environment, submit
 from emulator.naming import SECRET_ENV
@@ -817,9 +820,7 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
         ),
         # Only this machine's architecture: the emulator cannot run the other one's workers.
         "architectures": {
-            name: _copied(arch, w)
-            for name, arch in ref["architectures"].items()
-            if name == m.arch
+            name: _copied(arch, w) for name, arch in ref["architectures"].items() if name == m.arch
         },
     }
 
@@ -975,6 +976,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="measure nothing: set the --out catalog's default_slack from finished runs (run "
         "reports, folders of them, bench.predict results; emulator/slack.py)",
     )
+    p.add_argument(
+        "--init-cores-from",
+        type=Path,
+        nargs="+",
+        metavar="RUNS",
+        help="measure nothing: set the --out catalog's start-up cores per n from finished runs' "
+        "start-ups (run reports, folders of them, bench.predict results; emulator/init_cores.py)",
+    )
     return p.parse_args(argv)
 
 
@@ -987,35 +996,74 @@ def check_out(out: Path) -> None:
         raise ValueError(f"bad --out {str(out)!r}: folder {str(folder)!r} is not a writable folder")
 
 
-def set_slack(out: Path, runs: Sequence[Path]) -> slack_runs.Slack:
-    """Rewrite the catalog at `out` with default_slack read from `runs` (emulator/slack.py),
-    every other figure as it was. ValueError (one line) on a missing catalog or no runs."""
+def read_catalog_to_update(out: Path, options: str) -> dict[str, Any]:
+    """The catalog document at `out` that `options` rewrite. ValueError (one line) when it
+    cannot be read."""
     try:
-        catalog = json.loads(out.read_text(encoding="utf-8"))
+        doc: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(
-            f"--out {str(out)!r} cannot be read ({type(err).__name__}): --slack-from updates a "
+            f"--out {str(out)!r} cannot be read ({type(err).__name__}): {options} updates a "
             "catalog `make calibrate` wrote"
         ) from None
-    where = here_today()
+    return doc
+
+
+def slack_set(
+    catalog: dict[str, Any], runs: Sequence[Path], where: Provenance
+) -> tuple[dict[str, Any], slack_runs.Slack]:
+    """The catalog with default_slack read from `runs` (emulator/slack.py), every other
+    figure as it was, and what was read. ValueError (one line) where the runs give none."""
     found = slack_runs.slack_for(slack_runs.ratios_from(runs, where.machine))
     method = found.source([str(r) for r in runs])
     figure = _fig(found.slack, "share of the deadline", method, where, "measured")
-    write_catalog(slack_runs.with_slack(catalog, figure), out)
-    return found
+    return slack_runs.with_slack(catalog, figure), found
+
+
+def init_cores_set(
+    catalog: dict[str, Any], runs: Sequence[Path], where: Provenance, cores: float
+) -> tuple[dict[str, Any], init_runs.InitCores]:
+    """The catalog with lambda.init_cores_by_n (and the one init_cores figure read from it,
+    single_init_cores) from `runs`' start-ups (emulator/init_cores.py), every other figure as
+    it was, and what was read. ValueError (one line) where the runs give none."""
+    found = init_runs.cores_by_n(init_runs.startups_from(runs, where.machine), cores)
+    method = found.source([str(r) for r in runs])
+    by_n = _fig([[n, c] for n, c in found.by_n], "[n, cores]", method, where, "measured")
+    single = round(single_init_cores(found.by_n, int(cores)), 3)
+    one = _fig(single, "cores", f"the curve at {2 * int(cores)} runners: {method}", where,
+               "measured")  # fmt: skip
+    return init_runs.with_init_cores(catalog, by_n, one), found
+
+
+def update_from_runs(args: argparse.Namespace) -> list[str]:
+    """--slack-from and --init-cores-from: rewrite the --out catalog's figures read from
+    finished runs, in one write after every one was read (a bad RUNS leaves the catalog as it
+    was); a line per figure written. ValueError (one line) otherwise."""
+    given = [o for o, v in (("--slack-from", args.slack_from),
+                            ("--init-cores-from", args.init_cores_from)) if v]  # fmt: skip
+    catalog = read_catalog_to_update(args.out, " and ".join(given))
+    where = here_today()
+    said = []
+    if args.init_cores_from:
+        catalog, cores = init_cores_set(catalog, args.init_cores_from, where, cpu.machine_cores())
+        each = ", ".join(f"{c:g} at n = {n}" for n, c in cores.by_n)
+        said.append(f"start-up cores {each} from {cores.startups} start-ups")
+    if args.slack_from:
+        catalog, found = slack_set(catalog, args.slack_from, where)
+        said.append(
+            f"default_slack {found.slack:.0%} from {found.runs} runs (measured/predicted up to "
+            f"{found.highest:.2f}×, 1-in-{slack_runs.TAIL_RUNS} {found.fitted:.2f}×)"
+        )
+    write_catalog(catalog, args.out)
+    return [f"wrote {args.out}: {line}" for line in said]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         check_out(args.out)
-        if args.slack_from:
-            found = set_slack(args.out, args.slack_from)
-            print(
-                f"wrote {args.out}: default_slack {found.slack:.0%} from {found.runs} runs "
-                f"(measured/predicted up to {found.highest:.2f}×, 1-in-{slack_runs.TAIL_RUNS} "
-                f"{found.fitted:.2f}×)"
-            )
+        if args.slack_from or args.init_cores_from:
+            print("\n".join(update_from_runs(args)))
             return 0
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -24,13 +24,14 @@ total from 0.949 / 0.827 to 0.957 / 0.874, 0.952 / 0.829 to 0.959 / 0.846 and 0.
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from emulator.slack import machine_named, positive
 
 # A run's start-up reading: (source, workload, workers, start-up s, machine or None)
 Startup = tuple[str, str, int, float, str | None]
@@ -54,15 +55,6 @@ class InitCores:
         )
 
 
-def _positive(value: Any) -> float | None:
-    ok = isinstance(value, int | float) and math.isfinite(value) and value > 0
-    return float(value) if ok else None
-
-
-def _machine(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 def report_startups(doc: dict[str, Any], source: str) -> dict[str, Startup]:
     """An emulator run report's start-up, by run id: none for an unfinished run or one that
     measured none. Its workload is its model, dataset and batch (a report names no profile)."""
@@ -73,21 +65,21 @@ def report_startups(doc: dict[str, Any], source: str) -> dict[str, Startup]:
         {},
     )
     plan = doc.get("plan") or {}
-    startup, n = _positive(term.get("measured_s")), plan.get("n_workers")
+    startup, n = positive(term.get("measured_s")), plan.get("n_workers")
     if startup is None or not isinstance(n, int) or n < 1:
         return {}
     workload = f"{plan.get('model')}/{plan.get('dataset')}/batch {plan.get('local_batch')}"
-    machine = _machine((doc.get("emulation") or {}).get("machine"))
+    machine = machine_named((doc.get("emulation") or {}).get("machine"))
     return {str(doc.get("run_id")): (source, workload, n, startup, machine)}
 
 
 def bench_startups(doc: dict[str, Any], source: str) -> dict[str, Startup]:
     """A bench.predict results file's rows: each row's median start-up, by row, on the machine
     its meta names."""
-    machine = _machine((doc.get("meta") or {}).get("machine"))
+    machine = machine_named((doc.get("meta") or {}).get("machine"))
     out = {}
     for i, row in enumerate(doc["rows"]):
-        startup = _positive(((row.get("terms") or {}).get("startup") or {}).get("measured_s"))
+        startup = positive(((row.get("terms") or {}).get("startup") or {}).get("measured_s"))
         n = row.get("n")
         if startup is not None and isinstance(n, int) and n >= 1:
             out[f"{source}#{i}"] = (source, str(row.get("workload")), n, startup, machine)

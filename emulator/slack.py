@@ -80,11 +80,15 @@ def slack_for(ratios: Sequence[float]) -> Slack:
     )
 
 
+def positive(value: Any) -> float | None:
+    """A finite number above 0 read from a report, as a float; None for anything else."""
+    ok = isinstance(value, int | float) and math.isfinite(value) and value > 0
+    return float(value) if ok else None
+
+
 def _ratio(predicted: Any, measured: Any) -> float | None:
-    ok = all(
-        isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in (predicted, measured)
-    )
-    return float(measured) / float(predicted) if ok else None
+    p, m = positive(predicted), positive(measured)
+    return None if p is None or m is None else m / p
 
 
 # A run's measured/predicted total and the machine it ran on (None: its report names none,
@@ -92,7 +96,9 @@ def _ratio(predicted: Any, measured: Any) -> float | None:
 Run = tuple[float, str | None]
 
 
-def _machine(value: Any) -> str | None:
+def machine_named(value: Any) -> str | None:
+    """The machine a report or results file names (cpu.this_machine), None where it names
+    none."""
     return value if isinstance(value, str) and value else None
 
 
@@ -105,7 +111,7 @@ def report_ratios(doc: dict[str, Any]) -> dict[str, Run]:
         (t for t in doc["terms"] if isinstance(t, dict) and t.get("term") == "total"), {}
     )
     ratio = _ratio(total.get("predicted_local_s"), total.get("measured_s"))
-    machine = _machine((doc.get("emulation") or {}).get("machine"))
+    machine = machine_named((doc.get("emulation") or {}).get("machine"))
     return {} if ratio is None else {str(doc.get("run_id")): (ratio, machine)}
 
 
@@ -113,7 +119,7 @@ def bench_ratios(doc: dict[str, Any], name: str) -> dict[str, Run]:
     """A bench.predict results file's runs: every row's per-run predicted and measured totals
     (rows written before they kept per-run predictions give none), by row and run, on the
     machine its meta names."""
-    machine = _machine((doc.get("meta") or {}).get("machine"))
+    machine = machine_named((doc.get("meta") or {}).get("machine"))
     out = {}
     for i, row in enumerate(doc["rows"]):
         predicted = row.get("predicted_totals_s") or []

@@ -95,9 +95,12 @@ def prof(*args: str, says: str, given: str = "") -> Case:
     return Case("profile", args, 2, says, given=given)
 
 
-def slack_case(catalog: str, runs: str, says: str, given: str) -> Case:
-    """python -m emulator.calibrate --out {dir}/CATALOG --slack-from {dir}/RUNS"""
-    args = ("--out", f"{{dir}}/{catalog}", "--slack-from", f"{{dir}}/{runs}")
+def slack_case(
+    catalog: str, runs: str, says: str, given: str, option: str = "--slack-from"
+) -> Case:
+    """python -m emulator.calibrate --out {dir}/CATALOG OPTION {dir}/RUNS (--slack-from, or
+    --init-cores-from)"""
+    args = ("--out", f"{{dir}}/{catalog}", option, f"{{dir}}/{runs}")
     return Case("calibrate", args, 2, says, given=given)
 
 
@@ -206,6 +209,12 @@ CASES = [
                "machine", 'interrupted.json: status "interrupted"'),
     slack_case("missing.json", "interrupted.json", "cannot be read (FileNotFoundError): "
                "--slack-from updates a catalog", 'interrupted.json: status "interrupted"'),
+    # python -m emulator.calibrate --init-cores-from RUNS (start-up cores from finished runs)
+    slack_case("local.json", "no-terms.json", "is neither a run report (terms) nor bench."
+               "predict results (rows)", "no-terms.json: a job summary, not a run report",
+               option="--init-cores-from"),
+    slack_case("local.json", "interrupted.json", "holds no finished run with a measured "
+               "start-up", 'interrupted.json: status "interrupted"', option="--init-cores-from"),
     # python -m emulator.profile --model FILE:FUNCTION --dataset PATH (a new profile)
     prof("--model", "tests/fixtures/models/broken.py:build", "--dataset", "builtin:digits",
          says="model file tests/fixtures/models/broken.py does not import: ModuleNotFoundError: "

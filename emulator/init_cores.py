@@ -23,7 +23,6 @@ total from 0.949 / 0.827 to 0.957 / 0.874, 0.952 / 0.829 to 0.959 / 0.846 and 0.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -31,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emulator.slack import machine_named, positive
+from emulator import finished_runs
+from emulator.finished_runs import machine_named, positive
 
 # A run's start-up reading: (source, workload, workers, start-up s, machine or None)
 Startup = tuple[str, str, int, float, str | None]
@@ -88,24 +88,13 @@ def bench_startups(doc: dict[str, Any], source: str) -> dict[str, Startup]:
 
 def startups_in(path: Path) -> dict[str, Startup]:
     """The start-ups in a run report, a folder of them (searched through; one source), or a
-    bench.predict results file. ValueError naming the path when it holds none."""
+    bench.predict results file (finished_runs.documents). ValueError naming the path when it
+    holds none."""
     source = str(path)
     found: dict[str, Startup] = {}
-    files = sorted(path.rglob("report.json")) if path.is_dir() else [path]
-    for f in files:
-        try:
-            doc = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ValueError(f"--init-cores-from {str(f)!r} cannot be read: {err}") from None
-        if isinstance(doc, dict) and isinstance(doc.get("terms"), list):
-            found.update(report_startups(doc, source))
-        elif not path.is_dir() and isinstance(doc, dict) and isinstance(doc.get("rows"), list):
-            found.update(bench_startups(doc, source))
-        elif not path.is_dir():
-            raise ValueError(
-                f"--init-cores-from {source!r} is neither a run report (terms) nor "
-                "bench.predict results (rows)"
-            )
+    for kind, doc in finished_runs.documents(path, "--init-cores-from"):
+        reader = report_startups if kind == "report" else bench_startups
+        found.update(reader(doc, source))
     if not found:
         raise ValueError(
             f"--init-cores-from {source!r} holds no finished run with a measured start-up"
@@ -148,14 +137,10 @@ def startups_from(paths: Iterable[Path], machine: str | None = None) -> list[Sta
     found: dict[str, Startup] = {}
     for p in paths:
         found.update(startups_in(p))
-    mine = [s for s in found.values() if machine is None or s[4] in (None, machine)]
-    if not mine:
-        others = sorted({s[4] for s in found.values() if s[4]})
-        raise ValueError(
-            f"--init-cores-from: its {len(found)} runs ran on {', '.join(others)}, not on this "
-            f"machine ({machine}): start-up cores are read from the machine they are for"
-        )
-    return mine
+    return finished_runs.on_machine(
+        list(found.values()), lambda startup: startup[4], machine, "--init-cores-from",
+        "start-up cores are read from the machine they are for",
+    )  # fmt: skip
 
 
 def with_init_cores(

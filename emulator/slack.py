@@ -16,7 +16,6 @@ less than the worst ratio seen; rounded up to a whole percent.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Iterable, Sequence
@@ -24,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from emulator import finished_runs
+from emulator.finished_runs import machine_named, positive
 from provisioner.parse import MAX_SLACK
 
 # One run in this many lands past the slack under the log-normal fit: a grid's 30 planned runs
@@ -80,12 +81,6 @@ def slack_for(ratios: Sequence[float]) -> Slack:
     )
 
 
-def positive(value: Any) -> float | None:
-    """A finite number above 0 read from a report, as a float; None for anything else."""
-    ok = isinstance(value, int | float) and math.isfinite(value) and value > 0
-    return float(value) if ok else None
-
-
 def _ratio(predicted: Any, measured: Any) -> float | None:
     p, m = positive(predicted), positive(measured)
     return None if p is None or m is None else m / p
@@ -94,12 +89,6 @@ def _ratio(predicted: Any, measured: Any) -> float | None:
 # A run's measured/predicted total and the machine it ran on (None: its report names none,
 # as reports written before 2026-11-27 do not)
 Run = tuple[float, str | None]
-
-
-def machine_named(value: Any) -> str | None:
-    """The machine a report or results file names (cpu.this_machine), None where it names
-    none."""
-    return value if isinstance(value, str) and value else None
 
 
 def report_ratios(doc: dict[str, Any]) -> dict[str, Run]:
@@ -134,13 +123,10 @@ def bench_ratios(doc: dict[str, Any], name: str) -> dict[str, Run]:
 
 def ratios_in(path: Path) -> dict[str, Run]:
     """The runs in a run report, a folder of them (searched through), or a bench.predict
-    results file. ValueError naming the path when it holds none."""
-    if path.is_dir():  # a run folder also holds the artifacts' report.json (no terms): passed
-        found: dict[str, Run] = {}
-        for f in sorted(path.rglob("report.json")):
-            found.update(_file_ratios(f, runs_only=True))
-    else:
-        found = _file_ratios(path)
+    results file (finished_runs.documents). ValueError naming the path when it holds none."""
+    found: dict[str, Run] = {}
+    for kind, doc in finished_runs.documents(path, "--slack-from"):
+        found.update(report_ratios(doc) if kind == "report" else bench_ratios(doc, str(path)))
     if not found:
         raise ValueError(
             f"--slack-from {str(path)!r} holds no finished run predicted for this machine "
@@ -148,23 +134,6 @@ def ratios_in(path: Path) -> dict[str, Run]:
             "predicted_totals_s)"
         )
     return found
-
-
-def _file_ratios(path: Path, runs_only: bool = False) -> dict[str, Run]:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"--slack-from {str(path)!r} cannot be read: {err}") from None
-    if isinstance(doc, dict) and isinstance(doc.get("terms"), list):
-        return report_ratios(doc)
-    if runs_only:
-        return {}
-    if isinstance(doc, dict) and isinstance(doc.get("rows"), list):
-        return bench_ratios(doc, str(path))
-    raise ValueError(
-        f"--slack-from {str(path)!r} is neither a run report (terms) nor bench.predict results "
-        "(rows)"
-    )
 
 
 def ratios_from(paths: Iterable[Path], machine: str | None = None) -> list[float]:
@@ -179,14 +148,11 @@ def ratios_from(paths: Iterable[Path], machine: str | None = None) -> list[float
     found: dict[str, Run] = {}
     for p in paths:
         found.update(ratios_in(p))
-    mine = [r for r, ran_on in found.values() if machine is None or ran_on in (None, machine)]
-    if not mine:
-        others = sorted({ran_on for _, ran_on in found.values() if ran_on})
-        raise ValueError(
-            f"--slack-from: its {len(found)} runs ran on {', '.join(others)}, not on this "
-            f"machine ({machine}): a slack is read from the runs of the machine it is for"
-        )
-    return mine
+    mine = finished_runs.on_machine(
+        list(found.values()), lambda run: run[1], machine, "--slack-from",
+        "a slack is read from the runs of the machine it is for",
+    )  # fmt: skip
+    return [ratio for ratio, _ in mine]
 
 
 def with_slack(catalog: dict[str, Any], figure: dict[str, Any]) -> dict[str, Any]:

@@ -46,8 +46,14 @@ speed: emulator.profile.ANCHOR_WEIGHT says why) to that speed, the whole way bey
 beyond (anchored_profile; kept under <name>-platform/anchors/). Two shares, not one: the CNN's
 runs at 0.56-0.72 vCPU did not speed up with the 1-vCPU reading (2026-11-26). Each run is
 predicted from its round's anchored profile and a row's prediction is the median of its runs'.
-The table also gives the accuracy of the same runs predicted from the start-of-run profiles, so
-what the anchor changed is measured, not asserted. `--no-anchor` runs without them.
+The catalog's loop figures drift too (the shard's CPU per exchange read 0.17-0.57 ms on the same
+machine hours apart, 2026-11-27, and the grids fit best 0.2-0.5 ms), so every round first reads
+them again (emulator.calibrate.measure_loop_now: the round trip, the client's CPU share of an
+exchange, the shard's CPU per exchange, each the median of three fresh shards' 1,000 exchanges)
+and plans and predicts its rows on the catalog with them (anchor_catalog; kept as
+<name>-platform/anchors/local-round<k>.json, which --rescore reads per run).
+The table also gives the accuracy of the same runs predicted from the start-of-run profiles and
+catalog, so what the anchors changed is measured, not asserted. `--no-anchor` runs without them.
 Writes bench/results/predict.{json,md,png} (`--quick`, `--only W`: predict-quick.*, predict-W.*).
 
 `--rescore` measures nothing: it predicts the configurations of an earlier run's results again
@@ -79,11 +85,13 @@ from pathlib import Path
 from typing import Any
 
 from emulator import cpu
+from emulator.calibrate import LOOP_FIGURES, here_today, loop_anchored, measure_loop_now
 from emulator.orchestrator import Options, run
 from emulator.profile import ANCHOR_WEIGHT, anchored_profile, write_anchored
 from emulator.s3server import weed_server
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.catalog import Catalog, catalog_from_dict, curve_points
+from provisioner.files import write_text_atomically
 from provisioner.planner import RunRules, build_plan, predict_run
 from provisioner.profile import WorkloadProfile, profile_from_dict
 from provisioner.search import fastest_cell, solve_deadline
@@ -194,11 +202,12 @@ def job_of(case: Case) -> str:
     return f"bench-n{case.n}-m{case.memory_mb}"
 
 
-def plan_of(case: Case, profile_path: Path | None = None) -> Any:
+def plan_of(case: Case, profile_path: Path | None = None, catalog_path: Path | None = None) -> Any:
     """The Plan a case runs: built for its configuration, or chosen for its deadline, with the
-    workload's profile at `profile_path` (default: the committed one)."""
+    workload's profile at `profile_path` (default: the committed one), on the catalog at
+    `catalog_path` (default: catalog/local.json)."""
     profile = load_profile(profile_path or case.workload)
-    catalog = load_catalog("local")
+    catalog = load_catalog(catalog_path or "local")
     job = job_of(case)
     if case.planned:
         deadline_s = case.deadline_s or tight_deadline_s(profile, catalog, case.tight)
@@ -214,10 +223,16 @@ def plan_of(case: Case, profile_path: Path | None = None) -> Any:
 
 
 def measure(
-    case: Case, endpoint: Any, out: Path, profile_path: Path | None = None
+    case: Case,
+    endpoint: Any,
+    out: Path,
+    profile_path: Path | None = None,
+    catalog_path: Path | None = None,
 ) -> dict[str, Any]:
-    """Train one case; the row of the table (every term: local prediction, measured, accuracy)."""
-    plan = plan_of(case, profile_path)
+    """Train one case; the row of the table (every term: local prediction, measured, accuracy),
+    planned and predicted on the catalog at `catalog_path` (default: catalog/local.json, the one
+    the emulator's report predicts on)."""
+    plan = plan_of(case, profile_path, catalog_path)
     started = time.monotonic()
     run(
         plan,
@@ -233,7 +248,7 @@ def measure(
     )
     report = json.loads((out / "report.json").read_text())
     terms = {row["term"]: row for row in report["terms"]}
-    return {
+    result = {
         "case": case.label,
         "case_fields": dataclasses.asdict(case),
         "workload": case.workload,
@@ -260,6 +275,14 @@ def measure(
         ),
         "run_s": time.monotonic() - started,
     }
+    if catalog_path is None:
+        return result
+    # the report predicts on catalog/local.json; this run's catalog is the round's
+    predicted = predicted_terms(result, profile_path or case.workload, load_catalog(catalog_path))
+    for term, row in result["terms"].items():
+        row["predicted_local_s"] = predicted[term]
+    result["accuracy_local"] = accuracies(result["terms"])
+    return result
 
 
 def case_of(row: dict[str, Any]) -> Case:
@@ -335,8 +358,10 @@ def rescore_row(
     catalog: Catalog,
     anchor_weight: float | None = None,
     instead: dict[str, dict[str, Any]] | None = None,
+    catalogs: list[Catalog] | None = None,
 ) -> dict[str, Any]:
-    """The row with every term predicted again by the current model on the catalog and the
+    """The row with every term predicted again by the current model on the catalog (each run's
+    own in `catalogs`, where the runs kept their rounds': run_catalogs) and the
     profiles the run measured (`platform`: each run's anchored profile where the run kept them,
     the median of their predictions; with `anchor_weight`, each built again from the run's
     start profile and its anchor's readings at that weight; with a profile document for the
@@ -361,9 +386,11 @@ def rescore_row(
         paths = paths * len(configurations)
     if len(configurations) != len(paths):  # rows written before runs kept their configurations
         configurations = [None] * len(paths)
+    if not catalogs or len(catalogs) != len(paths):
+        catalogs = [catalog] * len(paths)
     runs = [
-        predicted_terms(row, path, catalog, configuration)
-        for path, configuration in zip(paths, configurations, strict=True)
+        predicted_terms(row, path, run_catalog, configuration)
+        for path, configuration, run_catalog in zip(paths, configurations, catalogs, strict=True)
     ]
     empty = {"measured_s": None, "predicted_aws_s": None}  # a term the run did not measure
     middle = {t: statistics.median(p[t] for p in runs) for t in TERMS}
@@ -372,6 +399,22 @@ def rescore_row(
     if len(row.get("predicted_totals_s") or []) == len(runs):  # each run's, predicted again
         rescored["predicted_totals_s"] = [p["total"] for p in runs]
     return rescored
+
+
+def run_catalogs(
+    row: dict[str, Any], platform: Path, settings: list[str], read: dict[str, Catalog]
+) -> list[Catalog] | None:
+    """Each run's catalog, its round's as the run kept it under `platform` (anchor_catalog),
+    with `settings` set (catalog_figures_set); None where the runs kept none (runs before
+    2026-11-27 17:00 UTC were predicted on the run's one catalog). `read` caches a round's."""
+    names = row.get("catalogs") or []
+    if not names or not all((platform / f).exists() for f in names):
+        return None
+    for f in names:
+        if f not in read:
+            doc = json.loads((platform / f).read_text())
+            read[f] = catalog_from_dict(catalog_figures_set(doc, settings))
+    return [read[f] for f in names]
 
 
 def profiles_instead(settings: list[str]) -> dict[str, dict[str, Any]]:
@@ -452,7 +495,12 @@ def rescore(
         raise ValueError(f"bad --rescore: no {platform}/local.json (the run kept no platform)")
     doc = json.loads((platform / "local.json").read_text())
     catalog = catalog_from_dict(catalog_figures_set(doc, settings or []))
-    rows = [rescore_row(r, platform, catalog, anchor_weight, instead) for r in data["rows"]]
+    read: dict[str, Catalog] = {}
+    rows = [
+        rescore_row(r, platform, catalog, anchor_weight, instead,
+                    run_catalogs(r, platform, settings or [], read))
+        for r in data["rows"]
+    ]  # fmt: skip
     what = list(settings or [])
     if anchor_weight is not None:
         what.append(f"its anchors applied at weight {anchor_weight:g}")
@@ -506,6 +554,7 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if unanchored and len(unanchored) == len(runs):
         row["unanchored_total_s"] = statistics.median(unanchored)
     row["profiles"] = [r["profile"] for r in runs if r.get("profile")]
+    row["catalogs"] = [r["catalog"] for r in runs if r.get("catalog")]
     # each run's configuration: a planned case plans again every round, on that round's profile
     row["run_configurations"] = [{f: r[f] for f in RUN_CONFIGURATION} for r in runs]
     row["measured_totals_s"] = [r["terms"]["total"]["measured_s"] for r in runs]
@@ -749,6 +798,15 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
             "(emulator.profile.anchored_profile); speed factor per round, over the profile's: "
             f"{anchor_factors_text(meta['anchors'])}.",
         ]
+    if meta.get("loop_anchors"):
+        lines += [
+            "",
+            "Loop anchors: in every round, before its rows, the catalog's round trip, the "
+            "client's CPU share of an exchange and the shard's CPU per exchange were read again "
+            "(emulator.calibrate.measure_loop_now) and the round's rows planned and predicted on "
+            f"the catalog with them (<name>-platform/anchors/local-round<k>.json): "
+            f"{loop_anchors_text(meta['loop_anchors'])}.",
+        ]
     lines += [
         "",
         "Deadlines met by plans the planner chose on the local catalog: "
@@ -787,6 +845,19 @@ def runs_text(ceiling: dict[str, Any]) -> str:
     noisier cases more; ceilings written before kept one count)."""
     low, high = ceiling.get("runs_range") or (ceiling["runs"], ceiling["runs"])
     return f"{low}" if low == high else f"each case's own {low}-{high}"
+
+
+def loop_anchors_text(rounds: list[dict[str, float]]) -> str:
+    """Each loop figure's readings per round (anchor_catalog), in ms or as a share."""
+    parts = []
+    for field, unit in (("function_ps_rtt_s", "ms"), ("exchange_cpu_fraction", ""),
+                        ("ps_request_cpu_s", "ms")):  # fmt: skip
+        values = [r[field] for r in rounds if field in r]
+        if values:
+            scale = 1e3 if unit else 1.0
+            shown = ", ".join(f"{v * scale:.3f}" for v in values)
+            parts.append(f"{field} {shown}{' ' + unit if unit else ''}")
+    return "; ".join(parts)
 
 
 def anchor_factors_text(anchors: dict[str, list[Any]]) -> str:
@@ -876,6 +947,31 @@ def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, d
         json.loads(source.read_text()), out, time.strftime("%Y-%m-%d", time.gmtime())
     )
     return out, dict(moved["anchor"]["speed_factor_by_share"])
+
+
+def anchor_catalog(start: Path, endpoint: Any, work: Path, out: Path, k: int) -> Path:
+    """Read the catalog's loop figures now (emulator.calibrate.measure_loop_now: the round trip,
+    the client's CPU share, the shard's CPU per exchange) and write the catalog `start` with
+    them at `out`, round k's catalog; its path."""
+    doc = json.loads(start.read_text())
+    work.mkdir(parents=True, exist_ok=True)
+    figures = measure_loop_now(endpoint, work, float(doc["network"]["function_ps_mb_s"]["value"]))
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(
+        out,
+        json.dumps(
+            loop_anchored(doc, figures, f"round {k}'s anchor of bench.predict, {when}",
+                          here_today()), indent=2,
+        ) + "\n",
+    )  # fmt: skip
+    return out
+
+
+def loop_figures_of(catalog_path: Path) -> dict[str, float]:
+    """The loop figures a round's catalog holds (anchor_catalog), as the results' meta keeps."""
+    network = json.loads(catalog_path.read_text())["network"]
+    return {f: network[f]["value"] for f in LOOP_FIGURES if f in network}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -996,12 +1092,20 @@ def main(argv: list[str] | None = None) -> int:
     catalog = load_catalog("local")
     runs: list[list[dict[str, Any]]] = [[] for _ in cases]
     anchors: dict[str, list[dict[str, float]]] = {w: [] for w in workloads}
+    loop_anchors: list[dict[str, float]] = []
     extra_until: float | None = None
     with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
 
         def run_round(k: int, indices: list[int]) -> None:
             """Round k over the cases `indices`: a workload's together, right after its anchor
             (in an extra round, only while the extra minutes last)."""
+            round_catalog = None
+            if not args.no_anchor:
+                round_catalog = anchor_catalog(
+                    platform_dir / "local.json", endpoint, Path(tmp) / f"loop-{k}",
+                    platform_dir / "anchors" / f"local-round{k}.json", k,
+                )  # fmt: skip
+                loop_anchors.append(loop_figures_of(round_catalog))
             for w in workloads:
                 mine = [i for i in indices if cases[i].workload == w]
                 if not mine or (extra_until is not None and time.monotonic() > extra_until):
@@ -1015,7 +1119,9 @@ def main(argv: list[str] | None = None) -> int:
                     anchors[w].append(factor)
                 for i in mine:
                     out = Path(tmp) / f"case-{i}-{k}"
-                    result = measure(cases[i], endpoint, out, profile)
+                    result = measure(cases[i], endpoint, out, profile, round_catalog)
+                    if round_catalog is not None:
+                        result["catalog"] = str(round_catalog.relative_to(platform_dir))
                     if not args.no_anchor and profile is not None:
                         result["profile"] = str(profile.relative_to(platform_dir))
                         unanchored = predicted_terms(result, base or w, catalog)
@@ -1050,6 +1156,7 @@ def main(argv: list[str] | None = None) -> int:
         else f"calibrated and profiled at the start of this run (bench/results/{name}-platform/)",
         "command": command,
         "anchors": {w: f for w, f in anchors.items() if f},
+        "loop_anchors": loop_anchors,
     }
     if args.precision is not None:
         meta["precision"] = {

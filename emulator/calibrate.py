@@ -67,7 +67,20 @@ REFERENCE_CATALOG = CATALOG_DIR / "lambda-2025.json"
 DEFAULT_OUT = CATALOG_DIR / "local.json"
 PS_SIZES_MB = (0.07, 1.0, 10.0, 40.0)
 PS_SIZES_QUICK_MB = (0.07, 8.0)  # far apart, so a busy machine's noise does not swamp the slope
-RTT_REPEATS = 300  # exchanges of the smallest size whose median gives the round trip (~0.5 s)
+# A loop reading (measure_loop): small exchanges on a fresh shard, the median of a few readings
+# (the round trip, the client's CPU share, the shard's CPU per exchange).
+# The shard's CPU is read from /proc's 10 ms ticks: over 300 exchanges (~90 ms of it) one tick
+# is 11%, and readings of the same machine an hour apart gave 0.17-0.57 ms an exchange
+# (2026-11-27); 1,000 hold a tick to 3% and the median of three shards a stray reading out.
+LOOP_EXCHANGES = 1000
+LOOP_READINGS = 3
+# the catalog's network figures a loop reading gives, and their units
+LOOP_UNITS = {
+    "function_ps_rtt_s": "s",
+    "exchange_cpu_fraction": "CPU s per wall s",
+    "ps_request_cpu_s": "CPU s per push+pull",
+}
+LOOP_FIGURES = tuple(LOOP_UNITS)
 ROUND_TRIP_GAP_S = 0.001  # busy work before each of them: a short training step
 PS_CLIENTS = (1, 2, 4)
 S3_SIZES_MB = (0.064, 1.0, 8.0, 32.0)
@@ -332,12 +345,88 @@ def _round_trips(
         return statistics.median(walls[1:]), min(1.0, cpu_share), ps_cpu
 
 
+@dataclass(frozen=True)
+class LoopReading:
+    """One client's small push+pull through a fresh shard, after a short step's busy work."""
+
+    exchange_s: float  # median wall time of one push+pull
+    cpu_fraction: float  # the client's CPU over the exchanges' wall time
+    ps_request_cpu_s: float | None  # the shard's CPU per push+pull; None: not readable
+
+
+def measure_loop(
+    supervisor: Supervisor,
+    env: dict[str, str],
+    logs: Path,
+    size_mb: float,
+    readings: int = LOOP_READINGS,
+    exchanges: int = LOOP_EXCHANGES,
+) -> LoopReading:
+    """The median of `readings` _round_trips of `exchanges` each, every one on a fresh shard
+    (a shard's first requests and its allocations are not what a loop pays), figure by figure."""
+    secret = env[SECRET_ENV].encode()
+    taken = []
+    for _ in range(readings):
+        proc, endpoint = start_ps_shard(supervisor, env, 1, logs)
+        taken.append(_round_trips(endpoint, secret, size_mb, exchanges, proc.pid))
+        supervisor.stop(proc, grace_s=2.0)
+    shard = [t[2] for t in taken if t[2] is not None]
+    return LoopReading(
+        exchange_s=statistics.median(t[0] for t in taken),
+        cpu_fraction=statistics.median(t[1] for t in taken),
+        ps_request_cpu_s=statistics.median(shard) if len(shard) == len(taken) else None,
+    )
+
+
+def loop_figures(reading: LoopReading, size_mb: float, mb_s: float) -> dict[str, float]:
+    """The catalog's network figures a loop reading gives (function_ps_rtt_s from the exchange
+    less its bytes at the per-flow `mb_s`); the shard's CPU only where it was read."""
+    figures = {
+        "function_ps_rtt_s": rtt_from_exchange_s(size_mb, reading.exchange_s, mb_s),
+        "exchange_cpu_fraction": reading.cpu_fraction,
+    }
+    if reading.ps_request_cpu_s is not None:
+        figures["ps_request_cpu_s"] = reading.ps_request_cpu_s
+    return figures
+
+
+def loop_method(readings: int = LOOP_READINGS, exchanges: int = LOOP_EXCHANGES) -> str:
+    """How measure_loop reads the exchange: the text a figure's source quotes."""
+    return (
+        f"{exchanges} push+pull of {PS_SIZES_MB[0]:g} MB through a fresh functions.ps shard, "
+        f"each after {ROUND_TRIP_GAP_S * 1e3:g} ms of busy work (a short step)"
+        + (f", the median of {readings} such readings" if readings > 1 else "")
+    )
+
+
+def loop_anchored(
+    doc: dict[str, Any], figures: dict[str, float], read: str, where: Provenance
+) -> dict[str, Any]:
+    """A copy of the catalog document `doc` with the network's loop `figures` (loop_figures) set
+    as `read` (e.g. "round 3's anchor of bench.predict, 2026-11-27 17:40 UTC") `where`."""
+    out = copy.deepcopy(doc)
+    for field, value in figures.items():
+        source = f"{read}: {loop_method()}"
+        out["network"][field] = _fig(round(value, 6), LOOP_UNITS[field], source, where, "measured")
+    return out
+
+
+def measure_loop_now(endpoint: S3Endpoint, work: Path, mb_s: float) -> dict[str, float]:
+    """loop_figures of a measure_loop taken now, against the S3 server at `endpoint` (a shard
+    needs one), its children stopped on return: a round's anchor of the catalog's loop."""
+    with Supervisor().guard() as supervisor:
+        env = child_env(endpoint, secrets.token_hex(16), tmp_dir=work)
+        reading = measure_loop(supervisor, env, work, PS_SIZES_MB[0])
+    return loop_figures(reading, PS_SIZES_MB[0], mb_s)
+
+
 def measure_ps(
     supervisor: Supervisor,
     env: dict[str, str],
     logs: Path,
     sizes_mb: Sequence[float],
     repeats: int,
+    loop_readings: int = LOOP_READINGS,
 ) -> tuple[float, float, float, float, float | None]:
     """(rtt_s, per-flow MB/s, one shard's aggregate MB/s, the exchange's CPU share, the shard's
     CPU s per exchange or None) through real PS shards."""
@@ -350,12 +439,8 @@ def measure_ps(
         supervisor.stop(proc, grace_s=2.0)
     _, mb_s = fit_exchange(sizes_mb, times)
     smallest = min(sizes_mb)
-    proc, endpoint = start_ps_shard(supervisor, env, 1, logs)
-    small_s, cpu_fraction, ps_cpu = _round_trips(
-        endpoint, secret, smallest, max(repeats, RTT_REPEATS), proc.pid
-    )
-    supervisor.stop(proc, grace_s=2.0)
-    rtt_s = rtt_from_exchange_s(smallest, small_s, mb_s)
+    loop = measure_loop(supervisor, env, logs, smallest, loop_readings, LOOP_EXCHANGES)
+    rtt_s = rtt_from_exchange_s(smallest, loop.exchange_s, mb_s)
     largest = max(sizes_mb)
     aggregate = mb_s
     for n in PS_CLIENTS[1:]:
@@ -363,7 +448,7 @@ def measure_ps(
         exchange = _exchange_s(endpoint, secret, n, largest, repeats)
         supervisor.stop(proc, grace_s=2.0)
         aggregate = max(aggregate, aggregate_mb_s(n, largest, exchange, rtt_s))
-    return rtt_s, mb_s, aggregate, cpu_fraction, ps_cpu
+    return rtt_s, mb_s, aggregate, loop.cpu_fraction, loop.ps_request_cpu_s
 
 
 def measure_s3(
@@ -636,7 +721,12 @@ def measure(quick: bool, work: Path) -> Measurements:
         supervisor = stack.enter_context(Supervisor().guard())
         env = child_env(endpoint, secret, tmp_dir=work)
         rtt_s, ps_mb_s, aggregate, exchange_cpu, ps_request_cpu = measure_ps(
-            supervisor, env, work, PS_SIZES_QUICK_MB if quick else PS_SIZES_MB, repeats
+            supervisor,
+            env,
+            work,
+            PS_SIZES_QUICK_MB if quick else PS_SIZES_MB,
+            repeats,
+            1 if quick else LOOP_READINGS,
         )
         s3_sizes_mb = S3_SIZES_QUICK_MB if quick else S3_SIZES_MB
         s3 = measure_s3(endpoint, s3_sizes_mb, repeats)
@@ -831,11 +921,8 @@ def _network_section(m: Measurements, w: Provenance) -> dict[str, Any]:
         f"{'/'.join(f'{s:g}' for s in (PS_SIZES_QUICK_MB if m.repeats <= 3 else PS_SIZES_MB))}"
         f" MB, median of {m.repeats}, fit time = 2·rtt + 2·d/B"
     )
-    small = (
-        f"{max(m.repeats, RTT_REPEATS)} push+pull of the smallest size through a functions.ps"
-        f" shard, each after {ROUND_TRIP_GAP_S * 1e3:g} ms of busy work (a short step)"
-    )
-    rtt_method = f"median of {small}, less 2·d/B: (t − 2·d/B)/2"
+    small = loop_method(1 if m.repeats <= 3 else LOOP_READINGS)
+    rtt_method = f"the median exchange of {small}, less 2·d/B: (t − 2·d/B)/2"
     s3_method = f"boto3 GET from SeaweedFS on 127.0.0.1, median of {m.repeats}, fit latency + d/B"
     s3_put_method = f"boto3 PUT to SeaweedFS on 127.0.0.1, median of {m.repeats}, fit latency + d/B"
     checkpoint_method = (

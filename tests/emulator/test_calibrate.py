@@ -163,6 +163,37 @@ def test_an_unread_shard_cpu_is_left_out_and_reads_as_zero() -> None:
     assert catalog_from_dict(doc).ps_request_cpu_s == 0.0
 
 
+def test_a_loop_reading_gives_the_round_trip_less_the_bytes_and_the_cpu_it_read() -> None:
+    reading = calibrate.LoopReading(exchange_s=0.0006, cpu_fraction=0.4, ps_request_cpu_s=2e-4)
+    figures = calibrate.loop_figures(reading, 0.07, 700.0)  # 2 × 0.07 MB at 700 MB/s = 0.2 ms
+    assert figures == {
+        "function_ps_rtt_s": pytest.approx(0.0002),
+        "exchange_cpu_fraction": 0.4,
+        "ps_request_cpu_s": 2e-4,
+    }
+    assert set(figures) == set(calibrate.LOOP_FIGURES)
+    unread = calibrate.LoopReading(exchange_s=0.0006, cpu_fraction=0.4, ps_request_cpu_s=None)
+    assert "ps_request_cpu_s" not in calibrate.loop_figures(unread, 0.07, 700.0)
+
+
+def test_a_loop_anchored_catalog_changes_only_the_figures_read_and_says_where() -> None:
+    doc = calibrate.build_catalog(_measurements(), REFERENCE, WHERE)
+    before = json.dumps(doc)
+    figures = {"function_ps_rtt_s": 0.00012, "ps_request_cpu_s": 0.0002345678}
+    out = calibrate.loop_anchored(doc, figures, "round 2's anchor", WHERE)
+    assert json.dumps(doc) == before  # the start catalog is not touched
+    assert out["network"]["function_ps_rtt_s"]["value"] == 0.00012
+    assert out["network"]["ps_request_cpu_s"]["value"] == 0.000235
+    assert out["network"]["ps_request_cpu_s"]["source"].startswith("round 2's anchor: 1000 ")
+    assert out["network"]["ps_request_cpu_s"]["unit"] == "CPU s per push+pull"
+    assert out["network"]["function_ps_rtt_s"]["date"] == WHERE.date
+    for section in ("lambda", "parameter_servers"):
+        assert out[section] == doc[section]
+    exchange = out["network"]["exchange_cpu_fraction"]
+    assert exchange == doc["network"]["exchange_cpu_fraction"]  # not read: kept
+    assert catalog_from_dict(out).ps_request_cpu_s == 0.000235
+
+
 def test_process_cpu_is_read_from_proc_and_none_for_no_process() -> None:
     spent = calibrate.process_cpu_s(os.getpid())
     assert spent is not None and 0 < spent <= time.process_time() + 0.02  # 10 ms clock ticks

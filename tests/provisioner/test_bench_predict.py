@@ -149,14 +149,22 @@ def _fake_grid(
     cases = (bp.FIXED[0], bp.FIXED[6], bp.PLANNED[0])
     order: list[tuple[str, Path | None]] = []
 
-    def fake_measure(case: bp.Case, endpoint: object, out: Path, profile: Path | None) -> dict:
+    def fake_measure(
+        case: bp.Case, endpoint: object, out: Path, profile: Path | None, catalog: Path | None
+    ) -> dict:
         order.append((case.label, profile))
         return _row(case.label, 0.9, 0.9, planned=bool(case.deadline_s))
+
+    def fake_anchor_catalog(start: Path, endpoint: object, work: Path, out: Path, k: int) -> Path:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"network": {"ps_request_cpu_s": {"value": 0.0001 * (k + 1)}}}))
+        return out
 
     paths = {w: tmp_path / f"{w}.json" for w in ("digits-mlp", "synthetic-cifar-cnn")}
     monkeypatch.setattr(bp, "RESULTS", tmp_path)
     monkeypatch.setattr(bp, "QUICK", cases)
     monkeypatch.setattr(bp, "measure", fake_measure)
+    monkeypatch.setattr(bp, "anchor_catalog", fake_anchor_catalog)
     monkeypatch.setattr(bp, "load_catalog", lambda name: object())
     monkeypatch.setattr(
         bp, "measure_platform", lambda workloads, out: {w: paths[w] for w in workloads}
@@ -206,13 +214,32 @@ def test_each_round_anchors_a_workloads_profile_just_before_its_cases(
         unanchored_from.append(profile)
         return {"total": 42.0}
 
+    measured = bp.measure
+    catalogs: list[Path | None] = []
+
+    def measure_on(case: bp.Case, endpoint: object, out: Path, profile: Path | None,
+                   catalog: Path | None) -> dict:  # fmt: skip
+        catalogs.append(catalog)
+        return measured(case, endpoint, out, profile, catalog)
+
     monkeypatch.setattr(bp, "anchor_profile", fake_anchor)
     monkeypatch.setattr(bp, "predicted_terms", fake_predicted)
+    monkeypatch.setattr(bp, "measure", measure_on)
+    read_loop = bp.anchor_catalog
+
+    def loop_anchor(start: Path, endpoint: object, work: Path, out: Path, k: int) -> Path:
+        order.append(("loop anchor", out))
+        return read_loop(start, endpoint, work, out, k)
+
+    monkeypatch.setattr(bp, "anchor_catalog", loop_anchor)
     assert bp.main(["--quick", "--repeats", "2"]) == 0
     digits, cnn, planned = (c.label for c in cases)
     anchors = tmp_path / "predict-quick-platform" / "anchors"
     round_ = ["anchor digits-mlp", digits, planned, "anchor synthetic-cifar-cnn", cnn]
-    assert [label for label, _ in order] == round_ * 2
+    # each round reads the catalog's loop first, and every row of the round runs on its catalog
+    assert [label for label, _ in order] == (["loop anchor"] + round_) * 2
+    assert catalogs == [anchors / "local-round0.json"] * 3 + [anchors / "local-round1.json"] * 3
+    assert metas[0]["loop_anchors"] == [{"ps_request_cpu_s": 0.0001}, {"ps_request_cpu_s": 0.0002}]
     assert [out for _, _, out in anchored] == [
         anchors / "digits-mlp-round0.json", anchors / "synthetic-cifar-cnn-round0.json",
         anchors / "digits-mlp-round1.json", anchors / "synthetic-cifar-cnn-round1.json",
@@ -220,8 +247,8 @@ def test_each_round_anchors_a_workloads_profile_just_before_its_cases(
     bases = [paths["digits-mlp"], paths["synthetic-cifar-cnn"]]
     assert [base for _, base, _ in anchored] == bases * 2
     # a case runs on its round's anchored profile; its unanchored prediction uses the base one
-    assert order[1] == (digits, anchors / "digits-mlp-round0.json")
-    assert order[6] == (digits, anchors / "digits-mlp-round1.json")
+    assert order[2] == (digits, anchors / "digits-mlp-round0.json")
+    assert order[8] == (digits, anchors / "digits-mlp-round1.json")
     assert unanchored_from[:3] == [paths["digits-mlp"], paths["digits-mlp"],
                                    paths["synthetic-cifar-cnn"]]  # fmt: skip
     assert metas[0]["anchors"] == {
@@ -514,6 +541,49 @@ def test_rescore_with_a_catalog_figure_set_predicts_with_it_and_says_so(
     assert "compute_cores" not in platform["lambda"]  # the run's own record is untouched
 
 
+def test_rescore_predicts_each_run_on_its_rounds_catalog_and_sets_figures_on_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs that kept their round's catalog (the loop anchor's) are re-predicted each on its
+    own: a round whose round trip read 5 ms predicts its run's communication far slower than
+    one at 0.1 ms, the row is the median of its runs, and --set sets the figure on every
+    round's catalog (so both rounds then predict the same)."""
+    from tests.local_catalog import local_catalog_dict
+
+    _earlier_run(tmp_path, monkeypatch, bp.FIXED[4], 10.0)  # digits-mlp n=4 m=1024
+    platform = tmp_path / "predict-quick-platform"
+    (platform / "anchors").mkdir()
+    names = []
+    for k, rtt_s in enumerate((0.0001, 0.005)):
+        doc = local_catalog_dict()
+        doc["network"]["function_ps_rtt_s"]["value"] = rtt_s
+        names.append(f"anchors/local-round{k}.json")
+        (platform / names[-1]).write_text(json.dumps(doc))
+    data = json.loads((tmp_path / "predict-quick.json").read_text())
+    (row,) = data["rows"]
+    row["catalogs"] = [names[0], names[1], names[1]]
+    row["run_configurations"] = [{"n": 4, "memory_mb": 1024, "ps_count": 1,
+                                  "iterations": row["iterations"]}] * 3  # fmt: skip
+    row["predicted_totals_s"] = [1.0, 1.0, 1.0]
+    (tmp_path / "predict-quick.json").write_text(json.dumps(data))
+
+    def rescored(*settings: str) -> dict[str, Any]:
+        argv = ["--rescore", "--quick"] + [a for s in settings for a in ("--set", s)]
+        assert bp.main(argv) == 0
+        return json.loads((tmp_path / "predict-quick-rescored.json").read_text())["rows"][0]
+
+    fast, slow = (bp.predicted_terms(row, "digits-mlp", bp.load_catalog(platform / n))
+                  for n in names)  # fmt: skip
+    assert slow["communication"] > 5 * fast["communication"]
+    again = rescored()
+    assert again["predicted_totals_s"] == pytest.approx(
+        [fast["total"], slow["total"], slow["total"]]
+    )
+    assert again["terms"]["total"]["predicted_local_s"] == pytest.approx(slow["total"])
+    both = rescored("network.function_ps_rtt_s=0.001")["predicted_totals_s"]
+    assert both[0] == pytest.approx(both[1]) and fast["total"] < both[0] < slow["total"]
+
+
 def test_rescore_with_a_curve_set_predicts_on_its_points(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -664,7 +734,9 @@ def test_extra_rounds_run_only_the_cases_still_spread_then_stop(
     totals = {digits: iter([8.0, 12.0, 10.0, 10.0, 9.0, 11.0]), cnn: iter([10.0] * 6),
               planned: iter([10.0] * 6)}  # fmt: skip
 
-    def fake_measure(case: bp.Case, endpoint: object, out: Path, profile: Path | None) -> dict:
+    def fake_measure(
+        case: bp.Case, endpoint: object, out: Path, profile: Path | None, catalog: Path | None
+    ) -> dict:
         order.append((case.label, profile))
         (run,) = _runs_of([next(totals[case.label])])
         return {**run, "case": case.label, "planned": bool(case.tight), "met_deadline": None}
@@ -697,7 +769,9 @@ def test_no_extra_round_starts_once_the_extra_minutes_are_spent(
     cases, order, paths, metas = _fake_grid(tmp_path, monkeypatch)
     spread = iter([8.0, 12.0] * 10)
 
-    def fake_measure(case: bp.Case, endpoint: object, out: Path, profile: Path | None) -> dict:
+    def fake_measure(
+        case: bp.Case, endpoint: object, out: Path, profile: Path | None, catalog: Path | None
+    ) -> dict:
         order.append((case.label, profile))
         (run,) = _runs_of([next(spread)])
         return {**run, "case": case.label, "planned": bool(case.tight), "met_deadline": None}

@@ -1,0 +1,39 @@
+"""bench.predict's loop anchor on the real pieces: a round reads the catalog's loop figures
+through real PS shards (against a real S3 server) and writes the round's catalog."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import bench.predict as bp
+from emulator import calibrate
+from emulator.s3server import S3Endpoint
+from provisioner.catalog import load_catalog
+from tests.emulator.leftovers import survivors
+from tests.local_catalog import local_catalog_dict
+
+
+def test_a_rounds_loop_anchor_reads_real_shards_and_writes_a_catalog_that_loads(
+    tmp_path: Path, s3_endpoint: S3Endpoint
+) -> None:
+    start = tmp_path / "local.json"
+    start.write_text(json.dumps(local_catalog_dict()))
+    out = tmp_path / "anchors" / "local-round3.json"
+    assert bp.anchor_catalog(start, s3_endpoint, tmp_path / "work", out, 3) == out
+    catalog = load_catalog(out)
+    doc = json.loads(out.read_text())
+    for field in calibrate.LOOP_FIGURES:
+        figure = doc["network"][field]
+        assert figure["source"].startswith("round 3's anchor of bench.predict, ")
+        assert math.isfinite(figure["value"]) and figure["value"] >= 0, field
+    # a real exchange: a shard's request costs CPU, under 10 ms on any machine that runs one
+    assert 0 < catalog.ps_request_cpu_s < 0.01
+    assert 0 < catalog.exchange_cpu_fraction <= 1
+    kept = {f: doc["network"][f]["value"] for f in calibrate.LOOP_FIGURES}
+    assert bp.loop_figures_of(out) == kept
+    start_doc = json.loads(start.read_text())
+    assert doc["lambda"] == start_doc["lambda"]  # only the loop's figures move
+    # every shard stopped: their TMPDIR, the round's work folder, is in no live environment
+    assert survivors(f"TMPDIR={tmp_path / 'work'}", wait_s=5.0) == []

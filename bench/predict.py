@@ -405,8 +405,8 @@ def run_catalogs(
     row: dict[str, Any], platform: Path, settings: list[str], read: dict[str, Catalog]
 ) -> list[Catalog] | None:
     """Each run's catalog, its round's as the run kept it under `platform` (anchor_catalog),
-    with `settings` set (catalog_figures_set); None where the runs kept none (runs before
-    2026-11-27 17:00 UTC were predicted on the run's one catalog). `read` caches a round's."""
+    with `settings` set (catalog_figures_set); None where the runs kept none (grids before
+    2026-11-27 16:25 UTC were predicted on the run's one catalog). `read` caches a round's."""
     names = row.get("catalogs") or []
     if not names or not all((platform / f).exists() for f in names):
         return None

@@ -1100,16 +1100,16 @@ def main(argv: list[str] | None = None) -> int:
             """Round k over the cases `indices`: a workload's together, right after its anchor
             (in an extra round, only while the extra minutes last)."""
             round_catalog = None
-            if not args.no_anchor:
-                round_catalog = anchor_catalog(
-                    platform_dir / "local.json", endpoint, Path(tmp) / f"loop-{k}",
-                    platform_dir / "anchors" / f"local-round{k}.json", k,
-                )  # fmt: skip
-                loop_anchors.append(loop_figures_of(round_catalog))
             for w in workloads:
                 mine = [i for i in indices if cases[i].workload == w]
                 if not mine or (extra_until is not None and time.monotonic() > extra_until):
                     continue
+                if not args.no_anchor and round_catalog is None:  # before the round's first row
+                    round_catalog = anchor_catalog(
+                        platform_dir / "local.json", endpoint, Path(tmp) / f"loop-{k}",
+                        platform_dir / "anchors" / f"local-round{k}.json", k,
+                    )  # fmt: skip
+                    loop_anchors.append(loop_figures_of(round_catalog))
                 base = profiles[w]
                 profile = base
                 if not args.no_anchor:

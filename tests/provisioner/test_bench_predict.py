@@ -756,6 +756,8 @@ def test_extra_rounds_run_only_the_cases_still_spread_then_stop(
     assert labels == [digits, planned, cnn] * 2 + [digits] * 3  # only the spread case, to the cap
     anchors = tmp_path / "predict-quick-platform" / "anchors"
     assert anchored[-3:] == [anchors / f"digits-mlp-round{k}.json" for k in (2, 3, 4)]
+    # the catalog's loop is read once a round that runs a row, just before its first
+    assert len(metas[0]["loop_anchors"]) == 5
     rule = metas[0]["precision"]
     assert rule == {"median_error": 0.04, "max_repeats": 5, "extra_minutes": 30.0,
                     "runs": [5, 2, 2]}  # fmt: skip

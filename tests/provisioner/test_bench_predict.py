@@ -816,3 +816,43 @@ def test_a_reuse_run_keeps_the_catalog_and_profiles_it_took(
     assert kept == {"digits-mlp": tmp_path / "out" / "digits-mlp.json"}
     assert (tmp_path / "out" / "local.json").read_text() == '{"name": "local"}'
     assert kept["digits-mlp"].read_text() == '{"name": "digits-mlp"}'
+
+
+def test_a_run_on_its_rounds_catalog_is_planned_and_predicted_on_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """measure() with a round's catalog plans the case on it and holds the run's measurements
+    to that catalog's predictions (the emulator's report predicts on catalog/local.json): a
+    round trip of 5 ms predicts the digits exchange far slower than 0.1 ms, and accuracy
+    follows."""
+    from tests.local_catalog import local_catalog_dict
+
+    planned_on: list[Any] = []
+
+    def fake_run(plan: Any, options: Any, endpoint: object) -> None:
+        planned_on.append(plan)
+        rows = [{"term": t, "predicted_local_s": 1.0, "measured_s": 2.0, "predicted_s": 3.0}
+                for t in bp.TERMS]  # fmt: skip
+        options.out_dir.mkdir(parents=True)
+        (options.out_dir / "report.json").write_text(json.dumps({
+            "terms": rows, "invocations": {"per_worker": [1]},
+            "emulation": {"cpu_share": "held"}, "accuracy_local": {"total": 0.5},
+        }))  # fmt: skip
+
+    monkeypatch.setattr(bp, "run", fake_run)
+    case = bp.FIXED[0]  # digits-mlp n=1 m=1024
+    results = {}
+    for name, rtt_s in (("fast", 0.0001), ("slow", 0.005)):
+        doc = local_catalog_dict()
+        doc["network"]["function_ps_rtt_s"]["value"] = rtt_s
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc))
+        results[name] = bp.measure(case, None, tmp_path / name, None, path)
+        expected = bp.predicted_terms(results[name], case.workload, bp.load_catalog(path))
+        assert {t: v["predicted_local_s"] for t, v in results[name]["terms"].items()} == expected
+        assert results[name]["terms"]["total"]["measured_s"] == 2.0  # the run's, untouched
+        total = results[name]["accuracy_local"]["total"]
+        assert total == pytest.approx(1 - abs(expected["total"] - 2.0) / 2.0)
+        assert planned_on[-1].catalog == "local"
+    fast, slow = (results[n]["terms"]["communication"]["predicted_local_s"] for n in results)
+    assert slow > 5 * fast

@@ -85,13 +85,18 @@ from pathlib import Path
 from typing import Any
 
 from emulator import cpu
-from emulator.calibrate import LOOP_FIGURES, here_today, loop_anchored, measure_loop_now
+from emulator.calibrate import (
+    LOOP_FIGURES,
+    here_today,
+    loop_anchored,
+    measure_loop_now,
+    write_catalog,
+)
 from emulator.orchestrator import Options, run
 from emulator.profile import ANCHOR_WEIGHT, anchored_profile, write_anchored
 from emulator.s3server import weed_server
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.catalog import Catalog, catalog_from_dict, curve_points
-from provisioner.files import write_text_atomically
 from provisioner.planner import RunRules, build_plan, predict_run
 from provisioner.profile import WorkloadProfile, profile_from_dict
 from provisioner.search import fastest_cell, solve_deadline
@@ -952,19 +957,14 @@ def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, d
 def anchor_catalog(start: Path, endpoint: Any, work: Path, out: Path, k: int) -> Path:
     """Read the catalog's loop figures now (emulator.calibrate.measure_loop_now: the round trip,
     the client's CPU share, the shard's CPU per exchange) and write the catalog `start` with
-    them at `out`, round k's catalog; its path."""
+    them at `out` (checked that it loads, whole or not at all), round k's catalog; its path."""
     doc = json.loads(start.read_text())
     work.mkdir(parents=True, exist_ok=True)
     figures = measure_loop_now(endpoint, work, float(doc["network"]["function_ps_mb_s"]["value"]))
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(
-        out,
-        json.dumps(
-            loop_anchored(doc, figures, f"round {k}'s anchor of bench.predict, {when}",
-                          here_today()), indent=2,
-        ) + "\n",
-    )  # fmt: skip
+    read = f"round {k}'s anchor of bench.predict, {when}"
+    write_catalog(loop_anchored(doc, figures, read, here_today()), out)
     return out
 
 

@@ -853,15 +853,14 @@ def runs_text(ceiling: dict[str, Any]) -> str:
 
 
 def loop_anchors_text(rounds: list[dict[str, float]]) -> str:
-    """Each loop figure's readings per round (anchor_catalog), in ms or as a share."""
+    """Each loop figure's readings per round (anchor_catalog), seconds in ms, a share as is."""
     parts = []
-    for field, unit in (("function_ps_rtt_s", "ms"), ("exchange_cpu_fraction", ""),
-                        ("ps_request_cpu_s", "ms")):  # fmt: skip
+    for field in LOOP_FIGURES:
         values = [r[field] for r in rounds if field in r]
-        if values:
-            scale = 1e3 if unit else 1.0
-            shown = ", ".join(f"{v * scale:.3f}" for v in values)
-            parts.append(f"{field} {shown}{' ' + unit if unit else ''}")
+        if values and field.endswith("_s"):
+            parts.append(f"{field} {', '.join(f'{v * 1e3:.3f}' for v in values)} ms")
+        elif values:
+            parts.append(f"{field} {', '.join(f'{v:.3f}' for v in values)}")
     return "; ".join(parts)
 
 

@@ -856,3 +856,14 @@ def test_a_run_on_its_rounds_catalog_is_planned_and_predicted_on_it(
         assert planned_on[-1].catalog == "local"
     fast, slow = (results[n]["terms"]["communication"]["predicted_local_s"] for n in results)
     assert slow > 5 * fast
+
+
+def test_loop_anchors_read_per_round_in_ms_and_the_share_as_is() -> None:
+    rounds = [
+        {"function_ps_rtt_s": 9.4e-05, "exchange_cpu_fraction": 0.42, "ps_request_cpu_s": 2e-4},
+        {"function_ps_rtt_s": 7.5e-05, "exchange_cpu_fraction": 0.39},
+    ]
+    assert bp.loop_anchors_text(rounds) == (
+        "function_ps_rtt_s 0.094, 0.075 ms; exchange_cpu_fraction 0.420, 0.390; "
+        "ps_request_cpu_s 0.200 ms"
+    )

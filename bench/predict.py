@@ -50,8 +50,11 @@ The catalog's loop figures drift too (the shard's CPU per exchange read 0.17-0.5
 machine hours apart, 2026-11-27, and the grids fit best 0.2-0.5 ms), so every round first reads
 them again (emulator.calibrate.measure_loop_now: the round trip, the client's CPU share of an
 exchange, the shard's CPU per exchange, each the median of three fresh shards' 1,000 exchanges)
-and plans and predicts its rows on the catalog with them (anchor_catalog; kept as
-<name>-platform/anchors/local-round<k>.json, which --rescore reads per run).
+and the load's CPU-bound part (emulator.calibrate.measure_load_now: five fresh runners' first
+load of a tiny dataset at 1 vCPU; it read 0.31 s at calibration and the grids' loads fit
+0.20-0.25 s hours later), and plans and predicts its rows on the catalog with them
+(anchor_catalog; kept as <name>-platform/anchors/local-round<k>.json, which --rescore reads per
+run).
 The table also gives the accuracy of the same runs predicted from the start-of-run profiles and
 catalog, so what the anchors changed is measured, not asserted. `--no-anchor` runs without them.
 Writes bench/results/predict.{json,md,png} (`--quick`, `--only W`: predict-quick.*, predict-W.*).
@@ -88,7 +91,9 @@ from emulator import cpu
 from emulator.calibrate import (
     LOOP_FIGURES,
     here_today,
+    load_anchored,
     loop_anchored,
+    measure_load_now,
     measure_loop_now,
     write_catalog,
 )
@@ -808,7 +813,8 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
             "",
             "Loop anchors: in every round, before its rows, the catalog's round trip, the "
             "client's CPU share of an exchange and the shard's CPU per exchange were read again "
-            "(emulator.calibrate.measure_loop_now) and the round's rows planned and predicted on "
+            "(emulator.calibrate.measure_loop_now), from 2026-11-27 19:50 UTC also the load's "
+            "CPU-bound part (measure_load_now), and the round's rows planned and predicted on "
             f"the catalog with them (<name>-platform/anchors/local-round<k>.json): "
             f"{loop_anchors_text(meta['loop_anchors'])}.",
         ]
@@ -853,9 +859,10 @@ def runs_text(ceiling: dict[str, Any]) -> str:
 
 
 def loop_anchors_text(rounds: list[dict[str, float]]) -> str:
-    """Each loop figure's readings per round (anchor_catalog), seconds in ms, a share as is."""
+    """Each anchored catalog figure's readings per round (anchor_catalog), seconds in ms, a
+    share as is."""
     parts = []
-    for field in LOOP_FIGURES:
+    for field in ANCHORED_FIGURES:
         values = [r[field] for r in rounds if field in r]
         if values and field.endswith("_s"):
             parts.append(f"{field} {', '.join(f'{v * 1e3:.3f}' for v in values)} ms")
@@ -955,22 +962,34 @@ def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, d
 
 def anchor_catalog(start: Path, endpoint: Any, work: Path, out: Path, k: int) -> Path:
     """Read the catalog's loop figures now (emulator.calibrate.measure_loop_now: the round trip,
-    the client's CPU share, the shard's CPU per exchange) and write the catalog `start` with
-    them at `out` (checked that it loads, whole or not at all), round k's catalog; its path."""
+    the client's CPU share, the shard's CPU per exchange) and the load's CPU-bound part
+    (measure_load_now), and write the catalog `start` with them at `out` (checked that it
+    loads, whole or not at all), round k's catalog; its path."""
     doc = json.loads(start.read_text())
     work.mkdir(parents=True, exist_ok=True)
     figures = measure_loop_now(endpoint, work, float(doc["network"]["function_ps_mb_s"]["value"]))
+    load_cpu_s = measure_load_now(endpoint, work / "load", f"anchor-load-round{k}")
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     out.parent.mkdir(parents=True, exist_ok=True)
     read = f"round {k}'s anchor of bench.predict, {when}"
-    write_catalog(loop_anchored(doc, figures, read, here_today()), out)
+    where = here_today()
+    anchored = load_anchored(loop_anchored(doc, figures, read, where), load_cpu_s, read, where)
+    write_catalog(anchored, out)
     return out
 
 
-def loop_figures_of(catalog_path: Path) -> dict[str, float]:
-    """The loop figures a round's catalog holds (anchor_catalog), as the results' meta keeps."""
-    network = json.loads(catalog_path.read_text())["network"]
-    return {f: network[f]["value"] for f in LOOP_FIGURES if f in network}
+# What anchor_catalog reads again each round, as the results' meta keeps it (the section of
+# the catalog each is in: anchored_figures_of).
+ANCHORED_FIGURES = (*LOOP_FIGURES, "load_cpu_s")
+
+
+def anchored_figures_of(catalog_path: Path) -> dict[str, float]:
+    """The anchored figures a round's catalog holds (anchor_catalog), as the results' meta
+    keeps them."""
+    doc = json.loads(catalog_path.read_text())
+    sections = {f: "network" for f in LOOP_FIGURES} | {"load_cpu_s": "lambda"}
+    held = {f: doc.get(sections[f], {}).get(f) for f in ANCHORED_FIGURES}
+    return {f: figure["value"] for f, figure in held.items() if figure is not None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1108,7 +1127,7 @@ def main(argv: list[str] | None = None) -> int:
                         platform_dir / "local.json", endpoint, Path(tmp) / f"loop-{k}",
                         platform_dir / "anchors" / f"local-round{k}.json", k,
                     )  # fmt: skip
-                    loop_anchors.append(loop_figures_of(round_catalog))
+                    loop_anchors.append(anchored_figures_of(round_catalog))
                 base = profiles[w]
                 profile = base
                 if not args.no_anchor:

@@ -81,6 +81,9 @@ LOOP_UNITS = {
     "ps_request_cpu_s": "CPU s per push+pull",
 }
 LOOP_FIGURES = tuple(LOOP_UNITS)
+# Fresh runners behind load_cpu_s: each first load is one reading of a CPU-bound few tenths of
+# a second, and five keep a round's anchor to about 15 s.
+LOAD_RUNNERS = 5
 ROUND_TRIP_GAP_S = 0.001  # busy work before each of them: a short training step
 PS_CLIENTS = (1, 2, 4)
 S3_SIZES_MB = (0.064, 1.0, 8.0, 32.0)
@@ -420,6 +423,37 @@ def measure_loop_now(endpoint: S3Endpoint, work: Path, mb_s: float) -> dict[str,
     return loop_figures(reading, PS_SIZES_MB[0], mb_s)
 
 
+def load_method(runners: int = LOAD_RUNNERS) -> str:
+    """How measure_load reads the load's CPU-bound part: the text a figure's source quotes."""
+    return (
+        "median first load in a fresh runner of a one-shard dataset of 32 samples "
+        "(S3 client, manifest, shard, np.load) through emulator.startup_probe, at 1 vCPU "
+        f"where a CPU group holds it, {runners} runners"
+    )
+
+
+def measure_load_now(endpoint: S3Endpoint, work: Path, bucket: str) -> float:
+    """measure_load taken now against the S3 server at `endpoint` (into the new `bucket`), its
+    runners stopped and its CPU group gone on return: a round's anchor of load_cpu_s."""
+    with contextlib.ExitStack() as stack:
+        supervisor = stack.enter_context(Supervisor().guard())
+        env = child_env(endpoint, secrets.token_hex(16), tmp_dir=work)
+        limiter = stack.enter_context(cpu.CpuLimiter(f"lambda-dnn-anchor-load-{os.getpid()}"))
+        placement = limiter.place("load", 1.0)  # a no-op where no CPU group can be held
+        return measure_load(supervisor, env, endpoint, work, LOAD_RUNNERS, placement, bucket)
+
+
+def load_anchored(
+    doc: dict[str, Any], load_cpu_s: float, read: str, where: Provenance
+) -> dict[str, Any]:
+    """A copy of the catalog document `doc` with lambda.load_cpu_s set to `load_cpu_s` as
+    `read` (e.g. "round 3's anchor of bench.predict, 2026-11-27 17:40 UTC") `where`."""
+    out = copy.deepcopy(doc)
+    source = f"{read}: {load_method()}"
+    out["lambda"]["load_cpu_s"] = _fig(round(load_cpu_s, 4), "s", source, where, "measured")
+    return out
+
+
 def measure_ps(
     supervisor: Supervisor,
     env: dict[str, str],
@@ -655,12 +689,14 @@ def measure_load(
     work: Path,
     repeats: int,
     placement: cpu.Placement | None = None,
+    bucket: str = "calibrate-load",
 ) -> float:
     """Median seconds of the worker's load of a tiny one-shard dataset (S3 client, manifest,
     shard, np.load: the CPU-bound part, bytes ~0), each the first load of a fresh runner, held
     to 1 vCPU where `placement` holds it, as a worker's load runs at its memory's share (the
-    model divides the figure by that share: provisioner.model.load_overhead_s)."""
-    bucket, prefix = "calibrate-load", "tiny"
+    model divides the figure by that share: provisioner.model.load_overhead_s). The dataset
+    goes to a new `bucket`."""
+    prefix = "tiny"
     client = s3_client_for(endpoint)
     client.create_bucket(Bucket=bucket)
     datasets.write_shards(client, "synthetic-cifar:32", 1, bucket, prefix, seed=0)
@@ -738,8 +774,9 @@ def measure(quick: bool, work: Path) -> Measurements:
         # a no-op placement where no CPU group can be held (the figure is then unthrottled)
         limiter = stack.enter_context(cpu.CpuLimiter(f"lambda-dnn-calibrate-load-{os.getpid()}"))
         load_s = measure_load(
-            supervisor, env, endpoint, work / "load", min(repeats, 5), limiter.place("load", 1.0)
-        )
+            supervisor, env, endpoint, work / "load", min(repeats, LOAD_RUNNERS),
+            limiter.place("load", 1.0),
+        )  # fmt: skip
     return Measurements(
         cores=cores,
         total_vcpu=cpu.WORKER_CORE_FRACTION * cores,
@@ -896,13 +933,7 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
             "s",
             f"median second invocation in the same runner, {m.repeats} repeats",
         ),
-        "load_cpu_s": measured(
-            round(m.load_cpu_s, 4),
-            "s",
-            "median first load in a fresh runner of a one-shard dataset of 32 samples "
-            "(S3 client, manifest, shard, np.load) through emulator.startup_probe, at 1 vCPU "
-            f"where a CPU group holds it, {min(m.repeats, 5)} runners",
-        ),
+        "load_cpu_s": measured(round(m.load_cpu_s, 4), "s", load_method(min(m.repeats, 5))),
         "safety_margin_s": policy(
             default_safety_margin_s(INVOCATION_TIMEOUT_S),
             "s",

@@ -1,5 +1,6 @@
-"""bench.predict's loop anchor on the real pieces: a round reads the catalog's loop figures
-through real PS shards (against a real S3 server) and writes the round's catalog."""
+"""bench.predict's catalog anchor on the real pieces: a round reads the catalog's loop figures
+through real PS shards and the load's CPU-bound part through real runners (against a real S3
+server) and writes the round's catalog."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tests.emulator.leftovers import survivors
 from tests.local_catalog import local_catalog_dict
 
 
-def test_a_rounds_loop_anchor_reads_real_shards_and_writes_a_catalog_that_loads(
+def test_a_rounds_anchor_reads_real_shards_and_loads_and_writes_a_catalog_that_loads(
     tmp_path: Path, s3_endpoint: S3Endpoint
 ) -> None:
     start = tmp_path / "local.json"
@@ -31,9 +32,20 @@ def test_a_rounds_loop_anchor_reads_real_shards_and_writes_a_catalog_that_loads(
     # a real exchange: a shard's request costs CPU, under 10 ms on any machine that runs one
     assert 0 < catalog.ps_request_cpu_s < 0.01
     assert 0 < catalog.exchange_cpu_fraction <= 1
+    load = doc["lambda"]["load_cpu_s"]
+    assert load["source"].startswith("round 3's anchor of bench.predict, ")
+    # a real first load (S3 client, two GETs, np.load): CPU-bound tenths of a second, not 0
+    assert 0 < catalog.load_cpu_s < 30
     kept = {f: doc["network"][f]["value"] for f in calibrate.LOOP_FIGURES}
-    assert bp.loop_figures_of(out) == kept
+    assert bp.anchored_figures_of(out) == {**kept, "load_cpu_s": load["value"]}
     start_doc = json.loads(start.read_text())
-    assert doc["lambda"] == start_doc["lambda"]  # only the loop's figures move
-    # every shard stopped: their TMPDIR, the round's work folder, is in no live environment
+    for section in ("lambda", "network"):  # only the anchored figures move
+        for field, figure in start_doc[section].items():
+            if field not in bp.ANCHORED_FIGURES:
+                assert doc[section][field] == figure, f"{section}.{field}"
+    assert {k: v for k, v in doc.items() if k not in ("lambda", "network")} == {
+        k: v for k, v in start_doc.items() if k not in ("lambda", "network")
+    }
+    # every shard and runner stopped: their TMPDIR, under the round's work folder, is in no
+    # live environment
     assert survivors(f"TMPDIR={tmp_path / 'work'}", wait_s=5.0) == []

@@ -867,3 +867,10 @@ def test_loop_anchors_read_per_round_in_ms_and_the_share_as_is() -> None:
         "function_ps_rtt_s 0.094, 0.075 ms; exchange_cpu_fraction 0.420, 0.390; "
         "ps_request_cpu_s 0.200 ms"
     )
+
+
+def test_the_loads_anchor_reads_in_ms_after_the_loops() -> None:
+    rounds = [{"exchange_cpu_fraction": 0.42, "load_cpu_s": 0.241}, {"load_cpu_s": 0.2}]
+    assert bp.loop_anchors_text(rounds) == (
+        "exchange_cpu_fraction 0.420; load_cpu_s 241.000, 200.000 ms"
+    )

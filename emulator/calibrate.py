@@ -52,7 +52,12 @@ from emulator import init_cores as init_runs
 from emulator import slack as slack_runs
 from emulator.invocation import Outcome, poll, start_environment, submit
 from emulator.naming import SECRET_ENV
-from emulator.orchestrator import POLL_INTERVAL_S, child_env, default_safety_margin_s
+from emulator.orchestrator import (
+    POLL_INTERVAL_S,
+    child_env,
+    create_buckets,
+    default_safety_margin_s,
+)
 from emulator.procs import Interrupted, Supervisor, wait_for_log_line
 from emulator.report import s3_client_for
 from emulator.s3server import S3Endpoint, s3_server
@@ -433,7 +438,7 @@ def load_method(runners: int = LOAD_RUNNERS) -> str:
 
 
 def measure_load_now(endpoint: S3Endpoint, work: Path, bucket: str) -> float:
-    """measure_load taken now against the S3 server at `endpoint` (into the new `bucket`), its
+    """measure_load taken now against the S3 server at `endpoint` (into `bucket`), its
     runners stopped and its CPU group gone on return: a round's anchor of load_cpu_s."""
     with contextlib.ExitStack() as stack:
         supervisor = stack.enter_context(Supervisor().guard())
@@ -695,10 +700,11 @@ def measure_load(
     shard, np.load: the CPU-bound part, bytes ~0), each the first load of a fresh runner, held
     to 1 vCPU where `placement` holds it, as a worker's load runs at its memory's share (the
     model divides the figure by that share: provisioner.model.load_overhead_s). The dataset
-    goes to a new `bucket`."""
+    goes to `bucket`, created where it is not there yet (a benchmark's rounds share one: weed
+    failed a PUT into a fifth new bucket among a grid's 48 with InternalError, 2026-11-27)."""
     prefix = "tiny"
+    create_buckets(endpoint, [bucket])
     client = s3_client_for(endpoint)
-    client.create_bucket(Bucket=bucket)
     datasets.write_shards(client, "synthetic-cifar:32", 1, bucket, prefix, seed=0)
     samples = []
     for k in range(repeats):

@@ -46,6 +46,10 @@ def test_a_rounds_anchor_reads_real_shards_and_loads_and_writes_a_catalog_that_l
     assert {k: v for k, v in doc.items() if k not in ("lambda", "network")} == {
         k: v for k, v in start_doc.items() if k not in ("lambda", "network")
     }
+    # the next round reads again on the same server, into the same bucket
+    again = bp.anchor_catalog(start, s3_endpoint, tmp_path / "work", out.with_name("r4.json"), 4)
+    assert load_catalog(again).load_cpu_s > 0
+    assert json.loads(again.read_text())["lambda"]["load_cpu_s"]["source"].startswith("round 4")
     # every shard and runner stopped: their TMPDIR, under the round's work folder, is in no
     # live environment
     assert survivors(f"TMPDIR={tmp_path / 'work'}", wait_s=5.0) == []

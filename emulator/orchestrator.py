@@ -94,6 +94,9 @@ class Options:
     # The plan's profile (a name in profiles/ or a path) for the report's predictions; default:
     # the plan's workload name (a profile written elsewhere, e.g. a user's, needs its path).
     workload: str | None = None
+    # The catalog the report predicts this machine on (a name in catalog/ or a path): a
+    # benchmark round that read some of its figures again (bench.predict) passes its own.
+    local_catalog: str = LOCAL_CATALOG
 
 
 @dataclass

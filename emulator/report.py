@@ -573,14 +573,15 @@ def mirror_prefix(s3: Any, bucket: str, prefix: str, local_dir: Path) -> list[st
 
 
 def finish_report(record: RunRecord, endpoint: S3Endpoint) -> dict[str, Any]:
-    """Evaluate, write report.json + loss.png locally and to the artifacts bucket, print."""
+    """Evaluate, write report.json + loss.png locally and to the artifacts bucket, print; the
+    local columns predicted on the run's Options.local_catalog."""
 
     s3 = s3_client_for(endpoint)
     try:
         accuracy = evaluate(record, s3)
     except Exception as err:  # noqa: BLE001 - a failed evaluation is reported, not fatal
         accuracy = {"accuracy": None, "error": f"{type(err).__name__}: {err}"}
-    report = build_report(record, accuracy)
+    report = build_report(record, accuracy, record.options.local_catalog)
     out = record.out_dir
     bucket = record.buckets["artifacts"]
     prefix = f"{record.plan.job}/emulator"

@@ -25,6 +25,7 @@ import pytest
 from emulator import cpu
 from emulator.orchestrator import EmulatorError, Options, run
 from emulator.procs import pid_alive
+from emulator.report import predict_local
 from emulator.s3server import S3Endpoint
 from provisioner.plan import Plan
 from tests.emulator.fake_handlers import CRASH_POINTS
@@ -34,6 +35,7 @@ from tests.emulator.plans import (
     planned_digits_s3,
     with_iterations,
 )
+from tests.local_catalog import local_catalog_dict
 
 ITERATIONS = 2400
 PER_INVOCATION = 900  # every worker re-invokes at 900 and 1800: three links, at any speed
@@ -42,6 +44,9 @@ PER_INVOCATION = 900  # every worker re-invokes at 900 and 1800: three links, at
 def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) -> None:
     plan = with_iterations(planned_digits("emu-e2e"), ITERATIONS)
     assert plan.n_workers >= 2
+    catalog = tmp_path / "catalogs" / "here.json"  # this machine's, as a bench round hands one
+    catalog.parent.mkdir()
+    catalog.write_text(json.dumps({**local_catalog_dict(), "name": "here-round-0"}))
     record = run(
         plan,
         Options(
@@ -49,11 +54,18 @@ def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) 
             iterations_per_invocation=PER_INVOCATION,
             out_dir=tmp_path,
             quiet=True,
+            local_catalog=str(catalog),
         ),
         endpoint=s3_endpoint,
     )
 
     report = json.loads((tmp_path / "report.json").read_text())
+    # predicted here on the catalog the run was handed, every term beside its measurement
+    assert report["predictions"]["local"].startswith("here-round-0: ")
+    local_plan, _ = predict_local(record, str(catalog))
+    assert local_plan is not None
+    rows = {row["term"]: row for row in report["terms"]}
+    assert rows["total"]["predicted_local_s"] == local_plan.prediction.total_s
     assert report["iterations"]["planned"] == report["iterations"]["completed"] == ITERATIONS
     # The report names how the share was held (v1 here, v2 on unified hosts) or why it was not.
     assert re.match(

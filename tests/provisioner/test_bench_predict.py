@@ -821,23 +821,35 @@ def test_a_reuse_run_keeps_the_catalog_and_profiles_it_took(
 def test_a_run_on_its_rounds_catalog_is_planned_and_predicted_on_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """measure() with a round's catalog plans the case on it and holds the run's measurements
-    to that catalog's predictions (the emulator's report predicts on catalog/local.json): a
-    round trip of 5 ms predicts the digits exchange far slower than 0.1 ms, and accuracy
-    follows."""
+    """measure() with a round's catalog plans the case on it and hands it to the run, whose
+    report (the real emulator.report.build_report) predicts every term on it: the row holds the
+    run's measurements to the same figures --rescore predicts with (predicted_terms). A round
+    trip of 5 ms predicts the digits exchange far slower than 0.1 ms, and accuracy follows."""
+    from emulator.orchestrator import RunRecord, WorkerState
+    from emulator.report import build_report
+    from tests.functions.test_terms import link_result
     from tests.local_catalog import local_catalog_dict
 
     planned_on: list[Any] = []
 
     def fake_run(plan: Any, options: Any, endpoint: object) -> None:
-        planned_on.append(plan)
-        rows = [{"term": t, "predicted_local_s": 1.0, "measured_s": 2.0, "predicted_s": 3.0}
-                for t in bp.TERMS]  # fmt: skip
+        """The run's report as the emulator builds it, on made-up links of 2 s in all."""
+        planned_on.append((plan, options.local_catalog))
+        workers = [WorkerState(rank=r, event={}) for r in range(plan.n_workers)]
+        for worker in workers:
+            worker.links = [link_result([[0, 2.0]], load_s=0.5, compute_s=1.0,
+                                        communication_s=0.2, startup_s=0.3)]  # fmt: skip
+        cores = plan.memory_mb / bp.load_catalog(options.local_catalog).mb_per_vcpu
+        record = RunRecord(
+            plan=plan, options=options, cpu_scale=1.0, cpu_status="test", worker_cores=cores,
+            s3_kind="none", s3_url="-", buckets={}, prepare_s=0.0, ps_start_s=0.0,
+            train_wall_s=2.0, finalize_s=0.0, workers=workers, finalize_result={},
+            out_dir=options.out_dir, throttled_s={}, child_pids=[],
+        )  # fmt: skip
+        report = build_report(record, None, options.local_catalog)
+        report["emulation"] = {"cpu_share": "held"}
         options.out_dir.mkdir(parents=True)
-        (options.out_dir / "report.json").write_text(json.dumps({
-            "terms": rows, "invocations": {"per_worker": [1]},
-            "emulation": {"cpu_share": "held"}, "accuracy_local": {"total": 0.5},
-        }))  # fmt: skip
+        (options.out_dir / "report.json").write_text(json.dumps(report, default=str))
 
     monkeypatch.setattr(bp, "run", fake_run)
     case = bp.FIXED[0]  # digits-mlp n=1 m=1024
@@ -853,9 +865,28 @@ def test_a_run_on_its_rounds_catalog_is_planned_and_predicted_on_it(
         assert results[name]["terms"]["total"]["measured_s"] == 2.0  # the run's, untouched
         total = results[name]["accuracy_local"]["total"]
         assert total == pytest.approx(1 - abs(expected["total"] - 2.0) / 2.0)
-        assert planned_on[-1].catalog == "local"
+        assert planned_on[-1][0].catalog == "local"
+        assert planned_on[-1][1] == str(path)  # the report predicted on the round's catalog
     fast, slow = (results[n]["terms"]["communication"]["predicted_local_s"] for n in results)
     assert slow > 5 * fast
+
+
+def test_a_run_without_a_rounds_catalog_is_predicted_on_catalog_local(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a round's catalog (--no-anchor) the run's report predicts on catalog/local.json,
+    as every emulator run's does."""
+    handed: list[str] = []
+
+    def fake_run(plan: Any, options: Any, endpoint: object) -> None:
+        handed.append(options.local_catalog)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(bp, "run", fake_run)
+    monkeypatch.setattr(bp, "plan_of", lambda case, profile, catalog: None)
+    with pytest.raises(RuntimeError, match="stop here"):
+        bp.measure(bp.FIXED[0], None, tmp_path / "run", None, None)
+    assert handed == ["local"]
 
 
 def test_loop_anchors_read_per_round_in_ms_and_the_share_as_is() -> None:

@@ -412,10 +412,22 @@ def loop_anchored(
 ) -> dict[str, Any]:
     """A copy of the catalog document `doc` with the network's loop `figures` (loop_figures) set
     as `read` (e.g. "round 3's anchor of bench.predict, 2026-11-27 17:40 UTC") `where`."""
+    held = {f: (round(v, 6), LOOP_UNITS[f]) for f, v in figures.items()}
+    return _measured_in(doc, "network", held, f"{read}: {loop_method()}", where)
+
+
+def _measured_in(
+    doc: dict[str, Any],
+    section: str,
+    figures: dict[str, tuple[float, str]],
+    source: str,
+    where: Provenance,
+) -> dict[str, Any]:
+    """A copy of the catalog document `doc` with each of `figures` (field: value and unit) set
+    in `section` as measured by `source` `where`: a round's anchor of some of its figures."""
     out = copy.deepcopy(doc)
-    for field, value in figures.items():
-        source = f"{read}: {loop_method()}"
-        out["network"][field] = _fig(round(value, 6), LOOP_UNITS[field], source, where, "measured")
+    for field, (value, unit) in figures.items():
+        out[section][field] = _fig(value, unit, source, where, "measured")
     return out
 
 
@@ -453,10 +465,8 @@ def load_anchored(
 ) -> dict[str, Any]:
     """A copy of the catalog document `doc` with lambda.load_cpu_s set to `load_cpu_s` as
     `read` (e.g. "round 3's anchor of bench.predict, 2026-11-27 17:40 UTC") `where`."""
-    out = copy.deepcopy(doc)
-    source = f"{read}: {load_method()}"
-    out["lambda"]["load_cpu_s"] = _fig(round(load_cpu_s, 4), "s", source, where, "measured")
-    return out
+    held = {"load_cpu_s": (round(load_cpu_s, 4), "s")}
+    return _measured_in(doc, "lambda", held, f"{read}: {load_method()}", where)
 
 
 def measure_ps(
@@ -700,8 +710,9 @@ def measure_load(
     shard, np.load: the CPU-bound part, bytes ~0), each the first load of a fresh runner, held
     to 1 vCPU where `placement` holds it, as a worker's load runs at its memory's share (the
     model divides the figure by that share: provisioner.model.load_overhead_s). The dataset
-    goes to `bucket`, created where it is not there yet (a benchmark's rounds share one: weed
-    failed a PUT into a fifth new bucket among a grid's 48 with InternalError, 2026-11-27)."""
+    goes to `bucket`, created where it is not there yet (a benchmark's rounds share one: with a
+    new bucket a round, beside the cases' own, weed failed the fifth one's first PUT with
+    InternalError, 2026-11-27)."""
     prefix = "tiny"
     create_buckets(endpoint, [bucket])
     client = s3_client_for(endpoint)

@@ -808,9 +808,9 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], name: str = 
             "",
             "Loop anchors: in every round, before its rows, the catalog's round trip, the "
             "client's CPU share of an exchange and the shard's CPU per exchange were read again "
-            "(emulator.calibrate.measure_loop_now), from 2026-11-27 19:50 UTC also the load's "
-            "CPU-bound part (measure_load_now), and the round's rows planned and predicted on "
-            f"the catalog with them (<name>-platform/anchors/local-round<k>.json): "
+            "(emulator.calibrate.measure_loop_now), in grids from 2026-11-27 19:16 UTC also "
+            "the load's CPU-bound part (measure_load_now), and the round's rows planned and "
+            f"predicted on the catalog with them (<name>-platform/anchors/local-round<k>.json): "
             f"{loop_anchors_text(meta['loop_anchors'])}.",
         ]
     lines += [
@@ -955,8 +955,8 @@ def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, d
     return out, dict(moved["anchor"]["speed_factor_by_share"])
 
 
-# One bucket for every round's load anchor: a new bucket a round is a new weed collection, and
-# the fifth of them (beside the cases' 48) failed its first PUT (2026-11-27 20:17 UTC).
+# One bucket for every round's load anchor: with a new bucket a round (each a new weed
+# collection, beside the cases' own), the fifth one's first PUT failed (2026-11-27 20:17 UTC).
 LOAD_ANCHOR_BUCKET = "bench-load-anchor"
 
 

@@ -978,17 +978,16 @@ def anchor_catalog(start: Path, endpoint: Any, work: Path, out: Path, k: int) ->
     return out
 
 
-# What anchor_catalog reads again each round, as the results' meta keeps it (the section of
-# the catalog each is in: anchored_figures_of).
-ANCHORED_FIGURES = (*LOOP_FIGURES, "load_cpu_s")
+# What anchor_catalog reads again each round, as the results' meta keeps it, and the section of
+# the catalog each is in.
+ANCHORED_FIGURES = {**{f: "network" for f in LOOP_FIGURES}, "load_cpu_s": "lambda"}
 
 
 def anchored_figures_of(catalog_path: Path) -> dict[str, float]:
     """The anchored figures a round's catalog holds (anchor_catalog), as the results' meta
     keeps them."""
     doc = json.loads(catalog_path.read_text())
-    sections = {f: "network" for f in LOOP_FIGURES} | {"load_cpu_s": "lambda"}
-    held = {f: doc.get(sections[f], {}).get(f) for f in ANCHORED_FIGURES}
+    held = {f: doc.get(section, {}).get(f) for f, section in ANCHORED_FIGURES.items()}
     return {f: figure["value"] for f, figure in held.items() if figure is not None}
 
 

@@ -950,7 +950,9 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
             "s",
             f"median second invocation in the same runner, {m.repeats} repeats",
         ),
-        "load_cpu_s": measured(round(m.load_cpu_s, 4), "s", load_method(min(m.repeats, 5))),
+        "load_cpu_s": measured(
+            round(m.load_cpu_s, 4), "s", load_method(min(m.repeats, LOAD_RUNNERS))
+        ),
         "safety_margin_s": policy(
             default_safety_margin_s(INVOCATION_TIMEOUT_S),
             "s",

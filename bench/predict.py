@@ -955,11 +955,6 @@ def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, d
     return out, dict(moved["anchor"]["speed_factor_by_share"])
 
 
-# One bucket for every round's load anchor: with a new bucket a round (each a new weed
-# collection, beside the cases' own), the fifth one's first PUT failed (2026-11-27 20:17 UTC).
-LOAD_ANCHOR_BUCKET = "bench-load-anchor"
-
-
 def anchor_catalog(start: Path, endpoint: Any, work: Path, out: Path, k: int) -> Path:
     """Read the catalog's loop figures now (emulator.calibrate.measure_loop_now: the round trip,
     the client's CPU share, the shard's CPU per exchange) and the load's CPU-bound part
@@ -968,7 +963,7 @@ def anchor_catalog(start: Path, endpoint: Any, work: Path, out: Path, k: int) ->
     doc = json.loads(start.read_text())
     work.mkdir(parents=True, exist_ok=True)
     figures = measure_loop_now(endpoint, work, float(doc["network"]["function_ps_mb_s"]["value"]))
-    load_cpu_s = measure_load_now(endpoint, work / "load", LOAD_ANCHOR_BUCKET)
+    load_cpu_s = measure_load_now(endpoint, work / "load")
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     out.parent.mkdir(parents=True, exist_ok=True)
     read = f"round {k}'s anchor of bench.predict, {when}"

@@ -449,15 +449,15 @@ def load_method(runners: int = LOAD_RUNNERS) -> str:
     )
 
 
-def measure_load_now(endpoint: S3Endpoint, work: Path, bucket: str) -> float:
-    """measure_load taken now against the S3 server at `endpoint` (into `bucket`), its
+def measure_load_now(endpoint: S3Endpoint, work: Path) -> float:
+    """measure_load taken now against the S3 server at `endpoint`, its
     runners stopped and its CPU group gone on return: a round's anchor of load_cpu_s."""
     with contextlib.ExitStack() as stack:
         supervisor = stack.enter_context(Supervisor().guard())
         env = child_env(endpoint, secrets.token_hex(16), tmp_dir=work)
         limiter = stack.enter_context(cpu.CpuLimiter(f"lambda-dnn-anchor-load-{os.getpid()}"))
         placement = limiter.place("load", 1.0)  # a no-op where no CPU group can be held
-        return measure_load(supervisor, env, endpoint, work, LOAD_RUNNERS, placement, bucket)
+        return measure_load(supervisor, env, endpoint, work, LOAD_RUNNERS, placement)
 
 
 def load_anchored(
@@ -704,16 +704,15 @@ def measure_load(
     work: Path,
     repeats: int,
     placement: cpu.Placement | None = None,
-    bucket: str = "calibrate-load",
 ) -> float:
     """Median seconds of the worker's load of a tiny one-shard dataset (S3 client, manifest,
     shard, np.load: the CPU-bound part, bytes ~0), each the first load of a fresh runner, held
     to 1 vCPU where `placement` holds it, as a worker's load runs at its memory's share (the
     model divides the figure by that share: provisioner.model.load_overhead_s). The dataset
-    goes to `bucket`, created where it is not there yet (a benchmark's rounds share one: with a
-    new bucket a round, beside the cases' own, weed failed the fifth one's first PUT with
-    InternalError, 2026-11-27)."""
-    prefix = "tiny"
+    goes to one bucket, created where it is not there yet: a benchmark's rounds read on one
+    server (with a new bucket a round, beside the cases' own, weed failed the fifth one's first
+    PUT with InternalError, 2026-11-27)."""
+    bucket, prefix = "calibrate-load", "tiny"
     create_buckets(endpoint, [bucket])
     client = s3_client_for(endpoint)
     datasets.write_shards(client, "synthetic-cifar:32", 1, bucket, prefix, seed=0)

@@ -1,0 +1,23 @@
+"""Bad inputs to `cdk synth -c key=value`."""
+
+from __future__ import annotations
+
+from tests.bad_inputs.case import cdk
+
+CASES = [
+    # cdk synth -c key=value
+    cdk("job=../../victim", says="job='../../victim' is not a job name"),
+    cdk("dataset=synthetic-cifar:99999999999999",
+        says="dataset='synthetic-cifar:99999999999999' is not accepted"),
+    cdk("dataset=synthetic-cifar:4096",
+        says="gives 3×32×32 inputs but workload 'digits-mlp' was profiled on digits (1×8×8)"),
+    cdk("deadline=bogus", says="deadline='bogus' is not accepted"),
+    cdk("budget=5", "slack=10%", says="only a budget was given: add a deadline or drop the slack"),
+    cdk("max_memory_mb=64", says="max_memory_mb='64' is out of range"),
+    cdk("arch=sparc", says="arch='sparc' is not accepted; use one of x86_64, arm64, mixed, any"),
+    cdk("ps_types=,,,", says="ps_types=',,,' is not accepted"),
+    cdk("workload=nope", says="workload='nope': profile 'nope' not found"),
+    cdk("reserve_concurency=true", says="reserve_concurency='true' is not a context key"),
+    cdk("workload={dir}/latin1.json", says="latin1.json' is not UTF-8 text",
+        given="latin1.json: Latin-1 bytes"),
+]  # fmt: skip

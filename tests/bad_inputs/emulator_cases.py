@@ -1,0 +1,43 @@
+"""Bad inputs to `python -m emulator plan.json`."""
+
+from __future__ import annotations
+
+from provisioner.parse import MAX_SYNTHETIC_SAMPLES
+from tests.bad_inputs.case import DROP, Case, emu
+
+CASES = [
+    # python -m emulator plan.json
+    Case("emulator", ("{dir}/missing.json",), 2, "cannot read plan"),
+    emu(plan="[]", says="plan: expected a JSON object, got list"),
+    emu(plan='"plan"', says="plan: expected a JSON object, got str"),
+    emu(plan="{", says="not JSON: Expecting property name"),
+    emu(plan={"n_workers": 0}, says="plan field 'n_workers': 0 is out of range; use at least 1"),
+    emu(plan={"n_workers": "2"}, says="plan field 'n_workers': '2' is not an integer"),
+    emu(plan={"memory_mb": 0}, says="plan field 'memory_mb': 0 is out of range; use from 128"),
+    emu(plan={"memory_mb": 20000}, says="plan field 'memory_mb': 20000 is out of range"),
+    emu(plan={"ps_count": 0}, says="plan fields 'ps_count', 'reducers': 0, 0 do not fit sync 'ps';"
+        " use ps_count at least 1 and reducers 0"),
+    emu(plan={"sync": "s3", "reducers": 3},
+        says="plan fields 'ps_count', 'reducers': 1, 3 do not fit sync 's3'; use ps_count 0 and"
+        " reducers from 1 to n_workers"),
+    emu(plan={"training.model": "gpt5"},
+        says="plan field 'training.model': model 'gpt5' is not accepted; use a zoo name (mlp, "),
+    emu(plan={"training.dataset": "/etc"},
+        says="plan field 'training.dataset': '/etc' is not accepted; use digits, synthetic-cifar"),
+    emu(plan={"training.iterations": -1}, says="plan field 'training.iterations': -1 is out of"),
+    emu(plan={"training.momentum": 1.5}, says="'training.momentum': 1.5 is not in [0, 1)"),
+    emu(plan={"training.learning_rate": 0}, says="'training.learning_rate': 0 is not positive"),
+    emu(plan={"training.dataset": "synthetic-cifar", "training.dataset_samples": 10**14},
+        says=f"synthetic samples is out of range; use from 1 to {MAX_SYNTHETIC_SAMPLES}"),
+    emu(plan={"job": "../../victim"}, says="plan field 'job': job name '../../victim'"),
+    emu(plan={"memory_mb": DROP}, says="plan field 'memory_mb' is missing"),
+    emu(plan={"colour": "red"}, says="plan field 'colour' is not a plan field"),
+    emu("--invocation-limit", "1h", says="bad --invocation-limit '1h': expected between 3s"),
+    emu("--cpu-scale", "zero", says="bad --cpu-scale 'zero': expected a positive number"),
+    emu("--cpu-scale", "1e-9", says="bad --cpu-scale '1e-9': a "),
+    emu("--max-attempts", "x", says="bad --max-attempts 'x': expected a whole number, 1 or more"),
+    emu("--max-attempts", "0", says="bad --max-attempts '0'"),
+    emu("--s3", "minio", says="argument --s3: invalid choice: 'minio'"),
+    emu("--out", "{dir}/a-file", says="a-file' is not a folder", given="a-file: a file"),
+    emu("--out", "{dir}/a-file/run", says="a-file' is a file)", given="a-file: a file"),
+]  # fmt: skip

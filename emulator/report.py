@@ -205,6 +205,37 @@ def accuracy_of(predicted_s: float | None, measured_s: float | None) -> float | 
     return 1.0 - abs(predicted_s - measured_s) / measured_s
 
 
+def error_share_of_total(
+    predicted_s: float | None, measured_s: float | None, measured_total_s: float | None
+) -> float | None:
+    """(p − m) / M, M the measured total: how much a term's miss moved the total, with its sign
+    (+ over-predicted); None when a figure is missing or M is 0 or not finite."""
+    if predicted_s is None or measured_s is None or measured_total_s is None:
+        return None
+    if not all(math.isfinite(f) for f in (predicted_s, measured_s, measured_total_s)):
+        return None
+    if measured_total_s <= 0:
+        return None
+    return (predicted_s - measured_s) / measured_total_s
+
+
+def off_by_words(share: float | None) -> str:
+    """A signed share in words a person reads: '3% over', '12% under', '0%' (never a minus)."""
+    if share is None:
+        return "n/a"
+    percent = round(100 * abs(share))
+    if percent == 0:
+        return "0%"
+    return f"{percent}% {'over' if share > 0 else 'under'}"
+
+
+def accuracy_words(accuracy: float | None) -> str:
+    """The total's accuracy, 1 − |p − m| / m, shown floored at 0%."""
+    if accuracy is None or not math.isfinite(accuracy):
+        return "n/a"
+    return f"{100 * max(0.0, accuracy):.0f}%"
+
+
 def describe(plan: Plan) -> str:
     """One configuration in a few words: '2 x 1769 MB x86_64, PS 1 x loopback' (or ', S3 k=1')."""
     if plan.sync == "s3":
@@ -366,6 +397,10 @@ def build_report(
             for t in PREDICTED_FIELDS
         ],
         "accuracy_local": {t: accuracy_of(local[t], measured.get(t)) for t in PREDICTED_FIELDS},
+        "error_share_of_total_local": {
+            t: error_share_of_total(local[t], measured.get(t), measured.get("total"))
+            for t in PREDICTED_FIELDS
+        },
         "predictions": {"local": local_label, "aws": aws_label},
         "exchange": exchange_figures(record, local_plan),
         "deadline": deadline_verdict(plan.goal.deadline_s, record.train_wall_s),
@@ -443,22 +478,30 @@ def format_table(report: dict[str, Any]) -> str:
             else (f"{value:10.2f}")
         )
 
-    def percent(value: float | None) -> str:
-        return "n/a" if value is None or not math.isfinite(value) else f"{100 * value:.0f}%"
-
     accuracy_local = report.get("accuracy_local") or {}
+    shares = report.get("error_share_of_total_local") or {}
     lines = [
         f"run report for job {report['job']}",
         "",
-        f"{'term':<16}{'predicted here s':>18}{'measured s':>12}{'accuracy':>10}"
+        f"{'term':<16}{'predicted here s':>18}{'measured s':>12}{'off by':>12}"
         f"{'predicted AWS s':>17}",
     ]
     for row in report["terms"]:
+        term = row["term"]
+        judged = (
+            accuracy_words(accuracy_local.get(term))
+            if term == "total"
+            else off_by_words(shares.get(term))
+        )
         lines.append(
-            f"{row['term']:<16}{cell(row.get('predicted_local_s')):>18}"
-            f"{cell(row['measured_s']):>12}{percent(accuracy_local.get(row['term'])):>10}"
+            f"{term:<16}{cell(row.get('predicted_local_s')):>18}"
+            f"{cell(row['measured_s']):>12}{judged:>12}"
             f"{cell(row.get('predicted_aws_s')):>17}"
         )
+    lines.append(
+        "off by: (predicted − measured) as a share of the measured total; "
+        "total: accuracy, 1 − |predicted − measured| / measured"
+    )
     labels = report.get("predictions") or {}
     lines += [
         f"predicted here: {labels.get('local', NO_LOCAL_CATALOG)}",

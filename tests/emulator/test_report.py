@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pytest
 
@@ -107,7 +108,34 @@ def test_report_predicts_the_run_here_and_scores_it_against_the_measurement() ->
     assert report["predictions"]["aws"].startswith("lambda-2025: ")
     table = format_table(report)
     assert "predicted here s" in table and "predicted AWS s" in table and " 50%" in table
+    shares = report["error_share_of_total_local"]
+    measured_total = rows["total"]["measured_s"]
+    assert shares["compute"] == pytest.approx((expected.compute_s - 5.0) / measured_total)
+    assert shares["ps_aggregation"] is None
+    assert not re.search(r"-\d+%", table)  # a miss reads "12% under", never "-12%"
     json.dumps(json_safe(report), allow_nan=False)
+
+
+@pytest.mark.parametrize(
+    ("share", "words"),
+    [(0.031, "3% over"), (-0.12, "12% under"), (0.004, "0%"), (-4.63, "463% under"), (None, "n/a")],
+)
+def test_a_terms_miss_reads_as_a_share_of_the_total_with_no_minus(
+    share: float | None, words: str
+) -> None:
+    from emulator.report import off_by_words
+
+    assert off_by_words(share) == words
+
+
+def test_the_totals_accuracy_is_floored_at_zero_and_shares_need_a_measured_total() -> None:
+    from emulator.report import accuracy_words, error_share_of_total
+
+    assert accuracy_words(-0.88) == "0%"
+    assert accuracy_words(0.925) == "92%"
+    assert error_share_of_total(3.0, 1.0, 4.0) == 0.5
+    assert error_share_of_total(3.0, 1.0, 0.0) is None
+    assert error_share_of_total(3.0, float("nan"), 4.0) is None
 
 
 def test_report_without_a_local_catalog_says_so_and_leaves_the_local_columns_null(

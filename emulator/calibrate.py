@@ -12,6 +12,12 @@ module — and fits the catalog's figures to what they do:
 - start-up: a cold and a warm invocation through the runner, and the orchestrator's gap;
 - CPU: the cores, the emulator's CFS period, and the share a busy loop achieves in a CFS group.
 
+The size fits (PS, S3, checkpoint) time every size once a round, so a change of load meets all
+sizes alike, and where the time does not grow measurably with size they are taken again with a
+larger size and more rounds; after the last attempt the bandwidth is the bound B ≥ d/t of the
+largest size, and each figure read from it names that fallback in its source. A fast or busy
+machine gets a sound catalog, never a failed calibration.
+
 The result is in the lambda-2025 schema (`load_catalog("local")` reads it): 1 local core = 1
 Lambda vCPU, one PS type `loopback`, no endpoints, prices copied from lambda-2025 so the
 planner's objective is unchanged. Every figure says how it was obtained, on which machine, when.

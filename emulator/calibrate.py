@@ -12,6 +12,12 @@ module — and fits the catalog's figures to what they do:
 - start-up: a cold and a warm invocation through the runner, and the orchestrator's gap;
 - CPU: the cores, the emulator's CFS period, and the share a busy loop achieves in a CFS group.
 
+The size fits (PS, S3, checkpoint) time every size once a round, so a change of load meets all
+sizes alike, and where the time does not grow measurably with size they are taken again with a
+larger size and more rounds; after the last attempt the bandwidth is the bound B ≥ d/t of the
+largest size, and each figure read from it names that fallback in its source. A fast or busy
+machine gets a sound catalog, never a failed calibration.
+
 The result is in the lambda-2025 schema (`load_catalog("local")` reads it): 1 local core = 1
 Lambda vCPU, one PS type `loopback`, no endpoints, prices copied from lambda-2025 so the
 planner's objective is unchanged. Every figure says how it was obtained, on which machine, when.
@@ -41,7 +47,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +99,18 @@ ROUND_TRIP_GAP_S = 0.001  # busy work before each of them: a short training step
 PS_CLIENTS = (1, 2, 4)
 S3_SIZES_MB = (0.064, 1.0, 8.0, 32.0)
 S3_SIZES_QUICK_MB = (0.064, 8.0)
+# A size fit's slope is trusted where the time grows across the sizes by a tenth of the largest
+# time or more: a busy machine's jitter makes shallower slopes, and a slope too shallow would
+# overstate the bandwidth without bound (a steep one only understates it).
+GROWTH_MIN_SHARE = 0.1
+# Attempts at a measurable growth, each after the first with a size GROWTH_FACTOR× the largest
+# added (up to GROWTH_MAX_MB: the full run's largest exchange, which a shard, its client and a
+# checkpoint's copies hold a few times over in memory) and twice the rounds; then a bound.
+GROWTH_ATTEMPTS = 3
+GROWTH_FACTOR = 4.0
+GROWTH_MAX_MB = 40.0
+# No timing is shorter: a time of 0 is a clock that did not tick, not an infinite bandwidth.
+MIN_TIME_S = 1e-6
 CPU_SHARES = (0.25, 0.5, 1.0)
 INVOCATION_TIMEOUT_S = 900
 CONCURRENCY_LIMIT = 8  # emulated functions this machine hosts at once (policy)
@@ -131,13 +149,57 @@ def fit_line(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
     return float(intercept), float(slope)
 
 
-def fit_exchange(sizes_mb: Sequence[float], times_s: Sequence[float]) -> tuple[float, float]:
-    """(rtt_s, mb_s) of one push+pull: time = 2·rtt + 2·d/B (λDNN, Xu et al. 2022, eq. 5's
-    communication term). A negative intercept (noise at tiny sizes) is read as rtt 0."""
+@dataclass(frozen=True)
+class Fit:
+    """A latency and a bandwidth read from timings, and how: `bound` where the bandwidth is a
+    lower bound, not a slope; `note` says why and from what ("" for a plain line fit)."""
+
+    latency_s: float
+    mb_s: float
+    bound: bool = False
+    note: str = ""
+
+
+def fit_sizes(sizes_mb: Sequence[float], times_s: Sequence[float], legs: int, what: str) -> Fit:
+    """time = legs·latency + legs·d/B (an exchange: legs 2, a push and a pull; a request: 1):
+    the line fit where its growth across the sizes is measurable (GROWTH_MIN_SHARE), else
+    bandwidth_bound. A negative intercept (noise at tiny sizes) is read as latency 0."""
     intercept, slope = fit_line(sizes_mb, times_s)
-    if slope <= 0:
-        raise ValueError("exchange time does not grow with size: bandwidth not measurable")
-    return max(0.0, intercept / 2.0), 2.0 / slope
+    share = slope * (max(sizes_mb) - min(sizes_mb)) / max(max(times_s), MIN_TIME_S)
+    if slope > 0 and share >= GROWTH_MIN_SHARE:
+        return Fit(max(0.0, intercept / legs), legs / slope)
+    why = (  # a share under a thousandth is a flat line's float rounding, or nothing
+        f"{what} time does not grow with size"
+        if share < 0.001
+        else f"{what} time grows by {share:.1%} of the largest time across the sizes, within "
+        f"a busy machine's jitter (under {GROWTH_MIN_SHARE:.0%})"
+    )
+    return bandwidth_bound(sizes_mb, times_s, legs, why)
+
+
+def bandwidth_bound(
+    sizes_mb: Sequence[float], times_s: Sequence[float], legs: int, why: str
+) -> Fit:
+    """The figures every timing bounds, for where a slope cannot be read (`why`): the bytes
+    take no longer than the whole, so B ≥ legs·d/t at the largest size; the latency is taken as
+    the smallest size's time over legs, which it is at most. Together they predict no transfer
+    faster than this machine did one."""
+    largest = max(range(len(sizes_mb)), key=lambda k: sizes_mb[k])
+    smallest = min(range(len(sizes_mb)), key=lambda k: sizes_mb[k])
+    d, t = sizes_mb[largest], max(times_s[largest], MIN_TIME_S)
+    return Fit(
+        latency_s=max(0.0, times_s[smallest]) / legs,
+        mb_s=legs * d / t,
+        bound=True,
+        note=f"fallback, {why}: B ≥ {legs}·d/t of the largest size ({d:g} MB in {t:.4g} s), "
+        f"the latency ≤ the smallest size's time{'/2' if legs == 2 else ''}",
+    )
+
+
+def fit_exchange(sizes_mb: Sequence[float], times_s: Sequence[float]) -> Fit:
+    """(rtt_s, mb_s) of one push+pull: time = 2·rtt + 2·d/B (λDNN, Xu et al. 2022, eq. 5's
+    communication term), or the bound where the time does not grow measurably with size."""
+    return fit_sizes(sizes_mb, times_s, 2, "exchange")
 
 
 def rtt_from_exchange_s(size_mb: float, exchange_s: float, mb_s: float) -> float:
@@ -149,20 +211,59 @@ def rtt_from_exchange_s(size_mb: float, exchange_s: float, mb_s: float) -> float
     return max(0.0, (exchange_s - 2.0 * size_mb / mb_s) / 2.0)
 
 
-def fit_request(sizes_mb: Sequence[float], times_s: Sequence[float]) -> tuple[float, float]:
-    """(latency_s, mb_s) of one S3 request: time = latency + size/B."""
-    intercept, slope = fit_line(sizes_mb, times_s)
-    if slope <= 0:
-        raise ValueError("request time does not grow with size: bandwidth not measurable")
-    return max(0.0, intercept), 1.0 / slope
+def fit_request(sizes_mb: Sequence[float], times_s: Sequence[float]) -> Fit:
+    """(latency_s, mb_s) of one S3 request: time = latency + size/B, or the bound where the
+    time does not grow measurably with size."""
+    return fit_sizes(sizes_mb, times_s, 1, "request")
 
 
-def aggregate_mb_s(n_clients: int, size_mb: float, exchange_s: float, rtt_s: float) -> float:
-    """MB/s one shard moves when n clients each push and pull `size_mb` per exchange."""
+def grown(sizes_mb: Sequence[float]) -> tuple[float, ...]:
+    """The sizes of the next attempt at a measurable growth: one GROWTH_FACTOR× the largest
+    added, up to GROWTH_MAX_MB (the same sizes where the largest is there already)."""
+    larger = min(GROWTH_MAX_MB, GROWTH_FACTOR * max(sizes_mb))
+    return tuple(sizes_mb) if larger <= max(sizes_mb) else (*sizes_mb, larger)
+
+
+def fit_growing(
+    median_times: Callable[[Sequence[float], int], Sequence[float]],
+    sizes_mb: Sequence[float],
+    rounds: int,
+    fit: Callable[[Sequence[float], Sequence[float]], Fit],
+) -> Fit:
+    """`fit` of `median_times(sizes, rounds)` (a median time per size), taken again with a
+    larger size (grown) and twice the rounds while its growth is not measurable, up to
+    GROWTH_ATTEMPTS times; the last attempt's bound where none was. Never raises on timings: a
+    fast or busy machine gets a figure whose note says how it was read."""
+    sizes, attempt = tuple(sizes_mb), 1
+    result = fit(sizes, median_times(sizes, rounds))
+    while result.bound and attempt < GROWTH_ATTEMPTS:
+        sizes, rounds, attempt = grown(sizes), 2 * rounds, attempt + 1
+        result = fit(sizes, median_times(sizes, rounds))
+    if attempt == 1:
+        return result
+    how = (
+        f"attempt {attempt} of {GROWTH_ATTEMPTS} (sizes "
+        f"{'/'.join(f'{s:g}' for s in sizes)} MB, median of {rounds} rounds)"
+    )
+    return replace(result, note=f"{result.note}; {how}" if result.note else f"read at {how}")
+
+
+def aggregate_mb_s(n_clients: int, size_mb: float, exchange_s: float, rtt_s: float) -> Fit:
+    """MB/s one shard moves when n clients each push and pull `size_mb` per exchange:
+    n·2·d/(t − 2·rtt); where noise made the exchange no longer than its two round trips, the
+    bound n·2·d/t (round trips taken as 0), its note saying so."""
+    moved_mb = 2.0 * n_clients * size_mb
     moving_s = exchange_s - 2.0 * rtt_s
-    if moving_s <= 0:
-        raise ValueError(f"exchange of {exchange_s:.6f} s is not longer than 2·rtt")
-    return 2.0 * n_clients * size_mb / moving_s
+    if moving_s > 0:
+        return Fit(rtt_s, moved_mb / moving_s)
+    t = max(exchange_s, MIN_TIME_S)
+    return Fit(
+        latency_s=0.0,
+        mb_s=moved_mb / t,
+        bound=True,
+        note=f"fallback, the {n_clients}-client exchange of {exchange_s:.6f} s is not longer "
+        f"than 2·rtt ({2.0 * rtt_s:.6f} s): B ≥ n·2·d/t, the round trips taken as 0",
+    )
 
 
 def mb_s_to_gbps(mb_s: float) -> float:
@@ -209,16 +310,39 @@ class Measurements:
     # the same per n, (n, cores) for n in init_counts(cores); () = init_cores at every n
     init_cores_by_n: tuple[tuple[int, float], ...] = ()
     init_repeats: int = INIT_REPEATS  # rounds per n behind init_cores_by_n
+    # (fit, note) where a bandwidth fit was not the first attempt's line (Fit.note): "ps" (one
+    # client), "aggregate" (one shard), "s3_get", "s3_put", "checkpoint"; each figure read
+    # from that fit leads its source with the note
+    fit_notes: tuple[tuple[str, str], ...] = ()
+
+    def noted(self, fit: str, method: str) -> str:
+        """`method`, led by the note of `fit` where it has one (a fallback says so first)."""
+        note = dict(self.fit_notes).get(fit, "")
+        return f"{note}; {method}" if note else method
 
 
-def _median_time(action: Callable[[], object], repeats: int) -> float:
-    action()  # the first call opens connections and fills caches: not what a figure describes
-    samples = []
-    for _ in range(repeats):
+def _timer(action: Callable[[], object]) -> Callable[[], float]:
+    """A callable timing one call of `action`, after a first untimed call: it opens
+    connections and fills caches, not what a figure describes."""
+    action()
+
+    def timed() -> float:
         t0 = time.perf_counter()
         action()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+        return time.perf_counter() - t0
+
+    return timed
+
+
+def median_rounds(timers: Sequence[Callable[[], float]], rounds: int) -> list[float]:
+    """Each timer's median time over `rounds` rounds, every timer once a round in turn: a
+    change of the machine's load meets every size alike, where timing all of one size and then
+    all of the next read a load that came and went as a time falling with size."""
+    samples: list[list[float]] = [[] for _ in timers]
+    for _ in range(rounds):
+        for timer, taken in zip(timers, samples, strict=True):
+            taken.append(timer())
+    return [statistics.median(taken) for taken in samples]
 
 
 def start_ps_shard(
@@ -278,32 +402,49 @@ def _clients(
             client.close()
 
 
-def _exchange_s(endpoint: str, secret: bytes, n: int, size_mb: float, repeats: int) -> float:
-    """Median wall time of one BSP push+pull of `size_mb` with n clients (threads) at once."""
-    with _clients(endpoint, secret, n, size_mb) as (clients, vectors, start):
-        samples: list[float] = []
-        for k in range(repeats + 1):  # the first exchange warms buffers and is not counted
-            it = start + k
-            errors: list[BaseException] = []
+@contextlib.contextmanager
+def _exchanges(
+    supervisor: Supervisor, env: dict[str, str], logs: Path, n: int, size_mb: float
+) -> Iterator[Callable[[], float]]:
+    """A fresh shard (a job's parameter count is fixed when the shard is initialised) with n
+    clients of `size_mb`: a callable timing one BSP push+pull of all n at once (threads), the
+    first exchange, which warms buffers, done untimed. The shard is stopped on exit."""
+    proc, endpoint = start_ps_shard(supervisor, env, n, logs)
+    try:
+        with _clients(endpoint, env[SECRET_ENV].encode(), n, size_mb) as (
+            clients,
+            vectors,
+            start,
+        ):
+            it = start
 
-            def one(rank: int, it: int = it, errors: list[BaseException] = errors) -> None:
-                try:
-                    clients[rank].push(it, vectors[rank])
-                    clients[rank].pull(it + 1, vectors[rank])
-                except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
-                    errors.append(err)
+            def exchange() -> float:
+                nonlocal it
+                errors: list[BaseException] = []
 
-            threads = [threading.Thread(target=one, args=(r,)) for r in range(n)]
-            t0 = time.perf_counter()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            if errors:
-                raise errors[0]
-            if k:
-                samples.append(time.perf_counter() - t0)
-        return statistics.median(samples)
+                def one(rank: int) -> None:
+                    try:
+                        clients[rank].push(it, vectors[rank])
+                        clients[rank].pull(it + 1, vectors[rank])
+                    except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
+                        errors.append(err)
+
+                threads = [threading.Thread(target=one, args=(r,)) for r in range(n)]
+                t0 = time.perf_counter()
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                took = time.perf_counter() - t0
+                if errors:
+                    raise errors[0]
+                it += 1
+                return took
+
+            exchange()
+            yield exchange
+    finally:
+        supervisor.stop(proc, grace_s=2.0)
 
 
 def process_cpu_s(pid: int) -> float | None:
@@ -327,7 +468,7 @@ def _round_trips(
 
     The gap matters: back to back, the PS never sleeps and an exchange of the digits MLP took
     0.18 ms; after 0.5-2 ms of work it took 0.30-0.48 ms (the PS's wake-up), which is what a
-    worker pays. No thread per exchange as in _exchange_s: starting one costs about as much
+    worker pays. No thread per exchange as in _exchanges: starting one costs about as much
     as a small exchange. The CPU share is this process's CPU time over the wall time of the
     exchanges alone: the part of an exchange a CPU quota holds. The shard's CPU (0.27-0.32 ms
     an exchange on 2 cores for the MLP's 69 KB) is counted over all the exchanges: the clock
@@ -469,6 +610,17 @@ def load_anchored(
     return _measured_in(doc, "lambda", held, f"{read}: {load_method()}", where)
 
 
+@dataclass(frozen=True)
+class PsReading:
+    """What measure_ps read: the round trip, one client's and one shard's bandwidth (each a
+    Fit saying how it was read), and the small exchange's loop."""
+
+    rtt_s: float
+    per_flow: Fit
+    aggregate: Fit
+    loop: LoopReading
+
+
 def measure_ps(
     supervisor: Supervisor,
     env: dict[str, str],
@@ -476,60 +628,57 @@ def measure_ps(
     sizes_mb: Sequence[float],
     repeats: int,
     loop_readings: int = LOOP_READINGS,
-) -> tuple[float, float, float, float, float | None]:
-    """(rtt_s, per-flow MB/s, one shard's aggregate MB/s, the exchange's CPU share, the shard's
-    CPU s per exchange or None) through real PS shards."""
-    secret = env[SECRET_ENV].encode()
-    times = []
-    for size_mb in sizes_mb:
-        # a fresh shard per size: a job's parameter count is fixed when the shard is initialised
-        proc, endpoint = start_ps_shard(supervisor, env, 1, logs)
-        times.append(_exchange_s(endpoint, secret, 1, size_mb, repeats))
-        supervisor.stop(proc, grace_s=2.0)
-    _, mb_s = fit_exchange(sizes_mb, times)
+) -> PsReading:
+    """The round trip, the per-flow and one shard's aggregate bandwidth, and the small
+    exchange's CPU, through real PS shards: every size's shard open at once and timed in rounds
+    (median_rounds), grown until the time grows measurably (fit_growing)."""
+
+    def median_times(sizes: Sequence[float], rounds: int) -> list[float]:
+        with contextlib.ExitStack() as shards:
+            timers = [shards.enter_context(_exchanges(supervisor, env, logs, 1, s)) for s in sizes]
+            return median_rounds(timers, rounds)
+
+    per_flow = fit_growing(median_times, sizes_mb, repeats, fit_exchange)
     smallest = min(sizes_mb)
     loop = measure_loop(supervisor, env, logs, smallest, loop_readings, LOOP_EXCHANGES)
-    rtt_s = rtt_from_exchange_s(smallest, loop.exchange_s, mb_s)
+    rtt_s = rtt_from_exchange_s(smallest, loop.exchange_s, per_flow.mb_s)
     largest = max(sizes_mb)
-    aggregate = mb_s
+    aggregate = per_flow
     for n in PS_CLIENTS[1:]:
-        proc, endpoint = start_ps_shard(supervisor, env, n, logs)
-        exchange = _exchange_s(endpoint, secret, n, largest, repeats)
-        supervisor.stop(proc, grace_s=2.0)
-        aggregate = max(aggregate, aggregate_mb_s(n, largest, exchange, rtt_s))
-    return rtt_s, mb_s, aggregate, loop.cpu_fraction, loop.ps_request_cpu_s
+        with _exchanges(supervisor, env, logs, n, largest) as exchange:
+            (exchange_s,) = median_rounds([exchange], repeats)
+        aggregate = max(aggregate, aggregate_mb_s(n, largest, exchange_s, rtt_s),
+                        key=lambda fit: fit.mb_s)  # fmt: skip
+    return PsReading(rtt_s, per_flow, aggregate, loop)
 
 
-def measure_s3(
-    endpoint: S3Endpoint, sizes_mb: Sequence[float], repeats: int
-) -> tuple[float, float, float, float]:
-    """(GET latency s, GET MB/s, PUT latency s, PUT MB/s) against the local S3 server."""
+def measure_s3(endpoint: S3Endpoint, sizes_mb: Sequence[float], repeats: int) -> tuple[Fit, Fit]:
+    """(GET, PUT) latency and bandwidth against the local S3 server, every size once a round
+    (median_rounds), grown until the time grows measurably (fit_growing)."""
     client = s3_client_for(endpoint)  # the runtime's timeouts and bounded retries
     bucket = "calibrate"
     client.create_bucket(Bucket=bucket)
-    puts, gets = [], []
-    for size_mb in sizes_mb:
+
+    def put(size_mb: float) -> Callable[[], object]:
         body = os.urandom(round(size_mb * 1e6))
-        key = f"object-{size_mb:g}"
-        puts.append(
-            _median_time(
-                lambda k=key, b=body: client.put_object(Bucket=bucket, Key=k, Body=b), repeats
-            )
-        )
-        gets.append(
-            _median_time(
-                lambda k=key: client.get_object(Bucket=bucket, Key=k)["Body"].read(), repeats
-            )
-        )
-    get_latency_s, get_mb_s = fit_request(sizes_mb, gets)
-    put_latency_s, put_mb_s = fit_request(sizes_mb, puts)
-    return get_latency_s, get_mb_s, put_latency_s, put_mb_s
+        return lambda: client.put_object(Bucket=bucket, Key=f"object-{size_mb:g}", Body=body)
+
+    def get(size_mb: float) -> Callable[[], object]:
+        put(size_mb)()  # the object to read
+        return lambda: client.get_object(Bucket=bucket, Key=f"object-{size_mb:g}")["Body"].read()
+
+    def median_times(
+        action: Callable[[float], Callable[[], object]],
+    ) -> Callable[[Sequence[float], int], list[float]]:
+        return lambda sizes, rounds: median_rounds([_timer(action(s)) for s in sizes], rounds)
+
+    gets = fit_growing(median_times(get), sizes_mb, repeats, fit_request)
+    puts = fit_growing(median_times(put), sizes_mb, repeats, fit_request)
+    return gets, puts
 
 
-def measure_checkpoint(
-    endpoint: S3Endpoint, sizes_mb: Sequence[float], repeats: int
-) -> tuple[float, float]:
-    """(latency s, MB/s) of a PS shard's checkpoint of `sizes_mb` of parameters as the shard
+def measure_checkpoint(endpoint: S3Endpoint, sizes_mb: Sequence[float], repeats: int) -> Fit:
+    """Latency and MB/s of a PS shard's checkpoint of `sizes_mb` of parameters as the shard
     writes it (functions.ps: a copy of the parameters and momentum, np.savez, the HMAC, the PUT,
     then the LIST and DELETE that keep the bucket bounded), fit on the bytes of both vectors as
     the model's checkpoint_time_s counts them. A bare PUT of the same bytes is not the figure:
@@ -540,22 +689,30 @@ def measure_checkpoint(
     bucket = "calibrate-checkpoints"
     client.create_bucket(Bucket=bucket)
     store = CheckpointStore(client, bucket, "calibrate", 1, secret=secrets.token_bytes(16))
-    times, iteration = [], 0
-    for size_mb in sizes_mb:
+    iteration = 0
+
+    def checkpoint(size_mb: float) -> Callable[[], None]:
         params = np.random.default_rng(0).standard_normal(round(size_mb * 1e6 / 4), np.float32)
         momentum = params.copy()
 
-        def checkpoint(p: np.ndarray = params, m: np.ndarray = momentum) -> None:
+        def save() -> None:
             nonlocal iteration
             iteration += 1
-            store.save(0, iteration, p.size, p.copy(), m.copy())
+            store.save(0, iteration, params.size, params.copy(), momentum.copy())
             found = store.iterations_by_shard()
             common = store.latest_common_iteration(found)
             if common is not None:
                 store.prune(0, common, found)
 
-        times.append(_median_time(checkpoint, repeats))
-    return fit_request([2.0 * s for s in sizes_mb], times)
+        return save
+
+    def median_times(sizes: Sequence[float], rounds: int) -> list[float]:
+        return median_rounds([_timer(checkpoint(s)) for s in sizes], rounds)
+
+    def fit_both_vectors(sizes: Sequence[float], times: Sequence[float]) -> Fit:
+        return fit_request([2.0 * s for s in sizes], times)
+
+    return fit_growing(median_times, sizes_mb, repeats, fit_both_vectors)
 
 
 def _invoke(
@@ -772,7 +929,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         endpoint = stack.enter_context(s3_server(data_dir=work / "s3", log_dir=work / "s3-logs"))
         supervisor = stack.enter_context(Supervisor().guard())
         env = child_env(endpoint, secret, tmp_dir=work)
-        rtt_s, ps_mb_s, aggregate, exchange_cpu, ps_request_cpu = measure_ps(
+        ps = measure_ps(
             supervisor,
             env,
             work,
@@ -781,7 +938,7 @@ def measure(quick: bool, work: Path) -> Measurements:
             1 if quick else LOOP_READINGS,
         )
         s3_sizes_mb = S3_SIZES_QUICK_MB if quick else S3_SIZES_MB
-        s3 = measure_s3(endpoint, s3_sizes_mb, repeats)
+        s3_get, s3_put = measure_s3(endpoint, s3_sizes_mb, repeats)
         checkpoint = measure_checkpoint(endpoint, s3_sizes_mb, repeats)
         cold_s, warm_s, restart_s, launch_s = measure_startup(
             supervisor, env, work / "startup", repeats
@@ -799,17 +956,17 @@ def measure(quick: bool, work: Path) -> Measurements:
         cfs_period_s=cpu.CFS_PERIOD_US / 1e6,
         cpu_share_ratio=share,
         cpu_share_note=share_note,
-        ps_rtt_s=rtt_s,
-        exchange_cpu_fraction=exchange_cpu,
-        ps_request_cpu_s=ps_request_cpu,
-        ps_mb_s=ps_mb_s,
-        ps_aggregate_mb_s=aggregate,
-        s3_get_latency_s=s3[0],
-        s3_get_mb_s=s3[1],
-        s3_put_latency_s=s3[2],
-        s3_put_mb_s=s3[3],
-        checkpoint_latency_s=checkpoint[0],
-        checkpoint_mb_s=checkpoint[1],
+        ps_rtt_s=ps.rtt_s,
+        exchange_cpu_fraction=ps.loop.cpu_fraction,
+        ps_request_cpu_s=ps.loop.ps_request_cpu_s,
+        ps_mb_s=ps.per_flow.mb_s,
+        ps_aggregate_mb_s=ps.aggregate.mb_s,
+        s3_get_latency_s=s3_get.latency_s,
+        s3_get_mb_s=s3_get.mb_s,
+        s3_put_latency_s=s3_put.latency_s,
+        s3_put_mb_s=s3_put.mb_s,
+        checkpoint_latency_s=checkpoint.latency_s,
+        checkpoint_mb_s=checkpoint.mb_s,
         cold_start_s=cold_s,
         warm_start_s=warm_s,
         init_cores=single_init_cores(init_cores_by_n, cores),
@@ -821,6 +978,17 @@ def measure(quick: bool, work: Path) -> Measurements:
         memory_gib=machine_memory_gib(),
         arch="arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64",
         repeats=repeats,
+        fit_notes=tuple(
+            (key, fit.note)
+            for key, fit in (
+                ("ps", ps.per_flow),
+                ("aggregate", ps.aggregate),
+                ("s3_get", s3_get),
+                ("s3_put", s3_put),
+                ("checkpoint", checkpoint),
+            )
+            if fit.note
+        ),
     )
 
 
@@ -968,18 +1136,22 @@ def _network_section(m: Measurements, w: Provenance) -> dict[str, Any]:
     ps_method = (
         f"push+pull through a functions.ps shard with functions.ps_client, sizes "
         f"{'/'.join(f'{s:g}' for s in (PS_SIZES_QUICK_MB if m.repeats <= 3 else PS_SIZES_MB))}"
-        f" MB, median of {m.repeats}, fit time = 2·rtt + 2·d/B"
+        f" MB, median of {m.repeats} rounds of every size, fit time = 2·rtt + 2·d/B"
     )
     small = loop_method(1 if m.repeats <= 3 else LOOP_READINGS)
-    rtt_method = f"the median exchange of {small}, less 2·d/B: (t − 2·d/B)/2"
-    s3_method = f"boto3 GET from SeaweedFS on 127.0.0.1, median of {m.repeats}, fit latency + d/B"
-    s3_put_method = f"boto3 PUT to SeaweedFS on 127.0.0.1, median of {m.repeats}, fit latency + d/B"
-    checkpoint_method = (
+    rtt_method = m.noted("ps", f"the median exchange of {small}, less 2·d/B: (t − 2·d/B)/2")
+    rounds = f"median of {m.repeats} rounds of every size, fit latency + d/B"
+    s3_method = m.noted("s3_get", f"boto3 GET from SeaweedFS on 127.0.0.1, {rounds}")
+    s3_put_method = m.noted("s3_put", f"boto3 PUT to SeaweedFS on 127.0.0.1, {rounds}")
+    checkpoint_method = m.noted(
+        "checkpoint",
         "functions.ps.CheckpointStore: copy, np.savez, HMAC, PUT to SeaweedFS on 127.0.0.1, LIST "
-        f"and prune, as a PS shard checkpoints; median of {m.repeats}, fit latency + d/B"
+        f"and prune, as a PS shard checkpoints; {rounds}",
     )
     return {
-        "function_ps_mb_s": _fig(round(m.ps_mb_s, 3), "MB/s", ps_method, w, "measured"),
+        "function_ps_mb_s": _fig(
+            round(m.ps_mb_s, 3), "MB/s", m.noted("ps", ps_method), w, "measured"
+        ),
         "function_ps_rtt_s": _fig(round(m.ps_rtt_s, 6), "s", rtt_method, w, "measured"),
         "exchange_cpu_fraction": _fig(
             round(m.exchange_cpu_fraction, 3),
@@ -1012,7 +1184,7 @@ def _network_section(m: Measurements, w: Provenance) -> dict[str, Any]:
         "per_flow_cap_gbps": _fig(
             round(mb_s_to_gbps(m.ps_mb_s), 4),
             "Gbit/s",
-            f"one client's B, {ps_method}",
+            m.noted("ps", f"one client's B, {ps_method}"),
             w,
             "measured",
         ),
@@ -1052,8 +1224,12 @@ def _ps_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict[str
                 "memory_gib": _fig(
                     round(m.memory_gib, 2), "GiB", "sysconf physical pages", w, "measured"
                 ),
-                "baseline_gbps": _fig(gbps, "Gbit/s", aggregate, w, "measured"),
-                "peak_gbps": _fig(gbps, "Gbit/s", f"= baseline; {aggregate}", w, "measured"),
+                "baseline_gbps": _fig(
+                    gbps, "Gbit/s", m.noted("aggregate", aggregate), w, "measured"
+                ),
+                "peak_gbps": _fig(
+                    gbps, "Gbit/s", m.noted("aggregate", f"= baseline; {aggregate}"), w, "measured"
+                ),
                 "burst_s": _fig(0, "s", "loopback has no burst credit", w, "policy"),
                 "usd_per_hour": _copied(default["usd_per_hour"], w),
             }

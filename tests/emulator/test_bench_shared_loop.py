@@ -45,7 +45,8 @@ def test_a_tiny_real_run_writes_table_json_and_png(
     assert code == 0
     (row,) = json.loads((tmp_path / "shared-loop.json").read_text())["rows"]
     assert (row["n"], row["shards"]) == (2, 2)
-    assert row["iteration_s"] > 0 and row["shard_cpu_s"] > 0 and row["step_ratio"] > 0
+    # the shards' CPU is read in /proc's 10 ms ticks: a fast machine's 20 iterations can read 0
+    assert row["iteration_s"] > 0 and row["shard_cpu_s"] >= 0 and row["step_ratio"] > 0
     assert row["loop_cpu_s"] >= row["step_cpu_s"] > 0  # the loop is the step and the exchange
     assert "| 2 | 2 |" in (tmp_path / "shared-loop.md").read_text()
     assert (tmp_path / "shared-loop.png").stat().st_size > 0

@@ -16,20 +16,14 @@ import numpy as np
 
 from provisioner import runaway
 from provisioner.catalog import Catalog
+from provisioner.cells import Axis, Cells
 from provisioner.idle import idle_cost
-from provisioner.model import (
-    Arr,
-    Axis,
-    Cells,
-    evaluate,
-    local_batch,
-    s3_exchange_requests,
-    training_rate_samples_s,
-    vcpu_share,
-)
+from provisioner.model import evaluate
 from provisioner.parse import MAX_SLACK, SLACK_FORMS, format_duration_s, format_usd
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
+from provisioner.quota import vcpu_share
+from provisioner.s3exchange import s3_exchange_requests
 from provisioner.search import SLACK, fastest_cell, solve_deadline, solve_goal
 from provisioner.space import (
     ARCH_CHOICES,
@@ -43,6 +37,7 @@ from provisioner.space import (
     choice_of,
     flatten,
 )
+from provisioner.terms import Arr, local_batch, training_rate_samples_s
 
 __all__ = [
     "ARCH_CHOICES",

@@ -30,21 +30,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from provisioner.catalog import Catalog
-from provisioner.model import (
-    Arr,
-    Cells,
-    NTerms,
-    costs,
-    iterations,
-    local_batch,
-    s3_bandwidth_mb_s,
-    s3_exchange_requests,
-    s3_reduce_mb_s,
-    timeline,
-    vcpu_share,
-)
+from provisioner.cells import Cells, NTerms
+from provisioner.model import costs, timeline
 from provisioner.plan import Goal
 from provisioner.profile import WorkloadProfile
+from provisioner.quota import vcpu_share
+from provisioner.s3exchange import s3_exchange_requests, s3_reduce_mb_s
 from provisioner.space import (
     FIRST_PASS_REDUCERS,
     Choice,
@@ -57,6 +48,7 @@ from provisioner.space import (
     flat_pairs,
     flatten,
 )
+from provisioner.terms import Arr, iterations, local_batch, s3_bandwidth_mb_s
 
 SLACK = 1e-9  # relative widening of bound windows so float rounding never drops the optimum
 
@@ -266,7 +258,7 @@ def held_back(
         profile.ps_aggregation_mb_s_per_core,
         vcpu_share(top, catalog.mb_per_vcpu, catalog.max_vcpu),
     )
-    # model.s3_communication_s at the top memory, split into A (per pair) and C/k
+    # s3exchange.s3_communication_s at the top memory, split into A (per pair) and C/k
     put_bw = bw if catalog.s3_put_mb_s is None else catalog.s3_put_mb_s
     put_s = catalog.put_latency_s
     fastest_rate = max(float(np.max(space.rate)), float(np.max(space.core_rate)))
@@ -411,6 +403,7 @@ def _deadline_pass(
             slope[keep] > 0, (best_usd * (1 + SLACK) - base[keep]) / slope[keep], np.inf
         )
     stop = np.minimum(np.searchsorted(space.memory_mb, m_hi, side="right") - 1, top - 1)
+
     def observe(ends: Cells) -> None:
         nonlocal best_usd
         best_usd = min(best_usd, float(ends.total_usd.min()))
@@ -459,6 +452,7 @@ def solve_budget(
     j_cap = np.minimum(np.searchsorted(space.memory_mb, m_cap, side="right") - 1, top)
     alive = np.nonzero((j_cap >= 0) & (at_top.total_s <= t_ub * (1 + SLACK)))[0]
     r, ni, nt, j_cap = r[alive], ni[alive], nt.take(alive), j_cap[alive]
+
     def observe(ends: Cells) -> None:
         nonlocal t_ub
         fits = ends.total_usd <= budget_usd

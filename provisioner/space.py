@@ -15,17 +15,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from provisioner.catalog import Catalog, PsType
-from provisioner.model import (
-    Arr,
-    Axis,
-    Cells,
-    NTerms,
-    evaluate,
-    n_terms,
-    training_rate_samples_s,
-    vcpu_share,
-)
+from provisioner.cells import Axis, Cells, NTerms
+from provisioner.model import evaluate, n_terms
 from provisioner.profile import WorkloadProfile
+from provisioner.quota import vcpu_share
+from provisioner.terms import Arr, training_rate_samples_s
 
 # "any": one architecture per plan (workers and PS alike), the cheaper; "mixed": workers and PS
 # may differ, and the deploy builds the image for both (linux/arm64 on an x86 host needs QEMU).

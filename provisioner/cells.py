@@ -1,5 +1,5 @@
-"""The record types of one evaluation: its inputs (Axis), its per-n terms (NTerms), its time
-terms (Timeline) and every term and cost item of its cells (Cells)."""
+"""The record types of one evaluation: its inputs (Axis), its per-n terms (NTerms), one
+iteration's parts (Step), its time terms (Timeline) and every term and cost item (Cells)."""
 
 from __future__ import annotations
 
@@ -126,3 +126,24 @@ class Timeline:
     total_s: Arr
     billed_s: Arr
     feasible: Arr
+
+
+@dataclass(frozen=True)
+class Step:
+    """One iteration's parts at a cell's memory: what timeline() sums into T."""
+
+    s3_mb_s: Arr  # λDNN's B_s(m)
+    transfer_s: Arr  # λDNN's t_load: the shard's bytes from S3
+    load_s: Arr  # t_load and the load's CPU part
+    throttled_s: Arr  # the compute the profile measured at the memory's share
+    core_s: Arr  # the same compute at full single-core speed
+    communication_s: Arr  # per iteration at the PS's baseline (or through S3)
+    communication_burst_s: Arr  # per iteration while the PS has burst credits
+    aggregation_s: Arr
+    exchange_s: Arr  # communication + aggregation
+    exchange_burst_s: Arr
+    step_s: Arr  # compute and exchange under the quota, at the baseline
+    step_burst_s: Arr  # the same while the PS bursts
+    wait_s: Arr  # for the iteration's slowest rank (none in λDNN's lockstep)
+    warmup_s: Arr  # a cold process's slower first steps
+    start_s: Arr | float  # the platform's start of a fresh environment

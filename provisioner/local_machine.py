@@ -2,12 +2,150 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from provisioner.catalog import Catalog
-from provisioner.cells import NTerms
+from provisioner.cells import NTerms, Step
 from provisioner.profile import WorkloadProfile
-from provisioner.terms import Arr
+from provisioner.quota import bsp_steps_s, vcpu_share
+from provisioner.s3exchange import s3_cell_terms
+from provisioner.terms import (
+    Arr,
+    burst_iterations,
+    checkpoint_time_s,
+    compute_time_s,
+    load_overhead_s,
+    warmup_steps_s,
+)
+
+
+def applies(catalog: Catalog) -> bool:
+    """Whether `catalog` describes shared cores (the local machine): any figure of theirs set."""
+    return (
+        catalog.total_vcpu is not None
+        or catalog.compute_cores is not None
+        or catalog.init_cores is not None
+        or bool(catalog.init_cores_by_n)
+    )
+
+
+def corrected_n_terms(
+    nt: NTerms,
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    core_rate_samples_s: Arr,
+    burst_s: Arr,
+) -> NTerms:
+    """model.n_terms' per-n terms on shared cores: the exchange shared with the other workers
+    and floored at the loop's measured exchange (PS cells), the steps slowed by each other
+    (parallel_speed) and floored at R(1)·C/n, the checkpoint through the one local S3 server,
+    the cold starts taking turns."""
+    total = catalog.total_vcpu
+    n = nt.n
+    # On shared cores the exchange takes at least what the profile's loop measured it to take
+    floor = loop_exchange_s(profile.loop_overhead, total) * shared_slowdown(n, total)
+    shared = shared_exchange_s(nt.communication_s, n, total)
+    comm = np.maximum(shared, floor)
+    comm_burst = np.maximum(shared_exchange_s(nt.communication_burst_s, n, total), floor)
+    checkpoint = checkpoint_time_s(
+        profile.model_bytes / 1e6, np.maximum(nt.ps_count, 1), catalog.ps_s3_mb_s,
+        catalog.checkpoint_latency_s, shared_host=total is not None,
+    )  # fmt: skip
+    if np.any(nt.s3):  # an S3 exchange is shared as well, but has no loop floor or checkpoint
+        comm = np.where(nt.s3, shared, comm)
+        comm_burst = np.where(nt.s3, shared, comm_burst)
+        checkpoint = np.where(nt.s3, 0.0, checkpoint)
+    speed = parallel_speed(n, profile.parallel_speed_ratio, profile.parallel_processes, total)
+    floor_rate = shared_core_rate_samples_s(core_rate_samples_s, n, catalog.compute_cores or total)
+    return replace(
+        nt,
+        communication_s=comm,
+        exchange_s=comm + nt.aggregation_s,
+        checkpoint_s=checkpoint,
+        core_compute_s=compute_time_s(nt.local_batch, core_rate_samples_s) / speed,
+        compute_floor_s=compute_time_s(nt.local_batch, floor_rate) / speed,
+        speed=speed,
+        communication_burst_s=comm_burst,
+        exchange_burst_s=comm_burst + nt.aggregation_s,
+        burst_iterations=burst_iterations(burst_s, comm_burst, nt.iterations),
+        startup_s=cold_start_s(profile.startup_s, n, startup_cores(catalog, n)),
+    )
+
+
+def corrected_step(
+    st: Step,
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    nt: NTerms,
+    memory_mb: Arr,
+    rate_samples_s: Arr,
+) -> Step:
+    """model.step_terms' iteration on shared cores: the load's CPU at C/n, the step at no more
+    than R(1)·C/n, the S3 exchange shared, the loop's own exchange CPU, the wait for the slowest
+    rank, the iteration held to the CPU of every worker and shard, crowded first steps and the
+    fresh environments' starts taking turns."""
+    total = catalog.total_vcpu
+    share = vcpu_share(memory_mb, catalog.mb_per_vcpu, catalog.max_vcpu)
+    load = st.transfer_s + load_overhead_s(catalog.load_cpu_s, share, nt.n, total)
+    # Under BSP the n workers compute at the same time, so on shared cores even a step the
+    # quota would let run at full speed runs at no more than C/n cores.
+    throttled = np.maximum(
+        compute_time_s(nt.local_batch, rate_samples_s) / nt.speed, nt.compute_floor_s
+    )
+    core = np.maximum(nt.core_compute_s, nt.compute_floor_s)
+    comm_base, comm_burst = st.communication_s, st.communication_burst_s
+    exch_base, exch_burst = st.exchange_s, st.exchange_burst_s
+    if np.any(nt.s3):  # step_terms put the S3 exchange at this memory: shared here
+        s3_comm = shared_exchange_s(st.communication_s, nt.n, total)
+        comm_base = np.where(nt.s3, s3_comm, comm_base)
+        exch_base = np.where(nt.s3, s3_comm + st.aggregation_s, exch_base)
+        exch_burst = np.where(nt.s3, exch_base, exch_burst)
+        comm_burst = np.where(nt.s3, s3_comm, comm_burst)
+    # The exchange's CPU: the catalog's share of its wall time, or on shared cores what the
+    # profile measured the loop spending beyond its step, whichever is more (PS exchanges only).
+    loop_cpu = np.where(nt.s3, 0.0, loop_extra_cpu_s(profile.loop_extra_cpu, share, total))
+    cpu_share = catalog.exchange_cpu_fraction
+    step_base, step_burst = bsp_steps_s(
+        core, throttled, exch_base, exch_burst,
+        np.maximum(cpu_share * comm_base, loop_cpu), np.maximum(cpu_share * comm_burst, loop_cpu),
+        share, catalog.cpu_throttle_period_s,
+    )  # fmt: skip
+    # Every rank waits for the iteration's slowest step: idle in the exchange, but held out of
+    # the quota's refund (cfs_step_s above), so the compute part stays as it was and the
+    # search's bound on it (search._compute_bound) holds.
+    wait = lockstep_wait_s(throttled, nt.n, profile.lockstep_wait_fraction, total)
+    # On shared cores an iteration also needs the CPU of every worker and every shard.
+    floor = shared_loop_floor_s(profile, catalog, nt, comm_base, st.aggregation_s, loop_cpu)
+    # The platform's start of a fresh environment is CPU (an interpreter), so n of them take
+    # turns as the start-ups after them do (cold_start_s): on 2 cores it measured 0.19-0.36 s
+    # at n ≤ 2 and 0.50-0.61 s at n = 4 and 8.
+    start = cold_start_s(catalog.launch_s, nt.n, startup_cores(catalog, nt.n))
+    return replace(
+        st,
+        load_s=load,
+        throttled_s=throttled,
+        core_s=core,
+        communication_s=comm_base,
+        communication_burst_s=comm_burst,
+        exchange_s=exch_base,
+        exchange_burst_s=exch_burst,
+        step_s=np.maximum(step_base + wait, floor),
+        step_burst_s=np.maximum(step_burst + wait, floor),
+        wait_s=wait,
+        warmup_s=warmup_s(profile, catalog, nt),
+        start_s=start,
+    )
+
+
+def shared_s3_cell_terms(
+    profile: WorkloadProfile, catalog: Catalog, n: Arr, reducers: Arr, memory_mb: Arr
+) -> tuple[Arr, Arr]:
+    """s3exchange.s3_cell_terms on the catalog's cores: the transfers shared as the PS
+    exchange is (the same terms where every function has its own cores)."""
+    comm, agg = s3_cell_terms(profile, catalog, n, reducers, memory_mb)
+    return shared_exchange_s(comm, n, catalog.total_vcpu), agg
 
 
 def shared_core_rate_samples_s(core_rate_samples_s: Arr, n: Arr, cores: float | None) -> Arr:
@@ -121,7 +259,7 @@ def cold_start_s(startup_s: float, n: Arr, init_cores: Arr | float | None) -> Ar
     A cold start (imports, model build) is CPU-bound; on AWS every function has its own cores,
     but on the local platform n start-ups share C cores, so each takes startup · max(1, n/C).
     C is the machine's cores, not the workers' quota total: the import runs in the init phase at
-    burst CPU, outside the quota (measured on 2 cores, bench/predict 2026-11-24, the median
+    burst CPU, outside the quota (measured on 2 cores, bench/predict, the median
     start-up of three runs: 1.24-1.66 s at n = 1, 1.29-1.73 s at n = 2, 2.85-3.34 s at n = 4,
     5.43-6.24 s at n = 8: about n/2 × the n = 1 figure, where C = 1.5 predicted 4.0 s and 8.0 s).
     """
@@ -190,14 +328,14 @@ def loop_exchange_s(points: tuple[tuple[float, float], ...], total_vcpu: float |
 
     From 1 vCPU up the exchange is the same single-threaded work that meets no quota, so each
     such point times the same thing, and a machine's noise only adds to a timing: the least is
-    the least disturbed. The digits profile of 2026-11-27 read 1.06 ms at 1 vCPU and 0.37 ms at
+    the least disturbed. The digits profile read 1.06 ms at 1 vCPU and 0.37 ms at
     2; its runs' exchange took 0.37 ms an iteration at 1.5 vCPU (the median of five,
     bench/results/predict.md).
 
     On loopback the exchange is the worker's and the shard's CPU on the critical path (pickling
     nothing, but syscalls, copies, the shard's Python), not the wire the catalog's bandwidth and
     round trip describe: the digits MLP's exchange took 0.28 ms an iteration, the catalog's
-    transfer and round trip 0.11 ms (bench/results/predict-platform/, 2026-11-25). At lower
+    transfer and round trip 0.11 ms (bench/results/predict-platform/). At lower
     shares the loop's overhead also holds the quota's throttling, which cfs_step_s models: the
     figure at 0.39 vCPU counted twice made the digits 12 s plan 13% slow (bench.predict
     --rescore)."""
@@ -218,7 +356,7 @@ def lockstep_wait_s(
     Steps of equal work do not take equal time (on 2 cores the CNN's 1-vCPU step went 0.105 to
     0.155 s in spells of about 2 s), and each rank waits for the slowest before the next one
     starts: on 2 cores the straggler's communication measured 4-6% of the CNN's step and 2-5%
-    of MobileNetV2's beyond the exchange the model held (bench/predict, 2026-11-26). Held the
+    of MobileNetV2's beyond the exchange the model held (bench/predict). Held the
     same at every n ≥ 2: the CNN's waits read 4.2-5.4% at n = 2, 5.8% at 4 and 4.7% at 8. A
     fraction of x, which falls with memory, so T(m) keeps its non-increasing shape."""
     x = np.asarray(throttled_s, dtype=np.float64)
@@ -264,13 +402,11 @@ def shared_loop_floor_s(
 
 
 def warmup_s(profile: WorkloadProfile, catalog: Catalog, nt: NTerms) -> Arr:
-    """A cold process's slower first steps (crowded_warmup_s), in steps of the one-vCPU step;
-    none where the profile measured none (even where a step is infinitely slow: 0·inf is nan)."""
+    """A cold process's slower first steps (crowded_warmup_s), in steps of the one-vCPU step
+    (terms.warmup_steps_s)."""
 
     def steps_s(steps: float) -> Arr:
-        if not steps:
-            return np.zeros(np.shape(nt.core_compute_s))
-        return steps * np.asarray(nt.core_compute_s, dtype=np.float64)
+        return warmup_steps_s(steps, nt.core_compute_s)
 
     crowd = profile.crowded_warmup_iterations
     return crowded_warmup_s(

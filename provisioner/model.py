@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from provisioner import local_machine
 from provisioner.catalog import Catalog, gbps_to_mb_s
-from provisioner.cells import Axis, Cells, NTerms, Timeline
+from provisioner.cells import Axis, Cells, NTerms, Step, Timeline
 from provisioner.costs import (
     endpoints_usd,
     ephemeral_usd,
@@ -24,21 +25,8 @@ from provisioner.costs import (
     s3_storage_usd,
     step_functions_usd,
 )
-from provisioner.local_machine import (
-    cold_start_s,
-    lockstep_wait_s,
-    loop_exchange_s,
-    loop_extra_cpu_s,
-    parallel_speed,
-    shared_core_rate_samples_s,
-    shared_exchange_s,
-    shared_loop_floor_s,
-    shared_slowdown,
-    startup_cores,
-    warmup_s,
-)
 from provisioner.profile import WorkloadProfile
-from provisioner.quota import cfs_step_s, exchange_under_quota, vcpu_share
+from provisioner.quota import bsp_steps_s, vcpu_share
 from provisioner.s3exchange import s3_cell_terms, s3_exchange_stored_mb
 from provisioner.terms import (
     Arr,
@@ -60,6 +48,7 @@ from provisioner.terms import (
     ps_bandwidth_mb_s,
     s3_bandwidth_mb_s,
     two_rate_mean,
+    warmup_steps_s,
 )
 
 
@@ -76,8 +65,9 @@ def n_terms(
     reducers: Arr | None = None,
 ) -> NTerms:
     """λDNN's batch rule, k and t_comm, plus PS aggregation, checkpoint and /tmp size, per n;
-    the step at full core speed, the shared-core floor, and t_comm while the PS bursts.
-    Cells with reducers k > 0 exchange through S3 (no PS): see s3_cell_terms."""
+    the step at full core speed and t_comm while the PS bursts. Cells with reducers k > 0
+    exchange through S3 (no PS): see s3_cell_terms. On the local machine's shared cores the
+    terms are then corrected (local_machine.corrected_n_terms)."""
     model_mb = profile.model_bytes / 1e6
     k_red = np.zeros(1, dtype=np.int64) if reducers is None else np.asarray(reducers)
     s3_sync = k_red > 0
@@ -87,35 +77,20 @@ def n_terms(
     flow_cap = gbps_to_mb_s(catalog.per_flow_cap_gbps)
     bw = ps_bandwidth_mb_s(n, catalog.function_ps_mb_s, shard_mb_s, shards, flow_cap)
     with np.errstate(divide="ignore"):  # an S3 cell's PS bandwidth is 0; replaced below
-        comm = shared_exchange_s(
-            communication_time_s(model_mb, bw, catalog.function_ps_rtt_s), n, catalog.total_vcpu
-        )
+        comm = communication_time_s(model_mb, bw, catalog.function_ps_rtt_s)
         # a burst never slows the PS down (a catalog peak below the baseline counts as the
         # baseline)
         burst_bw = ps_bandwidth_mb_s(
             n, catalog.function_ps_mb_s, np.maximum(burst_shard_mb_s, shard_mb_s), shards, flow_cap
         )
-        comm_burst = shared_exchange_s(
-            communication_time_s(model_mb, burst_bw, catalog.function_ps_rtt_s),
-            n,
-            catalog.total_vcpu,
-        )
-    # On shared cores the exchange takes at least what the profile's loop measured it to take
-    floor = loop_exchange_s(profile.loop_overhead, catalog.total_vcpu) * shared_slowdown(
-        n, catalog.total_vcpu
-    )
-    comm, comm_burst = np.maximum(comm, floor), np.maximum(comm_burst, floor)
+        comm_burst = communication_time_s(model_mb, burst_bw, catalog.function_ps_rtt_s)
     agg = aggregation_time_s(n, model_mb, shards, profile.ps_aggregation_mb_s_per_core)
     eph = ephemeral_storage_mb(
         profile.dataset_bytes, n, profile.model_bytes, catalog.ephemeral_min_mb
     )
-    speed = parallel_speed(
-        n, profile.parallel_speed_ratio, profile.parallel_processes, catalog.total_vcpu
-    )
     checkpoint = checkpoint_time_s(
-        model_mb, shards, catalog.ps_s3_mb_s, catalog.checkpoint_latency_s,
-        shared_host=catalog.total_vcpu is not None,
-    )  # fmt: skip
+        model_mb, shards, catalog.ps_s3_mb_s, catalog.checkpoint_latency_s
+    )
     ok = (b_l >= 1) & (eph <= catalog.ephemeral_max_mb)
     stored = np.zeros(1)
     if np.any(s3_sync):
@@ -131,7 +106,7 @@ def n_terms(
         checkpoint = np.where(s3_sync, 0.0, checkpoint)
         ok = ok & (~s3_sync | (k_red <= n))
         stored = np.where(s3_sync, s3_exchange_stored_mb(n, model_mb), 0.0)
-    return NTerms(
+    terms = NTerms(
         n=np.asarray(n),
         ps_count=np.asarray(ps_count),
         local_batch=b_l,
@@ -143,22 +118,68 @@ def n_terms(
         checkpoint_s=checkpoint,
         ephemeral_mb=eph,
         ok=ok,
-        core_compute_s=compute_time_s(b_l, core_rate_samples_s) / speed,
-        compute_floor_s=compute_time_s(
-            b_l,
-            shared_core_rate_samples_s(
-                core_rate_samples_s, n, catalog.compute_cores or catalog.total_vcpu
-            ),
-        )
-        / speed,
-        speed=speed,
+        core_compute_s=compute_time_s(b_l, core_rate_samples_s),
+        compute_floor_s=np.zeros(np.shape(b_l)),  # every function has its own cores
+        speed=np.ones(np.shape(b_l)),
         communication_burst_s=comm_burst,
         exchange_burst_s=comm_burst + agg,
         burst_iterations=burst_iterations(burst_s, comm_burst, k),
-        startup_s=cold_start_s(profile.startup_s, n, startup_cores(catalog, n)),
+        startup_s=np.full(np.shape(n), profile.startup_s, dtype=np.float64),
         reducers=k_red,
         s3=s3_sync,
         exchange_stored_mb=stored,
+    )
+    if local_machine.applies(catalog):
+        terms = local_machine.corrected_n_terms(
+            terms, profile, catalog, core_rate_samples_s, burst_s
+        )
+    return terms
+
+
+def step_terms(
+    profile: WorkloadProfile, catalog: Catalog, nt: NTerms, memory_mb: Arr, rate_samples_s: Arr
+) -> Step:
+    """λDNN's t_load and t_comp + t_comm at the cells' memory, the step under the CPU quota
+    (quota.bsp_steps_s) and a cold process's first steps; the S3 exchange at this memory
+    (n_terms holds its slowest)."""
+    s3 = s3_bandwidth_mb_s(
+        memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
+    )
+    share = vcpu_share(memory_mb, catalog.mb_per_vcpu, catalog.max_vcpu)
+    transfer = load_time_s(profile.dataset_bytes / 1e6, nt.n, s3)
+    throttled = compute_time_s(nt.local_batch, rate_samples_s)
+    comm_base, agg = nt.communication_s, nt.aggregation_s
+    exch_base, exch_burst, comm_burst = nt.exchange_s, nt.exchange_burst_s, nt.communication_burst_s
+    if np.any(nt.s3):
+        s3_comm, s3_agg = s3_cell_terms(profile, catalog, nt.n, nt.reducers, memory_mb)
+        comm_base = np.where(nt.s3, s3_comm, comm_base)
+        agg = np.where(nt.s3, s3_agg, agg)
+        exch_base = np.where(nt.s3, s3_comm + s3_agg, exch_base)
+        exch_burst = np.where(nt.s3, exch_base, exch_burst)
+        comm_burst = np.where(nt.s3, s3_comm, nt.communication_burst_s)
+    # the exchange's CPU: the catalog's share of its wall time
+    cpu_share = catalog.exchange_cpu_fraction
+    step_base, step_burst = bsp_steps_s(
+        nt.core_compute_s, throttled, exch_base, exch_burst,
+        cpu_share * comm_base, cpu_share * comm_burst, share, catalog.cpu_throttle_period_s,
+    )  # fmt: skip
+    alone = warmup_steps_s(profile.warmup_iterations, nt.core_compute_s)
+    return Step(
+        s3_mb_s=s3,
+        transfer_s=transfer,
+        load_s=transfer + load_overhead_s(catalog.load_cpu_s, share, nt.n, None),
+        throttled_s=throttled,
+        core_s=nt.core_compute_s,
+        communication_s=comm_base,
+        communication_burst_s=comm_burst,
+        aggregation_s=agg,
+        exchange_s=exch_base,
+        exchange_burst_s=exch_burst,
+        step_s=step_base,
+        step_burst_s=step_burst,
+        wait_s=np.zeros(()),
+        warmup_s=np.broadcast_to(alone, np.broadcast_shapes(np.shape(nt.n), alone.shape)).copy(),
+        start_s=catalog.launch_s,
     )
 
 
@@ -170,58 +191,20 @@ def timeline(
     The worker's timeline: start-up and shard load, then iterations until the invocation's usable
     time (timeout − safety margin) is spent, a PS checkpoint, and a new link (restart, start-up
     and shard reload, assuming a cold environment) until k iterations are done. t_comp is the
-    CPU-quota one (cfs_step_s) at min(R(m), R(1)·C/n); the first iterations, while the PS
-    has burst credits, exchange at the burst bandwidth, the rest at the baseline.
+    CPU-quota one (cfs_step_s); the first iterations, while the PS has burst credits, exchange
+    at the burst bandwidth, the rest at the baseline. On the local machine's shared cores the
+    step's parts are corrected first (local_machine.corrected_step).
     """
-    s3 = s3_bandwidth_mb_s(
-        memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
-    )
-    share = vcpu_share(memory_mb, catalog.mb_per_vcpu, catalog.max_vcpu)
-    load = load_time_s(profile.dataset_bytes / 1e6, nt.n, s3) + load_overhead_s(
-        catalog.load_cpu_s, share, nt.n, catalog.total_vcpu
-    )
-    throttled = np.maximum(
-        compute_time_s(nt.local_batch, rate_samples_s) / nt.speed, nt.compute_floor_s
-    )
-    period = catalog.cpu_throttle_period_s
-    # Under BSP the n workers compute at the same time, so on shared cores even a step the
-    # quota would let run at full speed runs at no more than C/n cores.
-    core = np.maximum(nt.core_compute_s, nt.compute_floor_s)
-    cpu_share = catalog.exchange_cpu_fraction
-    comm_base, agg = nt.communication_s, nt.aggregation_s
-    exch_base, exch_burst, comm_burst = nt.exchange_s, nt.exchange_burst_s, nt.communication_burst_s
-    if np.any(nt.s3):  # the S3 exchange at this memory (n_terms holds its slowest)
-        s3_comm, s3_agg = s3_cell_terms(profile, catalog, nt.n, nt.reducers, memory_mb)
-        comm_base = np.where(nt.s3, s3_comm, comm_base)
-        agg = np.where(nt.s3, s3_agg, agg)
-        exch_base = np.where(nt.s3, s3_comm + s3_agg, exch_base)
-        exch_burst = np.where(nt.s3, exch_base, exch_burst)
-        comm_burst = np.where(nt.s3, s3_comm, nt.communication_burst_s)
-    # The exchange's CPU: the catalog's share of its wall time, or on shared cores what the
-    # profile measured the loop spending beyond its step, whichever is more (PS exchanges only).
-    loop_cpu = np.where(
-        nt.s3, 0.0, loop_extra_cpu_s(profile.loop_extra_cpu, share, catalog.total_vcpu)
-    )
-    cpu_base = np.maximum(cpu_share * comm_base, loop_cpu)
-    cpu_burst = np.maximum(cpu_share * comm_burst, loop_cpu)
-    step_base = cfs_step_s(
-        *exchange_under_quota(core, throttled, exch_base, cpu_base, share), period
-    )
-    burst_parts = exchange_under_quota(core, throttled, exch_burst, cpu_burst, share)
-    # never slower than the baseline step (the quota refund shrinks with a shorter exchange)
-    step_burst = np.minimum(cfs_step_s(*burst_parts, period), step_base)
-    # Every rank waits for the iteration's slowest step: idle in the exchange, but held out of
-    # the quota's refund (cfs_step_s above), so the compute part stays as it was and the
-    # search's bound on it (search._compute_bound) holds.
-    wait = lockstep_wait_s(throttled, nt.n, profile.lockstep_wait_fraction, catalog.total_vcpu)
-    # On shared cores an iteration also needs the CPU of every worker and every shard.
-    floor = shared_loop_floor_s(profile, catalog, nt, comm_base, agg, loop_cpu)
-    step_base = np.maximum(step_base + wait, floor)
-    step_burst = np.maximum(step_burst + wait, floor)
+    st = step_terms(profile, catalog, nt, memory_mb, rate_samples_s)
+    if local_machine.applies(catalog):
+        st = local_machine.corrected_step(st, profile, catalog, nt, memory_mb, rate_samples_s)
     k_burst = nt.burst_iterations
-    step = two_rate_mean(nt.iterations, k_burst, step_burst, step_base)
-    exchange = two_rate_mean(nt.iterations, k_burst, exch_burst, exch_base) + wait
-    comm = two_rate_mean(nt.iterations, k_burst, comm_burst, comm_base) + wait
+    step = two_rate_mean(nt.iterations, k_burst, st.step_burst_s, st.step_s)
+    exchange = two_rate_mean(nt.iterations, k_burst, st.exchange_burst_s, st.exchange_s) + st.wait_s
+    comm = (
+        two_rate_mean(nt.iterations, k_burst, st.communication_burst_s, st.communication_s)
+        + st.wait_s
+    )
     comp = step - exchange
     interval = checkpoint_interval_s(
         nt.checkpoint_s, catalog.checkpoint_max_loss_s, catalog.checkpoint_max_overhead
@@ -230,11 +213,10 @@ def timeline(
     periodic = periodic_checkpoint_s(nt.checkpoint_s, every)
     it = step + periodic
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
-    link_overhead = nt.startup_s + load
+    link_overhead = nt.startup_s + st.load_s
     # A cold process's slower first steps, at the one-vCPU step: a figure per n like start-up,
-    # so T(m) keeps its shape in memory (the budget search's bisection relies on it); on shared
-    # cores n first steps at once take turns and fault more (crowded_warmup_s).
-    warmup = warmup_s(profile, catalog, nt)
+    # so T(m) keeps its shape in memory (the budget search's bisection relies on it).
+    warmup = st.warmup_s
     per_inv = iterations_per_invocation(
         usable, link_overhead + warmup + nt.checkpoint_s, it, nt.iterations
     )
@@ -260,11 +242,8 @@ def timeline(
     # The first link waits for what every link does (restart_s: the dispatch, the orchestrator
     # seeing the result) and for the platform to start a fresh environment before the handler's
     # clock runs (launch_s; measured on 2 cores: 0.1-0.7 s of an emulator run's wall that no
-    # worker's handler saw, bench/predict 2026-11-25). The start is CPU (an interpreter), so n
-    # of them on shared cores take turns as the start-ups after them do (cold_start_s): on 2
-    # cores it measured 0.19-0.36 s at n ≤ 2 and 0.50-0.61 s at n = 4 and 8.
-    fresh = cold_start_s(catalog.launch_s, nt.n, startup_cores(catalog, nt.n))
-    launch = np.broadcast_to(fresh + catalog.restart_s, np.shape(links)).astype(np.float64)
+    # worker's handler saw, bench/predict).
+    launch = np.broadcast_to(st.start_s + catalog.restart_s, np.shape(links)).astype(np.float64)
     with np.errstate(invalid="ignore"):
         total = np.where(
             feasible,
@@ -275,12 +254,12 @@ def timeline(
         # link_overhead)
         billed = total - setup - links * catalog.restart_s
     return Timeline(
-        s3_mb_s=s3,
-        load_s=load,
+        s3_mb_s=st.s3_mb_s,
+        load_s=st.load_s,
         compute_s=comp,
         warmup_s=warmup_total,
         communication_s=comm,
-        aggregation_s=agg,
+        aggregation_s=st.aggregation_s,
         burst_iterations=k_burst,
         iteration_s=it,
         checkpoint_every=every,

@@ -19,7 +19,7 @@ def vcpu_share(memory_mb: Arr, mb_per_vcpu: float, max_vcpu: float) -> Arr:
 
 def cfs_step_s(core_s: Arr, throttled_s: Arr, idle_s: Arr, period_s: float) -> Arr:
     """Extension of λDNN's t_comp + t_comm to a CPU quota refilled every period (Linux CFS;
-    Lambda throttles the same way, every 20 ms: pwrdrvr/lambda-dispatch issue 246).
+    Lambda throttles the same way, every 20 ms, as pwrdrvr/lambda-dispatch found).
 
     x = b_l/R(s) is the compute time the profile measured back to back at share s; c = b_l/R(1)
     the same work at full single-core speed; the worker then idles e seconds (the exchange).
@@ -73,7 +73,7 @@ def exchange_under_quota(
     quota costs more CPU than alone (the MLP's 0.76 ms step, 1.04 ms of CPU at 0.5 vCPU), and
     the exchange's CPU, measured at the share, already holds what it costs there. Measured on
     2 cores, the digits MLP's loop with one worker and a loopback shard (bench/results/
-    predict-platform/digits-mlp.json of 9396ac5): 2.79 and 7.98 ms at 0.5 and 0.25 vCPU,
+    predict-platform/digits-mlp.json): 2.79 and 7.98 ms at 0.5 and 0.25 vCPU,
     (s·x + CPU)/s = 2.80 and 7.98 ms, where x/c held it to 3.07 and 9.88 ms. With no CPU part
     this is (c, x, e), λDNN's reading (the exchange waits on the wire).
     """
@@ -88,3 +88,25 @@ def exchange_under_quota(
     # The loop's CPU can exceed the exchange's wall time (the step's own extra is in it): the
     # exchange then has no idle part left, never a negative one.
     return c + cpu, x + held, np.maximum(np.asarray(exchange_s, dtype=np.float64) - cpu, 0.0)
+
+
+def bsp_steps_s(
+    core_s: Arr,
+    throttled_s: Arr,
+    exchange_s: Arr,
+    exchange_burst_s: Arr,
+    exchange_cpu_s: Arr,
+    exchange_burst_cpu_s: Arr,
+    share: Arr,
+    period_s: float,
+) -> tuple[Arr, Arr]:
+    """A worker's step under its quota (cfs_step_s) with the exchange at the PS's baseline and
+    at its burst bandwidth; the burst step is never slower than the baseline one (the quota's
+    refund shrinks with a shorter exchange)."""
+    base = cfs_step_s(
+        *exchange_under_quota(core_s, throttled_s, exchange_s, exchange_cpu_s, share), period_s
+    )
+    burst_parts = exchange_under_quota(
+        core_s, throttled_s, exchange_burst_s, exchange_burst_cpu_s, share
+    )
+    return base, np.minimum(cfs_step_s(*burst_parts, period_s), base)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 
 from provisioner.catalog import Catalog
-from provisioner.local_machine import shared_exchange_s
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
 from provisioner.terms import Arr, s3_bandwidth_mb_s
@@ -84,19 +83,14 @@ def s3_cell_terms(
     profile: WorkloadProfile, catalog: Catalog, n: Arr, reducers: Arr, memory_mb: Arr
 ) -> tuple[Arr, Arr]:
     """(communication, aggregation) per iteration of an S3 exchange at memory m: transfers on
-    B_s(m) (on C shared cores, shared as the PS exchange is), the reduction at the share's rate."""
+    B_s(m), the reduction at the share's rate (shared cores: local_machine.shared_s3_cell_terms)."""
     model_mb = profile.model_bytes / 1e6
     bw = s3_bandwidth_mb_s(
         memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
     )
     share = vcpu_share(memory_mb, catalog.mb_per_vcpu, catalog.max_vcpu)
-    comm = shared_exchange_s(
-        s3_communication_s(
-            n, reducers, model_mb, bw, catalog.s3_request_s,
-            catalog.put_latency_s, catalog.s3_put_mb_s,
-        ),
-        n,
-        catalog.total_vcpu,
-    )  # fmt: skip
+    comm = s3_communication_s(
+        n, reducers, model_mb, bw, catalog.s3_request_s, catalog.put_latency_s, catalog.s3_put_mb_s
+    )
     reduce = s3_reduce_mb_s(profile.ps_aggregation_mb_s_per_core, share)
     return comm, s3_aggregation_s(n, reducers, model_mb, reduce)

@@ -155,7 +155,7 @@ def checkpoint_time_s(
     Where the shards share one host (`shared_host`: the local platform's cores and its one S3
     server) the slices share its bandwidth, so the write takes the whole model's bytes: measured
     on 2 cores, MobileNetV2 (9 MB) with two shards, 0.26-0.30 s a checkpoint against 0.21 s
-    with one (bench/predict 2026-11-26), where halving the bytes predicted 0.12 s.
+    with one (bench/predict), where halving the bytes predicted 0.12 s.
     """
     writers = np.where(shared_host, 1.0, np.asarray(ps_count, dtype=np.float64))
     return put_request_s + 2.0 * model_mb / writers / ps_s3_mb_s
@@ -208,3 +208,11 @@ def ephemeral_storage_mb(dataset_bytes: int, n: Arr, model_bytes: int, minimum_m
     shard = dataset_bytes / np.asarray(n, dtype=np.float64) + 2.0 * model_bytes
     need = np.ceil(shard / MIB) + EPHEMERAL_HEADROOM_MB
     return np.asarray(np.maximum(need, minimum_mb), dtype=np.int64)
+
+
+def warmup_steps_s(steps: float, core_compute_s: Arr) -> Arr:
+    """Extension: a cold process's slower first steps, `steps` of the one-vCPU step; none where
+    the profile measured none (even where a step is infinitely slow: 0·inf is nan)."""
+    if not steps:
+        return np.zeros(np.shape(core_compute_s))
+    return steps * np.asarray(core_compute_s, dtype=np.float64)

@@ -76,7 +76,7 @@ def predict_s(size_mb: float, n: int, k: int, catalog: Any = None, profile: Any 
     plus aggregation, at one full vCPU of memory (the bench's processes are not capped; the
     reduction is one thread, so more memory would not change it)."""
     from provisioner import load_catalog, load_profile
-    from provisioner.model import s3_cell_terms
+    from provisioner.local_machine import shared_s3_cell_terms as s3_cell_terms
 
     catalog = catalog or load_catalog("local")
     profile = replace(profile or load_profile(PROFILE), model_bytes=int(size_mb * MB))

@@ -72,7 +72,7 @@ from functions.ps_client import PSClient
 from functions.runs import new_run
 from provisioner.catalog import CATALOG_DIR, catalog_from_dict
 from provisioner.files import write_text_atomically
-from provisioner.model import init_cores_at
+from provisioner.local_machine import init_cores_at
 
 REFERENCE_CATALOG = CATALOG_DIR / "lambda-2025.json"
 DEFAULT_OUT = CATALOG_DIR / "local.json"

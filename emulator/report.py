@@ -164,7 +164,7 @@ def compute_at_full_speed_s(record: RunRecord) -> float | None:
 def _compute_s_at_share(record: RunRecord, share: float) -> float | None:
     try:
         from provisioner import load_profile
-        from provisioner.model import training_rate_samples_s
+        from provisioner.terms import training_rate_samples_s
 
         profile = load_profile(record.workload)
     except (ImportError, OSError, ValueError):

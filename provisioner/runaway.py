@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from provisioner import model
+from provisioner import costs
 from provisioner.catalog import Catalog
 from provisioner.parse import format_duration_s, format_usd
 from provisioner.plan import CostBreakdown, Plan
@@ -83,10 +83,10 @@ def worst_case_usd(
     endpoints = len(catalog.interface_endpoints) if ps_count else 0
     return float(
         (cost.lambda_compute_usd + cost.ephemeral_storage_usd) * longer
-        + model.ps_usd(hourly, shards, t, catalog.ps_min_billed_s)
-        + model.endpoints_usd(catalog.endpoint_usd_per_hour, endpoints, t)
-        + model.requests_usd(catalog.usd_per_request, n, links)
-        + model.step_functions_usd(catalog.sfn_usd_per_transition, catalog.sfn_fixed_transitions,
+        + costs.ps_usd(hourly, shards, t, catalog.ps_min_billed_s)
+        + costs.endpoints_usd(catalog.endpoint_usd_per_hour, endpoints, t)
+        + costs.requests_usd(catalog.usd_per_request, n, links)
+        + costs.step_functions_usd(catalog.sfn_usd_per_transition, catalog.sfn_fixed_transitions,
                                    catalog.sfn_transitions_per_invocation, n, links)
         + (cost.s3_requests_usd + cost.s3_exchange_usd) * longer
     )  # fmt: skip

@@ -3,7 +3,7 @@
 Search space: n = 1 … min(concurrency limit, b_g^max); m on the catalog's grid between the
 profile's minimum and the limit; every architecture the catalog, the profile and the limits
 allow; every PS type (minus those another type beats on bandwidth *and* price) × 1 … max
-shards; and the S3 exchange (sync "s3", issue 13) with k = 1 … n reducers. A *route* is one
+shards; and the S3 exchange (sync "s3") with k = 1 … n reducers. A *route* is one
 (architecture, PS type, shard count) or one (architecture, S3, k); a cell is (route, n, m), and
 an S3 cell with k > n does not exist (n_terms marks it not ok).
 """
@@ -15,24 +15,18 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from provisioner.catalog import Catalog, PsType
-from provisioner.model import (
-    Arr,
-    Axis,
-    Cells,
-    NTerms,
-    evaluate,
-    n_terms,
-    training_rate_samples_s,
-    vcpu_share,
-)
+from provisioner.cells import Axis, Cells, NTerms
+from provisioner.model import evaluate, n_terms
 from provisioner.profile import WorkloadProfile
+from provisioner.quota import vcpu_share
+from provisioner.terms import Arr, training_rate_samples_s
 
 # "any": one architecture per plan (workers and PS alike), the cheaper; "mixed": workers and PS
 # may differ, and the deploy builds the image for both (linux/arm64 on an x86 host needs QEMU).
 ARCH_CHOICES = ("x86_64", "arm64", "mixed", "any")  # the last is the default
 SYNC_CHOICES = ("ps", "s3", "auto")  # auto: the better of the two for the goal, per job
 # S3 routes with more reducers than this are held back from a search's first pass and flattened
-# only where a lower bound on their cost can still beat the first pass (search.held_back).
+# only where a lower bound on their cost can still beat the first pass (heldback.held_back).
 FIRST_PASS_REDUCERS = 4
 
 
@@ -50,7 +44,8 @@ class Limits:
     ps_types: tuple[str, ...] | None = None
     reserve_concurrency: bool = False
     # "ps", "s3" or "auto" (SYNC_CHOICES). The library default is λDNN's setting, "ps", which
-    # callers written before issue 13 assume; the CLI's --sync and the context default to "auto".
+    # callers written before the S3 exchange assume; the CLI's --sync and the context default
+    # to "auto".
     sync: str = "ps"
 
 
@@ -277,7 +272,7 @@ class Flat:
 
     `flatten` holds back the S3 routes with more than FIRST_PASS_REDUCERS reducers (up to n per
     n: too many pairs to evaluate whole); a solver flattens those of them a lower bound cannot
-    rule out (search.held_back), unless `s3_held_back` is False. `left_out_n` marks worker
+    rule out (heldback.held_back), unless `s3_held_back` is False. `left_out_n` marks worker
     counts (n-indices) left out of every search, held-back pairs included.
     """
 
@@ -349,3 +344,11 @@ def choice_of(space: Space, r: int, ni: int, j: int) -> Choice:
         sync="s3" if k else "ps",
         reducers=k,
     )
+
+
+def ragged(starts: Arr, stops: Arr) -> tuple[Arr, Arr]:
+    """Flat (owner, index) pairs for the inclusive windows [start, stop] of every owner."""
+    counts = np.maximum(stops - starts + 1, 0)
+    owner = np.repeat(np.arange(starts.size), counts)
+    offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return owner, starts[owner] + offsets

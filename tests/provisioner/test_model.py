@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from provisioner import model
+from provisioner import costs, local_machine, quota, terms
 from provisioner.catalog import Catalog
 from provisioner.planner import predict
 from provisioner.profile import RateCurve, WorkloadProfile
@@ -17,32 +17,32 @@ from tests.provisioner.conftest import make_profile
 
 
 def test_local_batch_rule_caps_the_global_batch() -> None:
-    got = model.local_batch(np.array([1, 4, 8, 9, 300]), 32, 256)
+    got = terms.local_batch(np.array([1, 4, 8, 9, 300]), 32, 256)
     assert got.tolist() == [32, 32, 32, 28, 0]  # 9·32 > 256 → ⌊256/9⌋; n > b_g^max → 0
 
 
 def test_iterations_round_up() -> None:
-    assert int(model.iterations(1000, 3, np.array(64))) == 47  # ⌈3000/64⌉
-    assert int(model.iterations(1000, 2, np.array(50))) == 40
+    assert int(terms.iterations(1000, 3, np.array(64))) == 47  # ⌈3000/64⌉
+    assert int(terms.iterations(1000, 2, np.array(50))) == 40
 
 
 def test_s3_bandwidth_grows_then_caps() -> None:
-    got = model.s3_bandwidth_mb_s(np.array([1000, 3000]), 0.05, 20.0, 115.0)
+    got = terms.s3_bandwidth_mb_s(np.array([1000, 3000]), 0.05, 20.0, 115.0)
     assert got.tolist() == [70.0, 115.0]
 
 
 def test_load_time_splits_the_dataset() -> None:
-    assert float(model.load_time_s(100.0, np.array(4), np.array(50.0))) == 0.5
+    assert float(terms.load_time_s(100.0, np.array(4), np.array(50.0))) == 0.5
 
 
 def test_vcpu_share_is_proportional_then_capped() -> None:
-    assert model.vcpu_share(np.array([1769, 20000]), 1769, 6).tolist() == [1.0, 6.0]
+    assert quota.vcpu_share(np.array([1769, 20000]), 1769, 6).tolist() == [1.0, 6.0]
 
 
 def test_rate_points_are_monotone_proportional_below_flat_beyond() -> None:
     curve = RateCurve(arch="x86_64", vcpu_shares=(0.5, 1.0, 2.0), samples_per_s=(100, 180, 150))
     shares = np.array([0.25, 0.75, 1.5, 3.0])
-    got = model.training_rate_samples_s(curve, shares, shares * 1769)
+    got = terms.training_rate_samples_s(curve, shares, shares * 1769)
     assert got.tolist() == [50.0, 140.0, 180.0, 180.0]  # 150 is noise: running maximum
 
 
@@ -60,62 +60,62 @@ def test_rate_points_may_be_keyed_by_memory() -> None:
     curve = profile.rate("x86_64")
     assert curve is not None and curve.memory_points_mb == (1024.0, 2048.0)
     mem = np.array([512, 1536, 4096])
-    got = model.training_rate_samples_s(curve, mem / 1769, mem)
+    got = terms.training_rate_samples_s(curve, mem / 1769, mem)
     assert got.tolist() == [12.5, 32.5, 40.0]
 
 
 def test_rate_linear_fit_is_lambda_dnn_form_and_never_negative() -> None:
     curve = RateCurve(arch="x86_64", alpha1_samples_s_per_mb=0.1, beta1_samples_s=-50.0)
-    got = model.training_rate_samples_s(curve, np.zeros(2), np.array([1000, 100]))
+    got = terms.training_rate_samples_s(curve, np.zeros(2), np.array([1000, 100]))
     assert got.tolist() == [50.0, 0.0]
 
 
 def test_ps_bandwidth_shares_baseline_across_workers_and_shards() -> None:
-    one = model.ps_bandwidth_mb_s(np.array([1, 10]), 84.0, np.array(93.75), np.array(1), 625.0)
+    one = terms.ps_bandwidth_mb_s(np.array([1, 10]), 84.0, np.array(93.75), np.array(1), 625.0)
     assert one.tolist() == [84.0, 9.375]  # function cap, then B_ps / n
-    two = model.ps_bandwidth_mb_s(np.array(10), 84.0, np.array(93.75), np.array(2), 625.0)
+    two = terms.ps_bandwidth_mb_s(np.array(10), 84.0, np.array(93.75), np.array(2), 625.0)
     assert float(two) == 18.75
-    capped = model.ps_bandwidth_mb_s(np.array(1), 1e6, np.array(1250.0), np.array(1), 625.0)
+    capped = terms.ps_bandwidth_mb_s(np.array(1), 1e6, np.array(1250.0), np.array(1), 625.0)
     assert float(capped) == 625.0  # one flow at most 5 Gbps
 
 
 def test_communication_aggregation_checkpoint() -> None:
-    assert float(model.communication_time_s(4.0, np.array(10.0), 0.001)) == pytest.approx(0.802)
-    assert float(model.aggregation_time_s(np.array(10), 4.0, np.array(2), 400.0)) == 0.05
-    assert float(model.checkpoint_time_s(4.0, np.array(2), 100.0, 0.0)) == 0.04
+    assert float(terms.communication_time_s(4.0, np.array(10.0), 0.001)) == pytest.approx(0.802)
+    assert float(terms.aggregation_time_s(np.array(10), 4.0, np.array(2), 400.0)) == 0.05
+    assert float(terms.checkpoint_time_s(4.0, np.array(2), 100.0, 0.0)) == 0.04
     # one PUT per shard: its latency on top of the slice
-    assert float(model.checkpoint_time_s(4.0, np.array(2), 100.0, 0.01)) == pytest.approx(0.05)
+    assert float(terms.checkpoint_time_s(4.0, np.array(2), 100.0, 0.01)) == pytest.approx(0.05)
 
 
 def test_shards_on_one_host_write_the_whole_model_through_its_bandwidth() -> None:
     """On the local platform every shard writes through the one S3 server on the same cores:
     two shards take what one does, not half (separate hosts on AWS: half)."""
     shards = np.array([1, 2, 4])
-    apart = model.checkpoint_time_s(4.0, shards, 100.0, 0.01)
-    together = model.checkpoint_time_s(4.0, shards, 100.0, 0.01, shared_host=True)
+    apart = terms.checkpoint_time_s(4.0, shards, 100.0, 0.01)
+    together = terms.checkpoint_time_s(4.0, shards, 100.0, 0.01, shared_host=True)
     assert apart == pytest.approx([0.09, 0.05, 0.03])
     assert together == pytest.approx([0.09, 0.09, 0.09])
 
 
 def test_chaining_counts() -> None:
-    per = model.iterations_per_invocation(
+    per = terms.iterations_per_invocation(
         870.0, np.array([70.0, 70.0, 900.0]), np.array(2.0), np.array([1000, 100, 10])
     )
     assert per.tolist() == [400, 100, 0]
-    assert model.invocations(np.array([1000, 100]), np.array([400, 100])).tolist() == [3, 1]
+    assert terms.invocations(np.array([1000, 100]), np.array([400, 100])).tolist() == [3, 1]
 
 
 def test_ephemeral_storage_holds_shard_and_checkpoint() -> None:
-    got = model.ephemeral_storage_mb(1024**3, np.array([2, 8]), 0, 512)
+    got = terms.ephemeral_storage_mb(1024**3, np.array([2, 8]), 0, 512)
     assert got.tolist() == [576, 512]  # 512 MiB shard + 64 headroom; small shard → minimum
 
 
 def test_cost_terms() -> None:
-    lam = model.lambda_compute_usd(
+    lam = costs.lambda_compute_usd(
         np.array(0.0000166667), np.array(1024), np.array(2), np.array(100.0)
     )
     assert float(lam) == pytest.approx(0.00333334)
-    assert float(model.ps_usd(np.array(0.36), np.array(2), np.array(30.0), 60.0)) == (
+    assert float(costs.ps_usd(np.array(0.36), np.array(2), np.array(30.0), 60.0)) == (
         pytest.approx(0.012)
     )  # 60 s minimum
 
@@ -186,12 +186,12 @@ def test_full_prediction_by_hand(catalog_2020: object) -> None:
 
 def test_checkpoint_interval_bounds_the_loss_unless_checkpoints_are_slow() -> None:
     """A minute of training between checkpoints, stretched so they take at most 2% of it."""
-    got = model.checkpoint_interval_s(np.array([0.01, 1.2, 3.0]), 60.0, 0.02)
+    got = terms.checkpoint_interval_s(np.array([0.01, 1.2, 3.0]), 60.0, 0.02)
     assert got.tolist() == [60.0, 60.0, 150.0]
-    every = model.checkpoint_every_iterations(np.array([0.002, 7.0, 120.0, np.inf]), 60.0)
+    every = terms.checkpoint_every_iterations(np.array([0.002, 7.0, 120.0, np.inf]), 60.0)
     assert every.tolist() == [30_000, 9, 1, 1]
-    share = model.periodic_checkpoint_s(
-        np.array([0.9]), model.checkpoint_every_iterations(np.array([7.0]), 60.0)
+    share = terms.periodic_checkpoint_s(
+        np.array([0.9]), terms.checkpoint_every_iterations(np.array([7.0]), 60.0)
     )
     assert float(share[0]) == pytest.approx(0.1)  # 0.9 s every 9 iterations
 
@@ -306,7 +306,7 @@ def test_warm_links_start_in_the_platforms_warm_start_time(catalog_2025: object)
 
 def test_cold_starts_share_the_cores_of_a_shared_platform() -> None:
     """n cold starts at once on C shared cores take startup · max(1, n/C); on AWS each its own."""
-    from provisioner.model import cold_start_s
+    from provisioner.local_machine import cold_start_s
 
     assert cold_start_s(1.2, np.array([1, 2, 4]), None).tolist() == [1.2, 1.2, 1.2]
     assert cold_start_s(1.2, np.array([1, 2, 3, 6]), 1.5) == pytest.approx([1.2, 1.6, 2.4, 4.8])
@@ -315,7 +315,7 @@ def test_cold_starts_share_the_cores_of_a_shared_platform() -> None:
 def test_cold_starts_share_the_cores_measured_at_their_n() -> None:
     """Where the catalog measured the cores per n, n cold starts get the cores interpolated at
     n (flat beyond the points): 1.0× alone at n = 2 on 2 cores, n/1.74 at 4, n/1.9 at 8."""
-    from provisioner.model import cold_start_s, init_cores_at
+    from provisioner.local_machine import cold_start_s, init_cores_at
     from tests.local_catalog import local_catalog
 
     points = ((2.0, 2.0), (4.0, 1.74), (8.0, 1.9))
@@ -351,23 +351,23 @@ def test_cold_starts_share_the_machine_cores_not_the_workers_quota() -> None:
 def test_a_share_between_whole_vcpus_trains_at_its_whole_threads() -> None:
     """The worker runs max(1, ⌊s⌋) torch threads, so 1.5 vCPU trains as 1 and 2.5 as 2; points
     keyed by memory (λDNN's runtime, every core busy) are read as they are."""
-    assert model.threaded_share(np.array([0.5, 1.0, 1.5, 2.0, 2.5])).tolist() == [
+    assert terms.threaded_share(np.array([0.5, 1.0, 1.5, 2.0, 2.5])).tolist() == [
         0.5, 1.0, 1.0, 2.0, 2.0,
     ]  # fmt: skip
     curve = RateCurve(arch="x86_64", vcpu_shares=(0.5, 1.0, 2.0), samples_per_s=(50, 100, 180))
-    got = model.training_rate_samples_s(curve, np.array([1.5, 1.99, 2.0]), np.zeros(3))
+    got = terms.training_rate_samples_s(curve, np.array([1.5, 1.99, 2.0]), np.zeros(3))
     assert got.tolist() == [100.0, 100.0, 180.0]
     by_memory = RateCurve(arch="x86_64", memory_points_mb=(1769, 3538), samples_per_s=(100, 180))
-    assert model.training_rate_samples_s(by_memory, np.array([1.5]), np.array([2653.5]))[0] == 140
+    assert terms.training_rate_samples_s(by_memory, np.array([1.5]), np.array([2653.5]))[0] == 140
 
 
 def test_the_loads_cpu_part_runs_at_the_share_one_thread_and_the_shared_cores_give() -> None:
     n = np.array([1, 1, 1, 8])
     share = np.array([0.5, 1.0, 3.0, 1.0])
-    assert model.load_overhead_s(0.3, share, n, None).tolist() == [0.6, 0.3, 0.3, 0.3]
+    assert terms.load_overhead_s(0.3, share, n, None).tolist() == [0.6, 0.3, 0.3, 0.3]
     # on 1.5 shared cores 8 loads at once run at 0.1875 each
-    assert model.load_overhead_s(0.3, share, n, 1.5) == pytest.approx([0.6, 0.3, 0.3, 1.6])
-    assert model.load_overhead_s(None, share, n, 1.5).tolist() == [0.0] * 4  # not measured
+    assert terms.load_overhead_s(0.3, share, n, 1.5) == pytest.approx([0.6, 0.3, 0.3, 1.6])
+    assert terms.load_overhead_s(None, share, n, 1.5).tolist() == [0.0] * 4  # not measured
 
 
 def test_warm_up_is_paid_once_per_cold_process(catalog_2025: object) -> None:
@@ -393,13 +393,15 @@ def test_warm_up_is_paid_once_per_cold_process(catalog_2025: object) -> None:
 
 def test_the_loops_extra_cpu_is_read_at_the_share_on_shared_cores_only() -> None:
     points = ((0.25, 0.0004), (1.0, 0.0002))
-    got = model.loop_extra_cpu_s(points, np.array([0.1, 0.25, 0.625, 1.0, 2.0]), 1.5)
+    got = local_machine.loop_extra_cpu_s(points, np.array([0.1, 0.25, 0.625, 1.0, 2.0]), 1.5)
     assert got == pytest.approx([0.0004, 0.0004, 0.0003, 0.0002, 0.0002])  # flat beyond the ends
-    assert model.loop_extra_cpu_s(points, np.array([0.5]), None).tolist() == [0.0]  # AWS
-    assert model.loop_extra_cpu_s((), np.array([0.5]), 1.5).tolist() == [0.0]  # not measured
+    assert local_machine.loop_extra_cpu_s(points, np.array([0.5]), None).tolist() == [0.0]  # AWS
+    assert local_machine.loop_extra_cpu_s((), np.array([0.5]), 1.5).tolist() == [
+        0.0
+    ]  # not measured
     # never more at a larger share (more memory is never slower): a higher point is clipped
     rising = ((0.25, 0.0004), (1.0, 0.0002), (2.0, 0.0005))
-    got = model.loop_extra_cpu_s(rising, np.array([1.0, 1.5, 2.0]), 1.5)
+    got = local_machine.loop_extra_cpu_s(rising, np.array([1.0, 1.5, 2.0]), 1.5)
     assert got == pytest.approx([0.0002, 0.0002, 0.0002])
 
 
@@ -453,16 +455,22 @@ def test_a_measured_loop_figure_keeps_more_memory_never_slower() -> None:
 def test_a_step_costs_its_crowded_cpu_once_workers_outnumber_the_cores() -> None:
     n = np.array([1, 2, 3, 4, 8])
     # measured 1.8× with 4 workers on 2 cores: 1 up to the cores, linear to 4, flat beyond
-    assert model.crowded_step_factor(n, 1.8, 4, 2.0) == pytest.approx([1, 1, 1.4, 1.8, 1.8])
-    assert model.crowded_step_factor(n, 1.8, 4, None).tolist() == [1.0] * 5  # AWS: own cores
-    assert model.crowded_step_factor(n, None, 1, 2.0).tolist() == [1.0] * 5  # not measured
+    assert local_machine.crowded_step_factor(n, 1.8, 4, 2.0) == pytest.approx([1, 1, 1.4, 1.8, 1.8])
+    assert (
+        local_machine.crowded_step_factor(n, 1.8, 4, None).tolist() == [1.0] * 5
+    )  # AWS: own cores
+    assert local_machine.crowded_step_factor(n, None, 1, 2.0).tolist() == [1.0] * 5  # not measured
 
 
 def test_shared_cores_hold_an_iteration_to_the_cpu_of_all_workers_and_shards() -> None:
     # 8 workers at 2 ms of CPU each and 6 ms in the shards, on 2 cores: 11 ms an iteration
-    got = model.shared_cpu_iteration_s(np.array([8]), np.array([0.002]), np.array([0.006]), 2.0)
+    got = local_machine.shared_cpu_iteration_s(
+        np.array([8]), np.array([0.002]), np.array([0.006]), 2.0
+    )
     assert got == pytest.approx([0.011])
-    assert model.shared_cpu_iteration_s(np.array([8]), np.array([0.002]), 0.006, None) == [0.0]
+    assert local_machine.shared_cpu_iteration_s(np.array([8]), np.array([0.002]), 0.006, None) == [
+        0.0
+    ]
 
 
 def _loop_on_shared_cores(
@@ -519,8 +527,8 @@ def test_a_crowded_step_adds_its_extra_cpu_of_every_worker_over_the_cores() -> N
     profile = load_profile("digits-mlp")
     curve = profile.rate("x86_64")
     assert curve is not None
-    core_step_s = 16 / float(model.training_rate_samples_s(curve, np.array(1.0), np.array(1769)))
-    speed = float(model.parallel_speed(np.array(8), profile.parallel_speed_ratio,
+    core_step_s = 16 / float(terms.training_rate_samples_s(curve, np.array(1.0), np.array(1769)))
+    speed = float(local_machine.parallel_speed(np.array(8), profile.parallel_speed_ratio,
                                        profile.parallel_processes, 1.5))  # fmt: skip
     once = _loop_on_shared_cores(ps_request_cpu_s=0.01, crowded=1.0)
     twice = _loop_on_shared_cores(ps_request_cpu_s=0.01, crowded=2.0)
@@ -557,20 +565,22 @@ def test_first_steps_at_once_share_the_cores_and_fault_more_in_a_crowd() -> None
     keeps the excess alone at any n."""
     alone, crowd = 0.5, 1.1  # s of CPU: MobileNetV2's first step in the kernel, 1 and 4 on 2
     at = [
-        float(model.crowded_warmup_s(np.array(n), np.array(alone), np.array(crowd), 4, 2.0))
+        float(local_machine.crowded_warmup_s(np.array(n), np.array(alone), np.array(crowd), 4, 2.0))
         for n in (1, 2, 4, 8)
     ]
     assert at[0] == at[1] == pytest.approx(alone)
     assert at[2] == pytest.approx(2 * crowd)  # 4 on 2 cores: the crowd's, twice as long
     assert at[3] == pytest.approx(4 * (alone + 2 * (crowd - alone)))  # two doublings
     # nothing measured in a crowd: the excess alone, shared
-    no_crowd = model.crowded_warmup_s(np.array([1, 8]), np.array(alone), None, 1, 2.0)
+    no_crowd = local_machine.crowded_warmup_s(np.array([1, 8]), np.array(alone), None, 1, 2.0)
     assert list(no_crowd) == pytest.approx([alone, 4 * alone])
     # a crowd that came out cheaper than alone adds nothing beyond the sharing
-    assert float(model.crowded_warmup_s(np.array(8), np.array(alone), np.array(0.1), 4, 2.0)) == (
-        pytest.approx(4 * alone)
+    assert float(
+        local_machine.crowded_warmup_s(np.array(8), np.array(alone), np.array(0.1), 4, 2.0)
+    ) == (pytest.approx(4 * alone))
+    aws = local_machine.crowded_warmup_s(
+        np.array([1, 8]), np.array(alone), np.array(crowd), 4, None
     )
-    aws = model.crowded_warmup_s(np.array([1, 8]), np.array(alone), np.array(crowd), 4, None)
     assert list(aws) == pytest.approx([alone, alone])
 
 
@@ -605,11 +615,13 @@ def test_the_exchange_alone_takes_at_least_the_profiles_loop_at_one_vcpu() -> No
     from tests.local_catalog import local_catalog
 
     points = ((0.5, 9e-4), (2.0, 1e-3))
-    assert model.loop_exchange_s(points, 1.5) == pytest.approx(9e-4 + 1e-4 / 3)
+    assert local_machine.loop_exchange_s(points, 1.5) == pytest.approx(9e-4 + 1e-4 / 3)
     # from 1 vCPU up every point times the same exchange: the least counts
-    assert model.loop_exchange_s(((0.5, 9e-4), (1.0, 8e-4), (2.0, 3e-4)), 1.5) == 3e-4
-    assert model.loop_exchange_s(((0.5, 9e-4), (2.0, 3e-4)), 1.5) == 3e-4
-    assert model.loop_exchange_s(points, None) == model.loop_exchange_s((), 1.5) == 0.0
+    assert local_machine.loop_exchange_s(((0.5, 9e-4), (1.0, 8e-4), (2.0, 3e-4)), 1.5) == 3e-4
+    assert local_machine.loop_exchange_s(((0.5, 9e-4), (2.0, 3e-4)), 1.5) == 3e-4
+    assert (
+        local_machine.loop_exchange_s(points, None) == local_machine.loop_exchange_s((), 1.5) == 0.0
+    )
     # without the ranks' wait for the slowest step (its own test): the floor alone
     bare = dataclasses.replace(load_profile("digits-mlp"), lockstep_wait_fraction=None)
     slow = dataclasses.replace(bare, loop_overhead=((1.0, 0.05),))  # far above the catalog's
@@ -632,11 +644,11 @@ def test_ranks_wait_for_the_slowest_step_on_shared_cores_at_two_workers_or_more(
     from provisioner import load_profile
     from tests.local_catalog import local_catalog
 
-    assert model.lockstep_wait_s(np.array([0.2, 0.1]), np.array([1, 2]), 0.05, 2.0) == (
+    assert local_machine.lockstep_wait_s(np.array([0.2, 0.1]), np.array([1, 2]), 0.05, 2.0) == (
         pytest.approx([0.0, 0.005])
     )
-    assert not np.any(model.lockstep_wait_s(np.array([0.2]), np.array([4]), 0.05, None))
-    assert not np.any(model.lockstep_wait_s(np.array([0.2]), np.array([4]), None, 2.0))
+    assert not np.any(local_machine.lockstep_wait_s(np.array([0.2]), np.array([4]), 0.05, None))
+    assert not np.any(local_machine.lockstep_wait_s(np.array([0.2]), np.array([4]), None, 2.0))
     bare = load_profile("synthetic-cifar-cnn")
     waits = dataclasses.replace(bare, lockstep_wait_fraction=0.05)
     local = dataclasses.replace(local_catalog(), total_vcpu=2.0, compute_cores=2.0)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from provisioner import model
+from provisioner import local_machine, quota, terms
 from provisioner.catalog import CATALOG_DIR, Catalog, PsType, catalog_from_dict
 from provisioner.plan import Goal
 from provisioner.planner import plan_job, predict
@@ -51,7 +51,7 @@ def simulated_compute_s(core_s: float, idle_s: float, share: float, period_s: fl
 
 
 def model_compute_s(core_s: float, idle_s: float, share: float, period_s: float) -> float:
-    got = model.cfs_compute_time_s(
+    got = quota.cfs_compute_time_s(
         np.array(core_s), np.array(core_s / share), np.array(idle_s), period_s
     )
     return float(got)
@@ -117,34 +117,36 @@ def test_quota_term_is_full_speed_when_the_demand_fits_the_quota() -> None:
 
 def test_quota_term_keeps_the_curve_at_a_full_core_and_without_a_period() -> None:
     c, x = np.array([1.0, 1.0]), np.array([0.5, 2.0])  # s = 2 (x < c), s = 0.5
-    assert model.cfs_compute_time_s(c, x, np.array(0.3), 0.02)[0] == pytest.approx(0.5)
-    assert model.cfs_compute_time_s(c, x, np.array(0.3), 0.0) == pytest.approx([0.5, 2.0])
+    assert quota.cfs_compute_time_s(c, x, np.array(0.3), 0.02)[0] == pytest.approx(0.5)
+    assert quota.cfs_compute_time_s(c, x, np.array(0.3), 0.0) == pytest.approx([0.5, 2.0])
 
 
 def test_quota_step_is_non_decreasing_in_the_throttled_time_and_the_exchange() -> None:
     """x grows as memory shrinks, e as the PS slows: the step must never get faster."""
     x = np.linspace(0.01, 5.0, 20_000)
     for c, e, p in [(0.01, 0.0, 0.02), (0.01, 0.015, 0.02), (0.3, 0.07, 0.1), (1.0, 5.0, 0.02)]:
-        assert np.all(np.diff(model.cfs_step_s(np.array(c), x, np.array(e), p)) >= -1e-12)
+        assert np.all(np.diff(quota.cfs_step_s(np.array(c), x, np.array(e), p)) >= -1e-12)
         e_axis = np.linspace(0.0, 0.5, 5_000)
-        step_e = model.cfs_step_s(np.array(c), np.array(c * 3.3), e_axis, p)
+        step_e = quota.cfs_step_s(np.array(c), np.array(c * 3.3), e_axis, p)
         assert np.all(np.diff(step_e) >= -1e-12), (c, e, p)
 
 
 def test_shared_cores_time_slice_the_one_core_rate() -> None:
     """n workers on C cores run at full single-core speed C/n of the time: R(1)·C/n (not the
     rate timed under a quota of C/n); no total_vcpu means unlimited (inf)."""
-    got = model.shared_core_rate_samples_s(np.array(100.0), np.array([1, 2, 4, 8]), 2.0)
+    got = local_machine.shared_core_rate_samples_s(np.array(100.0), np.array([1, 2, 4, 8]), 2.0)
     assert got.tolist() == [200.0, 100.0, 50.0, 25.0]
-    assert np.isinf(model.shared_core_rate_samples_s(np.array(100.0), np.array([3]), None)).all()
+    assert np.isinf(
+        local_machine.shared_core_rate_samples_s(np.array(100.0), np.array([3]), None)
+    ).all()
 
 
 def test_parallel_speed_slows_workers_that_share_cores_only() -> None:
     n = np.array([1, 2, 3, 4, 8])
-    assert model.parallel_speed(n, 0.8, 2, 1.5).tolist() == [1.0, 0.8, 0.8, 0.8, 0.8]
-    assert model.parallel_speed(n, 0.7, 4, 3.0) == pytest.approx([1.0, 0.9, 0.8, 0.7, 0.7])
-    assert model.parallel_speed(n, 0.8, 2, None).tolist() == [1.0] * 5  # AWS: own cores
-    assert model.parallel_speed(n, None, 1, 1.5).tolist() == [1.0] * 5  # not measured
+    assert local_machine.parallel_speed(n, 0.8, 2, 1.5).tolist() == [1.0, 0.8, 0.8, 0.8, 0.8]
+    assert local_machine.parallel_speed(n, 0.7, 4, 3.0) == pytest.approx([1.0, 0.9, 0.8, 0.7, 0.7])
+    assert local_machine.parallel_speed(n, 0.8, 2, None).tolist() == [1.0] * 5  # AWS: own cores
+    assert local_machine.parallel_speed(n, None, 1, 1.5).tolist() == [1.0] * 5  # not measured
 
 
 def test_parallel_speed_divides_the_compute_of_n_workers(catalog_2025: Catalog) -> None:
@@ -253,9 +255,9 @@ def test_a_three_hour_job_runs_mostly_at_the_baseline(catalog_2020: Catalog) -> 
 
 def test_burst_iterations_are_whole_exchanges_within_the_credit() -> None:
     k = np.array(10)
-    assert model.burst_iterations(np.array(0.0), np.array(1.0), k) == 0  # no burst
-    assert model.burst_iterations(np.array(30.0), np.array(2.5), k) == 10  # all 10 fit: ≤ k
-    assert model.burst_iterations(np.array(30.0), np.array(4.0), k) == 7  # ⌊30 / 4⌋
+    assert terms.burst_iterations(np.array(0.0), np.array(1.0), k) == 0  # no burst
+    assert terms.burst_iterations(np.array(30.0), np.array(2.5), k) == 10  # all 10 fit: ≤ k
+    assert terms.burst_iterations(np.array(30.0), np.array(4.0), k) == 7  # ⌊30 / 4⌋
 
 
 def test_a_peak_below_the_baseline_bursts_at_the_baseline() -> None:
@@ -365,37 +367,41 @@ def test_a_type_with_a_longer_burst_is_kept_even_with_a_lower_baseline() -> None
 
 def test_the_exchange_shares_the_cores_like_compute_on_a_shared_platform() -> None:
     n = np.array([1, 2, 3, 6])
-    assert model.shared_exchange_s(np.array(0.6), n, 1.5) == pytest.approx([0.6, 0.8, 1.2, 2.4])
-    assert model.shared_exchange_s(np.array(0.6), n, None).tolist() == 0.6  # AWS: own cores
+    assert local_machine.shared_exchange_s(np.array(0.6), n, 1.5) == pytest.approx(
+        [0.6, 0.8, 1.2, 2.4]
+    )
+    assert local_machine.shared_exchange_s(np.array(0.6), n, None).tolist() == 0.6  # AWS: own cores
 
 
 def test_the_exchanges_own_cpu_is_held_to_the_quota_like_compute() -> None:
     c, x, e, half = np.array(0.4e-3), np.array(0.8e-3), np.array(0.3e-3), np.array(0.5)
     # none of it CPU: λDNN's reading, the exchange idles and gives quota back
-    assert [float(v) for v in model.exchange_under_quota(c, x, e, np.array(0.0), half)] == [
-        0.4e-3, 0.8e-3, 0.3e-3
+    assert [float(v) for v in quota.exchange_under_quota(c, x, e, np.array(0.0), half)] == [
+        0.4e-3,
+        0.8e-3,
+        0.3e-3,
     ]
     # a third of it CPU: that part is work, at half speed, and no longer idle
-    core, throttled, idle = model.exchange_under_quota(c, x, e, np.array(0.1e-3), half)
+    core, throttled, idle = quota.exchange_under_quota(c, x, e, np.array(0.1e-3), half)
     assert (float(core), float(throttled), float(idle)) == pytest.approx((0.5e-3, 1.0e-3, 0.2e-3))
     # the step only grows with it, and not at all with a whole core (one thread, no slowdown)
     steps = [
-        float(model.cfs_step_s(
-            *model.exchange_under_quota(c, x, e, np.array(f * 0.3e-3), half), 0.02))
+        float(quota.cfs_step_s(
+            *quota.exchange_under_quota(c, x, e, np.array(f * 0.3e-3), half), 0.02))
         for f in (0.0, 0.5, 1.0)
     ]  # fmt: skip
     assert steps[0] < steps[1] < steps[2]
-    assert float(model.cfs_step_s(*model.exchange_under_quota(c, c, e, e, half), 0.02)) == 0.7e-3
+    assert float(quota.cfs_step_s(*quota.exchange_under_quota(c, c, e, e, half), 0.02)) == 0.7e-3
 
 
 def test_the_exchanges_cpu_is_held_at_the_share_not_at_the_steps_own_slowdown() -> None:
     """A step timed back to back under a quota of half a core took 3× its time alone (its
     caches go cold while throttled), the exchange's CPU, measured at that share, 1/0.5 = 2×."""
     c, x, cpu = np.array(0.4e-3), np.array(1.2e-3), np.array(0.1e-3)
-    _, throttled, _ = model.exchange_under_quota(c, x, np.array(0.3e-3), cpu, np.array(0.5))
+    _, throttled, _ = quota.exchange_under_quota(c, x, np.array(0.3e-3), cpu, np.array(0.5))
     assert float(throttled) == pytest.approx(1.2e-3 + 0.2e-3)
     # more memory, less held: the search's T(m) keeps its shape
-    more = model.exchange_under_quota(c, x, np.array(0.3e-3), cpu, np.array(0.8))[1]
+    more = quota.exchange_under_quota(c, x, np.array(0.3e-3), cpu, np.array(0.8))[1]
     assert float(more) == pytest.approx(1.2e-3 + 0.1e-3 / 0.8)
     assert float(more) < float(throttled)
 
@@ -408,10 +414,10 @@ def test_the_loop_under_a_quota_is_what_the_profiler_measured() -> None:
     for share, rate, extra_cpu_s, loop_s in ((0.25, 2641.3, 0.48e-3, 7.98e-3),
                                              (0.5, 7705.5, 0.364e-3, 2.79e-3)):  # fmt: skip
         x = 16 / rate
-        parts = model.exchange_under_quota(
+        parts = quota.exchange_under_quota(
             np.array(c), np.array(x), np.array(0.2e-3), np.array(extra_cpu_s), np.array(share)
         )
-        assert float(model.cfs_step_s(*parts, 0.02)) == pytest.approx(loop_s, rel=0.01)
+        assert float(quota.cfs_step_s(*parts, 0.02)) == pytest.approx(loop_s, rel=0.01)
 
 
 def test_the_quota_step_never_drops_below_the_work_and_the_exchange_near_one_period() -> None:
@@ -421,6 +427,6 @@ def test_the_quota_step_never_drops_below_the_work_and_the_exchange_near_one_per
     # x a hair above P counts one refill (⌈x/P⌉ less a relative hair) while c > q already
     xs = np.concatenate([np.linspace(0.0205, 0.02001, 50), [p * (1 + 1e-15), p],
                          np.linspace(0.01999, 0.0185, 50)])  # fmt: skip
-    steps = model.cfs_step_s(c, xs, e, p)
+    steps = quota.cfs_step_s(c, xs, e, p)
     assert np.all(np.diff(steps) <= 0)
     assert np.all(steps >= c + e)

@@ -16,17 +16,16 @@ from hypothesis import strategies as st
 from provisioner import Goal, load_catalog, load_profile
 from provisioner.catalog import catalog_from_dict
 from provisioner.cli import render_plan
-from provisioner.model import (
+from provisioner.costs import s3_exchange_usd, s3_storage_usd
+from provisioner.plan import Plan
+from provisioner.planner import plan_job, predict
+from provisioner.s3exchange import (
     s3_aggregation_s,
     s3_communication_s,
     s3_exchange_requests,
     s3_exchange_stored_mb,
-    s3_exchange_usd,
     s3_reduce_mb_s,
-    s3_storage_usd,
 )
-from provisioner.plan import Plan
-from provisioner.planner import plan_job, predict
 from provisioner.space import Choice, Limits
 from tests.local_catalog import local_catalog, local_catalog_dict
 from tests.provisioner.test_alternatives import _check_random

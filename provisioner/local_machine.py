@@ -1,0 +1,418 @@
+"""The local machine's shared-core corrections: n workers and the PS shards on C shared cores."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from provisioner.catalog import Catalog
+from provisioner.cells import NTerms, Step
+from provisioner.profile import WorkloadProfile
+from provisioner.quota import bsp_steps_s, vcpu_share
+from provisioner.s3exchange import s3_cell_terms
+from provisioner.terms import (
+    Arr,
+    burst_iterations,
+    checkpoint_time_s,
+    compute_time_s,
+    load_overhead_s,
+    warmup_steps_s,
+)
+
+
+def applies(catalog: Catalog) -> bool:
+    """Whether `catalog` describes shared cores (the local machine): any figure of theirs set."""
+    return (
+        catalog.total_vcpu is not None
+        or catalog.compute_cores is not None
+        or catalog.init_cores is not None
+        or bool(catalog.init_cores_by_n)
+    )
+
+
+def corrected_n_terms(
+    nt: NTerms,
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    core_rate_samples_s: Arr,
+    burst_s: Arr,
+) -> NTerms:
+    """model.n_terms' per-n terms on shared cores: the exchange shared with the other workers
+    and floored at the loop's measured exchange (PS cells), the steps slowed by each other
+    (parallel_speed) and floored at R(1)·C/n, the checkpoint through the one local S3 server,
+    the cold starts taking turns."""
+    total = catalog.total_vcpu
+    n = nt.n
+    # On shared cores the exchange takes at least what the profile's loop measured it to take
+    floor = loop_exchange_s(profile.loop_overhead, total) * shared_slowdown(n, total)
+    shared = shared_exchange_s(nt.communication_s, n, total)
+    comm = np.maximum(shared, floor)
+    comm_burst = np.maximum(shared_exchange_s(nt.communication_burst_s, n, total), floor)
+    checkpoint = checkpoint_time_s(
+        profile.model_bytes / 1e6, np.maximum(nt.ps_count, 1), catalog.ps_s3_mb_s,
+        catalog.checkpoint_latency_s, shared_host=total is not None,
+    )  # fmt: skip
+    if np.any(nt.s3):  # an S3 exchange is shared as well, but has no loop floor or checkpoint
+        comm = np.where(nt.s3, shared, comm)
+        comm_burst = np.where(nt.s3, shared, comm_burst)
+        checkpoint = np.where(nt.s3, 0.0, checkpoint)
+    speed = parallel_speed(n, profile.parallel_speed_ratio, profile.parallel_processes, total)
+    floor_rate = shared_core_rate_samples_s(core_rate_samples_s, n, catalog.compute_cores or total)
+    return replace(
+        nt,
+        communication_s=comm,
+        exchange_s=comm + nt.aggregation_s,
+        checkpoint_s=checkpoint,
+        core_compute_s=compute_time_s(nt.local_batch, core_rate_samples_s) / speed,
+        compute_floor_s=compute_time_s(nt.local_batch, floor_rate) / speed,
+        speed=speed,
+        communication_burst_s=comm_burst,
+        exchange_burst_s=comm_burst + nt.aggregation_s,
+        burst_iterations=burst_iterations(burst_s, comm_burst, nt.iterations),
+        startup_s=cold_start_s(profile.startup_s, n, startup_cores(catalog, n)),
+    )
+
+
+def corrected_step(
+    st: Step,
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    nt: NTerms,
+    memory_mb: Arr,
+    rate_samples_s: Arr,
+) -> Step:
+    """model.step_terms' iteration on shared cores: the load's CPU at C/n, the step at no more
+    than R(1)·C/n, the S3 exchange shared, the loop's own exchange CPU, the wait for the slowest
+    rank, the iteration held to the CPU of every worker and shard, crowded first steps and the
+    fresh environments' starts taking turns."""
+    total = catalog.total_vcpu
+    share = vcpu_share(memory_mb, catalog.mb_per_vcpu, catalog.max_vcpu)
+    load = st.transfer_s + load_overhead_s(catalog.load_cpu_s, share, nt.n, total)
+    # Under BSP the n workers compute at the same time, so on shared cores even a step the
+    # quota would let run at full speed runs at no more than C/n cores.
+    throttled = np.maximum(
+        compute_time_s(nt.local_batch, rate_samples_s) / nt.speed, nt.compute_floor_s
+    )
+    core = np.maximum(nt.core_compute_s, nt.compute_floor_s)
+    comm_base, comm_burst = st.communication_s, st.communication_burst_s
+    exch_base, exch_burst = st.exchange_s, st.exchange_burst_s
+    if np.any(nt.s3):  # step_terms put the S3 exchange at this memory: shared here
+        s3_comm = shared_exchange_s(st.communication_s, nt.n, total)
+        comm_base = np.where(nt.s3, s3_comm, comm_base)
+        exch_base = np.where(nt.s3, s3_comm + st.aggregation_s, exch_base)
+        exch_burst = np.where(nt.s3, exch_base, exch_burst)
+        comm_burst = np.where(nt.s3, s3_comm, comm_burst)
+    # The exchange's CPU: the catalog's share of its wall time, or on shared cores what the
+    # profile measured the loop spending beyond its step, whichever is more (PS exchanges only).
+    loop_cpu = np.where(nt.s3, 0.0, loop_extra_cpu_s(profile.loop_extra_cpu, share, total))
+    cpu_share = catalog.exchange_cpu_fraction
+    step_base, step_burst = bsp_steps_s(
+        core, throttled, exch_base, exch_burst,
+        np.maximum(cpu_share * comm_base, loop_cpu), np.maximum(cpu_share * comm_burst, loop_cpu),
+        share, catalog.cpu_throttle_period_s,
+    )  # fmt: skip
+    # Every rank waits for the iteration's slowest step: idle in the exchange, but held out of
+    # the quota's refund (cfs_step_s above), so the compute part stays as it was and the
+    # search's bound on it (search._compute_bound) holds.
+    wait = lockstep_wait_s(throttled, nt.n, profile.lockstep_wait_fraction, total)
+    # On shared cores an iteration also needs the CPU of every worker and every shard.
+    floor = shared_loop_floor_s(profile, catalog, nt, comm_base, st.aggregation_s, loop_cpu)
+    # The platform's start of a fresh environment is CPU (an interpreter), so n of them take
+    # turns as the start-ups after them do (cold_start_s): on 2 cores it measured 0.19-0.36 s
+    # at n ≤ 2 and 0.50-0.61 s at n = 4 and 8.
+    start = cold_start_s(catalog.launch_s, nt.n, startup_cores(catalog, nt.n))
+    return replace(
+        st,
+        load_s=load,
+        throttled_s=throttled,
+        core_s=core,
+        communication_s=comm_base,
+        communication_burst_s=comm_burst,
+        exchange_s=exch_base,
+        exchange_burst_s=exch_burst,
+        step_s=np.maximum(step_base + wait, floor),
+        step_burst_s=np.maximum(step_burst + wait, floor),
+        wait_s=wait,
+        warmup_s=warmup_s(profile, catalog, nt),
+        start_s=start,
+    )
+
+
+def shared_s3_cell_terms(
+    profile: WorkloadProfile, catalog: Catalog, n: Arr, reducers: Arr, memory_mb: Arr
+) -> tuple[Arr, Arr]:
+    """s3exchange.s3_cell_terms on the catalog's cores: the transfers shared as the PS
+    exchange is (the same terms where every function has its own cores)."""
+    comm, agg = s3_cell_terms(profile, catalog, n, reducers, memory_mb)
+    return shared_exchange_s(comm, n, catalog.total_vcpu), agg
+
+
+def shared_core_rate_samples_s(core_rate_samples_s: Arr, n: Arr, cores: float | None) -> Arr:
+    """Extension: R(1)·C/n, a worker's rate when n functions compute at once on C shared cores
+    (the local platform: the catalog's compute_cores, else total_vcpu); inf if unlimited.
+
+    The scheduler time-slices the n processes at full single-core speed (no quota binds when
+    C/n is below the memory's share), so a worker trains at its one-core rate for C/n of the
+    time: measured on 2 cores, 8 MobileNetV2 workers took 3.8 s an iteration, R(1)·C/n
+    predicts 3.4 s and R(C/n) (the points timed under a quota of C/n) 4.8 s. C is every core
+    the steps get, not the memory limit's total_vcpu: k free-running copies at 0.72 vCPU got
+    0.93-1.02 of C = 2 on 2 cores (bench/results/shared-cores.md). What n steps at once lose
+    to each other (caches, memory bandwidth) is the profile's parallel_speed_ratio, apart.
+    """
+    n = np.asarray(n, dtype=np.float64)
+    if cores is None:
+        return np.full(n.shape, np.inf)
+    return np.asarray(core_rate_samples_s, dtype=np.float64) * cores / np.maximum(n, 1.0)
+
+
+def parallel_speed(n: Arr, ratio: float | None, processes: int, total_vcpu: float | None) -> Arr:
+    """Extension: a worker's compute speed while n workers compute at once on shared cores,
+    relative to alone: 1 at n = 1, the profile's `ratio` (measured with `processes` = the
+    machine's cores busy) from n = processes on, linear in between; 1 where every function has
+    its own cores (AWS: total_vcpu None) or nothing was measured.
+
+    Workers share caches and memory bandwidth: on 2 cores, two MobileNetV2 steps at once each
+    run slower than one alone, so a profile timed alone overstates n ≥ 2 workers in lockstep.
+    The ratio is measured in lockstep (the ranks of one BSP loop, against one child alone in the
+    same loop), where every step starts at once: measured on 2 cores, 0.868 for MobileNetV2.
+    """
+    n = np.asarray(n, dtype=np.float64)
+    if total_vcpu is None or ratio is None or processes < 2:
+        return np.ones(n.shape)
+    busy = (np.clip(n, 1.0, float(processes)) - 1.0) / (processes - 1.0)
+    return 1.0 - (1.0 - ratio) * busy
+
+
+def shared_slowdown(n: Arr, total_vcpu: Arr | float | None) -> Arr:
+    """Extension: max(1, n/C), how much longer n CPU-bound tasks at once take on C shared
+    cores than one alone; 1 where every function has its own cores (AWS: total_vcpu None)."""
+    n = np.asarray(n, dtype=np.float64)
+    if total_vcpu is None:
+        return np.ones(n.shape)
+    return np.maximum(1.0, n / total_vcpu)
+
+
+def shared_exchange_s(exchange_s: Arr, n: Arr, total_vcpu: float | None) -> Arr:
+    """Extension: the exchange when n workers and the PS share C cores: exchange · max(1, n/C).
+
+    On loopback an exchange is CPU, not wire (the client's and the PS's Python, syscalls and
+    copies), so n workers exchanging at once share the cores as n cold starts do: measured on
+    2 cores, 8 MLP workers spent 7.4 ms an iteration in the exchange, one alone 0.6 ms.
+    Where every function has its own cores (AWS) it is the exchange as it is.
+    """
+    if total_vcpu is None:
+        return np.asarray(exchange_s, dtype=np.float64)
+    return exchange_s * shared_slowdown(n, total_vcpu)
+
+
+def crowded_step_factor(n: Arr, ratio: float | None, processes: int, cores: float | None) -> Arr:
+    """Extension: how much more CPU a step takes while n workers, more than the C shared cores,
+    take turns on them: 1 while n ≤ C, the profile's `ratio` (measured with `processes` > C
+    workers and a PS shard) from n = processes on, linear in between; 1 where every function
+    has its own cores (AWS: cores None) or nothing was measured. In a BSP loop every worker
+    blocks on the exchange each iteration, so once the workers outnumber the cores each step
+    starts on caches another process filled. The shards are not counted: they idle while the
+    workers compute (measured on 2 cores, digits MLP, `python -m bench.shared_loop`: the
+    step's CPU in the loop 1.17× alone with 2 workers and 1 shard, 1.16× with 2 and 2,
+    2.0-2.4× with 4 or 8 workers).
+    """
+    n = np.asarray(n, dtype=np.float64)
+    if cores is None or ratio is None or processes <= cores:
+        return np.ones(n.shape)
+    return 1.0 + (ratio - 1.0) * np.clip((n - cores) / (processes - cores), 0.0, 1.0)
+
+
+def shared_cpu_iteration_s(n: Arr, worker_cpu_s: Arr, ps_cpu_s: Arr, cores: float | None) -> Arr:
+    """Extension: the shortest an iteration can take when the workers and the PS shards share
+    C cores: (n · a worker's CPU per iteration + the shards' CPU per iteration) / C; 0 where
+    every function and the PS have their own cores (AWS: cores None).
+
+    Measured on 2 cores (`python -m bench.shared_loop`, bench/results/shared-loop.md): 8
+    digits-MLP workers and 2 shards spent 1.98 ms of CPU each and 5.89 ms in the shards an
+    iteration, (15.8 + 5.9)/2 = 10.9 ms against 11.6 ms measured; the quota-and-exchange step
+    (cfs_step_s) of one worker alone said about 4 ms."""
+    if cores is None:
+        return np.zeros(np.shape(worker_cpu_s))
+    n = np.asarray(n, dtype=np.float64)
+    return (n * np.asarray(worker_cpu_s, dtype=np.float64) + ps_cpu_s) / cores
+
+
+def init_cores_at(
+    n: Arr, init_cores: float | None, by_n: tuple[tuple[float, float], ...] = ()
+) -> Arr | float | None:
+    """Extension: the cores n cold starts at once effectively get: the catalog's points per n
+    (`by_n`) interpolated linearly and flat beyond the ends, else `init_cores` at every n (None:
+    unlimited, AWS). Measured per n because contention is not one figure: on 2 cores the
+    start-ups in bench/predict took 1.0× one alone at n = 2 (2 cores), 2.3× at n = 4 (1.74) and
+    4.2× at n = 8 (1.9), so the one figure from k = 4 (1.7) over-predicted n = 2 by 18% and
+    n = 8 by 12%."""
+    if not by_n:
+        return init_cores
+    xs, ys = zip(*by_n, strict=True)
+    return np.asarray(np.interp(np.asarray(n, dtype=np.float64), xs, ys), dtype=np.float64)
+
+
+def cold_start_s(startup_s: float, n: Arr, init_cores: Arr | float | None) -> Arr:
+    """Extension: the first link's start-up when n functions start at once on C shared cores.
+
+    A cold start (imports, model build) is CPU-bound; on AWS every function has its own cores,
+    but on the local platform n start-ups share C cores, so each takes startup · max(1, n/C).
+    C is the machine's cores, not the workers' quota total: the import runs in the init phase at
+    burst CPU, outside the quota (measured on 2 cores, bench/predict, the median
+    start-up of three runs: 1.24-1.66 s at n = 1, 1.29-1.73 s at n = 2, 2.85-3.34 s at n = 4,
+    5.43-6.24 s at n = 8: about n/2 × the n = 1 figure, where C = 1.5 predicted 4.0 s and 8.0 s).
+    """
+    return startup_s * shared_slowdown(n, init_cores)
+
+
+def startup_cores(catalog: Catalog, n: Arr) -> Arr | float | None:
+    """The cores n cold starts at once share on `catalog`: its init cores (per n where it
+    measured them), else its workers' total_vcpu (None: unlimited, AWS)."""
+    return init_cores_at(n, catalog.init_cores or catalog.total_vcpu, catalog.init_cores_by_n)
+
+
+def crowded_warmup_s(
+    n: Arr, alone_s: Arr, crowd_s: Arr | None, processes: int, cores: float | None
+) -> Arr:
+    """Extension: the wall seconds a cold process's slower first steps add when n workers take
+    them at once on C shared cores: each pays w(n) seconds of CPU and n of them share C cores,
+    so max(1, n/C) · w(n). w is the excess alone (`alone_s`) up to n = C, the crowd's
+    (`crowd_s`, measured with `processes` > C workers) at n = processes, and grows with
+    log(n/C) in between and beyond; `alone_s` wherever every function has its own cores (AWS:
+    cores None). A first step faults its memory in, and the kernel's time for that grows with
+    the processes taking turns on the cores: MobileNetV2's first step at batch 32 spent 0.51 s
+    in the kernel alone, 0.48 s in 2, 1.13 s in 4 and 1.7 s in 8 on 2 cores (0.5 + 0.6 per
+    doubling of n/C; the user time and the steps after it did not grow), so 8 workers on 2
+    cores spent 6-9 s on their first steps where the warm-up alone predicted under 1 s
+    (bench/results/fixed-cost.md)."""
+    n = np.asarray(n, dtype=np.float64)
+    alone = np.asarray(alone_s, dtype=np.float64)
+    if cores is None:
+        return np.broadcast_to(alone, np.broadcast_shapes(n.shape, alone.shape)).copy()
+    excess = alone
+    if crowd_s is not None and processes > cores:
+        doublings = np.log(np.maximum(n, cores) / cores) / np.log(processes / cores)
+        excess = alone + np.maximum(0.0, np.asarray(crowd_s) - alone) * doublings
+    return shared_slowdown(n, cores) * excess
+
+
+def loop_extra_cpu_s(
+    points: tuple[tuple[float, float], ...], share: Arr, total_vcpu: float | None
+) -> Arr:
+    """Extension: CPU seconds an iteration of the worker's loop spends beyond the back-to-back
+    step, at the worker's share: the profile's points measured through a loopback PS,
+    interpolated linearly and flat beyond the ends; 0 where every function has its own cores
+    (AWS: total_vcpu None) or nothing was measured. The points are made non-increasing in the
+    share (running minimum), as the rate curve is made non-decreasing: more memory is never
+    slower, so the search's T(m) keeps its shape (the 2-vCPU point of digits-mlp, two torch
+    threads, read 0.47 ms against 0.17 at 1 vCPU).
+
+    It is the exchange's own CPU and what interleaving the exchange costs the step: on 2 cores
+    the digits MLP's loop took 0.20-0.26 ms of CPU an iteration beyond its step, where the
+    catalog's exchange CPU share makes 0.13 ms of it."""
+    s = np.asarray(share, dtype=np.float64)
+    if total_vcpu is None or not points:
+        return np.zeros(np.shape(s))
+    xs, ys = zip(*points, strict=True)
+    falling = np.minimum.accumulate(np.asarray(ys, dtype=np.float64))
+    return np.asarray(np.interp(s, xs, falling), dtype=np.float64)
+
+
+def loop_exchange_s(points: tuple[tuple[float, float], ...], total_vcpu: float | None) -> float:
+    """Extension: the wall seconds one worker's exchange alone takes on loopback: the profile's
+    loop overhead (an iteration of the worker's loop through a loopback PS shard beyond its
+    back-to-back step) at 1 vCPU, interpolated, where one torch thread never meets the quota, or
+    at a larger share measured, whichever is least; 0 where every function has its own cores
+    (AWS: total_vcpu None) or nothing was measured.
+
+    From 1 vCPU up the exchange is the same single-threaded work that meets no quota, so each
+    such point times the same thing, and a machine's noise only adds to a timing: the least is
+    the least disturbed. The digits profile read 1.06 ms at 1 vCPU and 0.37 ms at
+    2; its runs' exchange took 0.37 ms an iteration at 1.5 vCPU (the median of five,
+    bench/results/predict.md).
+
+    On loopback the exchange is the worker's and the shard's CPU on the critical path (pickling
+    nothing, but syscalls, copies, the shard's Python), not the wire the catalog's bandwidth and
+    round trip describe: the digits MLP's exchange took 0.28 ms an iteration, the catalog's
+    transfer and round trip 0.11 ms (bench/results/predict-platform/). At lower
+    shares the loop's overhead also holds the quota's throttling, which cfs_step_s models: the
+    figure at 0.39 vCPU counted twice made the digits 12 s plan 13% slow (bench.predict
+    --rescore)."""
+    if total_vcpu is None or not points:
+        return 0.0
+    xs, ys = zip(*points, strict=True)
+    above = [y for x, y in points if x > 1.0]
+    return float(min([np.interp(1.0, xs, ys), *above]))
+
+
+def lockstep_wait_s(
+    throttled_s: Arr, n: Arr, fraction: float | None, total_vcpu: float | None
+) -> Arr:
+    """Extension: the wait an iteration's slowest rank adds to every other rank's exchange under
+    BSP, as the profile's lockstep_wait_fraction of the step x (n ≥ 2 on shared cores; 0 on AWS,
+    where it was not measured, and at n = 1, where no rank waits for another).
+
+    Steps of equal work do not take equal time (on 2 cores the CNN's 1-vCPU step went 0.105 to
+    0.155 s in spells of about 2 s), and each rank waits for the slowest before the next one
+    starts: on 2 cores the straggler's communication measured 4-6% of the CNN's step and 2-5%
+    of MobileNetV2's beyond the exchange the model held (bench/predict). Held the
+    same at every n ≥ 2: the CNN's waits read 4.2-5.4% at n = 2, 5.8% at 4 and 4.7% at 8. A
+    fraction of x, which falls with memory, so T(m) keeps its non-increasing shape."""
+    x = np.asarray(throttled_s, dtype=np.float64)
+    if total_vcpu is None or not fraction:
+        return np.zeros(np.broadcast_shapes(x.shape, np.shape(n)))
+    return np.where(np.asarray(n) >= 2, fraction * x, 0.0)
+
+
+def shared_loop_floor_s(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    nt: NTerms,
+    communication_s: Arr,
+    aggregation_s: Arr,
+    loop_cpu_s: Arr,
+) -> Arr:
+    """shared_cpu_iteration_s of the BSP loop on the platform's shared cores (0 on AWS).
+
+    A worker's CPU per iteration: its step at full core speed, slowed by the steps beside it
+    (parallel_speed) or crowded (crowded_step_factor), whichever costs more, and the exchange's
+    own CPU (the catalog's share of the exchange as one worker alone sees it,
+    or the profile's loop extra, whichever is more). The shards': a push and a pull per worker
+    and shard (the catalog's ps_request_cpu_s) and the averaging of n gradients. An S3 exchange
+    has no shard."""
+    cores = catalog.compute_cores or catalog.total_vcpu
+    if catalog.total_vcpu is None:
+        return np.zeros(np.shape(nt.core_compute_s))
+    shards = np.where(nt.s3, 0.0, np.asarray(nt.ps_count, dtype=np.float64))
+    crowded = crowded_step_factor(
+        nt.n, profile.crowded_step_ratio, profile.crowded_processes, cores
+    )
+    alone_exchange_s = communication_s / shared_slowdown(nt.n, catalog.total_vcpu)
+    exchange_cpu = np.maximum(catalog.exchange_cpu_fraction * alone_exchange_s, loop_cpu_s)
+    # The crowd's ratio was measured with every core busy, so it holds what steps at once lose
+    # to each other (parallel_speed, in core_compute_s) already: the larger of the two counts.
+    worker_cpu = nt.core_compute_s * np.maximum(1.0, crowded * nt.speed) + exchange_cpu
+    ps_cpu = np.where(
+        nt.s3,
+        0.0,
+        nt.n * shards * catalog.ps_request_cpu_s + shards * np.asarray(aggregation_s),
+    )
+    return shared_cpu_iteration_s(nt.n, worker_cpu, ps_cpu, cores)
+
+
+def warmup_s(profile: WorkloadProfile, catalog: Catalog, nt: NTerms) -> Arr:
+    """A cold process's slower first steps (crowded_warmup_s), in steps of the one-vCPU step
+    (terms.warmup_steps_s)."""
+
+    def steps_s(steps: float) -> Arr:
+        return warmup_steps_s(steps, nt.core_compute_s)
+
+    crowd = profile.crowded_warmup_iterations
+    return crowded_warmup_s(
+        nt.n,
+        steps_s(profile.warmup_iterations),
+        None if crowd is None else steps_s(crowd),
+        profile.crowded_processes,
+        catalog.compute_cores or catalog.total_vcpu,
+    )

@@ -1,4 +1,4 @@
-"""Sync mode "s3" (issue 13): workers exchange gradients through S3 objects only, no PS.
+"""Sync mode "s3": workers exchange gradients through S3 objects only, no PS.
 
 LambdaML's ScatterReduce through storage, generalised to k reducers (1 <= k <= n), with the
 transfers pipelined. The flat parameter vector is cut into k contiguous partitions; rank j < k

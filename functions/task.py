@@ -56,7 +56,7 @@ class WorkerTask:
     # emulator and tests take the checkpoint-and-re-invoke path at a chosen iteration, whatever
     # the machine's speed.
     iterations_per_invocation: int = 0
-    # Gradient exchange (issue 13): "ps" through ps_endpoints; "s3" through objects under
+    # Gradient exchange: "ps" through ps_endpoints; "s3" through objects under
     # exchange_prefix in the artifacts bucket, where ranks 0..reducers-1 each reduce one of
     # `reducers` partitions (ps_endpoints and secret_ref are then unused and may be empty).
     sync: str = "ps"

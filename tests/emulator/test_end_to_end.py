@@ -315,7 +315,7 @@ def test_the_wall_clock_limit_ends_invocations_cleanly(
     stopped by the time limit, none was killed, each resumed where the last stopped, and the
     run completed. The limit leaves a cold first link room to start: at 4 s (3 s usable) three
     cold starts of 0.22 vCPU workers on two busy cores took all of it, and the run failed for
-    a link that made no progress (CI, 2026-11-25). Such a link is now re-invoked once, warm
+    a link that made no progress, once in CI. Such a link is now re-invoked once, warm
     (tests/emulator/test_supervision.py holds that rule without depending on speed)."""
     plan = with_iterations(planned_digits("emu-clock"), 3000)
     record = run(

@@ -50,7 +50,7 @@ def test_slack_plans_for_the_deadline_less_the_reserve(catalog_2025: Catalog) ->
     assert (held.prediction, held.cost) == (direct.prediction, direct.cost)
     assert held.goal == Goal(deadline_s=1500, slack=0.2)
     assert "less 20% slack" in held.notes[0]
-    # the fastest plan takes 11m15s (cifar10-resnet18 as profiled on 2026-11-23)
+    # the fastest plan for cifar10-resnet18 takes 11m15s on its profile
     with pytest.raises(Infeasible, match="deadline 13m20s less 20% slack = 10m40s"):
         plan(deadline_s=800, slack=0.2)
     with pytest.raises(ValueError, match="slack 0.95 is out of range"):

@@ -172,7 +172,7 @@ def test_both_goals_equal_exhaustive(
     _check(fields, limits, goal, grid, platform)
 
 
-# --- both gradient exchanges (issue 13): PS routes and S3 with every k = 1 … n --------------------
+# --- both gradient exchanges: PS routes and S3 with every k = 1 … n --------------------
 
 SYNC_LIMITS = st.builds(
     Limits,

@@ -1,4 +1,4 @@
-"""The S3 gradient exchange (issue 13): its model terms, cost items, plan fields and CLI line."""
+"""The S3 gradient exchange: its model terms, cost items, plan fields and CLI line."""
 
 from __future__ import annotations
 

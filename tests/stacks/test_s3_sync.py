@@ -1,4 +1,4 @@
-"""The app's shape for a plan that syncs through S3 (issue 13): no PS stack, no network, no
+"""The app's shape for a plan that syncs through S3: no PS stack, no network, no
 secret; the worker outside any VPC with exactly its S3 prefixes; an exchange that expires; a
 state machine without PS steps. And what changes from the PS shape, resource by resource.
 

@@ -376,32 +376,43 @@ class WorkerPool:
             return poll(self.supervisor, worker.current)
 
     def record(self, worker: WorkerState, outcome: Outcome) -> dict[str, Any] | None:
-        """The link's result (with its losses) once recorded, or None after a failed attempt
-        that may be retried; EmulatorError once the worker is out of attempts."""
+        """The link's result as the handler returned it once recorded, or None after a failed
+        attempt that may be retried; EmulatorError once the worker is out of attempts.
+
+        Only the handler's return value goes back to the caller (the state machine, which holds
+        it to the 256 KiB payload limit); what the emulator reads for its report (every loss
+        and step time, tens of bytes an iteration) stays in `worker.links`, beside the payload.
+        """
+        if not outcome.ok:
+            return self._failed(worker, outcome)
         # The record is read from S3 outside the lock: under BSP the n workers' links end
         # together, and read in turn under it, each read held back every other worker's poll
         # and re-invocation, a wait AWS's independent Map iterations do not have.
-        result = self.read_record(outcome.result) if outcome.ok else None
+        result = outcome.result
+        recorded = self.read_record(result)
         with self.lock:
             worker.current = None
-            if result is not None:
-                worker.links.append(
-                    {**result, "wall_s": outcome.wall_s, "attempt": worker.attempt,
-                     "cold": outcome.cold}
-                )  # fmt: skip
-                worker.iteration = int(result.get("iteration", worker.iteration))
-                worker.attempt = 1
-                if result.get("done"):
-                    worker.done = True
-                    self.stop(worker)
-                return result
+            worker.links.append(
+                {**recorded, "wall_s": outcome.wall_s, "attempt": worker.attempt,
+                 "cold": outcome.cold}
+            )  # fmt: skip
+            worker.iteration = int(result.get("iteration", worker.iteration))
+            worker.attempt = 1
+            if result.get("done"):
+                worker.done = True
+                self.stop(worker)
+            return result
+
+    def _failed(self, worker: WorkerState, outcome: Outcome) -> None:
+        """Count a failed attempt; EmulatorError once the worker is out of attempts."""
+        with self.lock:
+            worker.current = None
             worker.failures.append(outcome.error)
             if worker.attempt >= self.options.max_attempts:
                 raise EmulatorError(
                     f"worker {worker.rank} failed {worker.attempt} times; last: {outcome.error}"
                 )
             worker.attempt += 1
-            return None
 
     def stop(self, worker: WorkerState) -> None:
         """End the worker's environment (and with it an invocation in flight)."""

@@ -43,6 +43,7 @@ from emulator.naming import RUN_FILES, RUN_FOLDERS, SECRET_ENV, bucket_name, run
 from emulator.procs import Interrupted, Supervisor, wait_for_log_line
 from emulator.progress import ProgressBar, logged_loss
 from emulator.report import LOCAL_CATALOG, finish_report, s3_client_for
+from emulator.run_lock import run_folder_lock
 from emulator.s3server import S3Endpoint, s3_server
 from emulator.unfinished import unfinished_report, write_report
 from functions import ps_health
@@ -640,8 +641,17 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
 
     With `endpoint`, that running S3 server is used (tests share one); otherwise one is started
     for the run and stopped with it. A failed run still leaves a report.json saying what failed.
+    A run folder another run holds is refused (emulator.run_lock.RunFolderBusy).
     """
     out_dir = run_dir(plan.job, options.out_dir, REPO_ROOT / "runs")  # before anything is deleted
+    with run_folder_lock(out_dir):  # RunFolderBusy (nothing touched) while another run holds it
+        return _run_locked(plan, options, out_dir, endpoint)
+
+
+def _run_locked(
+    plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | None
+) -> RunRecord:
+    """`run` once it holds the run folder: a failed or interrupted run leaves its report."""
     # What Step Functions would name the execution (functions.runs): every run its own.
     run_id, run_started = new_run(datetime.datetime.now(datetime.UTC), str(os.getpid()))
     unfinished = functools.partial(

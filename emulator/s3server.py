@@ -28,8 +28,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -53,8 +53,16 @@ DUMMY_CREDENTIALS = {
 }
 
 
+_SIGNALS = {int(s) for s in signal.Signals}
+
+
 class S3ServerError(RuntimeError):
     """The local S3 server could not be started."""
+
+
+def _still_running() -> int | None:
+    """The exit code of a server that cannot exit on its own (moto, in this process): none."""
+    return None
 
 
 @dataclass(frozen=True)
@@ -64,10 +72,21 @@ class S3Endpoint:
     url: str
     kind: str  # "weed" | "moto"
     pid: int | None  # None for the in-process moto server
+    # The server process's exit code once it has exited, None while it runs (Popen.poll).
+    exit_code: Callable[[], int | None] = field(default=_still_running, compare=False, repr=False)
 
     def client_env(self) -> dict[str, str]:
         """Environment for boto3 in a child process: endpoint, region and dummy credentials."""
         return {**DUMMY_CREDENTIALS, "AWS_ENDPOINT_URL_S3": self.url}
+
+    def exit_note(self) -> str | None:
+        """'the local S3 server (weed, pid N) exited with code X' once it has, else None: an
+        unreachable endpoint is the symptom, this the cause."""
+        code = self.exit_code()
+        if code is None:
+            return None
+        how = f" ({signal.Signals(-code).name})" if code < 0 and -code in _SIGNALS else ""
+        return f"the local S3 server ({self.kind}, pid {self.pid}) exited with code {code}{how}"
 
 
 def ephemeral_port_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
@@ -246,8 +265,10 @@ def weed_server(
                 break
             _remove_sockets(ports)
             if attempt == START_ATTEMPTS:
-                raise S3ServerError(f"weed mini exited with code {proc.returncode} while starting "
-                                    f"({attempt} attempts): {_last_line(log_dir / 'weed.log')}")
+                raise S3ServerError(
+                    f"weed mini exited with code {proc.returncode} while starting "
+                    f"({attempt} attempts): {_last_line(log_dir / 'weed.log')}"
+                )
             log_file.write(f"--- attempt {attempt} exited; starting again\n".encode())
             log_file.flush()
             for made in set(work_dir.iterdir()) - before - {log_dir}:  # its state, not its logs
@@ -256,7 +277,8 @@ def weed_server(
                 else:
                     made.unlink(missing_ok=True)
         assert proc is not None  # START_ATTEMPTS >= 1
-        yield S3Endpoint(url=f"http://{HOST}:{ports['s3']}", kind="weed", pid=proc.pid)
+        yield S3Endpoint(url=f"http://{HOST}:{ports['s3']}", kind="weed", pid=proc.pid,
+                         exit_code=proc.poll)  # fmt: skip
     finally:
         if proc is not None:
             kill_process_group(proc)

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -385,7 +385,8 @@ class WorkerPool:
         and step time, tens of bytes an iteration) stays in `worker.links`, beside the payload.
         """
         if not outcome.ok:
-            return self._failed(worker, outcome)
+            self._failed(worker, outcome)
+            return None
         # The record is read from S3 outside the lock: under BSP the n workers' links end
         # together, and read in turn under it, each read held back every other worker's poll
         # and re-invocation, a wait AWS's independent Map iterations do not have.
@@ -609,7 +610,7 @@ def upload_local_dataset(endpoint: S3Endpoint, plan: Plan, bucket: str) -> int:
     folder) copied under `source/` of the dataset bucket, where the prepare step reads it.
     Returns the number of files (0 for generated data)."""
     from emulator.definition import dataset_of  # noqa: PLC0415  # the stacks' own reading
-    from stacks.data import LOCAL_SOURCE_PREFIX  # noqa: PLC0415
+    from stacks.context import LOCAL_SOURCE_PREFIX  # noqa: PLC0415
 
     try:
         source = dataset_of(plan, dataset_source(plan))
@@ -624,6 +625,21 @@ def upload_local_dataset(endpoint: S3Endpoint, plan: Plan, bucket: str) -> int:
         key = f"{LOCAL_SOURCE_PREFIX}/{path.relative_to(folder).as_posix()}"
         client.upload_file(str(path), bucket, key)
     return len(files)
+
+
+@contextlib.contextmanager
+def naming_a_dead_server(endpoint: S3Endpoint) -> Iterator[None]:
+    """A run that fails while its own S3 server has exited says so in its one line (checked
+    before the server's block stops it, so the exit is the server's own)."""
+    try:
+        yield
+    except (EmulatorError, S3Unreachable) as err:
+        note = endpoint.exit_note()
+        if note is None:
+            raise
+        failed = EmulatorError(f"{err}; {note}")
+        failed.states = getattr(err, "states", ())
+        raise failed from None
 
 
 def resolve_cpu_scale(plan: Plan, options: Options) -> float:
@@ -704,14 +720,17 @@ def _run(
     dataset_bucket = bucket_name(plan.job, "dataset")
     artifacts_bucket = bucket_name(plan.job, "artifacts")
     secret = options.ps_secret or secrets.token_hex(32)  # a fresh PS secret per run
-    from emulator.definition import training_definition  # noqa: PLC0415  # the CDK: only here
+    from emulator.definition import SynthFailed, training_definition  # noqa: PLC0415
     from emulator.state_machine import LocalRun  # noqa: PLC0415  # it imports this module
 
     # What AWS would run: the plan's stacks synthesized, the state machine's definition read.
     bound = links_bound_for_limit(plan, options.invocation_limit_s, margin_s)
-    definition = training_definition(
-        dataclasses.replace(plan, max_links_per_worker=bound), dataset_source(plan)
-    )
+    try:
+        definition = training_definition(
+            dataclasses.replace(plan, max_links_per_worker=bound), dataset_source(plan)
+        )
+    except SynthFailed as err:
+        raise EmulatorError(str(err)) from None
     supervisor = Supervisor()
     cpu.remove_stale_groups("lambda-dnn-emu")
     limiter = cpu.CpuLimiter(f"lambda-dnn-emu-{os.getpid()}")
@@ -729,7 +748,13 @@ def _run(
     server = (
         contextlib.nullcontext(endpoint) if endpoint else s3_server(options.s3, log_dir=logs / "s3")
     )
-    with supervisor.guard(), limiter, server as endpoint, supervisor.stopping():
+    with (
+        supervisor.guard(),
+        limiter,
+        server as endpoint,
+        supervisor.stopping(),
+        naming_a_dead_server(endpoint),
+    ):
         say(f"S3 ({endpoint.kind}) at {endpoint.url}")
         env = child_env(endpoint, secret, tmp_dir=out_dir / "tmp")
         create_buckets(endpoint, [dataset_bucket, artifacts_bucket])
@@ -750,9 +775,7 @@ def _run(
                 "safety_margin_s": margin_s,
                 "iterations_per_invocation": options.iterations_per_invocation,
             },
-            placements=[
-                limiter.place(f"worker-{r}", worker_cores) for r in range(plan.n_workers)
-            ],
+            placements=[limiter.place(f"worker-{r}", worker_cores) for r in range(plan.n_workers)],
             read_record=functools.partial(with_losses, s3_client_for(endpoint), artifacts_bucket),
             secret=secret.encode(),
             progress=progress,

@@ -76,34 +76,47 @@ class _Spawner:
     does, so the children's parent-death signal comes exactly when the process dies."""
 
     def __init__(self) -> None:
-        self._requests: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = (
-            queue.SimpleQueue()
-        )
+        self._requests: queue.SimpleQueue[
+            tuple[Callable[[], subprocess.Popen[Any]], Future[subprocess.Popen[Any]]]
+        ] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def call(self, start: Callable[[], Any]) -> Any:
-        """Run `start` (a Popen) on the spawner thread; its result, or its exception."""
+    def call(self, start: Callable[[], subprocess.Popen[Any]]) -> subprocess.Popen[Any]:
+        """Run `start` (a Popen) on the spawner thread; its child, or its exception."""
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._serve, name="emulator-spawner", daemon=True
                 )
                 self._thread.start()
-        if threading.current_thread() is self._thread:
-            return start()
-        done: Future[Any] = Future()
+        done: Future[subprocess.Popen[Any]] = Future()
         self._requests.put((start, done))
-        return done.result()
+        try:
+            return done.result()
+        except BaseException:
+            # Interrupted (Ctrl-C) while the child was being started: no one will own it, so
+            # it is killed as soon as it exists rather than left running until we exit.
+            done.add_done_callback(_kill_unowned)
+            raise
 
     def _serve(self) -> None:
         while True:
             start, done = self._requests.get()
-            with contextlib.suppress(RuntimeError):  # a Future already resolved: not possible
-                try:
-                    done.set_result(start())
-                except BaseException as err:  # noqa: BLE001  # handed to the caller, who raises it
-                    done.set_exception(err)
+            try:
+                done.set_result(start())
+            except BaseException as err:  # noqa: BLE001  # handed to the caller, who raises it
+                done.set_exception(err)
+
+
+def _kill_unowned(done: Future[subprocess.Popen[Any]]) -> None:
+    """Kill (and reap) the child a Popen made after its caller stopped waiting for it."""
+    if done.cancelled() or done.exception() is not None:
+        return
+    child = done.result()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(child.pid, signal.SIGKILL)
+    child.wait()
 
 
 _SPAWNER = _Spawner()
@@ -114,7 +127,7 @@ def popen(
 ) -> subprocess.Popen[Any]:
     """`subprocess.Popen(argv, **kwargs)` whose child is SIGKILLed when this process dies;
     `preexec` runs in the child after that is arranged (e.g. entering a CPU group)."""
-    return _SPAWNER.call(  # type: ignore[no-any-return]  # the Popen made on the spawner thread
+    return _SPAWNER.call(
         lambda: subprocess.Popen(
             argv,
             preexec_fn=die_with_parent(preexec),  # noqa: PLW1509 - prctl and the caller's hook

@@ -10,11 +10,12 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
-from emulator.lifeline import popen
+from emulator.lifeline import _kill_unowned, popen
 from emulator.procs import pid_alive
 from emulator.s3server import SOCKETS_FILE, weed_server
 
@@ -52,6 +53,16 @@ def test_a_child_started_from_a_thread_outlives_the_thread() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_child_whose_caller_was_interrupted_is_killed_once_it_exists() -> None:
+    """Ctrl-C while `popen` waits for the spawner thread: the child it then makes has no owner
+    (no Supervisor knows it), so it is killed as soon as it exists."""
+    done: Future[subprocess.Popen[bytes]] = Future()
+    done.add_done_callback(_kill_unowned)  # what popen does when its wait is interrupted
+    child = subprocess.Popen(["sleep", "60"])
+    done.set_result(child)
+    assert child.returncode == -signal.SIGKILL
 
 
 def test_sigkill_of_the_parent_kills_weed_and_the_ps_and_the_next_start_reaps_its_folder(

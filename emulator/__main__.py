@@ -1,7 +1,8 @@
 """`python -m emulator cdk.out/plan.json [--invocation-limit 60s] [--cpu-scale auto] [--out DIR]`.
 
 Bad input gets one line naming the bad value and what is accepted, and exit code 2, before any
-server starts or any file is touched; a run that fails (a full disk included) gets one line saying
+server starts or any file is touched (a run folder another live run holds too: the one line
+names its pid); a run that fails (a full disk included) gets one line saying
 what failed and exit code 1; Ctrl-C or SIGTERM stop every process of the run, leave report.json
 with `status: interrupted`, and exit with 128 + the signal number; no traceback in any case.
 """
@@ -18,6 +19,7 @@ from emulator.cpu import check_cpu_scale, parse_cpu_scale
 from emulator.naming import run_dir
 from emulator.orchestrator import REPO_ROOT, EmulatorError, Options, run
 from emulator.procs import Interrupted
+from emulator.run_lock import RunFolderBusy
 from provisioner.cli import OneLineParser
 from provisioner.plan import load_plan
 
@@ -135,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         run(plan, options)
+    except RunFolderBusy as err:  # refused before anything in the folder was touched
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except EmulatorError as err:
         print(f"emulator: run failed: {err}", file=sys.stderr)
         return 1

@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from emulator import cpu
+from emulator import cpu, lifeline
 from emulator import init_cores as init_runs
 from emulator import slack as slack_runs
 from emulator.invocation import Outcome, poll, start_environment, submit
@@ -907,7 +907,8 @@ def measure_cpu_share(duration_s: float) -> tuple[float | None, str]:
                 text=True,
                 timeout=60.0 + duration_s,
                 check=True,
-                preexec_fn=placement.enter,  # noqa: PLW1509 - only writes a pid to a cgroup file
+                # dies with this process (run() waits in the thread that forks), enters its group
+                preexec_fn=lifeline.die_with_parent(placement.enter),  # noqa: PLW1509
             )
             ratios.append(float(out.stdout.strip()) / cores)
     shares = ", ".join(f"{c:g}" for c in CPU_SHARES)

@@ -2,7 +2,8 @@
 would ship it, with CloudFormation's values replaced by local names.
 
 The plan goes through the same stacks as `cdk synth` (stacks.job.add_job_stacks, offline, no
-cdk-nag); the training stack's DefinitionString is resolved with:
+cdk-nag), in a child process (the emulator's own never loads the CDK or its node kernel); the
+training stack's DefinitionString is resolved with:
 - Lambda ARNs → `lambda:<role>` (worker, prepare, finalize, run-network, ps-wait), which the
   emulator's task table dispatches to local invocations (emulator/state_machine.py);
 - PS instance ids → `i-<shard>` and private IPs → `ps<shard>.internal`, which the emulator maps
@@ -13,13 +14,18 @@ cdk-nag); the training stack's DefinitionString is resolved with:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from emulator import lifeline
 from emulator.asl import resolve_cfn
 from emulator.naming import SECRET_ENV
 from provisioner.plan import Plan
@@ -32,6 +38,7 @@ ACCOUNT = "local"
 REGION = "local-1"
 LOCAL_PS_TYPE = "loopback"  # the local catalog's one PS type (emulator.report.LOCAL_PS_TYPE)
 STAND_IN_PS_TYPE = "c5.large"
+SYNTH_TIMEOUT_S = 300.0  # about 6 s here; a cold disk cache and a busy machine take longer
 # Logical-id prefixes of the training stack's functions (stacks/training_stack.py) → role.
 FUNCTION_ROLES = {
     "WorkerFunction": "worker",
@@ -81,9 +88,7 @@ def dataset_of(plan: Plan, dataset: str) -> DatasetSource:
     return source
 
 
-def synthesize_training(
-    plan: Plan, dataset: str
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def synthesize_training(plan: Plan, dataset: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(training template, PS template) of the plan's stacks, synthesized in this process; no
     PS template for a plan that syncs through S3 (it has no PS stack)."""
     _pinned_node_first_on_path()
@@ -142,8 +147,49 @@ def _resolver(shards: dict[str, int]) -> Any:
     return resolve
 
 
-def training_definition(plan: Plan, dataset: str) -> dict[str, Any]:
-    """The plan's training state machine, as AWS would run it, in local names."""
+class SynthFailed(RuntimeError):
+    """Synthesizing the plan's stacks failed; the message is one line saying why."""
+
+
+def training_definition(
+    plan: Plan, dataset: str, timeout_s: float = SYNTH_TIMEOUT_S
+) -> dict[str, Any]:
+    """The plan's training state machine, as AWS would run it, in local names: synthesized in a
+    child process (`python -m emulator.definition`), so the caller never starts the CDK's node
+    kernel. In the emulator's process that kernel shared the terminal's process group: Ctrl-C
+    killed it too, and its atexit hook then printed a BrokenPipeError traceback under the
+    emulator's one line; inside a longer-lived process (a test session) it outlived the run.
+    """
+    proc = lifeline.popen(
+        [sys.executable, "-m", "emulator.definition", dataset],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a terminal's Ctrl-C goes to the emulator, which ends it
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(plan.to_json(), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise SynthFailed(f"synthesizing the plan's stacks took over {timeout_s:.0f} s") from None
+    finally:
+        if proc.poll() is None:  # interrupted or timed out: its whole group goes
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if proc.returncode != 0:
+        lines = [line for line in err.splitlines() if line.strip()] or ["no output"]
+        raise SynthFailed(f"synthesizing the plan's stacks failed (exit code "
+                          f"{proc.returncode}): {lines[-1].strip()}")  # fmt: skip
+    definition: dict[str, Any] = json.loads(out)
+    return definition
+
+
+def synthesized_definition(plan: Plan, dataset: str) -> dict[str, Any]:
+    """training_definition's work, in this process (the CDK's node kernel starts here)."""
     training, ps = synthesize_training(plan, dataset)
     machines = [
         resource
@@ -156,3 +202,20 @@ def training_definition(plan: Plan, dataset: str) -> dict[str, Any]:
     text = resolve_cfn(machine["Properties"]["DefinitionString"], resolve)
     definition: dict[str, Any] = json.loads(text)
     return definition
+
+
+def main(argv: list[str]) -> int:
+    """`python -m emulator.definition DATASET` < plan.json: the definition's JSON on stdout,
+    or one line on stderr and exit code 1."""
+    try:
+        plan = Plan.from_json(sys.stdin.read())
+        definition = synthesized_definition(plan, argv[0])
+    except Exception as err:  # noqa: BLE001  # one line for the parent to show, not a traceback
+        print(f"{type(err).__name__}: {err}".splitlines()[0], file=sys.stderr)
+        return 1
+    json.dump(definition, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

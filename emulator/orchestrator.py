@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from emulator.naming import RUN_FILES, RUN_FOLDERS, SECRET_ENV, bucket_name, run
 from emulator.procs import Interrupted, Supervisor, wait_for_log_line
 from emulator.progress import ProgressBar, logged_loss
 from emulator.report import LOCAL_CATALOG, finish_report, s3_client_for
+from emulator.run_lock import run_folder_lock
 from emulator.s3server import S3Endpoint, s3_server
 from emulator.unfinished import unfinished_report, write_report
 from functions import ps_health
@@ -376,32 +377,44 @@ class WorkerPool:
             return poll(self.supervisor, worker.current)
 
     def record(self, worker: WorkerState, outcome: Outcome) -> dict[str, Any] | None:
-        """The link's result (with its losses) once recorded, or None after a failed attempt
-        that may be retried; EmulatorError once the worker is out of attempts."""
+        """The link's result as the handler returned it once recorded, or None after a failed
+        attempt that may be retried; EmulatorError once the worker is out of attempts.
+
+        Only the handler's return value goes back to the caller (the state machine, which holds
+        it to the 256 KiB payload limit); what the emulator reads for its report (every loss
+        and step time, tens of bytes an iteration) stays in `worker.links`, beside the payload.
+        """
+        if not outcome.ok:
+            self._failed(worker, outcome)
+            return None
         # The record is read from S3 outside the lock: under BSP the n workers' links end
         # together, and read in turn under it, each read held back every other worker's poll
         # and re-invocation, a wait AWS's independent Map iterations do not have.
-        result = self.read_record(outcome.result) if outcome.ok else None
+        result = outcome.result
+        recorded = self.read_record(result)
         with self.lock:
             worker.current = None
-            if result is not None:
-                worker.links.append(
-                    {**result, "wall_s": outcome.wall_s, "attempt": worker.attempt,
-                     "cold": outcome.cold}
-                )  # fmt: skip
-                worker.iteration = int(result.get("iteration", worker.iteration))
-                worker.attempt = 1
-                if result.get("done"):
-                    worker.done = True
-                    self.stop(worker)
-                return result
+            worker.links.append(
+                {**recorded, "wall_s": outcome.wall_s, "attempt": worker.attempt,
+                 "cold": outcome.cold}
+            )  # fmt: skip
+            worker.iteration = int(result.get("iteration", worker.iteration))
+            worker.attempt = 1
+            if result.get("done"):
+                worker.done = True
+                self.stop(worker)
+            return result
+
+    def _failed(self, worker: WorkerState, outcome: Outcome) -> None:
+        """Count a failed attempt; EmulatorError once the worker is out of attempts."""
+        with self.lock:
+            worker.current = None
             worker.failures.append(outcome.error)
             if worker.attempt >= self.options.max_attempts:
                 raise EmulatorError(
                     f"worker {worker.rank} failed {worker.attempt} times; last: {outcome.error}"
                 )
             worker.attempt += 1
-            return None
 
     def stop(self, worker: WorkerState) -> None:
         """End the worker's environment (and with it an invocation in flight)."""
@@ -597,7 +610,7 @@ def upload_local_dataset(endpoint: S3Endpoint, plan: Plan, bucket: str) -> int:
     folder) copied under `source/` of the dataset bucket, where the prepare step reads it.
     Returns the number of files (0 for generated data)."""
     from emulator.definition import dataset_of  # noqa: PLC0415  # the stacks' own reading
-    from stacks.data import LOCAL_SOURCE_PREFIX  # noqa: PLC0415
+    from stacks.context import LOCAL_SOURCE_PREFIX  # noqa: PLC0415
 
     try:
         source = dataset_of(plan, dataset_source(plan))
@@ -612,6 +625,21 @@ def upload_local_dataset(endpoint: S3Endpoint, plan: Plan, bucket: str) -> int:
         key = f"{LOCAL_SOURCE_PREFIX}/{path.relative_to(folder).as_posix()}"
         client.upload_file(str(path), bucket, key)
     return len(files)
+
+
+@contextlib.contextmanager
+def naming_a_dead_server(endpoint: S3Endpoint) -> Iterator[None]:
+    """A run that fails while its own S3 server has exited says so in its one line (checked
+    before the server's block stops it, so the exit is the server's own)."""
+    try:
+        yield
+    except (EmulatorError, S3Unreachable) as err:
+        note = endpoint.exit_note()
+        if note is None:
+            raise
+        failed = EmulatorError(f"{err}; {note}")
+        failed.states = getattr(err, "states", ())
+        raise failed from None
 
 
 def resolve_cpu_scale(plan: Plan, options: Options) -> float:
@@ -629,8 +657,17 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
 
     With `endpoint`, that running S3 server is used (tests share one); otherwise one is started
     for the run and stopped with it. A failed run still leaves a report.json saying what failed.
+    A run folder another run holds is refused (emulator.run_lock.RunFolderBusy).
     """
     out_dir = run_dir(plan.job, options.out_dir, REPO_ROOT / "runs")  # before anything is deleted
+    with run_folder_lock(out_dir):  # RunFolderBusy (nothing touched) while another run holds it
+        return _run_locked(plan, options, out_dir, endpoint)
+
+
+def _run_locked(
+    plan: Plan, options: Options, out_dir: Path, endpoint: S3Endpoint | None
+) -> RunRecord:
+    """`run` once it holds the run folder: a failed or interrupted run leaves its report."""
     # What Step Functions would name the execution (functions.runs): every run its own.
     run_id, run_started = new_run(datetime.datetime.now(datetime.UTC), str(os.getpid()))
     unfinished = functools.partial(
@@ -683,14 +720,17 @@ def _run(
     dataset_bucket = bucket_name(plan.job, "dataset")
     artifacts_bucket = bucket_name(plan.job, "artifacts")
     secret = options.ps_secret or secrets.token_hex(32)  # a fresh PS secret per run
-    from emulator.definition import training_definition  # noqa: PLC0415  # the CDK: only here
+    from emulator.definition import SynthFailed, training_definition  # noqa: PLC0415
     from emulator.state_machine import LocalRun  # noqa: PLC0415  # it imports this module
 
     # What AWS would run: the plan's stacks synthesized, the state machine's definition read.
     bound = links_bound_for_limit(plan, options.invocation_limit_s, margin_s)
-    definition = training_definition(
-        dataclasses.replace(plan, max_links_per_worker=bound), dataset_source(plan)
-    )
+    try:
+        definition = training_definition(
+            dataclasses.replace(plan, max_links_per_worker=bound), dataset_source(plan)
+        )
+    except SynthFailed as err:
+        raise EmulatorError(str(err)) from None
     supervisor = Supervisor()
     cpu.remove_stale_groups("lambda-dnn-emu")
     limiter = cpu.CpuLimiter(f"lambda-dnn-emu-{os.getpid()}")
@@ -708,7 +748,13 @@ def _run(
     server = (
         contextlib.nullcontext(endpoint) if endpoint else s3_server(options.s3, log_dir=logs / "s3")
     )
-    with supervisor.guard(), limiter, server as endpoint, supervisor.stopping():
+    with (
+        supervisor.guard(),
+        limiter,
+        server as endpoint,
+        supervisor.stopping(),
+        naming_a_dead_server(endpoint),
+    ):
         say(f"S3 ({endpoint.kind}) at {endpoint.url}")
         env = child_env(endpoint, secret, tmp_dir=out_dir / "tmp")
         create_buckets(endpoint, [dataset_bucket, artifacts_bucket])
@@ -729,9 +775,7 @@ def _run(
                 "safety_margin_s": margin_s,
                 "iterations_per_invocation": options.iterations_per_invocation,
             },
-            placements=[
-                limiter.place(f"worker-{r}", worker_cores) for r in range(plan.n_workers)
-            ],
+            placements=[limiter.place(f"worker-{r}", worker_cores) for r in range(plan.n_workers)],
             read_record=functools.partial(with_losses, s3_client_for(endpoint), artifacts_bucket),
             secret=secret.encode(),
             progress=progress,

@@ -3,7 +3,8 @@
 The emulator starts PS shards and worker invocations as processes. Whatever ends the run (a
 normal finish, an exception, Ctrl-C, SIGTERM, a crashed worker), `Supervisor.stop_all()` runs
 from a `finally`, from atexit and from the signal handlers, and kills each child's whole
-process group (a worker's torch threads or a PS's helpers included).
+process group (a worker's torch threads or a PS's helpers included). None of that runs when the
+emulator itself is SIGKILLed: then the kernel kills each child (emulator.lifeline).
 """
 
 from __future__ import annotations
@@ -20,18 +21,10 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
+from emulator.lifeline import pid_alive, popen
 from emulator.s3server import kill_process_group
 
-
-def pid_alive(pid: int) -> bool:
-    """True while a process with this pid exists (signal 0 checks without sending anything)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+__all__ = ["Interrupted", "Supervisor", "group_alive", "pid_alive", "wait_for_log_line"]
 
 
 def group_alive(pgid: int) -> bool:
@@ -75,7 +68,7 @@ class Supervisor:
     ) -> subprocess.Popen[bytes]:
         """Start `argv` in its own process group, stdout and stderr appended to `log_path`."""
         log = open(log_path, "wb") if log_path is not None else None  # noqa: SIM115 - kept open
-        proc = subprocess.Popen(
+        proc: subprocess.Popen[bytes] = popen(
             list(argv),
             env=dict(env),
             cwd=cwd,
@@ -83,9 +76,9 @@ class Supervisor:
             stdout=log or subprocess.DEVNULL,
             stderr=log or subprocess.DEVNULL,
             start_new_session=True,
-            # preexec_fn runs between fork and exec: the CPU group holds the child from its
+            # preexec runs between fork and exec: the CPU group holds the child from its
             # first instruction (interpreter start and `import torch` included).
-            preexec_fn=preexec,  # noqa: PLW1509 - only writes a pid to a cgroup file
+            preexec=preexec,
         )
         self._children.append((proc, log))
         return proc

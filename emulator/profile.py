@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from emulator import cpu
+from emulator import cpu, lifeline
 from emulator.naming import SECRET_ENV
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -348,7 +348,7 @@ def _spawn_child(
         argv += [f"--crowd={rank},{ranks},{run_id},{run_started}",
                  f"--crowd-iterations={iterations}"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.Popen(
+    return lifeline.popen(  # dies with this process, as every child the emulator starts
         argv,
         env=env,
         stdout=subprocess.PIPE,

@@ -8,7 +8,9 @@ documented fallback (`--s3 moto`) for machines where the Go binary cannot run.
 Every port `weed mini` would open is chosen free and bound to 127.0.0.1; telemetry is off; the
 whole process group is killed on exit, whatever happened. Its logs go to a folder we name (the
 run's `logs/s3`), not the system temp folder, and the gRPC socket files it puts in /tmp are
-removed when it stops, so a run leaves nothing in the temp folder.
+removed when it stops, so a run leaves nothing in the temp folder. A server's temp folder is named
+after the process that owns it (`emu-weed-<pid>-…`), so one a killed run left (weed itself dies
+with its parent, emulator.lifeline) is removed by the next start, with the sockets it lists.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -25,16 +28,20 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+from emulator.lifeline import pid_alive, popen
 
 HOST = "127.0.0.1"
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
 PORT_FLOOR = 10000  # below: well-known and registered services' ports
 START_ATTEMPTS = 3  # weed mini is started again on fresh ports if it exits while starting
+TEMP_PREFIX = "emu-weed-"  # + the owner's pid + "-": a dead owner's folder is reaped at next start
+SOCKETS_FILE = "sockets"  # in an owned temp folder: the /tmp socket paths of its server
 SUN_PATH_MAX = 107  # bytes in a Unix socket's path (sun_path holds 108 with the final NUL)
 # weed derives each gRPC port as http port + 10000 unless told otherwise; we pass both explicitly.
 _WEED_COMPONENTS = ("master", "volume", "filer", "s3", "admin")
@@ -46,8 +53,16 @@ DUMMY_CREDENTIALS = {
 }
 
 
+_SIGNALS = {int(s) for s in signal.Signals}
+
+
 class S3ServerError(RuntimeError):
     """The local S3 server could not be started."""
+
+
+def _still_running() -> int | None:
+    """The exit code of a server that cannot exit on its own (moto, in this process): none."""
+    return None
 
 
 @dataclass(frozen=True)
@@ -57,10 +72,21 @@ class S3Endpoint:
     url: str
     kind: str  # "weed" | "moto"
     pid: int | None  # None for the in-process moto server
+    # The server process's exit code once it has exited, None while it runs (Popen.poll).
+    exit_code: Callable[[], int | None] = field(default=_still_running, compare=False, repr=False)
 
     def client_env(self) -> dict[str, str]:
         """Environment for boto3 in a child process: endpoint, region and dummy credentials."""
         return {**DUMMY_CREDENTIALS, "AWS_ENDPOINT_URL_S3": self.url}
+
+    def exit_note(self) -> str | None:
+        """'the local S3 server (weed, pid N) exited with code X' once it has, else None: an
+        unreachable endpoint is the symptom, this the cause."""
+        code = self.exit_code()
+        if code is None:
+            return None
+        how = f" ({signal.Signals(-code).name})" if code < 0 and -code in _SIGNALS else ""
+        return f"the local S3 server ({self.kind}, pid {self.pid}) exited with code {code}{how}"
 
 
 def ephemeral_port_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
@@ -217,7 +243,11 @@ def weed_server(
     """
     binary = weed_binary()
     owned_dir = data_dir is None
-    work_dir = Path(tempfile.mkdtemp(prefix="emu-weed-")) if data_dir is None else data_dir
+    if data_dir is None:
+        remove_stale_temp_dirs()
+        work_dir = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-"))
+    else:
+        work_dir = data_dir
     work_dir.mkdir(parents=True, exist_ok=True)
     log_dir = log_dir or work_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -228,12 +258,17 @@ def weed_server(
     try:
         for attempt in range(1, START_ATTEMPTS + 1):
             proc, ports = _start_weed(binary, work_dir, log_dir, log_file)
+            if owned_dir:  # what the next start removes should this process be killed
+                with open(work_dir / SOCKETS_FILE, "a", encoding="utf-8") as listed:
+                    listed.writelines(f"{path}\n" for path in _socket_files(ports))
             if _ready(proc, f"http://{HOST}:{ports['s3']}", ready_timeout_s):
                 break
             _remove_sockets(ports)
             if attempt == START_ATTEMPTS:
-                raise S3ServerError(f"weed mini exited with code {proc.returncode} while starting "
-                                    f"({attempt} attempts): {_last_line(log_dir / 'weed.log')}")
+                raise S3ServerError(
+                    f"weed mini exited with code {proc.returncode} while starting "
+                    f"({attempt} attempts): {_last_line(log_dir / 'weed.log')}"
+                )
             log_file.write(f"--- attempt {attempt} exited; starting again\n".encode())
             log_file.flush()
             for made in set(work_dir.iterdir()) - before - {log_dir}:  # its state, not its logs
@@ -242,7 +277,8 @@ def weed_server(
                 else:
                     made.unlink(missing_ok=True)
         assert proc is not None  # START_ATTEMPTS >= 1
-        yield S3Endpoint(url=f"http://{HOST}:{ports['s3']}", kind="weed", pid=proc.pid)
+        yield S3Endpoint(url=f"http://{HOST}:{ports['s3']}", kind="weed", pid=proc.pid,
+                         exit_code=proc.poll)  # fmt: skip
     finally:
         if proc is not None:
             kill_process_group(proc)
@@ -257,7 +293,7 @@ def _start_weed(binary: str, work_dir: Path, log_dir: Path,
     """`weed mini` on fresh free ports, in its own process group (one killpg reaches all)."""
     names = [n for c in _WEED_COMPONENTS for n in (c, c + ".grpc")]
     ports = dict(zip(names, free_ports(len(names)), strict=True))
-    proc = subprocess.Popen(
+    proc: subprocess.Popen[bytes] = popen(
         weed_command(binary, work_dir, ports, log_dir),
         cwd=work_dir,
         env=weed_env(os.environ),
@@ -288,13 +324,34 @@ def _ready(proc: subprocess.Popen[bytes], url: str, timeout_s: float) -> bool:
     return True
 
 
+def _socket_files(ports: dict[str, int]) -> list[Path]:
+    """The socket files weed may leave in /tmp: gRPC (weed_socket_paths) and local ones moved
+    there (local_socket_path)."""
+    if not ports:
+        return []
+    return weed_socket_paths(ports) + [_tmp_local_socket(n, ports[n]) for n in ("filer", "s3")]
+
+
 def _remove_sockets(ports: dict[str, int]) -> None:
-    """The socket files weed leaves in /tmp: gRPC (weed_socket_paths) and local ones moved there
-    (local_socket_path)."""
-    if ports:
-        local = [_tmp_local_socket(n, ports[n]) for n in ("filer", "s3")]
-        for socket_path in weed_socket_paths(ports) + local:
-            socket_path.unlink(missing_ok=True)
+    for socket_path in _socket_files(ports):
+        socket_path.unlink(missing_ok=True)
+
+
+def remove_stale_temp_dirs(temp_dir: Path | None = None) -> list[Path]:
+    """Remove the temp folders (and the /tmp sockets they list) of servers whose owning process
+    is gone: what a killed run left. A live owner's folder, or one not named by ours, stays."""
+    removed = []
+    for folder in Path(temp_dir or tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*"):
+        owner = re.match(rf"{re.escape(TEMP_PREFIX)}(\d+)-", folder.name)
+        if owner is None or not folder.is_dir() or pid_alive(int(owner.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            for line in (folder / SOCKETS_FILE).read_text(encoding="utf-8").splitlines():
+                if re.fullmatch(r"/tmp/seaweedfs-[a-z0-9]+-(grpc|local)-\d+\.sock", line):
+                    Path(line).unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
 
 
 @contextlib.contextmanager

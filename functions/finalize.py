@@ -29,6 +29,9 @@ from functions.s3sync import checkpoint_secret
 from functions.task import WorkerTask
 
 LOG = logging.getLogger("functions.finalize")
+# Besides the losses, a link record's other series of one entry per iteration: the report
+# leaves them in the record (its size grew with the iterations, past Step Functions' limit).
+PER_ITERATION_SERIES = ("step_compute_s",)
 
 
 def request_checkpoints(task: WorkerTask, timeout_s: float = 30.0) -> list[int] | None:
@@ -81,8 +84,8 @@ def assemble_parameters(s3: Any, task: WorkerTask) -> tuple[int, np.ndarray]:
 
 
 def worker_records(s3: Any, task: WorkerTask) -> list[dict[str, Any]]:
-    """Each rank's links of this run, in order, as the workers recorded them (losses left in
-    S3: `losses_key` names each link's record)."""
+    """Each rank's links of this run, in order, as the workers recorded them (losses and step
+    times left in S3: `losses_key` names each link's record)."""
     prefix = links_prefix(task.job_id, task.run_id)
     by_rank: dict[int, list[dict[str, Any]]] = {}
     # rank and link are zero-padded in the key: sorted is in order
@@ -90,6 +93,8 @@ def worker_records(s3: Any, task: WorkerTask) -> list[dict[str, Any]]:
         body = s3.get_object(Bucket=task.artifacts_bucket, Key=key)["Body"].read()
         record = json.loads(body)
         losses = record.pop("losses", [])
+        for series in PER_ITERATION_SERIES:
+            record.pop(series, None)
         link = {**record, "losses_key": key, "losses_recorded": len(losses)}
         by_rank.setdefault(int(record.get("rank", -1)), []).append(link)
     return [
@@ -164,4 +169,7 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
         Body=json.dumps(report, indent=2, sort_keys=True, default=str).encode(),
         ContentType="application/json",
     )
-    return report
+    # The state machine holds the return value to 256 KiB: the workers' links (n × links of
+    # them) stay in report.json, the return value says where it is.
+    summary = {k: v for k, v in report.items() if k != "workers"}
+    return {**summary, "workers": len(report["workers"]), "report_key": base + "report.json"}

@@ -17,6 +17,10 @@ from functions.formats import DatasetError, LocalFolder, detect_layout, resolve
 from functions.model_spec import ModelError, defines_function
 from provisioner.parse import JOB_NAME_FORMS, JOB_NAME_PATTERN, MAX_SYNTHETIC_SAMPLES
 
+# Where a local dataset folder is uploaded in our dataset bucket: here, not in stacks.data, so
+# the emulator (which uploads it itself) reads it without importing the CDK.
+LOCAL_SOURCE_PREFIX = "source"
+
 ARCH_CHOICES = ("x86_64", "arm64", "mixed", "any")  # the last is the default
 SYNC_CHOICES = ("ps", "s3", "auto")  # gradient exchange; auto: the planner picks (the default)
 MEMORY_MB_MIN, MEMORY_MB_MAX = 128, 10240  # Lambda's configurable range (1 MB steps)

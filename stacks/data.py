@@ -16,11 +16,9 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3_deployment
 from constructs import Construct, IConstruct
 
-from stacks.context import DatasetSource
+from stacks.context import LOCAL_SOURCE_PREFIX, DatasetSource
 from stacks.grants import BucketRef, grant_prefix, job_bucket
 from stacks.nag import acknowledge, logical_id
-
-LOCAL_SOURCE_PREFIX = "source"  # where a local dataset folder is uploaded in our dataset bucket
 
 
 @dataclass(frozen=True)
@@ -57,8 +55,6 @@ ARTIFACTS_LIFECYCLE = s3.LifecycleRule(
     expired_object_delete_marker=True,
     abort_incomplete_multipart_upload_after=Duration.days(1),
 )
-
-
 
 
 def exchange_lifecycle(prefix: str) -> s3.LifecycleRule:

@@ -52,6 +52,33 @@ def test_finalize_writes_model_and_report(
     assert stored["iteration"] == iterations and len(stored["workers"]) == 2
 
 
+def test_finalize_returns_a_bounded_summary_however_long_the_links(
+    s3: Any, bucket: str, digits: Any, ps_cluster: Any
+) -> None:
+    """Step Functions holds the return value to 256 KiB: the per-iteration series stay in the
+    links' records and the workers' links in report.json (a 15,000-iteration run of 3 workers
+    returned 448 KB and failed the Finalize state)."""
+    digits(2)
+    servers = ps_cluster(2, 2, learning_rate=0.1, momentum=0.9, artifacts_bucket=bucket,
+                         checkpoint_prefix="ckpt", checkpoint_every=5)  # fmt: skip
+    events = [worker_event(r, 2, endpoints(servers), bucket, iterations=6) for r in range(2)]
+    results = run_threads(worker.handler, [(e, None) for e in events])
+    long = 20_000  # what the links of a long run record: one loss and one step time each
+    for result in results:
+        key = result["record_key"]
+        record = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        record["losses"] = [[i, 2.302585] for i in range(long)]
+        record["step_compute_s"] = [0.003125] * long
+        s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(record).encode())
+    summary = finalize.handler(events[0])
+    assert len(json.dumps(summary)) < 8 * 1024
+    assert summary["workers"] == 2 and summary["report_key"] == "job-test/report.json"
+    stored = json.loads(s3.get_object(Bucket=bucket, Key="job-test/report.json")["Body"].read())
+    links = [link for w in stored["workers"] for link in w["links"]]
+    assert [link["losses_recorded"] for link in links] == [long, long]
+    assert not [link for link in links if "losses" in link or "step_compute_s" in link]
+
+
 def test_finalize_uses_s3_checkpoints_when_the_ps_is_gone(
     s3: Any, bucket: str, digits: Any, ps_cluster: Any
 ) -> None:

@@ -4,7 +4,9 @@ Synths cover the stacks (both exchanges, both AWS catalogs, the profiling mode, 
 workloads); plans cover the planner more widely and cheaply (every shipped profile, several
 deadlines, both AWS catalogs and the test stand-in for this machine's catalog). The container
 image's asset hash is a hash of the functions/ sources, so a reshaping of those files changes it
-by design; it is replaced by a placeholder before comparing, and nothing else is.
+by design, and with it the PS instances' logical IDs (their user data names the image). So the
+golden synths hash the image without its Python sources (the Dockerfile and the requirements
+still count), and what hashes remain are replaced by a placeholder; nothing else is.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from tests.local_catalog import local_catalog
@@ -53,9 +56,15 @@ def normalized(text: str) -> str:
 
 def synth_files(name: str) -> dict[str, str]:
     """{file name: text} of one synth: its plan.json and each stack's template."""
+    from stacks.image import ImageSpec
     from tests.stacks.conftest import run_synth
 
-    with tempfile.TemporaryDirectory() as outdir:
+    exclude = ImageSpec.exclude.fget  # type: ignore[attr-defined]
+    without_sources = property(lambda spec: [*exclude(spec), "functions/**/*.py"])
+    with (
+        tempfile.TemporaryDirectory() as outdir,
+        mock.patch.object(ImageSpec, "exclude", without_sources),
+    ):
         result = run_synth(SYNTHS[name], outdir)
         if result.code != 0:
             raise RuntimeError(f"synth {name} failed: {result.stderr}")

@@ -111,7 +111,11 @@ def render(source: Path) -> str:
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ValueError(f"bad --render {str(source)!r}: not a bench.predict results file "
                          f"({type(err).__name__}: {err})") from None  # fmt: skip
-    text = table(rows, meta, summary_of(rows), source)
+    # the summary as the run wrote it (a figure added since is not put into an older run's
+    # table); the terms' shares, which the format reads, from its rows where it kept none
+    summary = dict(data.get("summary") or summary_of(rows))
+    summary.setdefault("error_share_of_total", share_summary(rows))
+    text = table(rows, meta, summary, source)
     source.with_suffix(".md").write_text(text)
     return text
 

@@ -190,7 +190,7 @@ def catalog_figures_set(doc: dict[str, Any], settings: list[str]) -> dict[str, A
     """A copy of the catalog document `doc` with each `section.field=value` of `settings` set
     (added if absent), its source naming the re-scoring: a what-if on a figure the model reads,
     held to measurements already taken."""
-    out = json.loads(json.dumps(doc))
+    out: dict[str, Any] = json.loads(json.dumps(doc))
     for setting in settings:
         path, sep, value = setting.partition("=")
         section, dot, field = path.partition(".")

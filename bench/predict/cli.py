@@ -1,0 +1,218 @@
+"""The command's options, checked once (every bad one a single line), and what each mode does:
+measure a grid, re-score an earlier one, or render a results file's table again."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.predict.cases import FIXED, PLANNED, Case
+from bench.predict.rescore import rescore
+from bench.predict.results import render
+from bench.predict.rounds import Bench, Grid, Instruments, Repeats
+from bench.predict.rows import median_row
+from emulator import cpu
+
+
+@dataclass(frozen=True)
+class Lab:
+    """Where a run writes and what it measures with (bench.predict hands in its own names)."""
+
+    results: Path
+    quick: tuple[Case, ...]
+    instruments: Instruments
+    load_catalog: Callable[[str], Any]
+    measure_platform: Callable[[list[str], Path], dict[str, Path]]
+    keep_platform: Callable[[list[str], Path], dict[str, Path]]
+    weed_server: Callable[[], AbstractContextManager[Any]]
+    write_results: Callable[[list[dict[str, Any]], dict[str, Any], str], str]
+
+
+def parser() -> argparse.ArgumentParser:
+    """Every option of `python -m bench.predict`."""
+    p = argparse.ArgumentParser(prog="python -m bench.predict")
+    p.add_argument("--quick", action="store_true", help="three rows (a smoke run)")
+    p.add_argument("--only", help="run only this workload's rows")
+    p.add_argument(
+        "--planned", action="store_true", help="run only the rows the planner sizes for a deadline"
+    )
+    p.add_argument(
+        "--repeats", type=int, default=3, help="runs per case; each term's median counts"
+    )
+    p.add_argument(
+        "--precision",
+        type=float,
+        metavar="P",
+        help="after the repeats, run again round the cases whose median total may still stray "
+        "more than P (median_error, from the measured totals alone), up to --max-repeats runs "
+        "a case, for at most --extra-minutes",
+    )
+    p.add_argument("--max-repeats", type=int, default=12, help="with --precision: most runs a case")
+    p.add_argument(
+        "--extra-minutes",
+        type=float,
+        default=30.0,
+        help="with --precision: no extra round starts a workload's cases after this long",
+    )
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="take catalog/local.json and profiles/ as they are (no calibration or profiling)",
+    )
+    p.add_argument(
+        "--no-anchor",
+        action="store_true",
+        help="predict every round from the profiles measured at the start (no re-anchoring)",
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--rescore",
+        action="store_true",
+        help="measure nothing: predict an earlier run's rows again with the current model",
+    )
+    mode.add_argument(
+        "--render",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="measure nothing: write the table (.md) of a results file (.json) again beside it",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="with --rescore: a catalog figure changed for the re-scoring, a number or points "
+        "[[x, y], ...] (repeatable)",
+    )
+    p.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="WORKLOAD=PATH",
+        help="with --rescore: this profile in place of the run's start profile of the workload, "
+        "anchored by the readings the run kept (a re-profile checked on measurements already "
+        "taken; repeatable)",
+    )
+    p.add_argument(
+        "--anchor-weight",
+        type=float,
+        metavar="W",
+        help="with --rescore: build each run's anchored profile again, moved W of the way "
+        "(in log speed) to its anchor's reading (0: the profile as measured, 1: the reading)",
+    )
+    return p
+
+
+def checked(args: argparse.Namespace) -> argparse.Namespace:
+    """The options, or a ValueError naming the first bad one in one line."""
+    if args.repeats < 1:
+        raise ValueError(f"bad --repeats {args.repeats}: expected a whole number ≥ 1")
+    if args.precision is not None and not 0.0 < args.precision < 1.0:
+        raise ValueError(
+            f"bad --precision {args.precision:g}: expected a fraction above 0, below 1"
+        )
+    if args.max_repeats < args.repeats:
+        raise ValueError(
+            f"bad --max-repeats {args.max_repeats}: expected at least --repeats ({args.repeats})"
+        )
+    if args.extra_minutes < 0:
+        raise ValueError(f"bad --extra-minutes {args.extra_minutes:g}: expected minutes ≥ 0")
+    rescore_only = (
+        ("--set", repr(args.set[0]) if args.set else None),
+        ("--profile", repr(args.profile[0]) if args.profile else None),
+        ("--anchor-weight", None if args.anchor_weight is None else f"{args.anchor_weight:g}"),
+    )
+    given = [(flag, value) for flag, value in rescore_only if value is not None]
+    if given and not args.rescore:
+        raise ValueError(f"bad {given[0][0]} {given[0][1]}: only a re-scoring (--rescore) takes it")
+    if args.anchor_weight is not None and not 0.0 <= args.anchor_weight <= 1.0:
+        raise ValueError(
+            f"bad --anchor-weight {args.anchor_weight:g}: expected a number from 0 to 1"
+        )
+    return args
+
+
+def main(argv: list[str] | None, lab: Lab) -> int:
+    """Parse and check the options, then render, re-score or measure as they ask."""
+    args = checked(parser().parse_args(argv))
+    command = "python -m bench.predict " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.render is not None:
+        print(render(args.render))
+        return 0
+    cases: tuple[Case, ...] = lab.quick if args.quick else FIXED + PLANNED
+    if args.planned:
+        cases = tuple(c for c in cases if c.planned)
+    if args.only:
+        cases = tuple(c for c in cases if c.workload == args.only)
+    name = (
+        "predict"
+        + ("-quick" if args.quick else "")
+        + ("-planned" if args.planned else "")
+        + (f"-{args.only}" if args.only else "")
+    )
+    if args.rescore:
+        rows, meta = rescore(lab.results, name, command, args.set, args.anchor_weight, args.profile)
+        print(lab.write_results(rows, meta, f"{name}-rescored"))
+        return 0
+    repeats = Repeats(args.repeats, args.precision, args.max_repeats, args.extra_minutes)
+    print(measure_grid(lab, cases, name, command, repeats, reuse=args.reuse,
+                       anchored=not args.no_anchor))  # fmt: skip
+    return 0
+
+
+def measure_grid(
+    lab: Lab,
+    cases: tuple[Case, ...],
+    name: str,
+    command: str,
+    repeats: Repeats,
+    reuse: bool,
+    anchored: bool,
+) -> str:
+    """Measure the platform (or keep it, `reuse`), run the cases round by round, and write the
+    rows with how they were made under `name`; the table."""
+    workloads = sorted({c.workload for c in cases})
+    platform = lab.results / f"{name}-platform"
+    # the catalog and profiles this run measured (or took as they were) and used, beside its
+    # results: a re-scoring reads them there
+    if reuse:
+        lab.load_catalog("local")  # fail in one line before any server starts if not calibrated
+        profiles: dict[str, Path | None] = dict(lab.keep_platform(workloads, platform))
+    else:
+        profiles = dict(lab.measure_platform(workloads, platform))
+    catalog = lab.load_catalog("local")
+    with tempfile.TemporaryDirectory() as tmp, lab.weed_server() as endpoint:
+        bench = Bench(cases, profiles, catalog, platform, Path(tmp), endpoint, anchored,
+                      lab.instruments)  # fmt: skip
+        grid = Grid(bench).run(repeats)
+    runs = grid.runs()
+    rows = [median_row(r) for r in runs]
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": cpu.this_machine(),
+        "loadavg": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
+        "cpu_share": rows[0]["cpu_share"] if rows else "",
+        "repeats": repeats.repeats,
+        "platform": "catalog/local.json and profiles/ as they were (--reuse), kept in "
+        f"bench/results/{name}-platform/"
+        if reuse
+        else f"calibrated and profiled at the start of this run (bench/results/{name}-platform/)",
+        "command": command,
+        "anchors": grid.anchors(),
+        "loop_anchors": grid.loop_anchors(),
+    }
+    if repeats.precision is not None:
+        meta["precision"] = {
+            "median_error": repeats.precision,
+            "max_repeats": repeats.cap,
+            "extra_minutes": repeats.extra_minutes,
+            "runs": [len(r) for r in runs],
+        }
+    return lab.write_results(rows, meta, name)

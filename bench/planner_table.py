@@ -176,7 +176,7 @@ def render_sync(rows: Sequence[Row]) -> list[str]:
     ps_missed = sum(not math.isfinite(r.ps_only_usd) for r in rows)
     s3_missed = sum(not math.isfinite(r.s3_only_usd) for r in rows)
     lines = [
-        "### PS or S3 gradient exchange (issue 13)",
+        "### PS or S3 gradient exchange",
         "",
         f"- ours chose PS in {wins['ps']}/{len(rows)} cases and S3 in {wins['s3']}/{len(rows)}.",
         f"- always-PS misses the deadline in {ps_missed}/{len(rows)} cases; when it meets it, it "

@@ -246,8 +246,8 @@ def anchor_lines(meta: dict[str, Any]) -> list[str]:
             "",
             "Loop anchors: in every round, before its rows, the catalog's round trip, the "
             "client's CPU share of an exchange and the shard's CPU per exchange were read again "
-            "(emulator.calibrate.measure_loop_now), in grids from 2026-11-27 19:16 UTC also "
-            "the load's CPU-bound part (measure_load_now), and the round's rows planned and "
+            "(emulator.calibrate.measure_loop_now), in grids that list it also the load's "
+            "CPU-bound part (measure_load_now), and the round's rows planned and "
             f"predicted on the catalog with them (<name>-platform/anchors/local-round<k>.json): "
             f"{loop_anchors_text(meta['loop_anchors'])}.",
         ]

@@ -39,10 +39,10 @@ CASES = [
     plan_case("plan", "--workload", "{dir}/latin1.json", "--deadline", "1h",
               says="latin1.json' is not UTF-8 text", given="latin1.json: Latin-1 bytes"),
     plan_case("plan", "--workload", "{dir}/momentum.json", "--deadline", "1h",
-              says="profile field 'momentum': 1.0 is not in [0, 1)",
+              says="profile field 'momentum': 1.0 is not a number in [0, 1)",
               given="momentum.json: momentum 1.0"),
     plan_case("plan", "--workload", "{dir}/nan-rate.json", "--deadline", "1h",
-              says="profile field 'learning_rate': nan is not a positive number",
+              says="profile field 'learning_rate': nan is not a number in (0, 1000]",
               given="nan-rate.json: learning_rate NaN"),
     # python -m provisioner calibrate report.json
     plan_case("calibrate", "{dir}/no-report.json",

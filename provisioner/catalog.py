@@ -32,6 +32,7 @@ from provisioner.parse import MAX_SLACK
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CATALOG_DIR = REPO_ROOT / "catalog"
 ARCHITECTURES = ("x86_64", "arm64")
+LOCAL_CATALOG = "local"  # catalog/local.json: this machine's, written by `make calibrate`
 LAMBDA_TIMEOUT_S = 900  # Lambda's hard limit, which the plan and the emulator hold to
 LAMBDA_EPHEMERAL_MB = (512, 10240)  # Lambda's /tmp range, which the plan holds to
 _SECONDS, _PRICE = non_negative(MAX_SECONDS), non_negative(MAX_USD)
@@ -297,7 +298,7 @@ def resolve_data_path(name_or_path: str | Path, directory: Path, kind: str) -> P
         path = Path(text)
     else:
         path = directory / f"{text}.json"
-    if not path.is_file() and text == "local" and kind == "catalog":
+    if not path.is_file() and text == LOCAL_CATALOG and kind == "catalog":
         # generated per machine and git-ignored, so a fresh checkout does not have it
         raise ValueError(
             f"catalog 'local' not found ({path} is missing): run `make calibrate` to measure"

@@ -25,6 +25,7 @@ from provisioner.domain import (
     share,
     whole,
 )
+from provisioner.parse import parse_data_name
 
 PROFILE_DIR = REPO_ROOT / "profiles"
 _SECONDS, _ITERATIONS = non_negative(MAX_SECONDS), non_negative(1e6)
@@ -187,6 +188,20 @@ def is_dataset_path(text: str) -> bool:
     return bool(parts) and not Path(text).is_absolute() and ".." not in parts and ":" not in text
 
 
+def dataset_problem(dataset: str) -> str | None:
+    """Why a dataset path names no data in the project folder (None: it does, or it is not a
+    path: a generated dataset or an s3:// prefix, which the prepare step reads)."""
+    if dataset in DATASETS or dataset.startswith("s3://"):
+        return None
+    location = dataset.partition("#")[0]
+    if (REPO_ROOT / location).exists():
+        return None
+    return (
+        f"dataset {dataset!r} does not exist in the project folder; give an existing folder or "
+        f"file relative to it, or {', '.join(DATASETS)} or s3://bucket/prefix"
+    )
+
+
 def _dataset(data: dict[str, Any]) -> str:
     value = data.get("dataset")
     if isinstance(value, str) and (value in DATASETS or is_dataset_path(value)):
@@ -252,9 +267,10 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
         raise ValueError(f"profile field 'schema_version': {version!r} is not {SCHEMA_VERSION}")
-    name = data.get("name")
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"profile field 'name': {name!r} is not a non-empty string")
+    try:  # plans and run reports name the profile, and the emulator loads profiles/<name>.json
+        name = parse_data_name(data.get("name"), "profile")
+    except ValueError as exc:
+        raise ValueError(f"profile field 'name': {exc}") from None
     rates_data = data.get("training_rate")
     if not isinstance(rates_data, dict) or not rates_data:
         raise ValueError("profile field 'training_rate': expected an object keyed by x86_64/arm64")
@@ -357,4 +373,7 @@ def check_dataset(profile: WorkloadProfile, dataset: str, spec: str) -> None:
 def load_profile(name_or_path: str | Path) -> WorkloadProfile:
     """Load `profiles/<name>.json` (or a path) into a validated WorkloadProfile."""
     _, data = read_data_json(name_or_path, PROFILE_DIR, "profile")
-    return profile_from_dict(data)
+    profile = profile_from_dict(data)
+    if (problem := dataset_problem(profile.dataset)) is not None:
+        raise ValueError(f"profile field 'dataset': {problem}")
+    return profile

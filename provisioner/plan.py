@@ -419,7 +419,7 @@ def _catalog_limits(plan: Plan, catalog: Catalog) -> str | None:
 
 # The figures of a plan against each other, as the planner derives them; each rule is one small
 # function returning why the plan makes no sense, or None.
-SENSE_RULES = (_batches, _iterations, _shards, _links, _dataset)
+SENSE_RULES = (_batches, _shards, _iterations, _links, _dataset)
 
 
 def check_plan_sense(plan: Plan, catalog: Catalog | None) -> None:

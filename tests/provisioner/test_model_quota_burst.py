@@ -314,9 +314,7 @@ def test_the_shared_cores_figures_are_read_and_must_be_positive(name: str) -> No
     assert getattr(catalog_from_dict(_catalog_doc()), name) is None  # absent: total_vcpu
     with pytest.raises(ValueError) as err:
         catalog_from_dict(_catalog_doc(**{name: 0}))
-    assert str(err.value) == (
-        f"catalog lambda-2020: lambda.{name}: 0 is not a number in (0, 4096]"
-    )
+    assert str(err.value) == f"catalog lambda-2020: lambda.{name}: 0 is not a number in (0, 4096]"
 
 
 def test_the_per_n_init_cores_are_read_and_bad_points_are_one_line() -> None:

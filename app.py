@@ -37,7 +37,7 @@ from provisioner import (
     parse_usd,
     plan_job,
 )
-from provisioner.catalog import read_data_json
+from provisioner.catalog import LOCAL_CATALOG, Catalog, read_data_json
 from provisioner.files import write_text_atomically
 from provisioner.idle import idle_line
 from provisioner.plan import Plan
@@ -65,6 +65,18 @@ def _check_generated_dataset(ctx: JobContext, profile: WorkloadProfile) -> None:
         check_dataset(profile, generated, ctx.dataset.spec)
 
 
+def load_aws_catalog(name: str) -> Catalog:
+    """The catalog a deploy is planned on: any but `local`, which is this machine's, measured
+    for the emulator (its PS type `loopback` is no EC2 type, its figures no AWS figures)."""
+    catalog = None if name == LOCAL_CATALOG else load_catalog(name)
+    if catalog is None or catalog.name == LOCAL_CATALOG:
+        raise ValueError(
+            f"catalog {LOCAL_CATALOG!r} is this machine's, for the emulator (python -m emulator), "
+            "not an AWS catalog: synth with an AWS one (lambda-2025, lambda-2020)"
+        )
+    return catalog
+
+
 def check_model_file(profile: WorkloadProfile) -> None:
     """ValueError unless the profile's model file exists and is the one the profile measured:
     the image holds the file as it is now, the plan is sized for the one profiled."""
@@ -89,7 +101,7 @@ def plan_for(ctx: JobContext) -> PlanResult:
         sync=ctx.sync,
     )
     goal = Goal(deadline_s=ctx.deadline_s, budget_usd=ctx.budget_usd, slack=ctx.slack)
-    profile, catalog = load_profile(ctx.workload), load_catalog(ctx.catalog)
+    profile, catalog = load_profile(ctx.workload), load_aws_catalog(ctx.catalog)
     _check_generated_dataset(ctx, profile)
     check_model_file(profile)
     return plan_job(profile, catalog, goal, limits, ctx.job)
@@ -232,7 +244,7 @@ def synth_job(app: App, *, err: TextIO) -> int:
             parse_duration_s=parse_duration_s,
             parse_usd=parse_usd,
             cwd=os.getcwd(),
-            loaders={"workload": load_profile, "catalog": load_catalog},
+            loaders={"workload": load_profile, "catalog": load_aws_catalog},
             parse_slack=parse_slack,
         )
     except ContextError as exc:

@@ -21,7 +21,9 @@ from emulator.orchestrator import REPO_ROOT, EmulatorError, Options, run
 from emulator.procs import Interrupted
 from emulator.run_lock import RunFolderBusy
 from provisioner.cli import OneLineParser
+from provisioner.parse import parse_iteration_cap
 from provisioner.plan import load_plan
+from provisioner.profile import load_profile
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, None: 1.0}
@@ -46,13 +48,11 @@ def parse_limit_s(value: str) -> float:
 
 
 def parse_iterations_per_invocation(value: str) -> int:
-    """`--iterations-per-invocation`: a whole number >= 0 (0: only the time limit ends one)."""
-    if not value.strip().isdigit():
-        raise ValueError(
-            f"bad --iterations-per-invocation {value!r}: expected a whole number >= 0 "
-            "(0 = only the invocation limit ends an invocation)"
-        )
-    return int(value)
+    """`--iterations-per-invocation`: a whole number from 0 (only the time limit ends one)."""
+    try:
+        return parse_iteration_cap(value)
+    except ValueError as err:
+        raise ValueError(f"bad --iterations-per-invocation {err}") from None
 
 
 def parse_attempts(value: str) -> int:
@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         per_invocation = parse_iterations_per_invocation(args.iterations_per_invocation)
         max_attempts = parse_attempts(args.max_attempts)
         plan = load_plan(args.plan)
+        if args.workload is not None:  # the report predicts from it: refused now, not after
+            load_profile(args.workload)
         if scale is not None:
             check_cpu_scale(args.cpu_scale, scale, plan.memory_mb)
         out_dir = run_dir(plan.job, args.out, REPO_ROOT / "runs")

@@ -26,6 +26,7 @@ from provisioner.parse import (
     format_duration_s,
     format_usd,
     parse_duration_s,
+    parse_iteration_cap,
     parse_job_name,
     parse_slack,
     parse_usd,
@@ -67,12 +68,11 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _whole_number(text: str) -> int:
-    if not text.strip().isdigit():
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a whole number >= 0 (0 = only the invocation limit ends one)"
-        )
-    return int(text)
+def _iteration_cap(text: str) -> int:
+    try:
+        return parse_iteration_cap(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _job_name(text: str) -> str:
@@ -161,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
         )
         p.add_argument(
             "--iterations-per-invocation",
-            type=_whole_number,
+            type=_iteration_cap,
             default=0,
             help="plan for invocations that also end after this many iterations (0: no cap)",
         )
@@ -435,7 +435,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             slack=None if args.slack is None else parse_slack(args.slack),
         )
         ps_types = None
-        if args.ps_types:
+        if args.ps_types is not None:  # `--ps-types ''` names none: refused with the others
             ps_types = tuple(t.strip() for t in args.ps_types.split(",") if t.strip())
         limits = Limits(
             max_memory_mb=args.max_memory_mb,

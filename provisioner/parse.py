@@ -18,6 +18,13 @@ MAX_SLACK = 0.9
 # (`runs/<job>`), so it is the set all three accept: no dots, slashes or underscores.
 JOB_NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,31}")
 JOB_NAME_FORMS = "1-32 letters, digits or hyphens starting with a letter, e.g. digits-demo"
+# A catalog or profile name, as plans and run reports carry it: the emulator and its report load
+# `catalog/<name>.json` and `profiles/<name>.json` from it, so it is a file stem, never a path.
+DATA_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+DATA_NAME_FORMS = "1-64 letters, digits, '.', '_' or '-' starting with a letter or digit, no '..'"
+# The most iterations a plan may train, or an invocation may be capped at: far above any
+# workload's (a billion steps), far below where counts times seconds overflow.
+MAX_ITERATIONS = 1_000_000_000
 # synthetic-cifar:N is generated whole in the 3,008 MB prepare function: 60,000 samples (CIFAR-10's
 # size) are 737 MB of float32 images, room for the shuffled copy and the shards beside them.
 MAX_SYNTHETIC_SAMPLES = 60_000
@@ -91,6 +98,24 @@ def parse_job_name(value: object) -> str:
     if isinstance(value, str) and JOB_NAME_PATTERN.fullmatch(value):
         return value
     raise ValueError(f"job name {value!r} is not accepted; use {JOB_NAME_FORMS}")
+
+
+def parse_data_name(value: object, kind: str) -> str:
+    """A catalog or profile name (DATA_NAME_PATTERN): a file stem in its folder, not a path."""
+    if isinstance(value, str) and DATA_NAME_PATTERN.fullmatch(value) and ".." not in value:
+        return value
+    raise ValueError(f"{kind} name {value!r} is not accepted; use {DATA_NAME_FORMS}")
+
+
+def parse_iteration_cap(value: str) -> int:
+    """`--iterations-per-invocation`: a whole number from 0 (no cap) to MAX_ITERATIONS."""
+    text = value.strip()
+    if not text.isdigit() or int(text) > MAX_ITERATIONS:
+        raise ValueError(
+            f"{value!r} is not a whole number >= 0 and <= {MAX_ITERATIONS} "
+            "(0 = only the invocation limit ends an invocation)"
+        )
+    return int(text)
 
 
 def format_duration_s(seconds: float) -> str:

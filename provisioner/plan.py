@@ -16,28 +16,35 @@ from pathlib import Path
 from typing import Any
 
 from functions.model_spec import ModelError, is_digest, parse_spec
-from provisioner.catalog import ARCHITECTURES
-from provisioner.parse import MAX_SYNTHETIC_SAMPLES, parse_job_name
-from provisioner.profile import DATASET_FORMS, DATASETS, is_dataset_path
+from provisioner.catalog import ARCHITECTURES, CATALOG_DIR, Catalog, load_catalog
+from provisioner.parse import (
+    MAX_ITERATIONS,
+    MAX_SYNTHETIC_SAMPLES,
+    parse_data_name,
+    parse_job_name,
+)
+from provisioner.profile import DATASET_FORMS, DATASETS, dataset_problem, is_dataset_path
+
+MAX_WORKERS = 1000  # the planner never sizes more (provisioner.space.concurrency_cap)
 
 # (low, high) of the numbers a runnable plan holds; None is unbounded. Lambda's ranges for memory,
 # timeout and /tmp; at least one of every count.
 _BOUNDS: dict[str, tuple[float, float | None]] = {
-    "n_workers": (1, None),
+    "n_workers": (1, MAX_WORKERS),
     "memory_mb": (128, 10240),
     "ps_count": (0, None),  # 0 in an S3-sync plan (no PS); at least 1 in a PS plan
     "reducers": (0, None),  # k in an S3-sync plan (1 ≤ k ≤ n); 0 in a PS plan
     "invocation_timeout_s": (1, 900),
     "ephemeral_storage_mb": (512, 10240),
     "invocations_per_worker": (1, None),
-    "iterations_per_invocation": (1, None),
+    "iterations_per_invocation": (1, MAX_ITERATIONS),
     "training.dataset_samples": (1, None),
     "training.dataset_bytes": (1, None),
     "training.model_bytes": (1, None),
     "training.epochs": (1, None),
     "training.local_batch": (1, None),
     "training.global_batch": (1, None),
-    "training.iterations": (1, None),
+    "training.iterations": (1, MAX_ITERATIONS),
     "training.checkpoint_every_iterations": (1, None),
 }
 SYNC_MODES = ("ps", "s3")  # how workers exchange gradients: EC2 parameter servers or S3
@@ -258,7 +265,9 @@ def check_plan_dict(data: Any) -> None:
     for dotted, (low, high) in _BOUNDS.items():
         value = _at(data, dotted)
         if value is not None and not (low <= value and (high is None or value <= high)):
-            accepted = f"from {low:g} to {high:g}" if high is not None else f"at least {low:g}"
+            accepted = (
+                f"from {low:.0f} to {high:.0f}" if high is not None else f"at least {low:.0f}"
+            )
             raise ValueError(f"plan field {dotted!r}: {value!r} is out of range; use {accepted}")
     for dotted, choices in _CHOICES.items():
         if (value := _at(data, dotted)) not in choices:
@@ -292,10 +301,12 @@ def check_plan_dict(data: Any) -> None:
             f"plan field 'training.learning_rate': {training['learning_rate']!r} is not positive"
         )
     _check_sync(data)
-    try:
-        parse_job_name(data["job"])
-    except ValueError as exc:
-        raise ValueError(f"plan field 'job': {exc}") from None
+    # the emulator builds paths from these three: runs/<job>, catalog/<name>, profiles/<name>
+    for key, kind in (("job", ""), ("catalog", "catalog"), ("workload", "profile")):
+        try:
+            parse_data_name(data[key], kind) if kind else parse_job_name(data[key])
+        except ValueError as exc:
+            raise ValueError(f"plan field {key!r}: {exc}") from None
 
 
 def _check_sync(data: dict[str, Any]) -> None:
@@ -324,8 +335,114 @@ _NESTED: dict[str, type] = {
 }
 
 
+def _batches(plan: Plan) -> str | None:
+    """λDNN's global batch: b_g = n × b_l."""
+    t = plan.training
+    if t.global_batch == plan.n_workers * t.local_batch:
+        return None
+    return (
+        f"plan fields 'n_workers', 'training.local_batch', 'training.global_batch': "
+        f"{plan.n_workers} × {t.local_batch} is not {t.global_batch}; the global batch is "
+        "n_workers × local_batch (plan again for another n)"
+    )
+
+
+def _iterations(plan: Plan) -> str | None:
+    """λDNN's iteration count: k = ⌈n_t·e / b_g⌉."""
+    t = plan.training
+    k = -(-(t.dataset_samples * t.epochs) // t.global_batch)
+    if t.iterations == k:
+        return None
+    return (
+        f"plan field 'training.iterations': {t.iterations} does not train {t.epochs} epoch(s) "
+        f"of {t.dataset_samples} samples in global batches of {t.global_batch}; use {k}"
+    )
+
+
+def _shards(plan: Plan) -> str | None:
+    """Every worker trains on a shard of at least one sample."""
+    t = plan.training
+    if plan.n_workers <= t.dataset_samples:
+        return None
+    return (
+        f"plan fields 'n_workers', 'training.dataset_samples': {plan.n_workers} workers for "
+        f"{t.dataset_samples} samples; use at most one worker per sample"
+    )
+
+
+def _links(plan: Plan) -> str | None:
+    """The chain of invocations covers the iterations, within its runaway bound."""
+    covered = plan.invocations_per_worker * plan.iterations_per_invocation
+    bound = plan.max_links_per_worker
+    if covered >= plan.training.iterations and not (bound and plan.invocations_per_worker > bound):
+        return None
+    return (
+        f"plan fields 'invocations_per_worker', 'iterations_per_invocation': "
+        f"{plan.invocations_per_worker} × {plan.iterations_per_invocation} do not fit "
+        f"{plan.training.iterations} iterations; use links that cover them, at most "
+        f"max_links_per_worker ({bound or 'unbounded'})"
+    )
+
+
+def _dataset(plan: Plan) -> str | None:
+    """A dataset path names data that is there to upload."""
+    problem = dataset_problem(plan.training.dataset)
+    return None if problem is None else f"plan field 'training.dataset': {problem}"
+
+
+def _catalog_limits(plan: Plan, catalog: Catalog) -> str | None:
+    """What the plan sets is within what its catalog's platform allows."""
+    limits = [
+        ("memory_mb", plan.memory_mb, catalog.memory_min_mb, catalog.memory_max_mb),
+        ("invocation_timeout_s", plan.invocation_timeout_s, 1, catalog.invocation_timeout_s),
+        ("ephemeral_storage_mb", plan.ephemeral_storage_mb, catalog.ephemeral_min_mb,
+         catalog.ephemeral_max_mb),
+        ("ps_count", plan.ps_count, 0, catalog.ps_max_shards),
+    ]  # fmt: skip
+    for name, value, low, high in limits:
+        if not low <= value <= high:
+            return (
+                f"plan field {name!r}: {value} is outside catalog {catalog.name}'s limits; "
+                f"use from {low} to {high}"
+            )
+    known = [p.name for p in catalog.ps_types]
+    if plan.sync == "ps" and plan.ps_type not in known:
+        return (
+            f"plan field 'ps_type': {plan.ps_type!r} is not in catalog {catalog.name}; use one "
+            f"of {', '.join(known)}"
+        )
+    archs = [a.arch for a in catalog.architectures]
+    if plan.arch not in archs:
+        return f"plan field 'arch': {plan.arch!r} is not in catalog {catalog.name}; use {archs}"
+    return None
+
+
+# The figures of a plan against each other, as the planner derives them; each rule is one small
+# function returning why the plan makes no sense, or None.
+SENSE_RULES = (_batches, _shards, _iterations, _links, _dataset)
+
+
+def check_plan_sense(plan: Plan, catalog: Catalog | None) -> None:
+    """ValueError (one line) unless the plan's figures agree with each other (SENSE_RULES) and,
+    where its catalog is at hand, with the catalog's limits: before any server starts."""
+    for rule in SENSE_RULES:
+        if (why := rule(plan)) is not None:
+            raise ValueError(why)
+    if catalog is not None and (why := _catalog_limits(plan, catalog)) is not None:
+        raise ValueError(why)
+
+
+def plan_catalog(plan: Plan) -> Catalog | None:
+    """The catalog the plan was made on, if it is in catalog/ (a plan from a catalog given by
+    path, or made on another machine's `local`, is checked without it)."""
+    if not (CATALOG_DIR / f"{plan.catalog}.json").is_file():
+        return None
+    return load_catalog(plan.catalog)
+
+
 def load_plan(path: Path) -> Plan:
-    """The Plan in a cdk.out/plan.json (or a bare Plan JSON); ValueError with one line if bad."""
+    """The Plan in a cdk.out/plan.json (or a bare Plan JSON); ValueError with one line if bad:
+    a field of the wrong type or range, or figures that do not fit each other or the catalog."""
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -333,7 +450,9 @@ def load_plan(path: Path) -> Plan:
             f"cannot read plan {str(path)!r}: {err.strerror}; run `npx cdk synth` first"
         ) from None
     try:
-        return Plan.from_json(raw.decode("utf-8"))
+        plan = Plan.from_json(raw.decode("utf-8"))
+        check_plan_sense(plan, plan_catalog(plan))
+        return plan
     except UnicodeDecodeError:
         raise ValueError(
             f"{str(path)!r} is not a plan.json written by app.py (not UTF-8)"

@@ -8,15 +8,58 @@ bad one in a single line naming the field, the value and what is accepted.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from functions.model_spec import ModelError, is_digest, parse_spec
 from provisioner.catalog import ARCHITECTURES, REPO_ROOT, read_data_json
+from provisioner.domain import (
+    MAX_CORES,
+    MAX_MB_S,
+    MAX_MEMORY_MB,
+    MAX_SECONDS,
+    Domain,
+    non_negative,
+    positive,
+    share,
+    whole,
+)
+from provisioner.parse import parse_data_name
 
 PROFILE_DIR = REPO_ROOT / "profiles"
+_SECONDS, _ITERATIONS = non_negative(MAX_SECONDS), non_negative(1e6)
+# Every numeric field's domain (a point's field: "<list>.<field>"); the bounds are far above any
+# workload this project sizes and keep products of fields well inside a float.
+PROFILE_DOMAINS: dict[str, Domain] = {
+    "model_bytes": whole(1, 1e12),  # a TB of parameters: beyond any function's memory
+    "dataset_samples": whole(1, 1e12),
+    "dataset_bytes": whole(1, 1e15),
+    "epochs": whole(1, 1e6),
+    "profiled_local_batch": whole(1, 1e6),
+    "max_global_batch": whole(1, 1e9),
+    "min_memory_mb": whole(1, MAX_MEMORY_MB),
+    "learning_rate": positive(1000.0),
+    # SGD momentum: at 1 or above the velocity never decays and training diverges
+    "momentum": share(of_one_open=True),
+    "startup_s": _SECONDS,
+    "ps_aggregation_mb_s_per_core": positive(MAX_MB_S),
+    "checkpoint_every_iterations": whole(1, 1e9),
+    "warmup_iterations": _ITERATIONS,
+    "parallel_speed_ratio": positive(1.0),  # sharing the cores never speeds a worker up
+    "parallel_processes": whole(1, MAX_CORES),
+    "crowded_step_ratio": Domain(1.0, 1000.0),  # a crowd never makes a step cheaper
+    "crowded_processes": whole(1, MAX_CORES),
+    "crowded_warmup_iterations": _ITERATIONS,
+    "lockstep_wait_fraction": non_negative(100.0),
+    "vcpu_share": positive(MAX_CORES),
+    "memory_mb": positive(MAX_MEMORY_MB),
+    "samples_per_s": positive(1e9),
+    "alpha1_samples_s_per_mb": non_negative(1e6),
+    "beta1_samples_s": Domain(-1e9, 1e9),  # the fit's intercept: either sign
+    "loop_extra_cpu_s.cpu_s": _SECONDS,
+    "loop_overhead_s.s": _SECONDS,
+}
 DATASETS = ("digits", "synthetic-cifar", "cifar10")
 DATASET_FORMS = (
     f"{', '.join(DATASETS)}, a dataset path relative to the project folder, or s3://bucket/prefix"
@@ -118,28 +161,14 @@ class WorkloadProfile:
         return tuple(r.arch for r in self.rates)
 
 
-def _num(data: dict[str, Any], key: str, *, integer: bool = False, positive: bool = True) -> Any:
+def _num(data: dict[str, Any], key: str, domain: str = "") -> Any:
+    """The field `key` of `data` within its PROFILE_DOMAINS entry (`domain`, else `key`): an int
+    where the domain is whole, else a float."""
     if key not in data:
         raise ValueError(f"profile: missing field {key!r}")
-    value = data[key]
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and integer:
-        ok = float(value).is_integer()
-    if ok:
-        ok = value > 0 if positive else value >= 0
-    if not ok:
-        kind = "integer" if integer else "number"
-        sign = "positive" if positive else "non-negative"
-        raise ValueError(f"profile field {key!r}: {value!r} is not a {sign} {kind}")
-    return int(value) if integer else float(value)
-
-
-def _momentum(data: dict[str, Any]) -> float:
-    """SGD momentum in [0, 1): at 1 or above the velocity never decays and training diverges."""
-    value = _num(data, "momentum", positive=False)
-    if value >= 1.0:
-        raise ValueError(f"profile field 'momentum': {data['momentum']!r} is not in [0, 1)")
-    return float(value)
+    allowed = PROFILE_DOMAINS[domain or key]
+    value = allowed.check(data[key], f"profile field {key!r}")
+    return int(value) if allowed.whole else value
 
 
 def _model(data: dict[str, Any]) -> str:
@@ -157,6 +186,20 @@ def is_dataset_path(text: str) -> bool:
         return len(text) > len("s3://")
     parts = Path(text).parts
     return bool(parts) and not Path(text).is_absolute() and ".." not in parts and ":" not in text
+
+
+def dataset_problem(dataset: str) -> str | None:
+    """Why a dataset path names no data in the project folder (None: it does, or it is not a
+    path: a generated dataset or an s3:// prefix, which the prepare step reads)."""
+    if dataset in DATASETS or dataset.startswith("s3://"):
+        return None
+    location = dataset.partition("#")[0]
+    if (REPO_ROOT / location).exists():
+        return None
+    return (
+        f"dataset {dataset!r} does not exist in the project folder; give an existing folder or "
+        f"file relative to it, or {', '.join(DATASETS)} or s3://bucket/prefix"
+    )
 
 
 def _dataset(data: dict[str, Any]) -> str:
@@ -186,11 +229,9 @@ def _rate(arch: str, data: Any) -> RateCurve:
         raise ValueError(f"profile {where}: architecture {arch!r} is not one of x86_64, arm64")
     if isinstance(data, dict) and "linear" in data:
         lin = data["linear"]
-        alpha = _num(lin, "alpha1_samples_s_per_mb", positive=False)
-        beta = lin.get("beta1_samples_s")
-        if not isinstance(beta, int | float) or isinstance(beta, bool) or not math.isfinite(beta):
-            raise ValueError(f"profile {where}.linear.beta1_samples_s: {beta!r} is not a number")
-        return RateCurve(arch=arch, alpha1_samples_s_per_mb=alpha, beta1_samples_s=float(beta))
+        alpha = _num(lin, "alpha1_samples_s_per_mb")
+        beta = _num(lin, "beta1_samples_s")
+        return RateCurve(arch=arch, alpha1_samples_s_per_mb=alpha, beta1_samples_s=beta)
     if not isinstance(data, dict) or not isinstance(data.get("points"), list) or not data["points"]:
         raise ValueError(
             f"profile {where}: expected {{'points': [{{'vcpu_share', 'samples_per_s'}}, ...]}} "
@@ -213,7 +254,7 @@ def _share_points(data: dict[str, Any], key: str, unit: str) -> tuple[tuple[floa
     raw = data.get(key, [])
     if not isinstance(raw, list) or not all(isinstance(p, dict) for p in raw):
         raise ValueError(f"profile field {key!r}: expected a list of {{'vcpu_share', {unit!r}}}")
-    points = sorted((_num(p, "vcpu_share"), _num(p, unit, positive=False)) for p in raw)
+    points = sorted((_num(p, "vcpu_share"), _num(p, unit, f"{key}.{unit}")) for p in raw)
     if len({s for s, _ in points}) != len(points):
         raise ValueError(f"profile field {key!r}: duplicate vcpu_share")
     return tuple(points)
@@ -226,9 +267,10 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
         raise ValueError(f"profile field 'schema_version': {version!r} is not {SCHEMA_VERSION}")
-    name = data.get("name")
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"profile field 'name': {name!r} is not a non-empty string")
+    try:  # plans and run reports name the profile, and the emulator loads profiles/<name>.json
+        name = parse_data_name(data.get("name"), "profile")
+    except ValueError as exc:
+        raise ValueError(f"profile field 'name': {exc}") from None
     rates_data = data.get("training_rate")
     if not isinstance(rates_data, dict) or not rates_data:
         raise ValueError("profile field 'training_rate': expected an object keyed by x86_64/arm64")
@@ -240,47 +282,39 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         name=name,
         model=_model(data),
         dataset=_dataset(data),
-        model_bytes=_num(data, "model_bytes", integer=True),
-        dataset_samples=_num(data, "dataset_samples", integer=True),
-        dataset_bytes=_num(data, "dataset_bytes", integer=True),
-        epochs=_num(data, "epochs", integer=True),
-        profiled_local_batch=_num(data, "profiled_local_batch", integer=True),
-        max_global_batch=_num(data, "max_global_batch", integer=True),
-        min_memory_mb=_num(data, "min_memory_mb", integer=True),
+        model_bytes=_num(data, "model_bytes"),
+        dataset_samples=_num(data, "dataset_samples"),
+        dataset_bytes=_num(data, "dataset_bytes"),
+        epochs=_num(data, "epochs"),
+        profiled_local_batch=_num(data, "profiled_local_batch"),
+        max_global_batch=_num(data, "max_global_batch"),
+        min_memory_mb=_num(data, "min_memory_mb"),
         learning_rate=_num(data, "learning_rate"),
-        momentum=_momentum(data),
+        momentum=_num(data, "momentum"),
         rates=tuple(_rate(a, r) for a, r in sorted(rates_data.items())),
-        startup_s=_num(data, "startup_s", positive=False),
+        startup_s=_num(data, "startup_s"),
         ps_aggregation_mb_s_per_core=_num(data, "ps_aggregation_mb_s_per_core"),
         checkpoint_every_iterations=(
-            None if every is None else _num(data, "checkpoint_every_iterations", integer=True)
+            None if every is None else _num(data, "checkpoint_every_iterations")
         ),
-        warmup_iterations=(
-            _num(data, "warmup_iterations", positive=False) if "warmup_iterations" in data else 0.0
-        ),
+        warmup_iterations=(_num(data, "warmup_iterations") if "warmup_iterations" in data else 0.0),
         parallel_speed_ratio=(
             _num(data, "parallel_speed_ratio") if "parallel_speed_ratio" in data else None
         ),
         parallel_processes=(
-            _num(data, "parallel_processes", integer=True) if "parallel_processes" in data else 1
+            _num(data, "parallel_processes") if "parallel_processes" in data else 1
         ),
         loop_extra_cpu=_share_points(data, "loop_extra_cpu_s", "cpu_s"),
         loop_overhead=_share_points(data, "loop_overhead_s", "s"),
         crowded_step_ratio=(
             _num(data, "crowded_step_ratio") if "crowded_step_ratio" in data else None
         ),
-        crowded_processes=(
-            _num(data, "crowded_processes", integer=True) if "crowded_processes" in data else 1
-        ),
+        crowded_processes=(_num(data, "crowded_processes") if "crowded_processes" in data else 1),
         crowded_warmup_iterations=(
-            _num(data, "crowded_warmup_iterations", positive=False)
-            if "crowded_warmup_iterations" in data
-            else None
+            _num(data, "crowded_warmup_iterations") if "crowded_warmup_iterations" in data else None
         ),
         lockstep_wait_fraction=(
-            _num(data, "lockstep_wait_fraction", positive=False)
-            if "lockstep_wait_fraction" in data
-            else None
+            _num(data, "lockstep_wait_fraction") if "lockstep_wait_fraction" in data else None
         ),
         provisional=bool(data.get("provisional", False)),
         sources=tuple(sorted((str(k), json.dumps(v, sort_keys=True)) for k, v in sources.items())),
@@ -293,13 +327,13 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
             "digits"
         )
     ratio = profile.parallel_speed_ratio
-    if ratio is not None and not (ratio <= 1 and profile.parallel_processes >= 2):
+    if ratio is not None and profile.parallel_processes < 2:
         raise ValueError(
             f"profile field 'parallel_speed_ratio': {ratio!r} needs to be at most 1, measured "
             f"with parallel_processes ≥ 2 (got {profile.parallel_processes})"
         )
     crowded = profile.crowded_step_ratio
-    if crowded is not None and not (crowded >= 1 and profile.crowded_processes >= 2):
+    if crowded is not None and profile.crowded_processes < 2:
         raise ValueError(
             f"profile field 'crowded_step_ratio': {crowded!r} needs to be at least 1, measured "
             f"with crowded_processes ≥ 2 (got {profile.crowded_processes})"
@@ -339,4 +373,7 @@ def check_dataset(profile: WorkloadProfile, dataset: str, spec: str) -> None:
 def load_profile(name_or_path: str | Path) -> WorkloadProfile:
     """Load `profiles/<name>.json` (or a path) into a validated WorkloadProfile."""
     _, data = read_data_json(name_or_path, PROFILE_DIR, "profile")
-    return profile_from_dict(data)
+    profile = profile_from_dict(data)
+    if (problem := dataset_problem(profile.dataset)) is not None:
+        raise ValueError(f"profile field 'dataset': {problem}")
+    return profile

@@ -55,6 +55,12 @@ KNOWN_KEYS = (
     "workload",
 )
 _OWN_KEY_SHAPE = re.compile(r"^[a-z][a-z0-9_]*$")
+# Keys whose absence means a default: given empty (`-c deadline=`), they would fall back to it
+# without a word, so an empty value is refused instead. (workload, catalog, dataset and job say
+# what they accept when empty themselves.)
+DEFAULTED_KEYS = tuple(
+    k for k in KNOWN_KEYS if k not in ("workload", "catalog", "dataset", "job", "default_deadline")
+)
 
 DurationParser = Callable[[object], float]
 
@@ -350,6 +356,16 @@ def _slack(value: object, parse: DurationParser | None, errors: list[str]) -> fl
         return 0.0
 
 
+def empty_keys(values: Mapping[str, object]) -> list[str]:
+    """One line per defaulted key given as an empty string: a value left out by mistake."""
+    return [
+        f"{key}={values[key]!r} is empty; give a value (docs/stacks.md says which) or leave "
+        f"-c {key}= out for its default"
+        for key in DEFAULTED_KEYS
+        if isinstance(values.get(key), str) and _is_missing(values[key])
+    ]
+
+
 def unknown_keys(keys: list[str]) -> list[str]:
     """Keys shaped like ours that we do not read: almost always a typo of a real key."""
     return sorted(k for k in keys if _OWN_KEY_SHAPE.match(k) and k not in KNOWN_KEYS)
@@ -375,6 +391,7 @@ def read_context(
         f"accepted keys: {', '.join(KNOWN_KEYS)}"
         for key in unknown_keys(list(values))
     ]
+    errors += empty_keys(values)
     deadline_s, budget_usd, deadline_is_default = parse_goal(
         values, errors, parse_duration_s=parse_duration_s, parse_usd=parse_usd
     )

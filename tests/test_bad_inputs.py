@@ -30,6 +30,7 @@ from tests.bad_inputs import (
     calibrate_cases,
     cdk_cases,
     emulator_cases,
+    figure_cases,
     plan_cases,
     profile_cases,
 )
@@ -43,6 +44,7 @@ CASES: list[Case] = [
     *calibrate_cases.CASES,
     *profile_cases.CASES,
     *cdk_cases.CASES,
+    *figure_cases.CASES,
 ]
 
 
@@ -85,7 +87,7 @@ def _changed(plan: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
 
 
 def _files(folder: Path, case: Case, valid: dict[str, Any]) -> None:
-    for name, body in FILES.items():
+    for name, body in (*FILES.items(), *case.files):
         (folder / name).write_bytes(body if isinstance(body, bytes) else body.encode("utf-8"))
     if isinstance(case.plan, str):
         (folder / "plan.json").write_text(case.plan, encoding="utf-8")

@@ -1,8 +1,8 @@
 """The shape of a bad-input case, the helpers that build one, and the files a case can name.
 
-In a case, `{dir}` is a scratch folder holding the files of FILES, and `plan.json`, written from
-the case's `plan`: JSON text, or changes ("training.model": "gpt5"; DROP removes the field) to a
-valid plan from the real planner.
+In a case, `{dir}` is a scratch folder holding the files of FILES and the case's own `files`,
+and `plan.json`, written from the case's `plan`: JSON text, or changes ("training.model": "gpt5";
+DROP removes the field) to a valid plan from the real planner.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.local_catalog import local_catalog_dict
 from tests.provisioner.conftest import run_report_dict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,6 +49,10 @@ FILES: dict[str, str | bytes] = {
     "latin1.json": _profile(name="caf\u00e9").encode("latin-1"),
     "a-file": "not a folder",
     "local.json": json.dumps({"name": "local"}),
+    "local-catalog.json": json.dumps(local_catalog_dict()),
+    "not-json.json": "a profile? no: plain text",
+    "no-data.json": _profile(dataset="data/no-such-folder"),
+    "etc-name.json": _profile(name="../../etc/x"),
 }
 
 
@@ -59,6 +64,7 @@ class Case:
     says: str  # a fragment of the one line on stderr
     plan: str | dict[str, Any] | None = None
     given: str = ""  # what a file in args holds, for the table
+    files: tuple[tuple[str, str], ...] = ()  # (name, text) written into {dir} for this case
 
 
 def plan_case(*args: str, says: str, code: int = 2, given: str = "") -> Case:

@@ -20,4 +20,16 @@ CASES = [
     cdk("reserve_concurency=true", says="reserve_concurency='true' is not a context key"),
     cdk("workload={dir}/latin1.json", says="latin1.json' is not UTF-8 text",
         given="latin1.json: Latin-1 bytes"),
+    cdk("deadline=", says="deadline='' is empty; give a value"),
+    cdk("budget=", "deadline=1h", says="budget='' is empty; give a value"),
+    cdk("ps_types=", says="ps_types='' is empty; give a value"),
+    cdk("max_concurrency= ", says="max_concurrency=' ' is empty; give a value"),
+    cdk("catalog=local", "sync=ps", says="catalog='local': catalog 'local' is this machine's, "
+        "for the emulator (python -m emulator), not an AWS catalog"),
+    cdk("catalog={dir}/local-catalog.json", says="catalog 'local' is this machine's, for the "
+        "emulator", given="local-catalog.json: a local catalog (name local)"),
+    cdk("workload={dir}/etc-name.json", says="profile field 'name': profile name '../../etc/x' "
+        "is not accepted", given="etc-name.json: name ../../etc/x"),
+    cdk("workload={dir}/no-data.json", says="profile field 'dataset': dataset "
+        "'data/no-such-folder' does not exist", given="no-data.json: dataset data/no-such-folder"),
 ]  # fmt: skip

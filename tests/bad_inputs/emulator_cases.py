@@ -11,7 +11,7 @@ CASES = [
     emu(plan="[]", says="plan: expected a JSON object, got list"),
     emu(plan='"plan"', says="plan: expected a JSON object, got str"),
     emu(plan="{", says="not JSON: Expecting property name"),
-    emu(plan={"n_workers": 0}, says="plan field 'n_workers': 0 is out of range; use at least 1"),
+    emu(plan={"n_workers": 0}, says="plan field 'n_workers': 0 is out of range; use from 1 to"),
     emu(plan={"n_workers": "2"}, says="plan field 'n_workers': '2' is not an integer"),
     emu(plan={"memory_mb": 0}, says="plan field 'memory_mb': 0 is out of range; use from 128"),
     emu(plan={"memory_mb": 20000}, says="plan field 'memory_mb': 20000 is out of range"),
@@ -40,4 +40,39 @@ CASES = [
     emu("--s3", "minio", says="argument --s3: invalid choice: 'minio'"),
     emu("--out", "{dir}/a-file", says="a-file' is not a folder", given="a-file: a file"),
     emu("--out", "{dir}/a-file/run", says="a-file' is a file)", given="a-file: a file"),
+    # a plan's figures against each other and its catalog (provisioner.plan.check_plan_sense)
+    emu(plan={"n_workers": 100_000}, says="plan field 'n_workers': 100000 is out of range; use "
+        "from 1 to 1000"),
+    emu(plan={"training.iterations": 10**12}, says="plan field 'training.iterations': "
+        "1000000000000 is out of range; use from 1 to 1000000000"),
+    emu(plan={"n_workers": 9}, says="plan fields 'n_workers', 'training.local_batch', "
+        "'training.global_batch': 9 × 16 is not 32; the global batch is n_workers × local_batch"),
+    emu(plan={"training.iterations": 5}, says="plan field 'training.iterations': 5 does not "
+        "train 50 epoch(s) of 1797 samples in global batches of 32; use 2808"),
+    emu(plan={"training.dataset_samples": 1}, says="plan fields 'n_workers', "
+        "'training.dataset_samples': 2 workers for 1 samples; use at most one worker per sample"),
+    emu(plan={"invocations_per_worker": 1, "iterations_per_invocation": 3},
+        says="plan fields 'invocations_per_worker', 'iterations_per_invocation': 1 × 3 do not "
+        "fit 2808 iterations"),
+    emu(plan={"invocations_per_worker": 50, "iterations_per_invocation": 60},
+        says="50 × 60 do not fit 2808 iterations; use links that cover them, at most "
+        "max_links_per_worker (5)"),
+    emu(plan={"ps_count": 9}, says="plan field 'ps_count': 9 is outside catalog lambda-2025's "
+        "limits; use from 0 to 8"),
+    emu(plan={"ps_type": "z9.huge"}, says="plan field 'ps_type': 'z9.huge' is not in catalog "
+        "lambda-2025; use one of m5.large, c5.large"),
+    emu(plan={"catalog": "../../etc/passwd"}, says="plan field 'catalog': catalog name "
+        "'../../etc/passwd' is not accepted; use 1-64 letters"),
+    emu(plan={"workload": "../../etc/x"}, says="plan field 'workload': profile name "
+        "'../../etc/x' is not accepted"),
+    emu(plan={"training.dataset": "data/no-such-folder"}, says="plan field 'training.dataset': "
+        "dataset 'data/no-such-folder' does not exist in the project folder"),
+    emu("--workload", "nosuch", says="profile 'nosuch' not found: give a name"),
+    emu("--workload", "{dir}/not-json.json", says="not-json.json' is not valid JSON",
+        given="not-json.json: plain text"),
+    emu("--workload", "{dir}/etc-name.json", says="profile field 'name': profile name "
+        "'../../etc/x' is not accepted", given="etc-name.json: name ../../etc/x"),
+    emu("--iterations-per-invocation", "9223372036854775808",
+        says="bad --iterations-per-invocation '9223372036854775808' is not a whole number >= 0 "
+        "and <= 1000000000"),
 ]  # fmt: skip

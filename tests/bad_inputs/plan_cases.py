@@ -39,11 +39,21 @@ CASES = [
     plan_case("plan", "--workload", "{dir}/latin1.json", "--deadline", "1h",
               says="latin1.json' is not UTF-8 text", given="latin1.json: Latin-1 bytes"),
     plan_case("plan", "--workload", "{dir}/momentum.json", "--deadline", "1h",
-              says="profile field 'momentum': 1.0 is not in [0, 1)",
+              says="profile field 'momentum': 1.0 is not a number in [0, 1)",
               given="momentum.json: momentum 1.0"),
     plan_case("plan", "--workload", "{dir}/nan-rate.json", "--deadline", "1h",
-              says="profile field 'learning_rate': nan is not a positive number",
+              says="profile field 'learning_rate': nan is not a number in (0, 1000]",
               given="nan-rate.json: learning_rate NaN"),
+    plan_case("plan", *HOUR, "--iterations-per-invocation", "9223372036854775808",
+              says="'9223372036854775808' is not a whole number >= 0 and <= 1000000000"),
+    plan_case("plan", *HOUR, "--ps-types", "", says="PS types: none given (accepted: a comma "
+              "list of m5.large"),
+    plan_case("plan", "--workload", "{dir}/no-data.json", "--deadline", "1h",
+              says="profile field 'dataset': dataset 'data/no-such-folder' does not exist in the "
+              "project folder", given="no-data.json: dataset data/no-such-folder"),
+    plan_case("plan", "--workload", "{dir}/etc-name.json", "--deadline", "1h",
+              says="profile field 'name': profile name '../../etc/x' is not accepted; use 1-64",
+              given="etc-name.json: name ../../etc/x"),
     # python -m provisioner calibrate report.json
     plan_case("calibrate", "{dir}/no-report.json",
               says="no-report.json' cannot be read: No such file or directory"),

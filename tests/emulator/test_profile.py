@@ -279,7 +279,7 @@ def test_the_crowds_warmup_is_in_steps_alone_and_written_only_with_its_crowd() -
                                                             "crowded_processes")}  # fmt: skip
     with pytest.raises(ValueError, match="'crowded_warmup_iterations': 1.23 needs crowded_proc"):
         profile_from_dict(no_crowd)
-    with pytest.raises(ValueError, match="'crowded_warmup_iterations': -1 is not a non-negative"):
+    with pytest.raises(ValueError, match="'crowded_warmup_iterations': -1 is not a number in"):
         profile_from_dict({**doc, "crowded_warmup_iterations": -1})
 
 

@@ -56,7 +56,7 @@ def test_a_default_slack_outside_0_to_90_percent_is_rejected(share: float) -> No
     doc = json.loads((CATALOG_DIR / "lambda-2025.json").read_text())
     figure = {"value": share, "unit": "share", "source": "test", "date": "2026-11-25", "tag": "x"}
     doc["orchestration"]["default_slack"] = figure
-    with pytest.raises(ValueError, match=f"default_slack {share:g}|value {share!r} is not"):
+    with pytest.raises(ValueError, match=rf"default_slack: {share!r} is not a number in \[0, 0\.9"):
         catalog_from_dict(doc)
     doc["orchestration"]["default_slack"] = {**figure, "value": 0.2}
     assert catalog_from_dict(doc).default_slack == 0.2
@@ -106,11 +106,15 @@ def test_unknown_names_list_what_exists() -> None:
             {"input_shape": [3, 0, 32]},
             "profile field 'input_shape': [3, 0, 32] is not a list of positive integers",
         ),
-        ({"epochs": 0}, "profile field 'epochs': 0 is not a positive integer"),
-        ({"epochs": 2.5}, "profile field 'epochs': 2.5 is not a positive integer"),
+        ({"epochs": 0}, "profile field 'epochs': 0 is not a whole number in [1, 1000000]"),
+        ({"epochs": 2.5}, "profile field 'epochs': 2.5 is not a whole number in [1, 1000000]"),
+        (
+            {"model_bytes": 1e308},
+            "profile field 'model_bytes': 1e+308 is not a whole number in [1, 1e+12]",
+        ),
         (
             {"learning_rate": "fast"},
-            "profile field 'learning_rate': 'fast' is not a positive number",
+            "profile field 'learning_rate': 'fast' is not a number in (0, 1000]",
         ),
         ({"schema_version": 2}, "profile field 'schema_version': 2 is not 1"),
         (
@@ -136,16 +140,15 @@ def test_unknown_names_list_what_exists() -> None:
         ),
         (
             {"warmup_iterations": -1},
-            "profile field 'warmup_iterations': -1 is not a non-negative number",
+            "profile field 'warmup_iterations': -1 is not a number in [0, 1000000]",
         ),
         (
             {"parallel_speed_ratio": 1.3, "parallel_processes": 2},
-            "profile field 'parallel_speed_ratio': 1.3 needs to be at most 1, measured with "
-            "parallel_processes ≥ 2 (got 2)",
+            "profile field 'parallel_speed_ratio': 1.3 is not a number in (0, 1]",
         ),
         (
             {"loop_extra_cpu_s": [{"vcpu_share": 0.5, "cpu_s": -0.001}]},
-            "profile field 'cpu_s': -0.001 is not a non-negative number",
+            "profile field 'cpu_s': -0.001 is not a number in [0, 86400]",
         ),
         (
             {"loop_extra_cpu_s": {"vcpu_share": 0.5}},

@@ -364,9 +364,14 @@ def _child_result(proc: subprocess.Popen[str], share: float) -> dict[str, Any]:
         proc.kill()
         proc.communicate()
         raise RuntimeError(f"profiling child at share {share} timed out") from None
+    # The last line: a child's own refusal is one line, and a traceback ends in its error.
+    said = (err.strip().splitlines() or ["no word on stderr"])[-1][-300:]
     if proc.returncode != 0:
-        raise RuntimeError(f"profiling child at share {share} failed: {err.strip()[-300:]}")
-    return {"vcpu_share": share, **json.loads(out.strip().splitlines()[-1])}
+        raise RuntimeError(f"profiling child at share {share} failed: {said}")
+    lines = out.strip().splitlines()
+    if not lines:
+        raise RuntimeError(f"profiling child at share {share} exited without a result: {said}")
+    return {"vcpu_share": share, **json.loads(lines[-1])}
 
 
 def interleaved_shares(shares: list[float], repeats: int) -> list[float]:
@@ -965,29 +970,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--name", help="with --model: the profile's name (default: the file's stem)"
     )
-    parser.add_argument("--epochs", type=int, default=NEW_PROFILE_DEFAULTS["epochs"])
+    # The numbers are read by _numbers, not argparse: a bad one is one line naming it and what
+    # would be accepted, as every other bad value here, not a usage dump.
+    parser.add_argument("--epochs", default=NEW_PROFILE_DEFAULTS["epochs"])
     parser.add_argument(
         "--batch",
-        type=int,
         default=NEW_PROFILE_DEFAULTS["profiled_local_batch"],
         help="with --model: the local batch per worker and iteration",
     )
-    parser.add_argument(
-        "--learning-rate", type=float, default=NEW_PROFILE_DEFAULTS["learning_rate"]
-    )
-    parser.add_argument("--momentum", type=float, default=NEW_PROFILE_DEFAULTS["momentum"])
+    parser.add_argument("--learning-rate", default=NEW_PROFILE_DEFAULTS["learning_rate"])
+    parser.add_argument("--momentum", default=NEW_PROFILE_DEFAULTS["momentum"])
     parser.add_argument("--shares", default=",".join(f"{s:g}" for s in DEFAULT_SHARES))
-    parser.add_argument("--measure-s", type=float, default=MEASURE_S)
+    parser.add_argument("--measure-s", default=MEASURE_S)
     parser.add_argument(
         "--repeats",
-        type=int,
         default=3,
         help="runs per share, taken round the shares; the median counts (a run predicts runs "
         "under the same load)",
     )
     parser.add_argument(
         "--pairs",
-        type=int,
         default=PARALLEL_PAIRS,
         help="lockstep pairs (one child alone, then one per core) behind parallel_speed_ratio; "
         "the median counts",
@@ -1008,10 +1010,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--crowd", help=argparse.SUPPRESS)
     parser.add_argument("--crowd-iterations", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        return child_main(args)
+    if args.child:  # the parent's own values, measure_s 0 for a crowd's children included
+        from functions.formats import DatasetError
+        from functions.model_spec import ModelError
+
+        args.batch, args.measure_s = int(args.batch), float(args.measure_s)
+        try:
+            return child_main(args)
+        except (DatasetError, ModelError) as err:  # its one line is the parent's (_child_result)
+            print(err, file=sys.stderr)
+            return 2
     when = dt.datetime.now(dt.UTC).date().isoformat()
     try:
+        _numbers(args)
+        if args.output is not None:
+            check_output(args.output)
         path: Path | None = None
         if args.workload and args.model:
             raise ValueError(
@@ -1033,8 +1046,6 @@ def main(argv: list[str] | None = None) -> int:
             if not path.is_file():
                 raise ValueError(f"bad --workload {args.workload!r}: no file {path}")
             raw = json.loads(path.read_text())
-        if args.pairs < 1:
-            raise ValueError(f"bad --pairs {args.pairs}: expected a whole number of at least 1")
         if args.anchor and (args.model or args.write or not args.output):
             raise ValueError(
                 "--anchor moves an existing profile (--workload) to this moment's speed and "
@@ -1044,7 +1055,7 @@ def main(argv: list[str] | None = None) -> int:
             shares = [float(s) for s in args.shares.split(",")]
         except ValueError:
             shares = []
-        if not shares or any(s <= 0 or s > cpu.machine_cores() for s in shares):
+        if not shares or not all(0 < s <= cpu.machine_cores() for s in shares):  # NaN too
             raise ValueError(
                 f"bad --shares {args.shares!r}: expected positive numbers up to "
                 f"{cpu.machine_cores():.0f} (this machine's cores)"
@@ -1054,6 +1065,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.anchor:
         return _anchor_main(raw, args.output, when)
+    try:
+        return _profile_main(args, raw, path, shares, when)
+    except RuntimeError as err:  # a child that failed (its one line) or timed out
+        print(f"error: {err}; no profile written", file=sys.stderr)
+        return 1
+    except OSError as err:  # writing the profile: the old file, if any, is left as it was
+        print(f"error: cannot write {err.filename or args.output}: {err.strerror or err}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+
+
+def _profile_main(args: argparse.Namespace, raw: dict[str, Any], path: Path | None,
+                  shares: list[float], when: str) -> int:  # fmt: skip
+    """Measure the profile `raw` at `shares` (all checked, as are `args`); print or write it."""
     source = dataset_source(raw["dataset"], int(raw["dataset_samples"]))
     with contextlib.ExitStack() as stack:
         limiter = stack.enter_context(cpu.CpuLimiter(f"lambda-dnn-profile-{os.getpid()}"))
@@ -1064,7 +1089,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu_limit = str(limiter.mechanism)  # enforced, so the mechanism's name
         ps_endpoint = stack.enter_context(loopback_ps())
         runs_at: dict[float, list[dict[str, Any]]] = {share: [] for share in shares}
-        for share in interleaved_shares(shares, max(1, args.repeats)):
+        for share in interleaved_shares(shares, args.repeats):
             runs_at[share].append(measure_share(
                 limiter, share, model=raw["model"], source=source,
                 batch=int(raw["profiled_local_batch"]), measure_s=args.measure_s,
@@ -1091,7 +1116,7 @@ def main(argv: list[str] | None = None) -> int:
         waits: list[float] = []
         count = CROWD_PER_CORE * cores
         batch = int(raw["profiled_local_batch"])
-        repeats = max(1, args.repeats)
+        repeats = args.repeats
         alone: dict[str, Any] = {}
         for round_ in range(max(repeats, args.pairs) if cores >= 2 else 0):
             if round_ < repeats:  # sizes the loops; the crowd's pair, timed anew
@@ -1176,10 +1201,59 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write_whole(target: Path, text: str) -> None:
-    partial = target.with_name(target.name + ".partial")  # never a half-written profile
-    partial.write_text(text)
-    partial.replace(target)
+    from provisioner.files import write_text_atomically  # never a half-written profile
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(target, text)
     print(f"wrote {target}", file=sys.stderr)
+
+
+def check_output(output: Path) -> None:
+    """ValueError unless a profile can be written at `output`: not a folder, and the nearest
+    folder of it that exists writable. Checked before the minutes of profiling, not after."""
+    if output.is_dir():
+        raise ValueError(
+            f"bad --output {str(output)!r}: a folder; expected the path of a .json file to "
+            "write the profile to"
+        )
+    folder = output.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(
+            f"bad --output {str(output)!r}: {str(folder)!r} is a file, not a folder; expected "
+            "the path of a .json file to write the profile to"
+        )
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"bad --output {str(output)!r}: the folder {str(folder)!r} is read-only")
+
+
+MAX_MEASURE_S = 120.0  # a child has 300 s in all (_child_result): twice this and its start-up
+# option: (read as, accepted when, what is accepted)
+NUMBER_OPTIONS: dict[str, tuple[type, Callable[[Any], bool], str]] = {
+    "epochs": (int, lambda v: v >= 1, "a whole number, 1 or more"),
+    "batch": (int, lambda v: v >= 1, "a whole number, 1 or more"),
+    "learning_rate": (float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
+    "momentum": (float, lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    "measure_s": (float, lambda v: 0 < v <= MAX_MEASURE_S,
+                  f"seconds, more than 0 and at most {MAX_MEASURE_S:g}"),
+    "repeats": (int, lambda v: v >= 1, "a whole number, 1 or more"),
+    "pairs": (int, lambda v: v >= 1, "a whole number of at least 1"),
+}  # fmt: skip
+
+
+def _numbers(args: argparse.Namespace) -> None:
+    """Each option of NUMBER_OPTIONS read in place; ValueError naming the first bad one."""
+    for name, (kind, accepted, expected) in NUMBER_OPTIONS.items():
+        text = getattr(args, name)
+        try:
+            value = kind(str(text))
+        except ValueError:
+            value = None
+        if value is None or not accepted(value):
+            shown = repr(text) if value is None else repr(value)
+            raise ValueError(f"bad --{name.replace('_', '-')} {shown}: expected {expected}")
+        setattr(args, name, value)
 
 
 def write_anchored(raw: dict[str, Any], output: Path, when: str) -> dict[str, Any]:
@@ -1221,17 +1295,6 @@ def _new_profile_from_args(args: argparse.Namespace, when: str) -> dict[str, Any
             f"bad --dataset {args.dataset!r}: expected a path relative to the project folder "
             "(a folder of .npz, an ImageFolder layout or a .csv) or s3://bucket/prefix"
         )
-    for flag, value, ok in (
-        ("--epochs", args.epochs, args.epochs >= 1),
-        ("--batch", args.batch, args.batch >= 1),
-        ("--learning-rate", args.learning_rate, args.learning_rate > 0),
-        ("--momentum", args.momentum, 0 <= args.momentum < 1),
-    ):
-        if not ok:
-            raise ValueError(f"bad {flag} {value!r}: expected " + {
-                "--epochs": "a whole number, 1 or more", "--batch": "a whole number, 1 or more",
-                "--learning-rate": "a positive number", "--momentum": "a number in [0, 1)",
-            }[flag])  # fmt: skip
     name = args.name or Path(parse_spec(args.model).file).stem.replace("_", "-")
     settings = {
         "epochs": args.epochs,

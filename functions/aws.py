@@ -116,6 +116,17 @@ def s3_client(budget_s: float | None = None) -> Any:
     return _s3_for(endpoint, *s3_timeouts_s(budget_s))
 
 
+def s3_is_configured() -> bool:
+    """Is there an S3 to reach: an endpoint in the environment (a local S3), or a region from
+    the environment or the AWS config file (AWS itself)?"""
+    names = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION")
+    if any(os.environ.get(name) for name in names):  # AWS_REGION: the PS container's
+        return True
+    import botocore.session
+
+    return bool(botocore.session.Session().get_config_variable("region"))
+
+
 def _endpoint_of(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url

@@ -110,7 +110,7 @@ def _read_with(reader: Reader, source: str, s3: Any) -> SourceData:
         try:
             x, y = reader(path)
             x, y = np.asarray(x), np.asarray(y)
-        except Exception as err:  # noqa: BLE001 - the user's code: any error is theirs
+        except (Exception, SystemExit) as err:  # the user's code: any error is theirs
             raise DatasetError(
                 f"bad source {source!r}: the model file's read_dataset failed: "
                 f"{type(err).__name__}: {err}"

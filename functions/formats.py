@@ -20,6 +20,7 @@ folders (`.name`, `__MACOSX`) are skipped.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 from collections.abc import Iterator, Sequence
@@ -82,7 +83,11 @@ class LocalFolder:
         return sorted(names)
 
     def read(self, names: Sequence[str]) -> Iterator[bytes]:
-        return ((self.root / name).read_bytes() for name in names)
+        for name in names:
+            try:
+                yield (self.root / name).read_bytes()
+            except OSError as exc:  # unreadable, or a folder named like a file
+                raise DatasetError(f"cannot read {name!r}: {exc.strerror or exc}") from None
 
 
 class S3Prefix:
@@ -169,12 +174,14 @@ def read_files(source: str, s3: Any = None) -> Loaded:
     try:
         files, kind, names, label_column = resolve(source, s3)
         if kind == "npz":
-            return _read_npz(files.read(names))
+            return _read_npz(names, files.read(names))
         if kind == "images":
             return _read_images(files, _class_images(names))
-        if kind == "parquet":
-            return _read_parquet(next(iter(files.read(names))), names[0], label_column)
-        return _read_table(next(iter(files.read(names))), names[0], label_column)
+        blob = next(iter(files.read(names)))
+        with reading(names[0]):
+            if kind == "parquet":
+                return _read_parquet(blob, names[0], label_column)
+            return _read_table(blob, names[0], label_column)
     except DatasetError as exc:
         raise DatasetError(f"bad source {source!r}: {exc}") from None
 
@@ -221,17 +228,52 @@ def _open(location: str, s3: Any) -> tuple[Files, str]:
     )
 
 
-def _read_npz(blobs: Iterator[bytes]) -> Loaded:
+@contextlib.contextmanager
+def reading(name: str) -> Iterator[None]:
+    """Any failure while decoding the file `name` as a DatasetError naming it: the decoders
+    (numpy's zip reader, csv, Pillow, Arrow) each raise their own families (BadZipFile, a CRC
+    error, csv.Error, struct.error), and a corrupt file must be one line that says which."""
+    try:
+        yield
+    except DatasetError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a third-party decoder's: any error is the file's
+        reason = (str(exc).splitlines() or [""])[0]
+        raise DatasetError(
+            f"cannot read {name!r}: {type(exc).__name__}" + (f": {reason}" if reason else "")
+        ) from None
+
+
+def _npz_arrays(name: str, blob: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) of one .npz file: x numeric with samples first, y one integer label each."""
+    with reading(name), np.load(io.BytesIO(blob)) as data:
+        if "x" not in data.files or "y" not in data.files:
+            raise DatasetError(f"{name!r} holds arrays {data.files}, expected 'x' and 'y'")
+        x, y = data["x"], data["y"]
+    wrong = ""
+    if x.ndim < 2 or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
+        wrong = f"x is {x.dtype} shaped {x.shape}, expected numbers with samples first"
+    elif y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+        wrong = f"y is {y.dtype} shaped {y.shape}, expected one integer label per sample"
+    elif len(x) != len(y):
+        wrong = f"x has {len(x)} samples but y has {len(y)}"
+    if wrong:
+        raise DatasetError(f"{name!r}: {wrong}")
+    return x, y
+
+
+def _read_npz(names: Sequence[str], blobs: Iterator[bytes]) -> Loaded:
     xs, ys = [], []
-    for blob in blobs:
-        with np.load(io.BytesIO(blob)) as data:
-            if "x" not in data.files or "y" not in data.files:
-                raise DatasetError(f"npz holds arrays {data.files}, expected 'x' and 'y'")
-            xs.append(data["x"])
-            ys.append(data["y"])
+    for name, blob in zip(names, blobs, strict=True):
+        x, y = _npz_arrays(name, blob)
+        if xs and x.shape[1:] != xs[0].shape[1:]:
+            raise DatasetError(
+                f"{name!r}: x samples are {_shape(x.shape[1:])}, expected "
+                f"{_shape(xs[0].shape[1:])} like {names[0]!r}"
+            )
+        xs.append(x)
+        ys.append(y)
     x, y = np.concatenate(xs), np.concatenate(ys)
-    if len(x) != len(y):
-        raise DatasetError(f"x has {len(x)} samples but y has {len(y)}")
     if np.issubdtype(x.dtype, np.integer):
         x = x.astype(np.float32) / 255.0  # integer images: scale to [0, 1]
     return Loaded(x.astype(np.float32, copy=False), y.astype(np.int64))
@@ -243,7 +285,8 @@ def _read_images(files: Files, classes: dict[str, list[str]]) -> Loaded:
     x: np.ndarray | None = None
     first = ("", "")  # the name and mode every other image is held to
     for i, (name, blob) in enumerate(zip(names, files.read(names), strict=True)):
-        pixels, mode = _decode(name, blob)
+        with reading(name):
+            pixels, mode = _decode(name, blob)
         if x is None:
             x, first = np.empty((len(names), *pixels.shape), np.float32), (name, mode)
         elif pixels.shape != x.shape[1:]:
@@ -312,28 +355,40 @@ def _read_table(blob: bytes, name: str, label_column: str) -> Loaded:
     except UnicodeDecodeError:
         raise DatasetError(f"{name!r} is not UTF-8 text") from None
     reader = csv.reader(io.StringIO(text, newline=""))
-    header = [column.strip() for column in next(reader, [])]
-    features = _feature_columns(header, label_column, name)
-    at = header.index(label_column)
-    rows, labels, lines = [], [], []
-    for row in reader:
-        if not any(cell.strip() for cell in row):
-            continue  # a blank line
-        if len(row) != len(header):
-            raise DatasetError(
-                f"{name!r} line {reader.line_num}: the header has {len(header)} columns, this row "
-                f"{len(row)}"
-            )
-        labels.append(row[at].strip())
-        if not labels[-1]:
-            raise DatasetError(f"{name!r} line {reader.line_num} has an empty {label_column!r}")
-        rows.append(row[:at] + row[at + 1 :])
-        lines.append(reader.line_num)
+    rows: list[list[str]] = []
+    labels: list[str] = []
+    lines: list[int] = []
+    try:
+        header = [column.strip() for column in next(reader, [])]
+        features = _feature_columns(header, label_column, name)
+        at = header.index(label_column)
+        for row in reader:
+            _table_row(row, header, at, name, reader.line_num, label_column)
+            if any(cell.strip() for cell in row):  # not a blank line
+                labels.append(row[at].strip())
+                rows.append(row[:at] + row[at + 1 :])
+                lines.append(reader.line_num)
+    except csv.Error as exc:  # a field past csv's size limit, an unclosed quote at the end
+        raise DatasetError(f"{name!r} line {reader.line_num}: {exc}") from None
     if not rows:
         raise DatasetError(f"{name!r} has a header and no rows")
     x = _numbers(rows, lines, features, name)
     y, class_names = _labels(labels)
     return Loaded(x, y, class_names)
+
+
+def _table_row(
+    row: list[str], header: list[str], at: int, name: str, line: int, label_column: str
+) -> None:
+    """DatasetError for a CSV row of the wrong width or with an empty label (blank lines pass)."""
+    if not any(cell.strip() for cell in row):
+        return
+    if len(row) != len(header):
+        raise DatasetError(
+            f"{name!r} line {line}: the header has {len(header)} columns, this row {len(row)}"
+        )
+    if not row[at].strip():
+        raise DatasetError(f"{name!r} line {line} has an empty {label_column!r}")
 
 
 def _read_parquet(blob: bytes, name: str, label_column: str) -> Loaded:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import sys
 import threading
 import types
 from collections.abc import Callable, Sequence
@@ -44,6 +45,16 @@ _LOCK = threading.Lock()  # torch's global RNG and the module cache are shared b
 _MODULES: dict[tuple[str, str], types.ModuleType] = {}
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# What a user's code may raise and the project reports as the model's error. SystemExit too: a
+# model file that calls sys.exit() would otherwise end the caller with its code and no word.
+USER_CODE_ERRORS = (Exception, SystemExit)
+
+
+def _named(err: BaseException) -> str:
+    """`Type: message` of a user's error (`SystemExit: sys.exit(0) called` for an exit)."""
+    if isinstance(err, SystemExit):
+        return f"SystemExit: sys.exit({err.code!r}) called"
+    return f"{type(err).__name__}: {err}"
 
 
 def _module(spec: ModelSpec, root: Path) -> types.ModuleType:
@@ -63,12 +74,14 @@ def _module(spec: ModelSpec, root: Path) -> types.ModuleType:
             if loader_spec is None or loader_spec.loader is None:
                 raise ModelError(f"model file {spec.file} cannot be loaded as a Python module")
             module = importlib.util.module_from_spec(loader_spec)
+            # Registered first, as an import does: dataclasses, typing.get_type_hints and
+            # pickle look the module up by name while it runs.
+            sys.modules[name] = module
             try:
                 loader_spec.loader.exec_module(module)
-            except Exception as err:  # noqa: BLE001 - the user's code: any error is theirs
-                raise ModelError(
-                    f"model file {spec.file} does not import: {type(err).__name__}: {err}"
-                ) from None
+            except USER_CODE_ERRORS as err:  # the user's code: any error is theirs
+                del sys.modules[name]
+                raise ModelError(f"model file {spec.file} does not import: {_named(err)}") from None
         _MODULES[key] = module
         return module
 
@@ -129,10 +142,10 @@ def build(
         torch.manual_seed(seed)
         try:
             built = fn(shape, int(classes))
-        except Exception as err:  # noqa: BLE001 - the user's code: any error is theirs
+        except USER_CODE_ERRORS as err:  # the user's code: any error is theirs
             raise ModelError(
                 f"model {spec.text} failed to build for input {shape} and {classes} classes: "
-                f"{type(err).__name__}: {err}"
+                f"{_named(err)}"
             ) from None
     if not isinstance(built, nn.Module):
         raise ModelError(
@@ -150,10 +163,9 @@ def check_output(
     try:
         with torch.no_grad():
             out = model(batch)
-    except Exception as err:  # noqa: BLE001 - the user's code: any error is theirs
+    except USER_CODE_ERRORS as err:  # the user's code: any error is theirs
         raise ModelError(
-            f"model {text} fails on a batch of inputs shaped {tuple(batch.shape)}: "
-            f"{type(err).__name__}: {err}"
+            f"model {text} fails on a batch of inputs shaped {tuple(batch.shape)}: {_named(err)}"
         ) from None
     expected = (CHECK_BATCH, int(classes))
     got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__

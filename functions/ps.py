@@ -61,7 +61,6 @@ import errno
 import hashlib
 import hmac
 import io
-import json
 import logging
 import math
 import os
@@ -92,6 +91,15 @@ RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.EN
 CHECKPOINT_MAC_META = "ldnn-hmac-sha256"  # S3 user metadata key of a checkpoint's HMAC
 UPDATE_BLOCK = 1 << 18  # floats per block of the SGD update (1 MiB per array)
 UPDATE_THREADS = max(1, min(4, os.cpu_count() or 1))
+# The job id a HELLO must name: provisioner.parse.JOB_NAME_PATTERN (the image does not ship the
+# planner; a test holds the two equal). An empty id would admit HELLOs that name no job.
+JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,31}")
+JOB_ID_FORMS = "1-32 letters, digits or hyphens starting with a letter, e.g. digits-demo"
+# Far past any account's Lambda concurrency: a larger count is a typo, and a shard waits for
+# every one of them each iteration.
+MAX_WORKERS = 100_000
+# S3's rule for bucket names (lowercase letters, digits, dots, hyphens; 3-63 characters).
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 
 @dataclass(frozen=True)
@@ -329,10 +337,7 @@ def _hello_number(value: dict[str, Any], name: str) -> float | None:
 def parse_hello(raw: bytes) -> Hello:
     """The HELLO JSON object with the type of every key checked; raises WireError naming the
     first bad key (a list, a string, a non-integer rank: each is one ERROR frame, no more)."""
-    try:
-        value = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise wire.WireError(f"HELLO is not JSON: {exc}") from None
+    value = wire.parse_json(raw, "HELLO")
     if not isinstance(value, dict):
         raise wire.WireError(f"HELLO must be a JSON object, got a JSON {type(value).__name__}")
     job_id = value.get("job_id")
@@ -1041,8 +1046,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> PSConfig:
     """Validate flags; raises ValueError with one line naming the bad value."""
-    if args.workers < 1:
-        raise ValueError(f"--workers {args.workers}: expected an integer >= 1")
+    if not JOB_ID.fullmatch(args.job_id):
+        raise ValueError(f"--job-id {args.job_id!r}: expected {JOB_ID_FORMS}")
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise ValueError(f"--workers {args.workers}: expected an integer from 1 to {MAX_WORKERS}")
     if args.shards < 1:
         raise ValueError(f"--shards {args.shards}: expected an integer >= 1")
     if not 0 <= args.shard < args.shards:
@@ -1063,6 +1070,8 @@ def config_from_args(args: argparse.Namespace) -> PSConfig:
             raise ValueError(f"{name} {value}: expected a finite number > 0")
     if args.max_unauthenticated < 1:
         raise ValueError(f"--max-unauthenticated {args.max_unauthenticated}: expected >= 1")
+    if args.artifacts_bucket:
+        _check_artifacts_bucket(args.artifacts_bucket)
     from functions.aws import resolve_secret
 
     return PSConfig(
@@ -1086,6 +1095,24 @@ def config_from_args(args: argparse.Namespace) -> PSConfig:
         handshake_timeout_s=args.handshake_timeout_s,
         max_unauthenticated=args.max_unauthenticated,
     )
+
+
+def _check_artifacts_bucket(bucket: str) -> None:
+    """ValueError unless `bucket` is a bucket name and S3 can be found: an endpoint (local S3)
+    or a region (AWS). Checked before listening: without them the shard would serve and then
+    fail its first checkpoint."""
+    from functions.aws import s3_is_configured
+
+    if not BUCKET_NAME.fullmatch(bucket):
+        raise ValueError(
+            f"--artifacts-bucket {bucket!r}: expected an S3 bucket name (3-63 lowercase letters, "
+            "digits, dots or hyphens), or '' for no checkpoints"
+        )
+    if not s3_is_configured():
+        raise ValueError(
+            f"--artifacts-bucket {bucket!r}: no S3 endpoint or region is configured; set "
+            "AWS_ENDPOINT_URL_S3 (a local S3) or AWS_REGION, or give '' for no checkpoints"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

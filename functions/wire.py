@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import socket
 import struct
 import time
@@ -35,6 +36,11 @@ NONCE_BYTES = 32
 MAC_BYTES = 32
 # Handshake, error and control frames carry a small JSON object; nothing legitimate is larger.
 MAX_CONTROL_BYTES = 64 * 1024
+# Nesting of a control frame's JSON: ours is two deep. json.loads recurses once per level, so a
+# frame of 30,000 brackets (within MAX_CONTROL_BYTES) would end in RecursionError, not a refusal.
+MAX_JSON_DEPTH = 32
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)  # brackets inside do not nest
+_NOT_BRACKETS = re.compile(rb"[^\[\]{}]")
 
 
 class MsgType(IntEnum):
@@ -187,12 +193,34 @@ def recv_control(sock: socket.socket, header: Header, deadline: float) -> bytes:
     return bytes(buf)
 
 
+def json_depth(raw: bytes, bound: int = MAX_JSON_DEPTH) -> int:
+    """How deep `raw`'s arrays and objects nest (outside strings), counted up to `bound` + 1:
+    read without recursion, so any frame can be measured before json.loads sees it."""
+    depth = deepest = 0
+    for byte in _NOT_BRACKETS.sub(b"", _JSON_STRING.sub(b'""', raw)):
+        depth += 1 if byte in b"[{" else -1
+        deepest = max(deepest, depth)
+        if deepest > bound:
+            break
+    return deepest
+
+
+def parse_json(raw: bytes, what: str) -> Any:
+    """The JSON value of a control payload, its size and nesting bounded first; WireError
+    naming `what` (the frame) and the bound it broke, or that it is not JSON."""
+    if len(raw) > MAX_CONTROL_BYTES:
+        raise WireError(f"{what} of {len(raw)} bytes exceeds the {MAX_CONTROL_BYTES}-byte bound")
+    if json_depth(raw) > MAX_JSON_DEPTH:
+        raise WireError(f"{what} nests JSON deeper than the bound of {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WireError(f"{what} is not JSON: {exc}") from None
+
+
 def recv_json(sock: socket.socket, header: Header, deadline: float) -> dict[str, Any]:
     raw = recv_control(sock, header, deadline)
-    try:
-        value = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise WireError(f"{header.msg_type.name} payload is not JSON: {exc}") from None
+    value = parse_json(raw, f"{header.msg_type.name} payload")
     if not isinstance(value, dict):
         raise WireError(f"{header.msg_type.name} payload must be a JSON object")
     return value

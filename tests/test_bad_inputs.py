@@ -3,7 +3,8 @@
 Entries: `python -m provisioner` (its `run(argv)`), `python -m emulator` (its `main(argv)`; the
 run itself is replaced, so a case that slipped through validation fails instead of starting
 servers), `python -m emulator.profile`, `python -m emulator.calibrate` and `cdk synth -c
-key=value` (app.synth_job, as tests/stacks does, cdk.json context underneath). The cases live in
+key=value` (app.synth_job, as tests/stacks does, cdk.json context underneath), and `python -m
+functions.ps` (its `main(argv)`; the shard's start is replaced, so none listens). The cases live in
 tests/bad_inputs/, one file per entry point. docs/bad-inputs.md's table is this list: `python -m
 tests.test_bad_inputs` prints it, and a test fails when a row is missing there.
 """
@@ -14,6 +15,7 @@ import contextlib
 import errno
 import io
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ import pytest
 import emulator.__main__ as emulator_cli
 import emulator.calibrate as calibrate_cli
 import emulator.profile as profile_cli
+import functions.ps as ps_cli
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.cli import run as provisioner_run
 from provisioner.parse import MAX_SYNTHETIC_SAMPLES
@@ -33,6 +36,7 @@ from tests.bad_inputs import (
     figure_cases,
     plan_cases,
     profile_cases,
+    ps_cases,
 )
 from tests.bad_inputs.case import DROP, FILES, HOUR, PROGRAMS, REPO, Case
 from tests.stacks.conftest import run_synth
@@ -44,12 +48,14 @@ CASES: list[Case] = [
     *calibrate_cases.CASES,
     *profile_cases.CASES,
     *cdk_cases.CASES,
+    *ps_cases.CASES,
     *figure_cases.CASES,
 ]
 
 
 def _shown(arg: str) -> str:
-    return arg.replace("{dir}/", "").replace("{dir}", ".")
+    shown = arg.replace("{dir}/", "").replace("{dir}", ".")
+    return shlex.quote(shown) if shown == "" or " " in shown else shown  # as a shell reads it
 
 
 def command(case: Case) -> str:
@@ -110,8 +116,14 @@ def run_case(case: Case, folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
     monkeypatch.setattr(profile_cli, "measure_share", _never_run)  # refused before any timing
     err = io.StringIO()
     monkeypatch.setattr(calibrate_cli, "measure", _never_run)
+    monkeypatch.setattr(ps_cli.ParameterServer, "start", _never_run)  # refused before listening
+    if case.entry == "ps":  # no S3 to reach unless a case sets one; the secret its env: names
+        for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(folder / "no-aws-config"))
+        monkeypatch.setenv(ps_cases.SECRET_ENV, "bad-input-secret")
     main = {"plan": provisioner_run, "emulator": emulator_cli.main, "profile": profile_cli.main,
-            "calibrate": calibrate_cli.main}  # fmt: skip
+            "calibrate": calibrate_cli.main, "ps": ps_cli.main}  # fmt: skip
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
             code = main[case.entry](args)

@@ -23,6 +23,7 @@ PROGRAMS = {
     "cdk": "cdk synth",
     "profile": "python -m emulator.profile",
     "calibrate": "python -m emulator.calibrate",
+    "ps": "python -m functions.ps",
 }
 
 
@@ -84,6 +85,10 @@ def emu(*args: str, says: str, plan: str | dict[str, Any] | None = None, given: 
 
 def prof(*args: str, says: str, given: str = "") -> Case:
     return Case("profile", args, 2, says, given=given)
+
+
+def ps_case(*args: str, says: str, given: str = "") -> Case:
+    return Case("ps", args, 2, says, given=given)
 
 
 def slack_case(

@@ -146,6 +146,24 @@ def test_the_repeats_go_round_the_shares_so_a_slow_spell_meets_one_of_each() -> 
     assert interleaved_shares([0.25], 1) == [0.25]
 
 
+class FakeLimiter:
+    """emulator.cpu.CpuLimiter, holding nothing: the CLI's tests fake its children."""
+
+    enforced, mechanism = True, "cgroup v1 CFS quota"
+
+    def __init__(self, name: str) -> None:
+        pass
+
+    def status(self) -> str:
+        return "CPU share enforced: fake"
+
+    def __enter__(self) -> FakeLimiter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
 def test_the_profiler_measures_round_the_shares_and_writes_each_shares_median(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -153,21 +171,6 @@ def test_the_profiler_measures_round_the_shares_and_writes_each_shares_median(
     import contextlib
 
     from emulator import profile as prof
-
-    class Limiter:
-        enforced, mechanism = True, "cgroup v1 CFS quota"
-
-        def __init__(self, name: str) -> None:
-            pass
-
-        def status(self) -> str:
-            return "CPU share enforced: fake"
-
-        def __enter__(self) -> Limiter:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            pass
 
     order: list[float] = []
 
@@ -179,7 +182,7 @@ def test_the_profiler_measures_round_the_shares_and_writes_each_shares_median(
                 "loop_extra_cpu_s": 9e-4 if slow else 3e-4, "loop_overhead_s": 4e-4,
                 "step_cpu_s": 1e-3, "threads": 1, "peak_rss_mb": 200.0}  # fmt: skip
 
-    monkeypatch.setattr(prof.cpu, "CpuLimiter", Limiter)
+    monkeypatch.setattr(prof.cpu, "CpuLimiter", FakeLimiter)
     monkeypatch.setattr(prof.cpu, "machine_cores", lambda: 1.0)  # no pairs, no crowds
     monkeypatch.setattr(prof, "loopback_ps", lambda: contextlib.nullcontext("127.0.0.1:1"))
     monkeypatch.setattr(prof, "measure_share", child)
@@ -529,3 +532,109 @@ def test_the_childs_entry_imports_the_worker_before_the_profiler() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[-2] == "[] True"
+
+
+def _one_child_result(share: float) -> dict[str, Any]:
+    return {"vcpu_share": share, "samples_per_s": 1000.0 * share, "startup_s": 1.5,
+            "warmup_iterations": 2.0, "iterations": 50, "loop_extra_cpu_s": 3e-4,
+            "loop_overhead_s": 4e-4, "step_cpu_s": 1e-3, "threads": 1,
+            "peak_rss_mb": 200.0}  # fmt: skip
+
+
+def _fake_children(monkeypatch: pytest.MonkeyPatch, child: Any) -> Any:
+    import contextlib
+
+    from emulator import profile as prof
+
+    monkeypatch.setattr(prof.cpu, "CpuLimiter", FakeLimiter)
+    monkeypatch.setattr(prof.cpu, "machine_cores", lambda: 1.0)  # no pairs, no crowds
+    monkeypatch.setattr(prof, "loopback_ps", lambda: contextlib.nullcontext("127.0.0.1:1"))
+    monkeypatch.setattr(prof, "measure_share", child)
+    monkeypatch.setattr(prof, "ps_update_mb_s", lambda: 900.0)
+    return prof
+
+
+def test_an_output_that_is_a_folder_is_refused_before_any_profiling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def never(*_: Any, **__: Any) -> None:
+        raise AssertionError("profiled before the output was checked")
+
+    prof = _fake_children(monkeypatch, never)
+    assert prof.main(["--workload", "digits-mlp", "--output", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: bad --output {str(tmp_path)!r}: a folder; expected the path of a .json file to "
+        "write the profile to\n"
+    )
+    (tmp_path / "a-file").write_text("x")
+    assert prof.main(["--workload", "digits-mlp", "--output", str(tmp_path / "a-file/p.json")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_a_write_that_fails_after_profiling_is_one_line_and_leaves_no_partial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The output turns into a folder while the children run: the write fails, in one line,
+    and no .partial is left beside it."""
+    out = tmp_path / "p.json"
+
+    def child(limiter: Any, share: float, **kwargs: Any) -> dict[str, Any]:
+        out.mkdir(exist_ok=True)
+        return _one_child_result(share)
+
+    prof = _fake_children(monkeypatch, child)
+    assert prof.main(["--workload", "digits-mlp", "--shares", "1", "--repeats", "1",
+                      "--output", str(out)]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith("error: cannot write ")
+    assert "Is a directory" in err.splitlines()[-1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"] and out.is_dir()
+
+
+def test_an_output_in_a_folder_not_there_yet_is_written_with_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prof = _fake_children(monkeypatch, lambda limiter, share, **_: _one_child_result(share))
+    out = tmp_path / "new" / "p.json"
+    assert prof.main(["--workload", "digits-mlp", "--shares", "1", "--repeats", "1",
+                      "--output", str(out)]) == 0  # fmt: skip
+    assert json.loads(out.read_text())["name"] == "digits-mlp"
+    assert [p.name for p in out.parent.iterdir()] == ["p.json"]
+
+
+def test_a_child_that_fails_is_one_line_naming_its_reason(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def child(limiter: Any, share: float, **kwargs: Any) -> dict[str, Any]:
+        raise RuntimeError(f"profiling child at share {share} failed: bad source 'd': cannot "
+                           "read 'x.npz': BadZipFile: File is not a zip file")  # fmt: skip
+
+    prof = _fake_children(monkeypatch, child)
+    assert prof.main(["--workload", "digits-mlp", "--shares", "1", "--repeats", "1"]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: profiling child at share 1.0 failed: bad source 'd': cannot read 'x.npz': "
+        "BadZipFile: File is not a zip file; no profile written"
+    )
+
+
+def test_a_child_on_a_corrupt_dataset_says_so_in_one_line_for_the_parent() -> None:
+    """The real child on a re-measured profile whose dataset is corrupt (the parent does not
+    read it first): exit 2 and one line naming the file, which _child_result passes on."""
+    from emulator.profile import _child_result
+
+    corrupt = REPO / "tests" / "fixtures" / "datasets" / "corrupt-npz"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "emulator.profile_child", "--model=mlp", f"--source={corrupt}",
+         "--batch=8", "--threads=1", "--measure-s=0.1", "--cpu-group-procs="],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    with pytest.raises(RuntimeError) as err:
+        _child_result(proc, 1.0)
+    assert proc.returncode == 2
+    assert str(err.value) == (
+        f"profiling child at share 1.0 failed: bad source {str(corrupt)!r}: cannot read "
+        "'part-0.npz': BadZipFile: File is not a zip file"
+    )

@@ -168,3 +168,68 @@ def test_an_output_that_does_not_match_the_labels_is_named(tmp_path: Path) -> No
     with pytest.raises(ModelError, match=r"^model models/my_model.py:build fails on a batch of "
                        r"inputs shaped \(2, 3, 4, 4\): RuntimeError: "):  # fmt: skip
         models.check_output(model, "models/my_model.py:build", (3, 4, 4), 5)
+
+
+def test_a_file_with_postponed_annotations_and_a_dataclass_loads_and_trains() -> None:
+    """tests/fixtures/models/configured.py imports as a normal module does: the loader registers
+    it in sys.modules before running it (the dataclass decorator looks it up there)."""
+    import sys
+
+    from functions import datasets
+
+    spec = "tests/fixtures/models/configured.py:build"
+    x, y, _ = datasets.load_source("builtin:digits")
+    model = models.build(spec, x.shape[1:], int(y.max()) + 1, seed=0)
+    models.check_output(model, spec, x.shape[1:], 10)
+    flat = models.flat_parameters(model)
+    inputs, labels = torch.from_numpy(x[:256]), torch.from_numpy(y[:256])
+    loss_fn = models.loss_function(spec)
+    losses = []
+    for _ in range(20):
+        flat.zero_grad()
+        loss = loss_fn(model(inputs), labels)
+        loss.backward()
+        flat.sync_grads()
+        with torch.no_grad():
+            flat.params.sub_(0.5 * flat.grads)
+        losses.append(float(loss.detach()))
+    assert losses[-1] < 0.5 * losses[0]
+    assert sys.modules[models.builder(spec).__module__].__file__.endswith("configured.py")
+
+
+def test_a_file_that_fails_to_import_leaves_no_module_behind(tmp_path: Path) -> None:
+    import sys
+
+    root = _project(tmp_path, "from dataclasses import dataclass\nraise ValueError('no')\n")
+    before = set(sys.modules)
+    with pytest.raises(ModelError, match="does not import: ValueError: no"):
+        models.build("models/my_model.py:build", (1, 8, 8), 10, 0, root=root)
+    assert {k for k in set(sys.modules) - before if k.startswith("ldnn_model_")} == set()
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("tests/fixtures/models/exits_on_import.py:build",
+         "model file tests/fixtures/models/exits_on_import.py does not import: SystemExit: "
+         "sys.exit(0) called"),
+        ("tests/fixtures/models/exits.py:build",
+         "model tests/fixtures/models/exits.py:build failed to build for input (1, 8, 8) and 10 "
+         "classes: SystemExit: sys.exit(0) called"),
+    ],
+)  # fmt: skip
+def test_a_model_that_calls_sys_exit_is_a_model_error(spec: str, message: str) -> None:
+    with pytest.raises(ModelError) as err:
+        models.build(spec, (1, 8, 8), 10, 0)
+    assert str(err.value) == message
+
+
+def test_a_forward_that_calls_sys_exit_is_a_model_error() -> None:
+    spec = "tests/fixtures/models/exits.py:in_forward"
+    model = models.build(spec, (1, 8, 8), 10, 0)
+    with pytest.raises(ModelError) as err:
+        models.check_output(model, spec, (1, 8, 8), 10)
+    assert str(err.value) == (
+        f"model {spec} fails on a batch of inputs shaped (2, 1, 8, 8): SystemExit: sys.exit(0) "
+        "called"
+    )

@@ -56,6 +56,15 @@ BAD_HELLOS: dict[str, tuple[bytes, str]] = {
     "lr-string": (_hello_with(learning_rate="fast"), "HELLO learning_rate 'fast': expected"),
     "lr-nan": (_hello_with(learning_rate=float("nan")), "HELLO learning_rate nan: expected"),
     "rank-out-of-range": (_hello_with(rank=9), "rank 9 out of range -1..1"),
+    # json.loads recurses a level a bracket: refused by the depth bound, not by RecursionError
+    "nested-30000-deep": (
+        b"[" * 30_000 + b"]" * 30_000,
+        "HELLO nests JSON deeper than the bound of 32 levels",
+    ),
+    "nested-in-an-object": (
+        b'{"job_id": ' + b"[" * 40 + b"]" * 40 + b"}",
+        "HELLO nests JSON deeper than the bound of 32 levels",
+    ),
 }
 
 
@@ -156,6 +165,21 @@ BAD_FLAGS = [
     (["--handshake-timeout-s", "0"], "--handshake-timeout-s 0.0: expected a finite number > 0"),
     (["--idle-timeout-s", "inf"], "--idle-timeout-s inf: expected a finite number > 0"),
     (["--max-unauthenticated", "0"], "--max-unauthenticated 0: expected >= 1"),
+    (
+        ["--job-id", ""],
+        "--job-id '': expected 1-32 letters, digits or hyphens starting with a "
+        "letter, e.g. digits-demo",
+    ),
+    (
+        ["--workers", "99999999999999999999"],
+        "--workers 99999999999999999999: expected an integer from 1 to 100000",
+    ),
+    (["--workers", "0"], "--workers 0: expected an integer from 1 to 100000"),
+    (
+        ["--artifacts-bucket", "My_Bucket"],
+        "--artifacts-bucket 'My_Bucket': expected an S3 "
+        "bucket name (3-63 lowercase letters, digits, dots or hyphens), or '' for no checkpoints",
+    ),
 ]
 
 
@@ -167,3 +191,32 @@ def test_each_bad_flag_is_one_line_and_exit_2(
     captured = capsys.readouterr()
     assert captured.err == f"functions.ps: error: {message}\n"
     assert captured.out == ""
+
+
+def test_an_artifacts_bucket_without_an_s3_to_reach_is_refused_before_listening(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("LDNN_TEST_SECRET", "s")
+    monkeypatch.setattr(ps.ParameterServer, "start", _never_listens)
+    assert ps.main([*BASE_ARGS, "--artifacts-bucket", "ckpts"]) == 2
+    assert capsys.readouterr().err == (
+        "functions.ps: error: --artifacts-bucket 'ckpts': no S3 endpoint or region is "
+        "configured; set AWS_ENDPOINT_URL_S3 (a local S3) or AWS_REGION, or give '' for no "
+        "checkpoints\n"
+    )
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")  # the PS container's one setting
+    with pytest.raises(AssertionError, match="listened"):
+        ps.main([*BASE_ARGS, "--artifacts-bucket", "ckpts"])
+
+
+def _never_listens(*_: Any) -> None:
+    raise AssertionError("listened")
+
+
+def test_the_job_id_pattern_is_the_planners() -> None:
+    from provisioner.parse import JOB_NAME_PATTERN
+
+    assert ps.JOB_ID.pattern == JOB_NAME_PATTERN.pattern

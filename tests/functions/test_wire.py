@@ -72,3 +72,27 @@ def test_parse_endpoint() -> None:
     assert wire.parse_endpoint("10.0.1.5:7000") == ("10.0.1.5", 7000)
     with pytest.raises(ValueError, match="bad PS endpoint '10.0.1.5:99999'"):
         wire.parse_endpoint("10.0.1.5:99999")
+
+
+def test_json_nesting_is_measured_outside_strings_and_refused_past_its_bound() -> None:
+    assert wire.json_depth(b'{"a": [1, {"b": "[[[[\\"{{"}]}') == 3
+    assert wire.json_depth(b"42") == 0
+    assert wire.json_depth(b"[" * 30_000) == wire.MAX_JSON_DEPTH + 1  # counting stops there
+    assert wire.parse_json(b"[" * 32 + b"]" * 32, "STATUS") == eval("[" * 32 + "]" * 32)
+    with pytest.raises(wire.WireError) as err:
+        wire.parse_json(b"[" * 30_000 + b"]" * 30_000, "STATUS payload")
+    assert str(err.value) == "STATUS payload nests JSON deeper than the bound of 32 levels"
+    with pytest.raises(wire.WireError, match="exceeds the 65536-byte bound"):
+        wire.parse_json(b" " * (wire.MAX_CONTROL_BYTES + 1), "HELLO")
+    with pytest.raises(wire.WireError, match="^HELLO is not JSON: "):
+        wire.parse_json(b"{", "HELLO")
+
+
+def test_a_deep_json_reply_is_a_wire_error_for_the_client() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        body = b"[" * 5000 + b"]" * 5000
+        wire.send_frame(a, MsgType.ACK, 0, body, time.monotonic() + 5)
+        header = wire.recv_header(b, time.monotonic() + 5)
+        with pytest.raises(wire.WireError, match="ACK payload nests JSON deeper"):
+            wire.recv_json(b, header, time.monotonic() + 5)

@@ -34,7 +34,7 @@ WAYS = ("fixed", "defaults")
 
 @contextlib.contextmanager
 def _way(name: str) -> Iterator[None]:
-    """The workers inherit this process's environment (emulator.orchestrator.child_env)."""
+    """The workers inherit this process's environment (emulator.child_env.child_env)."""
     before = os.environ.get(OFF_SWITCH)
     if name == "defaults":
         os.environ[OFF_SWITCH] = "1"
@@ -51,7 +51,8 @@ def _way(name: str) -> Iterator[None]:
 
 def one_run(way: str, endpoint: Any, out: Path, iterations: int) -> dict[str, Any]:
     from bench.predict import Case, plan_of
-    from emulator.orchestrator import Options, run
+    from emulator.options import Options
+    from emulator.orchestrator import run
 
     plan = plan_of(Case("synthetic-cifar-cnn", 1, 1769, 1, iterations))
     with _way(way):

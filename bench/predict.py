@@ -97,9 +97,9 @@ from emulator.calibrate import (
     measure_loop_now,
     write_catalog,
 )
-from emulator.orchestrator import Options, run
+from emulator.options import LOCAL_CATALOG, Options
+from emulator.orchestrator import run
 from emulator.profile import ANCHOR_WEIGHT, anchored_profile, write_anchored
-from emulator.report import LOCAL_CATALOG
 from emulator.s3server import weed_server
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.catalog import Catalog, catalog_from_dict, curve_points
@@ -310,7 +310,7 @@ def predicted_terms(
     too: its plan is not chosen again; `configuration`, one run's, where runs differ), under the
     rules it ran by, from `profile_path`."""
     row = {**row, **(configuration or {})}
-    from emulator.orchestrator import default_safety_margin_s
+    from emulator.options import default_safety_margin_s
     from emulator.report import PREDICTED_FIELDS
 
     case = case_of(row)

@@ -23,7 +23,9 @@ import boto3
 import pytest
 
 from emulator import cpu
-from emulator.orchestrator import EmulatorError, Options, run
+from emulator.options import Options
+from emulator.orchestrator import run
+from emulator.records import EmulatorError
 from emulator.procs import pid_alive
 from emulator.report import predict_local
 from emulator.s3server import S3Endpoint

@@ -24,9 +24,11 @@ import pytest
 
 from emulator import cpu
 from emulator.naming import bucket_name
-from emulator.orchestrator import EmulatorError, Options, run
+from emulator.options import Options
+from emulator.orchestrator import run
+from emulator.records import EmulatorError
 from emulator.procs import pid_alive
-from emulator.report import s3_client_for
+from emulator.s3_client import s3_client_for
 from emulator.s3server import weed_server, weed_socket_paths
 from functions.ps import CheckpointStore
 from functions.runs import run_checkpoint_prefix

@@ -17,7 +17,9 @@ import pytest
 from emulator import state_machine
 from emulator.asl import PAYLOAD_LIMIT_BYTES, Interpreter, StatesError
 from emulator.invocation import Outcome
-from emulator.orchestrator import Options, WorkerPool, WorkerState
+from emulator.options import Options
+from emulator.records import WorkerState
+from emulator.workers import WorkerPool
 from emulator.procs import Supervisor
 from tests.stacks.conftest import make_plan
 

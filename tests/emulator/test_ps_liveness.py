@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from emulator.orchestrator import LIVENESS_FAILURES, PsShard, _wait_ready, restart_dead_shards
+from emulator.ps_shards import LIVENESS_FAILURES, PsShard, _wait_ready, restart_dead_shards
 from emulator.procs import Supervisor
 from functions.ps_health import Probe
 

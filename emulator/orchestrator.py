@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from emulator import cpu
+from emulator import cgroups, cpu
 from emulator.child_env import child_env
 from emulator.definition import SynthFailed, dataset_of, training_definition
 from emulator.naming import RUN_FILES, RUN_FOLDERS, bucket_name, run_dir
@@ -222,7 +222,7 @@ def _run(
     except SynthFailed as err:
         raise EmulatorError(str(err)) from None
     supervisor = Supervisor()
-    cpu.remove_stale_groups("lambda-dnn-emu")
+    cgroups.remove_stale_groups("lambda-dnn-emu")
     limiter = cpu.CpuLimiter(f"lambda-dnn-emu-{os.getpid()}")
 
     def say(message: str) -> None:

@@ -25,8 +25,8 @@ import pytest
 from emulator import cpu
 from emulator.options import Options
 from emulator.orchestrator import run
-from emulator.records import EmulatorError
 from emulator.procs import pid_alive
+from emulator.records import EmulatorError
 from emulator.report import predict_local
 from emulator.s3server import S3Endpoint
 from provisioner.plan import Plan

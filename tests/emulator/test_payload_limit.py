@@ -18,9 +18,9 @@ from emulator import state_machine
 from emulator.asl import PAYLOAD_LIMIT_BYTES, Interpreter, StatesError
 from emulator.invocation import Outcome
 from emulator.options import Options
+from emulator.procs import Supervisor
 from emulator.records import WorkerState
 from emulator.workers import WorkerPool
-from emulator.procs import Supervisor
 from tests.stacks.conftest import make_plan
 
 ITERATIONS = 12_000  # a link this long enriched past the limit

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from emulator.records import WorkerState
 from emulator.progress import eta_s, render_line
+from emulator.records import WorkerState
 from emulator.report import loss_curve, smoothed_first_last
 from tests.functions.test_terms import link_result
 

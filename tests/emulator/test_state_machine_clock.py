@@ -10,8 +10,8 @@ import pytest
 from emulator import state_machine
 from emulator.invocation import Outcome
 from emulator.options import Options
-from emulator.records import WorkerState
 from emulator.procs import Supervisor
+from emulator.records import WorkerState
 from tests.stacks.conftest import make_plan
 
 

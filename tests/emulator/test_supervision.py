@@ -13,9 +13,9 @@ import pytest
 
 from emulator import cpu
 from emulator.options import Options
+from emulator.procs import Supervisor, pid_alive
 from emulator.records import EmulatorError
 from emulator.workers import fan_out
-from emulator.procs import Supervisor, pid_alive
 from tests.emulator.plans import planned_digits
 
 HANDLERS = "tests.emulator.fake_handlers"

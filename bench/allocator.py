@@ -99,8 +99,12 @@ def write_results(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"**{default['compute_ms_per_step'] / fixed['compute_ms_per_step']:.3f}**; total "
         f"{default['total_s'] / fixed['total_s']:.3f}.",
         "",
-        "Every run: " + "; ".join(f"{r['way']} {r['compute_ms_per_step']:.1f} ms, "
-                                   f"{r['faults_per_step']:.0f} faults" for r in runs) + ".",
+        "Every run: "
+        + "; ".join(
+            f"{r['way']} {r['compute_ms_per_step']:.1f} ms, {r['faults_per_step']:.0f} faults"
+            for r in runs
+        )
+        + ".",
         f"Case: synthetic-cifar-cnn, n = 1, 1,769 MB, {meta['iterations']} iterations. "
         f"Machine: {meta['machine']}. Command: `python -m bench.allocator --repeats "
         f"{meta['repeats']}`.",

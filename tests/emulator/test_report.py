@@ -103,8 +103,10 @@ def test_report_predicts_the_run_here_and_scores_it_against_the_measurement() ->
     # handler total, so the first link's wall is all gap: the chain holds the second link's 10 s)
     late = build_report(_record(plan, train_wall_s=30.0), None, local_catalog=catalog)
     assert {r["term"]: r for r in late["terms"]}["launch"]["measured_s"] == pytest.approx(20.0)
-    assert rows["launch"]["predicted_local_s"] == expected.launch_s == pytest.approx(
-        catalog.launch_s + catalog.restart_s
+    assert (
+        rows["launch"]["predicted_local_s"]
+        == expected.launch_s
+        == pytest.approx(catalog.launch_s + catalog.restart_s)
     )
     assert report["predictions"]["local"].startswith(f"local: {plan.n_workers} x 1327 MB")
     assert report["predictions"]["aws"].startswith("lambda-2025: ")

@@ -34,7 +34,7 @@ WAYS = ("fixed", "defaults")
 
 @contextlib.contextmanager
 def _way(name: str) -> Iterator[None]:
-    """The workers inherit this process's environment (emulator.orchestrator.child_env)."""
+    """The workers inherit this process's environment (emulator.child_env.child_env)."""
     before = os.environ.get(OFF_SWITCH)
     if name == "defaults":
         os.environ[OFF_SWITCH] = "1"
@@ -51,7 +51,8 @@ def _way(name: str) -> Iterator[None]:
 
 def one_run(way: str, endpoint: Any, out: Path, iterations: int) -> dict[str, Any]:
     from bench.predict import Case, plan_of
-    from emulator.orchestrator import Options, run
+    from emulator.options import Options
+    from emulator.orchestrator import run
 
     plan = plan_of(Case("synthetic-cifar-cnn", 1, 1769, 1, iterations))
     with _way(way):
@@ -98,8 +99,12 @@ def write_results(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"**{default['compute_ms_per_step'] / fixed['compute_ms_per_step']:.3f}**; total "
         f"{default['total_s'] / fixed['total_s']:.3f}.",
         "",
-        "Every run: " + "; ".join(f"{r['way']} {r['compute_ms_per_step']:.1f} ms, "
-                                   f"{r['faults_per_step']:.0f} faults" for r in runs) + ".",
+        "Every run: "
+        + "; ".join(
+            f"{r['way']} {r['compute_ms_per_step']:.1f} ms, {r['faults_per_step']:.0f} faults"
+            for r in runs
+        )
+        + ".",
         f"Case: synthetic-cifar-cnn, n = 1, 1,769 MB, {meta['iterations']} iterations. "
         f"Machine: {meta['machine']}. Command: `python -m bench.allocator --repeats "
         f"{meta['repeats']}`.",

@@ -17,8 +17,10 @@ from pathlib import Path
 
 from emulator.cpu import check_cpu_scale, parse_cpu_scale
 from emulator.naming import run_dir
-from emulator.orchestrator import REPO_ROOT, EmulatorError, Options, run
+from emulator.options import REPO_ROOT, Options
+from emulator.orchestrator import run
 from emulator.procs import Interrupted
+from emulator.records import EmulatorError
 from emulator.run_lock import RunFolderBusy
 from provisioner.cli import OneLineParser
 from provisioner.parse import parse_iteration_cap

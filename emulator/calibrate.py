@@ -56,16 +56,12 @@ import numpy as np
 from emulator import cpu, lifeline
 from emulator import init_cores as init_runs
 from emulator import slack as slack_runs
+from emulator.child_env import child_env
 from emulator.invocation import Outcome, poll, start_environment, submit
 from emulator.naming import SECRET_ENV
-from emulator.orchestrator import (
-    POLL_INTERVAL_S,
-    child_env,
-    create_buckets,
-    default_safety_margin_s,
-)
+from emulator.options import POLL_INTERVAL_S, default_safety_margin_s
 from emulator.procs import Interrupted, Supervisor, wait_for_log_line
-from emulator.report import s3_client_for
+from emulator.s3_client import create_buckets, s3_client_for
 from emulator.s3server import S3Endpoint, s3_server
 from functions import datasets
 from functions.ps_client import PSClient

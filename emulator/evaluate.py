@@ -8,10 +8,9 @@ report proves the stored model is the trained one, not just that finalize said s
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from emulator.orchestrator import RunRecord
+from emulator.records import RunRecord
 
 
 def held_out_accuracy(record: RunRecord, s3: Any) -> dict[str, Any]:

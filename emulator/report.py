@@ -16,11 +16,17 @@ import io
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from emulator import cpu
+from emulator.evaluate import held_out_accuracy
+from emulator.options import LOCAL_CATALOG, NO_LOCAL_CATALOG, default_safety_margin_s
+from emulator.records import RunRecord, WorkerState
+from emulator.report_table import format_table
+from emulator.s3_client import s3_client_for
+from emulator.s3server import S3Endpoint
 from functions.aws import download_to, list_keys
 from functions.terms import chain_terms, link_timing, measured_terms
 from provisioner.catalog import CATALOG_DIR, Catalog, load_catalog
@@ -28,10 +34,6 @@ from provisioner.files import write_text_atomically
 from provisioner.plan import Goal, Plan
 from provisioner.planner import Infeasible, Limits, RunRules, build_plan, predict_run
 from provisioner.space import Choice
-
-if TYPE_CHECKING:
-    from emulator.orchestrator import RunRecord, WorkerState
-    from emulator.s3server import S3Endpoint
 
 PREDICTED_FIELDS = {
     "load": "load_s",
@@ -44,10 +46,8 @@ PREDICTED_FIELDS = {
     "setup": "setup_s",  # AWS only: the run's endpoints and PS start (the emulator's PS is up)
     "total": "total_s",
 }
-LOCAL_CATALOG = "local"  # catalog/local.json, written per machine by `make calibrate`
 LOCAL_PS_TYPE = "loopback"  # the local catalog's one PS type
 AWS_CATALOG = "lambda-2025"
-NO_LOCAL_CATALOG = "no local catalog: run `make calibrate`"
 
 
 def aggregation_measured_s(record: RunRecord, per_worker: list[dict[str, float]]) -> float:
@@ -92,33 +92,15 @@ def exchange_figures(record: RunRecord, local: Plan | None) -> dict[str, Any] | 
         },
         "requests_per_iteration": {
             "measured": {kind: n / k for kind, n in sorted(counts.items())},
-            "predicted_local": None if predicted is None else {
+            "predicted_local": None
+            if predicted is None
+            else {
                 "put": predicted.exchange_puts_per_iteration,
                 "get": predicted.exchange_gets_per_iteration,
             },
         },
         "requests_total": counts,
     }
-
-
-def exchange_lines(exchange: dict[str, Any] | None) -> list[str]:
-    """The S3 exchange's figures under the term table (nothing for a PS run)."""
-    if not exchange:
-        return []
-    time_s, requests = exchange["per_iteration_s"], exchange["requests_per_iteration"]
-    measured = requests["measured"]
-    lines = [
-        f"S3 exchange, k = {exchange['reducers']}, per iteration: measured "
-        f"{1000 * time_s['measured']:.1f} ms"
-        + ("" if time_s["predicted_local"] is None
-           else f", predicted here {1000 * time_s['predicted_local']:.1f} ms"),
-        "S3 requests per iteration: measured "
-        + ", ".join(f"{kind} {n:.2f}" for kind, n in measured.items())
-        + ("" if requests["predicted_local"] is None else
-           f"; predicted PUT {requests['predicted_local']['put']}, "
-           f"GET {requests['predicted_local']['get']} (get_miss: polls that found nothing)"),
-    ]  # fmt: skip
-    return lines
 
 
 def loss_curve(workers: list[WorkerState]) -> list[tuple[int, float]]:
@@ -219,23 +201,6 @@ def error_share_of_total(
     return (predicted_s - measured_s) / measured_total_s
 
 
-def off_by_words(share: float | None) -> str:
-    """A signed share in words a person reads: '3% over', '12% under', '0%' (never a minus)."""
-    if share is None:
-        return "n/a"
-    percent = round(100 * abs(share))
-    if percent == 0:
-        return "0%"
-    return f"{percent}% {'over' if share > 0 else 'under'}"
-
-
-def accuracy_words(accuracy: float | None) -> str:
-    """The total's accuracy, 1 − |p − m| / m, shown floored at 0%."""
-    if accuracy is None or not math.isfinite(accuracy):
-        return "n/a"
-    return f"{100 * max(0.0, accuracy):.0f}%"
-
-
 def describe(plan: Plan) -> str:
     """One configuration in a few words: '2 x 1769 MB x86_64, PS 1 x loopback' (or ', S3 k=1')."""
     if plan.sync == "s3":
@@ -255,8 +220,6 @@ def same_exchange(plan: Plan, memory_mb: int, ps_type: str) -> Choice:
 
 def run_rules(record: RunRecord) -> RunRules:
     """The limit, margin and cap the run enforced, and the plan's k (a bench may shorten it)."""
-    from emulator.orchestrator import default_safety_margin_s
-
     limit_s = record.options.invocation_limit_s
     margin_s = record.options.safety_margin_s
     return RunRules(
@@ -468,103 +431,6 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def format_table(report: dict[str, Any]) -> str:
-    """Human summary: predicted vs measured per term, then the headline facts."""
-
-    def cell(value: float) -> str:
-        return (
-            "n/a"
-            if value is None or (isinstance(value, float) and math.isnan(value))
-            else (f"{value:10.2f}")
-        )
-
-    accuracy_local = report.get("accuracy_local") or {}
-    shares = report.get("error_share_of_total_local") or {}
-    lines = [
-        f"run report for job {report['job']}",
-        "",
-        f"{'term':<16}{'predicted here s':>18}{'measured s':>12}{'off by':>12}"
-        f"{'predicted AWS s':>17}",
-    ]
-    for row in report["terms"]:
-        term = row["term"]
-        judged = (
-            accuracy_words(accuracy_local.get(term))
-            if term == "total"
-            else off_by_words(shares.get(term))
-        )
-        lines.append(
-            f"{term:<16}{cell(row.get('predicted_local_s')):>18}"
-            f"{cell(row['measured_s']):>12}{judged:>12}"
-            f"{cell(row.get('predicted_aws_s')):>17}"
-        )
-    lines.append(
-        "off by: (predicted − measured) as a share of the measured total; "
-        "total: accuracy, 1 − |predicted − measured| / measured"
-    )
-    labels = report.get("predictions") or {}
-    lines += [
-        f"predicted here: {labels.get('local', NO_LOCAL_CATALOG)}",
-        f"predicted AWS: {labels.get('aws', 'n/a')}",
-    ]
-    verdict = report.get("deadline") or {}
-    if verdict.get("met") is not None:
-        lines.append(
-            f"deadline {verdict['deadline_s']:.1f} s: measured total "
-            f"{verdict['measured_total_s']:.1f} s, " + ("met" if verdict["met"] else "MISSED")
-        )
-    lines += exchange_lines(report.get("exchange"))
-    local = report.get("compute_predicted_at_local_share_s")
-    full = report.get("compute_at_full_speed_s")
-    if local is not None and full is not None:
-        lines.append(
-            f"(compute at the local CPU share: {local:.2f} s if every step is throttled,"
-            f" {full:.2f} s if none is)"
-        )
-    em, plan = report["emulation"], report["plan"]
-    inv, loss = report["invocations"], report["loss"]
-    lines += [
-        "",
-        f"plan: {plan['n_workers']} x {plan['memory_mb']} MB {plan['arch']}, "
-        + (f"S3 sync, k = {plan['reducers']}" if plan.get("sync") == "s3"
-           else f"PS {plan['ps_count']} x {plan['ps_type']}")
-        + f", {plan['iterations']} iterations of local batch "
-        f"{plan['local_batch']}",
-        f"emulation: {em['invocation_limit_s']:.0f} s invocations, {em['worker_cores']:.3f} cores"
-        f" per worker (cpu_scale {em['cpu_scale_cores_per_vcpu']:.3f}); {em['cpu_share']}",
-        f"iterations: {report['iterations']['completed']}/{report['iterations']['planned']}"
-        + (
-            f" ({report['iterations']['redone']} redone)"
-            if report["iterations"].get("redone")
-            else ""
-        )
-        + "; "
-        f"invocations per worker {inv['per_worker']} ({inv['reinvocations']} re-invocations, "
-        f"{inv['failed_attempts']} failed attempts, {inv['cold_starts']} cold starts"
-        + (f", {report['ps_restarts']} PS shard restart(s)" if report.get("ps_restarts") else "")
-        + ")",
-        f"loss: {loss['first']:.4f} -> {loss['last']:.4f} (mean of first/last 10 iterations)",
-    ]
-    acc = report.get("accuracy")
-    if acc and acc.get("accuracy") is not None:
-        lines.append(f"held-out accuracy: {acc['accuracy']:.4f} on {acc['samples']} samples")
-    cost = report["cost_usd"]
-    items = ", ".join(
-        f"{label} ${cost[key]:.4f}"
-        for label, key in (
-            ("Lambda", "lambda_compute_usd"),
-            ("PS", "ps_instances_usd"),
-            ("VPC endpoints", "vpc_endpoints_usd"),
-            ("Step Functions", "step_functions_usd"),
-        )
-        if cost.get(key)
-    )
-    lines.append(f"AWS cost of this plan (predicted): ${cost['total_usd']:.4f} ({items})")
-    for name, where in report.get("artifacts", {}).items():
-        lines.append(f"{name}: {where}")
-    return "\n".join(lines)
-
-
 def plot_loss(curve: list[tuple[int, float]], path: Path, title: str) -> None:
     """Loss per iteration (mean over workers) as a PNG."""
     import matplotlib
@@ -584,29 +450,6 @@ def plot_loss(curve: list[tuple[int, float]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def evaluate(record: RunRecord, s3: Any) -> dict[str, Any] | None:
-    """Accuracy of the final model on the held-out split named by the dataset manifest."""
-    from emulator.evaluate import held_out_accuracy
-
-    return held_out_accuracy(record, s3)
-
-
-def s3_client_for(endpoint: S3Endpoint) -> Any:
-    import boto3
-
-    from functions.aws import s3_config  # the runtime's timeouts and bounded retries
-
-    env = endpoint.client_env()
-    return boto3.session.Session().client(
-        "s3",
-        endpoint_url=endpoint.url,
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-        region_name=env["AWS_DEFAULT_REGION"],
-        config=s3_config(),
-    )
-
-
 def mirror_prefix(s3: Any, bucket: str, prefix: str, local_dir: Path) -> list[str]:
     """Copy every object under `prefix` to `local_dir` (the S3 server dies with the run)."""
     copied = list_keys(s3, bucket, prefix)
@@ -621,7 +464,7 @@ def finish_report(record: RunRecord, endpoint: S3Endpoint) -> dict[str, Any]:
 
     s3 = s3_client_for(endpoint)
     try:
-        accuracy = evaluate(record, s3)
+        accuracy = held_out_accuracy(record, s3)
     except Exception as err:  # noqa: BLE001 - a failed evaluation is reported, not fatal
         accuracy = {"accuracy": None, "error": f"{type(err).__name__}: {err}"}
     report = build_report(record, accuracy, record.options.local_catalog)

@@ -9,7 +9,7 @@ Each Task the definition has is dispatched to its local counterpart:
 - `lambda:prepare`, `lambda:finalize`: one-shot local invocations of the real handlers;
 - `lambda:ps-wait`: the real `functions.ps_health.wait_handler` against the local shards;
 - `lambda:worker`: one link of one worker, in the rank's (warm) environment, held to its CPU
-  share and the emulated invocation limit (emulator.orchestrator.WorkerPool). The Map runs
+  share and the emulated invocation limit (emulator.workers.WorkerPool). The Map runs
   the n workers at once, each in its own thread, and the definition's Choice decides whether a
   worker is done, fails for making no progress or past its link cap, or is invoked again.
 The definition's Retry intervals are scaled like the invocation limit (limit / 900 s), and so
@@ -31,27 +31,21 @@ from typing import Any
 from emulator import cpu
 from emulator.asl import Interpreter, StatesError
 from emulator.definition import ps_host
+from emulator.invocation import poll, start_environment, submit
 from emulator.lambda_context import CountdownContext
-from emulator.orchestrator import (
+from emulator.options import (
     FINALIZE_HANDLER,
     POLL_INTERVAL_S,
     PREPARE_HANDLER,
     STEP_LIMIT_S,
-    EmulatorError,
     Options,
-    PsShard,
-    WorkerPool,
-    WorkerState,
-    _last_loss,
-    relaunch_note,
-    restart_dead_shards,
-    run_step,
-    stall_failure,
-    start_ps_shards,
 )
 from emulator.procs import Supervisor
 from emulator.progress import ProgressBar
+from emulator.ps_shards import PsShard, restart_dead_shards, start_ps_shards
 from emulator.ps_status import current_iteration, update_seconds
+from emulator.records import EmulatorError, WorkerState
+from emulator.workers import WorkerPool, last_loss, relaunch_note, stall_failure
 from functions import ps_health
 from functions.aws import S3Unreachable
 from provisioner.plan import Plan
@@ -72,6 +66,29 @@ class Timings:
     train_started_s: float | None = None  # monotonic, the first worker's launch
     train_ended_s: float | None = None  # monotonic, the last worker done
     ps_update_s: float | None = None
+
+
+def run_step(
+    supervisor: Supervisor,
+    *,
+    name: str,
+    handler: str,
+    event: dict[str, Any],
+    env: dict[str, str],
+    logs: Path,
+    limit_s: float = STEP_LIMIT_S,
+    memory_mb: int = 1769,
+) -> tuple[dict[str, Any], float]:
+    """Run one non-worker Lambda step (prepare, finalize) to completion; (result, seconds)."""
+    environment = start_environment(
+        supervisor, name=name, handler=handler, memory_mb=memory_mb, work_dir=logs, env=env
+    )
+    inv = submit(environment, name=name, event=event, limit_s=limit_s, work_dir=logs, one_shot=True)
+    while (outcome := poll(supervisor, inv)) is None:
+        time.sleep(POLL_INTERVAL_S)
+    if not outcome.ok:
+        raise EmulatorError(f"{name} step failed: {outcome.error}")
+    return outcome.result, outcome.wall_s
 
 
 @dataclass
@@ -286,7 +303,7 @@ class LocalRun:
             reported = min(w.iteration for w in self.workers)
             self._live_iteration = max(self._live_iteration, reported, live or 0)
             started = self.timings.train_started_s or now
-            self.progress.update(self._live_iteration, _last_loss(self.workers), now - started)
+            self.progress.update(self._live_iteration, last_loss(self.workers), now - started)
         finally:
             self._tick_lock.release()
 
@@ -294,7 +311,7 @@ class LocalRun:
         self.timings.train_ended_s = seen_s
         if self.progress is not None:
             started = self.timings.train_started_s or self.timings.train_ended_s
-            self.progress.update(self.plan.training.iterations, _last_loss(self.workers),
+            self.progress.update(self.plan.training.iterations, last_loss(self.workers),
                                  self.timings.train_ended_s - started, force=True)  # fmt: skip
             self.progress.close()
 

@@ -38,7 +38,7 @@ def predicted_terms(
     too: its plan is not chosen again; `configuration`, one run's, where runs differ), under the
     rules it ran by, from `profile_path`."""
     row = {**row, **(configuration or {})}
-    from emulator.orchestrator import default_safety_margin_s
+    from emulator.options import default_safety_margin_s
     from emulator.report import PREDICTED_FIELDS
 
     case = case_of(row)

@@ -25,7 +25,7 @@ from bench.predict.noise import (
     repeatability,
 )
 from bench.predict.rows import accuracy, error_shares
-from emulator.report import off_by_words
+from emulator.report_table import off_by_words
 
 COLUMNS = ("load", "compute", "communication", "startup", "chaining", "launch", "total")
 HOW_READ = (

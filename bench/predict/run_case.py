@@ -12,8 +12,7 @@ from typing import Any
 
 from bench.predict.cases import INVOCATION_LIMIT_S, TERMS, Case, plan_of
 from emulator import orchestrator
-from emulator.orchestrator import Options
-from emulator.report import LOCAL_CATALOG
+from emulator.options import LOCAL_CATALOG, Options
 
 
 def measure(

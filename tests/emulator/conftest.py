@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from emulator.report import s3_client_for
+from emulator.s3_client import s3_client_for
 from emulator.s3server import S3Endpoint, weed_server
 
 

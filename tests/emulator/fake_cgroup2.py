@@ -15,7 +15,7 @@ import errno
 import os
 from pathlib import Path
 
-from emulator.cpu import CgroupFiles
+from emulator.cgroups import CgroupFiles
 
 INTERFACE_FILES = ("cgroup.controllers", "cgroup.subtree_control", "cgroup.procs")
 CPU_FILES = {"cpu.max": "max 100000\n", "cpu.stat": "usage_usec 0\nthrottled_usec 0\n"}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator import cpu
+from emulator import cgroups, cpu
 from emulator.invocation import poll, start_environment, submit
 from emulator.procs import Supervisor
 from tests.emulator.fake_cgroup2 import FakeCgroup2, fake_proc
@@ -68,8 +68,8 @@ def test_fallback_without_cgroup_is_reported_and_placement_is_a_no_op(tmp_path: 
 
 
 def _cgroup_v1_writable() -> bool:
-    return (cpu.CGROUP_V1_CPU_ROOT / "cpu.cfs_quota_us").is_file() and os.access(
-        cpu.CGROUP_V1_CPU_ROOT, os.W_OK
+    return (cgroups.CGROUP_V1_CPU_ROOT / "cpu.cfs_quota_us").is_file() and os.access(
+        cgroups.CGROUP_V1_CPU_ROOT, os.W_OK
     )
 
 
@@ -96,7 +96,7 @@ def test_stale_groups_of_dead_runs_are_removed_and_live_ones_kept(tmp_path: Path
     dead.wait()
     (tmp_path / f"emu-{dead.pid}" / "worker-0").mkdir(parents=True)
     (tmp_path / f"emu-{os.getpid()}" / "worker-0").mkdir(parents=True)
-    removed = cpu.remove_stale_groups("emu", root=tmp_path, proc=tmp_path / "no-proc")
+    removed = cgroups.remove_stale_groups("emu", root=tmp_path, proc=tmp_path / "no-proc")
     assert removed == [f"emu-{dead.pid}"]
     assert (tmp_path / f"emu-{os.getpid()}").is_dir()
 
@@ -133,20 +133,22 @@ HYBRID_MOUNTINFO = (
 
 
 def test_cgroup2_mount_and_our_group_are_read_from_proc_files() -> None:
-    assert cpu.cgroup2_mount(HYBRID_MOUNTINFO) == (Path("/sys/fs/cgroup/unified"), "/")
+    assert cgroups.cgroup2_mount(HYBRID_MOUNTINFO) == (Path("/sys/fs/cgroup/unified"), "/")
     spaced = "29 1 0:26 /ctr /mnt/cg\\0402 rw shared:4 master:1 - cgroup2 cgroup2 rw\n"
-    assert cpu.cgroup2_mount(spaced) == (Path("/mnt/cg 2"), "/ctr")
-    assert cpu.cgroup2_mount(HYBRID_MOUNTINFO.splitlines()[1]) is None
-    assert cpu.own_cgroup2_path("1:cpu:/\n0::/user.slice/s 1.scope\n") == "/user.slice/s 1.scope"
-    assert cpu.own_cgroup2_path("1:cpu:/\n") is None
+    assert cgroups.cgroup2_mount(spaced) == (Path("/mnt/cg 2"), "/ctr")
+    assert cgroups.cgroup2_mount(HYBRID_MOUNTINFO.splitlines()[1]) is None
+    assert (
+        cgroups.own_cgroup2_path("1:cpu:/\n0::/user.slice/s 1.scope\n") == "/user.slice/s 1.scope"
+    )
+    assert cgroups.own_cgroup2_path("1:cpu:/\n") is None
 
 
 def test_our_group_is_found_below_the_mount_root(tmp_path: Path) -> None:
     proc = fake_proc(tmp_path / "proc", tmp_path / "cg", "/docker/c1/app", mount_root="/docker/c1")
-    location, _ = cpu.locate_cgroup2(proc)
-    assert location == cpu.Cgroup2Location(mount=tmp_path / "cg", own=tmp_path / "cg" / "app")
+    location, _ = cgroups.locate_cgroup2(proc)
+    assert location == cgroups.Cgroup2Location(mount=tmp_path / "cg", own=tmp_path / "cg" / "app")
     outside = fake_proc(tmp_path / "p2", tmp_path / "cg", "/other", mount_root="/docker/c1")
-    assert cpu.locate_cgroup2(outside) == (
+    assert cgroups.locate_cgroup2(outside) == (
         None,
         "our cgroup /other is outside the cgroup2 mount of /docker/c1",
     )
@@ -155,8 +157,8 @@ def test_our_group_is_found_below_the_mount_root(tmp_path: Path) -> None:
 def test_stat_throttling_is_read_in_either_hierarchy_s_unit() -> None:
     v1 = "nr_periods 10\nnr_throttled 3\nthrottled_time 2500000000\n"
     v2 = "usage_usec 9\nnr_periods 10\nnr_throttled 3\nthrottled_usec 1500000\n"
-    assert cpu.throttled_s_from_stat(v1) == pytest.approx(2.5)
-    assert cpu.throttled_s_from_stat(v2) == pytest.approx(1.5)
+    assert cgroups.throttled_s_from_stat(v1) == pytest.approx(2.5)
+    assert cgroups.throttled_s_from_stat(v2) == pytest.approx(1.5)
 
 
 def test_v2_at_the_hierarchy_root_writes_cpu_max_and_removes_its_groups(tmp_path: Path) -> None:
@@ -293,7 +295,7 @@ def test_stale_v2_groups_of_dead_runs_are_removed_next_to_and_under_ours(tmp_pat
     kernel.add(f"a/emu-{os.getpid()}/w0")
     survivor = kernel.add(f"a/b/emu-{dead.pid + 1}/w0", pids=(4242,))
     proc = fake_proc(tmp_path / "proc", kernel.mount, "/a/b")
-    removed = cpu.remove_stale_groups("emu", root=tmp_path / "no-v1", proc=proc, files=kernel)
+    removed = cgroups.remove_stale_groups("emu", root=tmp_path / "no-v1", proc=proc, files=kernel)
     assert sorted(removed) == [f"emu-{dead.pid}", f"emu-{dead.pid}"]
     assert not (kernel.mount / "a" / f"emu-{dead.pid}").exists()
     assert not (kernel.mount / "a" / "b" / f"emu-{dead.pid}").exists()
@@ -304,7 +306,7 @@ def test_stale_v2_groups_of_dead_runs_are_removed_next_to_and_under_ours(tmp_pat
 
 
 def _real_v2_offers_cpu() -> bool:
-    location, _ = cpu.locate_cgroup2()
+    location, _ = cgroups.locate_cgroup2()
     if location is None:
         return False
     controllers = (location.own / "cgroup.controllers").read_text().split()

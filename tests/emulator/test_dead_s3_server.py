@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from emulator.orchestrator import EmulatorError, create_buckets, naming_a_dead_server
+from emulator.orchestrator import naming_a_dead_server
+from emulator.records import EmulatorError
+from emulator.s3_client import create_buckets
 from emulator.s3server import S3Endpoint, weed_server
 from functions.aws import S3Unreachable, naming_s3_failures
 

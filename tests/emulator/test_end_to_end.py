@@ -23,8 +23,10 @@ import boto3
 import pytest
 
 from emulator import cpu
-from emulator.orchestrator import EmulatorError, Options, run
+from emulator.options import Options
+from emulator.orchestrator import run
 from emulator.procs import pid_alive
+from emulator.records import EmulatorError
 from emulator.report import predict_local
 from emulator.s3server import S3Endpoint
 from provisioner.plan import Plan

@@ -22,11 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from emulator import cpu
+from emulator import cgroups
 from emulator.naming import bucket_name
-from emulator.orchestrator import EmulatorError, Options, run
+from emulator.options import Options
+from emulator.orchestrator import run
 from emulator.procs import pid_alive
-from emulator.report import s3_client_for
+from emulator.records import EmulatorError
+from emulator.s3_client import s3_client_for
 from emulator.s3server import weed_server, weed_socket_paths
 from functions.ps import CheckpointStore
 from functions.runs import run_checkpoint_prefix
@@ -233,7 +235,7 @@ def test_interrupting_the_emulator_writes_the_report_and_leaves_nothing(
     # The PS checkpoints when it is stopped (SIGTERM), before the S3 server stops.
     assert seen <= report["last_checkpoint_iteration"] <= report["iterations"]["completed"]
     assert not survivors(marker)
-    assert not (cpu.CGROUP_V1_CPU_ROOT / f"lambda-dnn-emu-{proc.pid}").exists()
+    assert not (cgroups.CGROUP_V1_CPU_ROOT / f"lambda-dnn-emu-{proc.pid}").exists()
     assert sorted(temp.iterdir()) == []
     assert not (out_dir / "tmp").exists()
     assert [s for s in sockets if s.exists()] == []

@@ -8,14 +8,9 @@ import io
 import json
 from typing import Any
 
-from emulator.orchestrator import (
-    WorkerState,
-    advanced,
-    links_bound_for_limit,
-    relaunch_note,
-    stall_failure,
-    with_losses,
-)
+from emulator.orchestrator import links_bound_for_limit, with_losses
+from emulator.records import WorkerState
+from emulator.workers import advanced, relaunch_note, stall_failure
 from tests.emulator.plans import planned_digits
 
 

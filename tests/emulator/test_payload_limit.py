@@ -17,8 +17,10 @@ import pytest
 from emulator import state_machine
 from emulator.asl import PAYLOAD_LIMIT_BYTES, Interpreter, StatesError
 from emulator.invocation import Outcome
-from emulator.orchestrator import Options, WorkerPool, WorkerState
+from emulator.options import Options
 from emulator.procs import Supervisor
+from emulator.records import WorkerState
+from emulator.workers import WorkerPool
 from tests.stacks.conftest import make_plan
 
 ITERATIONS = 12_000  # a link this long enriched past the limit

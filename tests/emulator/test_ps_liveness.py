@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from emulator.orchestrator import LIVENESS_FAILURES, PsShard, _wait_ready, restart_dead_shards
 from emulator.procs import Supervisor
+from emulator.ps_shards import LIVENESS_FAILURES, PsShard, _wait_ready, restart_dead_shards
 from functions.ps_health import Probe
 
 # Listens on --port (0: any) and never accepts: alive, but a starved shard.

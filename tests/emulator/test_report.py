@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from emulator.orchestrator import WorkerState
 from emulator.progress import eta_s, render_line
+from emulator.records import WorkerState
 from emulator.report import loss_curve, smoothed_first_last
 from tests.functions.test_terms import link_result
 
@@ -44,7 +44,8 @@ def _record(plan, train_wall_s: float, worker_cores: float = 1.0):  # type: igno
     """A RunRecord by hand: two workers, two links each, an 8 s limit and a 20-iteration cap."""
     from pathlib import Path
 
-    from emulator.orchestrator import Options, RunRecord
+    from emulator.options import Options
+    from emulator.records import RunRecord
 
     workers = []
     for rank in range(plan.n_workers):
@@ -73,7 +74,8 @@ def test_report_predicts_the_run_here_and_scores_it_against_the_measurement() ->
     """Local column: the run's n, cores as memory, loopback PS, its limit, margin, cap and k."""
     import json
 
-    from emulator.report import build_report, format_table, json_safe
+    from emulator.report import build_report, json_safe
+    from emulator.report_table import format_table
     from provisioner import load_profile
     from provisioner.planner import RunRules, predict_run
     from provisioner.space import Choice
@@ -101,8 +103,10 @@ def test_report_predicts_the_run_here_and_scores_it_against_the_measurement() ->
     # handler total, so the first link's wall is all gap: the chain holds the second link's 10 s)
     late = build_report(_record(plan, train_wall_s=30.0), None, local_catalog=catalog)
     assert {r["term"]: r for r in late["terms"]}["launch"]["measured_s"] == pytest.approx(20.0)
-    assert rows["launch"]["predicted_local_s"] == expected.launch_s == pytest.approx(
-        catalog.launch_s + catalog.restart_s
+    assert (
+        rows["launch"]["predicted_local_s"]
+        == expected.launch_s
+        == pytest.approx(catalog.launch_s + catalog.restart_s)
     )
     assert report["predictions"]["local"].startswith(f"local: {plan.n_workers} x 1327 MB")
     assert report["predictions"]["aws"].startswith("lambda-2025: ")
@@ -123,13 +127,14 @@ def test_report_predicts_the_run_here_and_scores_it_against_the_measurement() ->
 def test_a_terms_miss_reads_as_a_share_of_the_total_with_no_minus(
     share: float | None, words: str
 ) -> None:
-    from emulator.report import off_by_words
+    from emulator.report_table import off_by_words
 
     assert off_by_words(share) == words
 
 
 def test_the_totals_accuracy_is_floored_at_zero_and_shares_need_a_measured_total() -> None:
-    from emulator.report import accuracy_words, error_share_of_total
+    from emulator.report import error_share_of_total
+    from emulator.report_table import accuracy_words
 
     assert accuracy_words(-0.88) == "0%"
     assert accuracy_words(0.925) == "92%"
@@ -143,7 +148,9 @@ def test_report_without_a_local_catalog_says_so_and_leaves_the_local_columns_nul
 ) -> None:
     from pathlib import Path
 
-    from emulator.report import NO_LOCAL_CATALOG, build_report, format_table
+    from emulator.options import NO_LOCAL_CATALOG
+    from emulator.report import build_report
+    from emulator.report_table import format_table
 
     absent = Path(str(tmp_path)) / "local.json"
     report = build_report(_record(_aws_plan(), train_wall_s=10.0), None, local_catalog=str(absent))
@@ -213,7 +220,8 @@ def test_an_s3_runs_predictions_keep_its_exchange() -> None:
 
 def test_local_plans_run_at_one_core_per_vcpu_unless_told_otherwise() -> None:
     from emulator import cpu
-    from emulator.orchestrator import Options, resolve_cpu_scale
+    from emulator.options import Options
+    from emulator.orchestrator import resolve_cpu_scale
 
     local, aws = _local_plan(deadline_s=30.0), _aws_plan()
     assert resolve_cpu_scale(local, Options()) == 1.0
@@ -224,7 +232,7 @@ def test_local_plans_run_at_one_core_per_vcpu_unless_told_otherwise() -> None:
 
 def test_the_planners_margin_rule_is_the_emulators() -> None:
     """A local plan is made under the margin the run will keep (two copies of one rule)."""
-    from emulator.orchestrator import default_safety_margin_s
+    from emulator.options import default_safety_margin_s
     from provisioner import load_catalog
     from provisioner.planner import emulator_margin_s
     from tests.local_catalog import local_catalog

@@ -119,7 +119,7 @@ def test_the_emulators_buckets_are_created_warm_and_empty(
     """create_buckets writes and deletes one object per bucket (SeaweedFS grows a bucket's
     volume on its first write, a cost S3 does not have) and leaves the buckets empty; a second
     call on the same buckets is fine."""
-    from emulator.orchestrator import WARM_KEY, create_buckets
+    from emulator.s3_client import WARM_KEY, create_buckets
 
     names = ["emu-test-warm-a", "emu-test-warm-b"]
     create_buckets(s3_endpoint, names)

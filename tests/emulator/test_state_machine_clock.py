@@ -9,8 +9,9 @@ import pytest
 
 from emulator import state_machine
 from emulator.invocation import Outcome
-from emulator.orchestrator import Options, WorkerState
+from emulator.options import Options
 from emulator.procs import Supervisor
+from emulator.records import WorkerState
 from tests.stacks.conftest import make_plan
 
 

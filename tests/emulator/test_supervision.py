@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from emulator import cpu
-from emulator.orchestrator import EmulatorError, Options, fan_out
+from emulator.options import Options
 from emulator.procs import Supervisor, pid_alive
+from emulator.records import EmulatorError
+from emulator.workers import fan_out
 from tests.emulator.plans import planned_digits
 
 HANDLERS = "tests.emulator.fake_handlers"

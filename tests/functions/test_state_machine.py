@@ -392,7 +392,7 @@ def test_a_worker_that_keeps_failing_stops_the_ps_and_fails_the_run(deployed: An
 
 def test_the_emulator_plays_the_definitions_retry_policy() -> None:
     """`make demo` plays the state machine's role: it must retry a failed link as often."""
-    from emulator.orchestrator import Options
+    from emulator.options import Options
 
     workers = _definition(_plan(iterations=24))["States"]["Workers"]
     run_worker = workers["ItemProcessor"]["States"]["RunWorker"]

@@ -825,7 +825,7 @@ def test_a_run_on_its_rounds_catalog_is_planned_and_predicted_on_it(
     report (the real emulator.report.build_report) predicts every term on it: the row holds the
     run's measurements to the same figures --rescore predicts with (predicted_terms). A round
     trip of 5 ms predicts the digits exchange far slower than 0.1 ms, and accuracy follows."""
-    from emulator.orchestrator import RunRecord, WorkerState
+    from emulator.records import RunRecord, WorkerState
     from emulator.report import build_report
     from tests.functions.test_terms import link_result
     from tests.local_catalog import local_catalog_dict

@@ -1,0 +1,150 @@
+"""The run report as a person reads it: predicted here, measured, how far off, and the AWS
+prediction per term, then the headline facts (the deadline, the S3 exchange, the plan that ran,
+iterations and invocations, the loss, the held-out accuracy, the predicted AWS cost).
+
+Works on the JSON report emulator/report.py builds (a dict of plain values), nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from emulator.options import NO_LOCAL_CATALOG
+
+
+def off_by_words(share: float | None) -> str:
+    """A signed share in words a person reads: '3% over', '12% under', '0%' (never a minus)."""
+    if share is None:
+        return "n/a"
+    percent = round(100 * abs(share))
+    if percent == 0:
+        return "0%"
+    return f"{percent}% {'over' if share > 0 else 'under'}"
+
+
+def accuracy_words(accuracy: float | None) -> str:
+    """The total's accuracy, 1 − |p − m| / m, shown floored at 0%."""
+    if accuracy is None or not math.isfinite(accuracy):
+        return "n/a"
+    return f"{100 * max(0.0, accuracy):.0f}%"
+
+
+def exchange_lines(exchange: dict[str, Any] | None) -> list[str]:
+    """The S3 exchange's figures under the term table (nothing for a PS run)."""
+    if not exchange:
+        return []
+    time_s, requests = exchange["per_iteration_s"], exchange["requests_per_iteration"]
+    measured = requests["measured"]
+    lines = [
+        f"S3 exchange, k = {exchange['reducers']}, per iteration: measured "
+        f"{1000 * time_s['measured']:.1f} ms"
+        + ("" if time_s["predicted_local"] is None
+           else f", predicted here {1000 * time_s['predicted_local']:.1f} ms"),
+        "S3 requests per iteration: measured "
+        + ", ".join(f"{kind} {n:.2f}" for kind, n in measured.items())
+        + ("" if requests["predicted_local"] is None else
+           f"; predicted PUT {requests['predicted_local']['put']}, "
+           f"GET {requests['predicted_local']['get']} (get_miss: polls that found nothing)"),
+    ]  # fmt: skip
+    return lines
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """Human summary: predicted vs measured per term, then the headline facts."""
+
+    def cell(value: float) -> str:
+        return (
+            "n/a"
+            if value is None or (isinstance(value, float) and math.isnan(value))
+            else (f"{value:10.2f}")
+        )
+
+    accuracy_local = report.get("accuracy_local") or {}
+    shares = report.get("error_share_of_total_local") or {}
+    lines = [
+        f"run report for job {report['job']}",
+        "",
+        f"{'term':<16}{'predicted here s':>18}{'measured s':>12}{'off by':>12}"
+        f"{'predicted AWS s':>17}",
+    ]
+    for row in report["terms"]:
+        term = row["term"]
+        judged = (
+            accuracy_words(accuracy_local.get(term))
+            if term == "total"
+            else off_by_words(shares.get(term))
+        )
+        lines.append(
+            f"{term:<16}{cell(row.get('predicted_local_s')):>18}"
+            f"{cell(row['measured_s']):>12}{judged:>12}"
+            f"{cell(row.get('predicted_aws_s')):>17}"
+        )
+    lines.append(
+        "off by: (predicted − measured) as a share of the measured total; "
+        "total: accuracy, 1 − |predicted − measured| / measured"
+    )
+    labels = report.get("predictions") or {}
+    lines += [
+        f"predicted here: {labels.get('local', NO_LOCAL_CATALOG)}",
+        f"predicted AWS: {labels.get('aws', 'n/a')}",
+    ]
+    verdict = report.get("deadline") or {}
+    if verdict.get("met") is not None:
+        lines.append(
+            f"deadline {verdict['deadline_s']:.1f} s: measured total "
+            f"{verdict['measured_total_s']:.1f} s, " + ("met" if verdict["met"] else "MISSED")
+        )
+    lines += exchange_lines(report.get("exchange"))
+    local = report.get("compute_predicted_at_local_share_s")
+    full = report.get("compute_at_full_speed_s")
+    if local is not None and full is not None:
+        lines.append(
+            f"(compute at the local CPU share: {local:.2f} s if every step is throttled,"
+            f" {full:.2f} s if none is)"
+        )
+    em, plan = report["emulation"], report["plan"]
+    inv, loss = report["invocations"], report["loss"]
+    lines += [
+        "",
+        f"plan: {plan['n_workers']} x {plan['memory_mb']} MB {plan['arch']}, "
+        + (
+            f"S3 sync, k = {plan['reducers']}"
+            if plan.get("sync") == "s3"
+            else f"PS {plan['ps_count']} x {plan['ps_type']}"
+        )
+        + f", {plan['iterations']} iterations of local batch "
+        f"{plan['local_batch']}",
+        f"emulation: {em['invocation_limit_s']:.0f} s invocations, {em['worker_cores']:.3f} cores"
+        f" per worker (cpu_scale {em['cpu_scale_cores_per_vcpu']:.3f}); {em['cpu_share']}",
+        f"iterations: {report['iterations']['completed']}/{report['iterations']['planned']}"
+        + (
+            f" ({report['iterations']['redone']} redone)"
+            if report["iterations"].get("redone")
+            else ""
+        )
+        + "; "
+        f"invocations per worker {inv['per_worker']} ({inv['reinvocations']} re-invocations, "
+        f"{inv['failed_attempts']} failed attempts, {inv['cold_starts']} cold starts"
+        + (f", {report['ps_restarts']} PS shard restart(s)" if report.get("ps_restarts") else "")
+        + ")",
+        f"loss: {loss['first']:.4f} -> {loss['last']:.4f} (mean of first/last 10 iterations)",
+    ]
+    acc = report.get("accuracy")
+    if acc and acc.get("accuracy") is not None:
+        lines.append(f"held-out accuracy: {acc['accuracy']:.4f} on {acc['samples']} samples")
+    cost = report["cost_usd"]
+    items = ", ".join(
+        f"{label} ${cost[key]:.4f}"
+        for label, key in (
+            ("Lambda", "lambda_compute_usd"),
+            ("PS", "ps_instances_usd"),
+            ("VPC endpoints", "vpc_endpoints_usd"),
+            ("Step Functions", "step_functions_usd"),
+        )
+        if cost.get(key)
+    )
+    lines.append(f"AWS cost of this plan (predicted): ${cost['total_usd']:.4f} ({items})")
+    for name, where in report.get("artifacts", {}).items():
+        lines.append(f"{name}: {where}")
+    return "\n".join(lines)

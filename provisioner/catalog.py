@@ -235,7 +235,7 @@ class Catalog:
     # an invocation after this many iterations (0 = only the time limit does).
     max_iterations_per_invocation: int = 0
     # The S3 gradient exchange (sync "s3"): one GET or PUT's latency, and S3 Standard storage
-    # for the exchange's objects while a run lasts; 0 in catalogs from before issue 13.
+    # for the exchange's objects while a run lasts; 0 in catalogs made before the S3 exchange.
     s3_request_s: float = 0.0
     s3_usd_per_gb_month: float = 0.0
     # A PUT's own latency and bandwidth where they were measured apart from the GET's (the local

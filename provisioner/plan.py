@@ -102,7 +102,7 @@ class Prediction:
     setup_s: float = 0.0  # the run's set-up: open its interface endpoints, start the PS
     launch_s: float = 0.0  # the first link's platform start and dispatch (launch_s + restart_s)
     # One exchange (communication + aggregation, per iteration) and, in an S3-sync plan, its
-    # requests: PUT n·k + k, GET 2·n·k (0 in a PS plan and in plans from before issue 13).
+    # requests: PUT n·k + k, GET 2·n·k (0 in a PS plan and in plans made before the S3 exchange).
     exchange_per_iteration_s: float = 0.0
     exchange_puts_per_iteration: int = 0
     exchange_gets_per_iteration: int = 0
@@ -173,7 +173,7 @@ class Plan:
     worst_case_usd: float = 0.0  # what a run costs if it runs into these bounds
     ps_volume_gb: int = 30  # each PS instance's root volume (gp3)
     idle_usd_per_hour: float = 0.0  # what the deployment bills by the hour between runs
-    # Gradient exchange (issue 13): "ps" = EC2 parameter servers (ps_type × ps_count); "s3" =
+    # Gradient exchange: "ps" = EC2 parameter servers (ps_type × ps_count); "s3" =
     # through S3, k = `reducers` workers each reduce one of k partitions (ps_count 0, no PS).
     sync: str = "ps"
     reducers: int = 0

@@ -125,8 +125,8 @@ class WorkloadProfile:
     # Shared cores only: wall seconds the exchange of the same loop, one worker alone, takes an
     # iteration, timed around it as a run's workers time their communication (the exchange as
     # it runs on loopback: the worker's and the shard's CPU on the critical path), as (vCPU
-    # share, seconds) points; () = not measured. (Profiles before 2026-11-26 08:30 UTC held the
-    # loop's wall less the back-to-back step's here: a noisier reading of the same time.)
+    # share, seconds) points; () = not measured. (Older profiles held the loop's wall less
+    # the back-to-back step's here: a noisier reading of the same time.)
     loop_overhead: tuple[tuple[float, float], ...] = ()
     # Shared cores only: a step's CPU in the BSP loop while `crowded_processes` workers and one
     # PS shard, more processes than cores, take turns on them, over its CPU alone (each turn

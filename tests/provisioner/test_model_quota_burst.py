@@ -406,7 +406,7 @@ def test_the_exchanges_cpu_is_held_at_the_share_not_at_the_steps_own_slowdown() 
 
 def test_the_loop_under_a_quota_is_what_the_profiler_measured() -> None:
     """The profiler's loop (one worker, a loopback shard) in the grid's digits-mlp profile
-    (bench/results/predict-platform/digits-mlp.json of commit 9396ac5): at each share s < 1
+    (bench/results/predict-platform/digits-mlp.json as one grid measured it): at each share s < 1
     the step x back to back, the loop's CPU beyond it, and the loop's wall time measured."""
     c = 16 / 21019.1  # the 1-vCPU step: 0.76 ms
     for share, rate, extra_cpu_s, loop_s in ((0.25, 2641.3, 0.48e-3, 7.98e-3),

@@ -28,7 +28,7 @@ from emulator.orchestrator import EmulatorError, Options, run
 from emulator.procs import pid_alive
 from emulator.report import s3_client_for
 from emulator.s3server import weed_server, weed_socket_paths
-from functions.ps import CheckpointStore
+from functions.ps.checkpoints import CheckpointStore
 from functions.runs import run_checkpoint_prefix
 from provisioner.plan import Plan
 from stacks.events import checkpoint_prefix

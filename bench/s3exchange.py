@@ -100,7 +100,7 @@ def _worker(
     of their StepTiming parts."""
     os.environ.update(env)
     from functions.aws import s3_client
-    from functions.ps import CheckpointStore
+    from functions.ps.checkpoints import CheckpointStore
     from functions.s3sync import S3Exchange, partition_bounds
 
     s3 = s3_client()

@@ -679,7 +679,7 @@ def measure_checkpoint(endpoint: S3Endpoint, sizes_mb: Sequence[float], repeats:
     then the LIST and DELETE that keep the bucket bounded), fit on the bytes of both vectors as
     the model's checkpoint_time_s counts them. A bare PUT of the same bytes is not the figure:
     MobileNetV2's checkpoints took 0.237 s in a run where a PUT of 18 MB fit 0.139 s."""
-    from functions.ps import CheckpointStore
+    from functions.ps.checkpoints import CheckpointStore
 
     client = s3_client_for(endpoint)
     bucket = "calibrate-checkpoints"

@@ -22,7 +22,7 @@ from torch.nn import functional as F
 
 from functions import datasets, models, wire
 from functions.aws import list_keys, naming_s3_failures, resolve_secret, s3_client
-from functions.ps import CheckpointStore
+from functions.ps.checkpoints import CheckpointStore
 from functions.ps_client import PSClient
 from functions.runs import links_prefix
 from functions.s3sync import checkpoint_secret

@@ -34,7 +34,8 @@ from botocore.exceptions import ClientError
 from functions import wire
 from functions.aws import resolve_secret
 from functions.exchange import StepTiming
-from functions.ps import CheckpointStore, sgd_momentum
+from functions.ps.checkpoints import CheckpointStore
+from functions.ps.state import sgd_momentum
 from functions.task import WorkerTask
 
 T = TypeVar("T")

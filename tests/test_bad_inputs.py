@@ -25,7 +25,7 @@ import pytest
 import emulator.__main__ as emulator_cli
 import emulator.calibrate as calibrate_cli
 import emulator.profile as profile_cli
-import functions.ps as ps_cli
+import functions.ps.cli as ps_cli
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.cli import run as provisioner_run
 from provisioner.parse import MAX_SYNTHETIC_SAMPLES

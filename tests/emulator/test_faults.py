@@ -30,7 +30,7 @@ from emulator.procs import pid_alive
 from emulator.records import EmulatorError
 from emulator.s3_client import s3_client_for
 from emulator.s3server import weed_server, weed_socket_paths
-from functions.ps import CheckpointStore
+from functions.ps.checkpoints import CheckpointStore
 from functions.runs import run_checkpoint_prefix
 from provisioner.plan import Plan
 from stacks.events import checkpoint_prefix

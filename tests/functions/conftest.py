@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from functions import datasets
-from functions.ps import ParameterServer, PSConfig
+from functions.ps.config import PSConfig
+from functions.ps.server import ParameterServer
 
 SECRET_ENV = "LDNN_TEST_SECRET"
 SECRET = "test-secret-0123456789"

@@ -13,7 +13,7 @@ import torch
 from torch.nn import functional as F
 
 from functions import datasets, models, wire
-from functions.ps import ParameterServer
+from functions.ps.server import ParameterServer
 from functions.runs import parse_run
 
 from .conftest import SECRET_ENV

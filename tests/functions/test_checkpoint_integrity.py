@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from functions.finalize import assemble_parameters
-from functions.ps import (
+from functions.ps.checkpoints import (
     CHECKPOINT_MAC_META,
     CheckpointRejected,
     CheckpointStore,
-    ParameterServer,
-    PSConfig,
     checkpoint_mac,
 )
+from functions.ps.config import PSConfig
+from functions.ps.server import ParameterServer
 from functions.task import WorkerTask
 
 from .conftest import SECRET

@@ -6,7 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from functions.ps import CheckpointStore, ParameterServer, PSConfig
+from functions.ps.checkpoints import CheckpointStore
+from functions.ps.config import PSConfig
+from functions.ps.server import ParameterServer
 
 from .conftest import SECRET
 

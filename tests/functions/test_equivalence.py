@@ -79,7 +79,8 @@ def test_shard_update_matches_torch_sgd_across_update_blocks() -> None:
     """The PS update alone, on a shard larger than one cache block, against torch.optim.SGD."""
     import torch
 
-    from functions.ps import UPDATE_BLOCK, PSConfig, ShardState
+    from functions.ps.config import PSConfig
+    from functions.ps.state import UPDATE_BLOCK, ShardState
 
     size = 9 * UPDATE_BLOCK + 12_345  # several blocks, and split across threads
     rng = np.random.default_rng(0)

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 from functions import datasets, finalize, models, worker
-from functions.ps import ParameterServer, PSConfig
+from functions.ps.config import PSConfig
+from functions.ps.server import ParameterServer
 
 from .conftest import SECRET, endpoints
 from .helpers import ps_vector, run_threads, worker_event

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from functions import ps, wire
+from functions import wire
+from functions.ps import cli as ps
 from functions.wire import MsgType
 
 from .conftest import SECRET, endpoints

@@ -19,7 +19,7 @@ import pytest
 from functions import models, wire, worker
 from functions.aws import resolve_secret
 from functions.exchange import PSExchange
-from functions.ps import ParameterServer
+from functions.ps.server import ParameterServer
 from functions.ps_client import PSClient
 from functions.task import WorkerTask
 

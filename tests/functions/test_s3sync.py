@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from functions import finalize, s3sync, worker
-from functions.ps import PSConfig, ShardState
+from functions.ps.config import PSConfig
+from functions.ps.state import ShardState
 from functions.s3sync import S3Exchange
 from functions.task import WorkerTask
 

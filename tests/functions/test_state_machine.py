@@ -20,7 +20,7 @@ import pytest
 from emulator.asl import Interpreter, StatesError, resolve_cfn
 from emulator.definition import shards_by_instance
 from functions import datasets, finalize, network, ps_health, s3sync, worker
-from functions.ps import ParameterServer
+from functions.ps.server import ParameterServer
 from functions.task import WorkerTask
 from provisioner import cli
 from provisioner.plan import Plan

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from functions.ps import build_parser
+from functions.ps.cli import build_parser
 from functions.task import WorkerTask
 from provisioner.plan import Plan
 from stacks.events import PS_PORT, prepare_event, ps_command, run_keys, worker_event

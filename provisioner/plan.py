@@ -348,14 +348,16 @@ def _batches(plan: Plan) -> str | None:
 
 
 def _iterations(plan: Plan) -> str | None:
-    """λDNN's iteration count: k = ⌈n_t·e / b_g⌉."""
+    """λDNN's iteration count, k = ⌈n_t·e / b_g⌉, bounds the plan's: a plan may stop early (a
+    short trial of the same job), never train past its epochs."""
     t = plan.training
     k = -(-(t.dataset_samples * t.epochs) // t.global_batch)
-    if t.iterations == k:
+    if t.iterations <= k:
         return None
     return (
-        f"plan field 'training.iterations': {t.iterations} does not train {t.epochs} epoch(s) "
-        f"of {t.dataset_samples} samples in global batches of {t.global_batch}; use {k}"
+        f"plan field 'training.iterations': {t.iterations} trains more than {t.epochs} "
+        f"epoch(s) of {t.dataset_samples} samples in global batches of {t.global_batch}; "
+        f"use at most {k}"
     )
 
 

@@ -47,8 +47,8 @@ CASES = [
         "1000000000000 is out of range; use from 1 to 1000000000"),
     emu(plan={"n_workers": 9}, says="plan fields 'n_workers', 'training.local_batch', "
         "'training.global_batch': 9 × 16 is not 32; the global batch is n_workers × local_batch"),
-    emu(plan={"training.iterations": 5}, says="plan field 'training.iterations': 5 does not "
-        "train 50 epoch(s) of 1797 samples in global batches of 32; use 2808"),
+    emu(plan={"training.iterations": 5000}, says="plan field 'training.iterations': 5000 trains "
+        "more than 50 epoch(s) of 1797 samples in global batches of 32; use at most 2808"),
     emu(plan={"training.dataset_samples": 1}, says="plan fields 'n_workers', "
         "'training.dataset_samples': 2 workers for 1 samples; use at most one worker per sample"),
     emu(plan={"invocations_per_worker": 1, "iterations_per_invocation": 3},

@@ -52,6 +52,19 @@ def with_iterations(plan: Plan, iterations: int) -> Plan:
     )
 
 
+def with_long_training(plan: Plan, iterations: int) -> Plan:
+    """The same plan trained for `iterations`, with as many epochs as that takes (a plan never
+    trains past its epochs) in one link, for a test that stops the run long before it could end."""
+    t = plan.training
+    epochs = -(-(iterations * t.global_batch) // t.dataset_samples)
+    return dataclasses.replace(
+        plan,
+        training=dataclasses.replace(t, iterations=iterations, epochs=epochs),
+        invocations_per_worker=1,
+        iterations_per_invocation=iterations,
+    )
+
+
 def machine_cpu_scale(plan: Plan) -> float:
     """Local cores per Lambda vCPU that give the plan's workers the machine's worker cores
     between them (at most one core each), instead of the plan's Lambda share.

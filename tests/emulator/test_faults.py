@@ -35,7 +35,12 @@ from functions.runs import run_checkpoint_prefix
 from provisioner.plan import Plan
 from stacks.events import checkpoint_prefix
 from tests.emulator.leftovers import processes_with_env, survivors
-from tests.emulator.plans import machine_cpu_scale, planned_digits, with_iterations
+from tests.emulator.plans import (
+    machine_cpu_scale,
+    planned_digits,
+    with_iterations,
+    with_long_training,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 GATE_ITERATION = 99  # rank 0 waits before computing it; its push completes iteration 100
@@ -194,7 +199,7 @@ def test_interrupting_the_emulator_writes_the_report_and_leaves_nothing(
     """`python -m emulator`'s process group gets SIGINT (Ctrl-C) or SIGTERM once training runs:
     it exits with 128 + signum and one line, report.json says interrupted and how far it got,
     and no process, CPU group, temp file or weed socket of the run is left."""
-    plan = with_iterations(planned_digits("emu-interrupt"), 1_000_000)  # still training later
+    plan = with_long_training(planned_digits("emu-interrupt"), 1_000_000)  # still training later
     plan_path = tmp_path / "plan.json"
     plan_path.write_text(plan.to_json())
     temp = tmp_path / "temp"

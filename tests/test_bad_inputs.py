@@ -5,8 +5,9 @@ run itself is replaced, so a case that slipped through validation fails instead 
 servers), `python -m emulator.profile`, `python -m emulator.calibrate`, `python -m
 bench.lab.catalog_from_runs` and `cdk synth -c key=value` (app.synth_job, as tests/stacks does,
 cdk.json context underneath), and `python -m functions.ps` (its `main(argv)`; the shard's start
-is replaced, so none listens). The cases live in tests/bad_inputs/, one file per entry point. docs/bad-inputs.md's table is this list: `python -m
-tests.test_bad_inputs` prints it, and a test fails when a row is missing there.
+is replaced, so none listens). The cases live in tests/bad_inputs/, one file per entry point.
+docs/bad-inputs.md's table is this list: `python -m tests.test_bad_inputs` prints it, and a test
+fails when a row is missing there.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ class InitCores:
     def source(self, paths: Sequence[str]) -> str:
         """The catalog figure's method: the rule and where it was read."""
         return (
-            f"emulator/init_cores.py from {self.startups} start-ups of finished runs (a run's, "
+            f"bench/lab/init_cores.py from {self.startups} start-ups of finished runs (a run's, "
             f"or a bench.predict row's median; {', '.join(paths)}): per source and workload "
             f"n·t₁/t_n, t the median start-up at 1 and at n workers; per n the median of these "
             f"({self.readings} in all), within [1, cores]"

@@ -50,7 +50,7 @@ class Slack:
     def source(self, paths: Sequence[str]) -> str:
         """The catalog figure's method: what the slack covers and where it was read."""
         return (
-            f"emulator/slack.py from {self.runs} finished runs ({', '.join(paths)}): "
+            f"bench/lab/slack.py from {self.runs} finished runs ({', '.join(paths)}): "
             f"measured/predicted total {self.lowest:.2f}-{self.highest:.2f}×, 95th percentile "
             f"{self.p95:.2f}×, log-normal 1-in-{TAIL_RUNS} {self.fitted:.2f}×; the slack is "
             f"1 − 1/max(worst, fitted), rounded up to a whole percent"

@@ -60,12 +60,13 @@ $(NODE_STAMP): package.json package-lock.json $(STAMP)
 
 setup: $(STAMP) $(NODE_STAMP)
 
-# The committed profile moved to this machine's speed of the moment (a VM's drifts by up to 2x
-# within an hour), where the CPU share can be held; else the committed profile as it is.
+# The workload's rate and start-up read on this machine now and used as measured (the committed
+# profile was measured on another machine, or hours ago on a VM whose speed drifts), where the CPU
+# share can be held; else the committed profile as it is.
 demo: synth catalog/local.json
 	mkdir -p $(dir $(LOCAL_PLAN))
 	$(PY) -m emulator.profile --workload digits-mlp --anchor --output $(DEMO_PROFILE) || { \
-		echo "demo: no anchor here; planning with the committed profiles/digits-mlp.json"; \
+		echo "demo: no CPU group here; planning with the committed profiles/digits-mlp.json"; \
 		cp profiles/digits-mlp.json $(DEMO_PROFILE); }
 	$(PY) -m provisioner plan --workload $(DEMO_PROFILE) --catalog local --deadline $(DEADLINE) \
 		--invocation-limit $(INVOCATION_LIMIT) \

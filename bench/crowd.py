@@ -124,7 +124,8 @@ def _numbers(kind: type) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     from emulator import cpu
-    from emulator import profile as prof
+    from emulator.profiling import children as prof
+    from emulator.profiling.document import machine_description
 
     parser = argparse.ArgumentParser(prog="python -m bench.crowd", description=__doc__)
     parser.add_argument("--workload", default=WORKLOAD)
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         "workload": args.workload,
         "cores": cores,
         "repeats": args.repeats,
-        "machine": prof.machine_description(),
+        "machine": machine_description(),
         "cpu_share": status,
         "command": "python -m bench.crowd " + " ".join(argv or sys.argv[1:]),
     }

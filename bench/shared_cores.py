@@ -123,7 +123,8 @@ def _positive_ints(text: str) -> tuple[int, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     from emulator import cpu
-    from emulator import profile as prof
+    from emulator.profiling import children as prof
+    from emulator.profiling.document import machine_description
 
     parser = argparse.ArgumentParser(prog="python -m bench.shared_cores", description=__doc__)
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         "cores": cores,
         "share": args.share,
         "repeats": args.repeats,
-        "machine": prof.machine_description(),
+        "machine": machine_description(),
         "cpu_share": status,
         "command": "python -m bench.shared_cores " + " ".join(argv or sys.argv[1:]),
     }

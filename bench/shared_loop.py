@@ -6,7 +6,7 @@
 On the local platform the workers and the PS shards share the machine's C cores, so the model
 holds an iteration to at least (n · a worker's CPU + the shards' CPU) / C
 (provisioner.model.shared_cpu_iteration_s). This runs the worker's real loop — its step
-(functions.worker._compute) and PSExchange through real `functions.ps` shards on loopback — as
+(functions.worker.compute_step) and PSExchange through real `functions.ps` shards on loopback — as
 n children at 1 vCPU each (emulator.profile's crowd children), reads each worker's step CPU,
 loop CPU and wall time per iteration and each shard's CPU (/proc), and sets the measured
 iteration against that CPU over C = the machine's cores. The step's CPU is also read against
@@ -125,9 +125,10 @@ def measure_row(
     limiter: Any, raw: dict[str, Any], n: int, shards: int, iterations: int, cores: float
 ) -> dict[str, Any]:
     """Time one child alone, then n children in a loop through `shards` fresh shards."""
-    from emulator import calibrate
-    from emulator import profile as prof
+    from emulator.calibration.ps_probe import process_cpu_s, start_ps_shard
     from emulator.procs import Supervisor
+    from emulator.profiling import children as prof
+    from emulator.profiling.child import LOOP_WARMUP_ITERATIONS
 
     source = prof.dataset_source(raw["dataset"], int(raw["dataset_samples"]))
     batch = int(raw["profiled_local_batch"])
@@ -135,20 +136,19 @@ def measure_row(
                                measure_s=2.0)  # fmt: skip
     with tempfile.TemporaryDirectory() as logs, Supervisor().guard() as supervisor:
         started = [
-            calibrate.start_ps_shard(supervisor, dict(os.environ), n, Path(logs), (k, shards))
+            start_ps_shard(supervisor, dict(os.environ), n, Path(logs), (k, shards))
             for k in range(shards)
         ]
-        before = [calibrate.process_cpu_s(p.pid) or 0.0 for p, _ in started]
+        before = [process_cpu_s(p.pid) or 0.0 for p, _ in started]
         children = prof.run_crowd(limiter, n, ",".join(e for _, e in started),
                                   model=raw["model"], source=source, batch=batch,
                                   iterations=iterations)  # fmt: skip
         spent = sum(
-            (calibrate.process_cpu_s(p.pid) or 0.0) - b
-            for (p, _), b in zip(started, before, strict=True)
+            (process_cpu_s(p.pid) or 0.0) - b for (p, _), b in zip(started, before, strict=True)
         )
         for proc, _ in started:
             supervisor.stop(proc, grace_s=2.0)
-    shard_cpu = spent / (iterations + prof.LOOP_WARMUP_ITERATIONS)
+    shard_cpu = spent / (iterations + LOOP_WARMUP_ITERATIONS)
     return row_of(n, shards, children, shard_cpu, alone["step_cpu_s"], cores)
 
 
@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench.shared_cores import _positive_ints
     from emulator import cpu
-    from emulator import profile as prof
     from emulator.naming import SECRET_ENV
+    from emulator.profiling.document import machine_description
 
     parser = argparse.ArgumentParser(prog="python -m bench.shared_loop", description=__doc__)
     parser.add_argument("--workload", default="digits-mlp")
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         "workload": args.workload,
         "cores": cores,
         "iterations": args.iterations,
-        "machine": prof.machine_description(),
+        "machine": machine_description(),
         "cpu_share": status,
         "command": "python -m bench.shared_loop " + " ".join(argv or sys.argv[1:]),
     }

@@ -3,9 +3,9 @@
 It imports the worker module before anything else, as the emulator's runner does (stdlib
 only before it), so the import the child reports is `functions.worker.IMPORT_S`, the figure a
 run's worker reports as its cold start's import: the same start-up term by the same clock.
-Entered through emulator.profile instead, the child counted the interpreter and that module's
-own imports (the provisioner, numpy) too: 0.3-0.5 s more than a run's start-up on 2 cores
-(bench/predict 2026-11-26: the digits MLP's anchors read 2.61-2.85 s, its runs 2.48-2.52 s).
+Entered through the profiler's command line instead, the child counted the interpreter and the
+profiler's own imports (the provisioner, numpy) too: 0.3-0.5 s more than a run's start-up on 2
+cores (the digits MLP's readings 2.61-2.85 s, its runs 2.48-2.52 s).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from functions import worker  # noqa: F401  # first: its import is the cold star
 
 
 def main() -> int:
-    from emulator.profile import main as profile_main
+    from emulator.profiling import child
 
-    return profile_main(["--child", *sys.argv[1:]])
+    return child.main(sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ def peak_rss_mb() -> float:
 
 @dataclass(frozen=True)
 class ShardStep:
-    """The worker's own compute step (functions/worker.py `_compute`) on a loaded shard."""
+    """The worker's own compute step (functions/worker.py `compute_step`) on a loaded shard."""
 
     flat: models.FlatModel
     loss_fn: models.LossFn

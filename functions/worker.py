@@ -118,7 +118,9 @@ def _resync(run: _Run) -> int:
     return iteration
 
 
-def _compute(run: _Run, iteration: int) -> float:
+def compute_step(run: _Run, iteration: int) -> float:
+    """One step's compute: iteration's batch, forward, backward, the gradients flattened; the
+    loss. The profiler times this same step (emulator.profiling.child)."""
     task = run.task
     idx = datasets.batch_indices(task.seed, task.rank, iteration, task.local_batch, len(run.x))
     xb, yb = torch.from_numpy(run.x[idx]), torch.from_numpy(run.y[idx])
@@ -131,7 +133,7 @@ def _compute(run: _Run, iteration: int) -> float:
 
 def _step(run: _Run, iteration: int) -> None:
     t0 = time.perf_counter()
-    loss = _compute(run, iteration)
+    loss = compute_step(run, iteration)
     t1 = time.perf_counter()
     timing = run.exchange.step(iteration, run.flat.grads.numpy(), run.flat.params.numpy())
     t3 = time.perf_counter()

@@ -2,11 +2,12 @@
 
 Entries: `python -m provisioner` (its `run(argv)`), `python -m emulator` (its `main(argv)`; the
 run itself is replaced, so a case that slipped through validation fails instead of starting
-servers), `python -m emulator.profile`, `python -m emulator.calibrate` and `cdk synth -c
-key=value` (app.synth_job, as tests/stacks does, cdk.json context underneath), and `python -m
-functions.ps` (its `main(argv)`; the shard's start is replaced, so none listens). The cases live in
-tests/bad_inputs/, one file per entry point. docs/bad-inputs.md's table is this list: `python -m
-tests.test_bad_inputs` prints it, and a test fails when a row is missing there.
+servers), `python -m emulator.profile`, `python -m emulator.calibrate`, `python -m
+bench.lab.catalog_from_runs` and `cdk synth -c key=value` (app.synth_job, as tests/stacks does,
+cdk.json context underneath), and `python -m functions.ps` (its `main(argv)`; the shard's start
+is replaced, so none listens). The cases live in tests/bad_inputs/, one file per entry point.
+docs/bad-inputs.md's table is this list: `python -m tests.test_bad_inputs` prints it, and a test
+fails when a row is missing there.
 """
 
 from __future__ import annotations
@@ -22,15 +23,17 @@ from typing import Any
 
 import pytest
 
+import bench.lab.catalog_from_runs as catalog_from_runs_cli
 import emulator.__main__ as emulator_cli
 import emulator.calibrate as calibrate_cli
 import emulator.profile as profile_cli
 import functions.ps.cli as ps_cli
+from emulator.profiling import children as profile_children
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.cli import run as provisioner_run
 from provisioner.parse import MAX_SYNTHETIC_SAMPLES
 from tests.bad_inputs import (
-    calibrate_cases,
+    catalog_from_runs_cases,
     cdk_cases,
     emulator_cases,
     figure_cases,
@@ -45,7 +48,7 @@ TABLE = REPO / "docs" / "bad-inputs.md"
 CASES: list[Case] = [
     *plan_cases.CASES,
     *emulator_cases.CASES,
-    *calibrate_cases.CASES,
+    *catalog_from_runs_cases.CASES,
     *profile_cases.CASES,
     *cdk_cases.CASES,
     *ps_cases.CASES,
@@ -113,7 +116,7 @@ def run_case(case: Case, folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
         result = run_synth(context, str(folder / "cdk.out"))
         return result.code, result.stderr
     monkeypatch.setattr(emulator_cli, "run", _never_run)
-    monkeypatch.setattr(profile_cli, "measure_share", _never_run)  # refused before any timing
+    monkeypatch.setattr(profile_children, "measure_share", _never_run)  # refused before timing
     err = io.StringIO()
     monkeypatch.setattr(calibrate_cli, "measure", _never_run)
     monkeypatch.setattr(ps_cli.ParameterServer, "start", _never_run)  # refused before listening
@@ -123,7 +126,8 @@ def run_case(case: Case, folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
         monkeypatch.setenv("AWS_CONFIG_FILE", str(folder / "no-aws-config"))
         monkeypatch.setenv(ps_cases.SECRET_ENV, "bad-input-secret")
     main = {"plan": provisioner_run, "emulator": emulator_cli.main, "profile": profile_cli.main,
-            "calibrate": calibrate_cli.main, "ps": ps_cli.main}  # fmt: skip
+            "calibrate": calibrate_cli.main, "catalog_from_runs": catalog_from_runs_cli.main,
+            "ps": ps_cli.main}  # fmt: skip
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
             code = main[case.entry](args)

@@ -7,13 +7,14 @@ takes catalog/local.json and profiles/ as they are instead. Either way the figur
 kept beside the results (<name>-platform/), where a re-scoring reads them.
 
 Every round, just before its rows: each workload's rate at 0.5 and 1 vCPU and its start-up
-(emulator.profile.measure_anchor, a few children per share), which moves its profile half way in
-log speed to that speed, the whole way beyond the drift band (emulator.profile.ANCHOR_WEIGHT,
-ANCHOR_DRIFT_BAND say why), each point by the factor at its share. Two shares, not one: the
-CNN's runs at 0.56-0.72 vCPU did not speed up with a 1-vCPU reading alone. And the catalog's
-loop figures (emulator.calibrate.measure_loop_now: the round trip, the client's CPU share of an
-exchange, the shard's CPU per exchange) and the load's CPU-bound part (measure_load_now), which
-drift between hours as much as the grids' fits move, written into the round's catalog.
+(emulator.profiling.reading.measure_reading, a few children per share), which moves its profile
+half way in log speed to that speed, the whole way beyond the drift band
+(bench.lab.anchor.ANCHOR_WEIGHT, ANCHOR_DRIFT_BAND say why), each point by the factor at its
+share. Two shares, not one: the CNN's runs at 0.56-0.72 vCPU did not speed up with a 1-vCPU
+reading alone. And the catalog's loop figures (bench.lab.catalog_anchor.measure_loop_now: the
+round trip, the client's CPU share of an exchange, the shard's CPU per exchange) and the load's
+CPU-bound part (measure_load_now), which drift between hours as much as the grids' fits move,
+written into the round's catalog.
 """
 
 from __future__ import annotations
@@ -26,16 +27,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from emulator.calibrate import (
+from bench.lab.anchor import write_anchored
+from bench.lab.catalog_anchor import (
     LOOP_FIGURES,
-    here_today,
     load_anchored,
     loop_anchored,
     measure_load_now,
     measure_loop_now,
-    write_catalog,
 )
-from emulator.profile import write_anchored
+from emulator.calibration.catalog import here_today, write_catalog
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # What anchor_catalog reads again each round, as the results' meta keeps it, and the section of
@@ -83,8 +83,8 @@ def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, d
 
 
 def anchor_catalog(start: Path, endpoint: Any, work: Path, out: Path, k: int) -> Path:
-    """Read the catalog's loop figures now (emulator.calibrate.measure_loop_now: the round trip,
-    the client's CPU share, the shard's CPU per exchange) and the load's CPU-bound part
+    """Read the catalog's loop figures now (bench.lab.catalog_anchor.measure_loop_now: the round
+    trip, the client's CPU share, the shard's CPU per exchange) and the load's CPU-bound part
     (measure_load_now), and write the catalog `start` with them at `out` (checked that it
     loads, whole or not at all), round k's catalog; its path."""
     doc = json.loads(start.read_text())

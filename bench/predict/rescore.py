@@ -4,7 +4,7 @@ model change is checked against an hour of measurements in a second.
 
 What-ifs, each named in the table: `--set SECTION.FIELD=VALUE` changes a catalog figure (one a
 new calibration would add or move); `--anchor-weight W` applies each run's anchor again at W
-(emulator.profile.ANCHOR_WEIGHT), from the readings the run kept; `--profile WORKLOAD=PATH`
+(bench.lab.anchor.ANCHOR_WEIGHT), from the readings the run kept; `--profile WORKLOAD=PATH`
 puts another profile of the workload (a re-profile) in place of the run's start profile, moved
 by those same readings, so a new profile is checked on measurements taken before it.
 """
@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.lab.anchor import ANCHOR_WEIGHT, anchored_profile
 from bench.predict.cases import INVOCATION_LIMIT_S, LOCAL_ARCH, LOCAL_PS, TERMS, case_of
 from bench.predict.rows import accuracies, error_shares
-from emulator.profile import ANCHOR_WEIGHT, anchored_profile
 from provisioner import load_profile
 from provisioner.catalog import Catalog, catalog_from_dict, curve_points
 from provisioner.planner import RunRules, predict_run

@@ -238,7 +238,7 @@ def anchor_lines(meta: dict[str, Any]) -> list[str]:
             "",
             "Anchors: before its rows in every round, each workload's rate at the anchored shares "
             "and its start-up were measured again and its profile moved to that speed "
-            "(emulator.profile.anchored_profile); speed factor per round, over the profile's: "
+            "(bench.lab.anchor.anchored_profile); speed factor per round, over the profile's: "
             f"{anchor_factors_text(meta['anchors'])}.",
         ]
     if meta.get("loop_anchors"):
@@ -246,7 +246,7 @@ def anchor_lines(meta: dict[str, Any]) -> list[str]:
             "",
             "Loop anchors: in every round, before its rows, the catalog's round trip, the "
             "client's CPU share of an exchange and the shard's CPU per exchange were read again "
-            "(emulator.calibrate.measure_loop_now), in grids that list it also the load's "
+            "(bench.lab.catalog_anchor.measure_loop_now), in grids that list it also the load's "
             "CPU-bound part (measure_load_now), and the round's rows planned and "
             f"predicted on the catalog with them (<name>-platform/anchors/local-round<k>.json): "
             f"{loop_anchors_text(meta['loop_anchors'])}.",

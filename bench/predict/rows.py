@@ -70,7 +70,7 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     row["run_configurations"] = [{f: r[f] for f in RUN_CONFIGURATION} for r in runs]
     row["measured_totals_s"] = [r["terms"]["total"]["measured_s"] for r in runs]
     # each run's own prediction (its round's anchored profile) and deadline: how far a run lands
-    # past its prediction is what emulator/slack.py reads a machine's slack from
+    # past its prediction is what bench/lab/slack.py reads a machine's slack from
     row["predicted_totals_s"] = [r["terms"]["total"]["predicted_local_s"] for r in runs]
     row["deadlines_s"] = [r["deadline_s"] for r in runs]
     met = [r["met_deadline"] for r in runs]

@@ -23,6 +23,7 @@ PROGRAMS = {
     "cdk": "cdk synth",
     "profile": "python -m emulator.profile",
     "calibrate": "python -m emulator.calibrate",
+    "catalog_from_runs": "python -m bench.lab.catalog_from_runs",
     "ps": "python -m functions.ps",
 }
 
@@ -94,10 +95,10 @@ def ps_case(*args: str, says: str, given: str = "") -> Case:
 def slack_case(
     catalog: str, runs: str, says: str, given: str, option: str = "--slack-from"
 ) -> Case:
-    """python -m emulator.calibrate --out {dir}/CATALOG OPTION {dir}/RUNS (--slack-from, or
-    --init-cores-from)"""
+    """python -m bench.lab.catalog_from_runs --out {dir}/CATALOG OPTION {dir}/RUNS
+    (--slack-from, or --init-cores-from)"""
     args = ("--out", f"{{dir}}/{catalog}", option, f"{{dir}}/{runs}")
-    return Case("calibrate", args, 2, says, given=given)
+    return Case("catalog_from_runs", args, 2, says, given=given)
 
 
 def cdk(*args: str, says: str, code: int = 2, given: str = "") -> Case:

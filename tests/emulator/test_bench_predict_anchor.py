@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import bench.predict as bp
-from emulator import calibrate
+from bench.lab import catalog_anchor
+from emulator.calibration import ps_probe
 from emulator.s3server import S3Endpoint
 from provisioner.catalog import load_catalog
 from tests.emulator.leftovers import survivors
@@ -29,7 +30,7 @@ def test_a_rounds_anchor_reads_real_shards_and_loads_and_writes_a_catalog_that_l
     anchor_s = time.perf_counter() - t0
     catalog = load_catalog(out)
     doc = json.loads(out.read_text())
-    for field in calibrate.LOOP_FIGURES:
+    for field in catalog_anchor.LOOP_FIGURES:
         figure = doc["network"][field]
         assert figure["source"].startswith("round 3's anchor of bench.predict, ")
         assert math.isfinite(figure["value"]) and figure["value"] >= 0, field
@@ -37,13 +38,13 @@ def test_a_rounds_anchor_reads_real_shards_and_loads_and_writes_a_catalog_that_l
     # every core for the anchor's whole wall time (plus one 10 ms /proc tick) whatever the
     # machine's speed or load; a unit slip (ms for s) would not fit.
     cores = len(os.sched_getaffinity(0))
-    assert 0 < catalog.ps_request_cpu_s * calibrate.LOOP_EXCHANGES <= anchor_s * cores + 0.01
+    assert 0 < catalog.ps_request_cpu_s * ps_probe.LOOP_EXCHANGES <= anchor_s * cores + 0.01
     assert 0 < catalog.exchange_cpu_fraction <= 1
     load = doc["lambda"]["load_cpu_s"]
     assert load["source"].startswith("round 3's anchor of bench.predict, ")
     # a real first load (S3 client, two GETs, np.load): not 0, and inside the anchor's wall
     assert 0 < catalog.load_cpu_s < anchor_s
-    kept = {f: doc["network"][f]["value"] for f in calibrate.LOOP_FIGURES}
+    kept = {f: doc["network"][f]["value"] for f in catalog_anchor.LOOP_FIGURES}
     assert bp.anchored_figures_of(out) == {**kept, "load_cpu_s": load["value"]}
     start_doc = json.loads(start.read_text())
     for section in ("lambda", "network"):  # only the anchored figures move

@@ -16,17 +16,18 @@ from typing import Any
 
 import pytest
 
+from bench.lab.catalog_anchor import LOOP_FIGURES
 from emulator import calibrate
-from emulator import slack as slack_runs
+from emulator.calibration import catalog, fits, measurements, ps_probe, runner_probe, timing
 from provisioner.catalog import CATALOG_DIR, catalog_from_dict, load_catalog, resolve_data_path
 from tests.emulator.leftovers import survivors
 
 REFERENCE = json.loads((CATALOG_DIR / "lambda-2025.json").read_text(encoding="utf-8"))
-WHERE = calibrate.Provenance(machine="Test CPU, 2 cores", date="2026-11-23")
+WHERE = catalog.Provenance(machine="Test CPU, 2 cores", date="2026-11-23")
 TAGS = {"measured", "policy", "copied"}
 
 
-def _measurements(**changes: Any) -> calibrate.Measurements:
+def fake_measurements(**changes: Any) -> measurements.Measurements:
     values: dict[str, Any] = {
         "cores": 2,
         "total_vcpu": 1.5,
@@ -55,7 +56,7 @@ def _measurements(**changes: Any) -> calibrate.Measurements:
         "repeats": 3,
     }
     values.update(changes)
-    return calibrate.Measurements(**values)
+    return measurements.Measurements(**values)
 
 
 def _figures(node: Any, where: str = "") -> list[tuple[str, dict[str, Any]]]:
@@ -76,7 +77,7 @@ def _figures(node: Any, where: str = "") -> list[tuple[str, dict[str, Any]]]:
 def test_fit_exchange_recovers_rtt_and_bandwidth_exactly() -> None:
     sizes_mb = [0.07, 1.0, 10.0, 40.0]
     times_s = [2 * 0.0004 + 2 * d / 850.0 for d in sizes_mb]
-    fit = calibrate.fit_exchange(sizes_mb, times_s)
+    fit = fits.fit_exchange(sizes_mb, times_s)
     assert fit.latency_s == pytest.approx(0.0004, rel=1e-9)
     assert fit.mb_s == pytest.approx(850.0, rel=1e-9)
     assert (fit.bound, fit.note) == (False, "")
@@ -84,22 +85,22 @@ def test_fit_exchange_recovers_rtt_and_bandwidth_exactly() -> None:
 
 def test_the_round_trip_is_a_small_exchange_less_its_transfer() -> None:
     # 0.07 MB each way at 700 MB/s is 0.2 ms of the 0.5 ms exchange: 0.15 ms each way
-    assert calibrate.rtt_from_exchange_s(0.07, 0.0005, 700.0) == pytest.approx(0.00015)
+    assert fits.rtt_from_exchange_s(0.07, 0.0005, 700.0) == pytest.approx(0.00015)
     # noise can make the exchange look faster than its bytes: no negative round trip
-    assert calibrate.rtt_from_exchange_s(0.07, 0.0001, 700.0) == 0.0
+    assert fits.rtt_from_exchange_s(0.07, 0.0001, 700.0) == 0.0
 
 
 def test_fit_request_recovers_latency_and_bandwidth_exactly() -> None:
     sizes_mb = [0.064, 1.0, 8.0, 32.0]
     times_s = [0.003 + d / 420.0 for d in sizes_mb]
-    fit = calibrate.fit_request(sizes_mb, times_s)
+    fit = fits.fit_request(sizes_mb, times_s)
     assert fit.latency_s == pytest.approx(0.003, rel=1e-9)
     assert fit.mb_s == pytest.approx(420.0, rel=1e-9)
     assert (fit.bound, fit.note) == (False, "")
 
 
 def test_fit_reads_a_negative_intercept_as_zero_latency() -> None:
-    fit = calibrate.fit_exchange([1.0, 2.0], [0.0019, 0.0039])
+    fit = fits.fit_exchange([1.0, 2.0], [0.0019, 0.0039])
     assert fit.latency_s == 0.0
     assert fit.mb_s == pytest.approx(1000.0)
     assert not fit.bound
@@ -108,7 +109,7 @@ def test_fit_reads_a_negative_intercept_as_zero_latency() -> None:
 def test_fit_refuses_samples_at_one_size() -> None:
     """One size is the caller's mistake, not the machine's noise: no slope exists to bound."""
     with pytest.raises(ValueError, match="two or more distinct sizes"):
-        calibrate.fit_exchange([1.0, 1.0], [0.1, 0.2])
+        fits.fit_exchange([1.0, 1.0], [0.1, 0.2])
 
 
 # Timings a fast or busy machine gives: the same time at every size (the bytes lost in the
@@ -125,7 +126,7 @@ UNMEASURABLE = {
 @pytest.mark.parametrize("case", sorted(UNMEASURABLE))
 @pytest.mark.parametrize(
     ("fit", "legs", "what"),
-    [(calibrate.fit_exchange, 2, "exchange"), (calibrate.fit_request, 1, "request")],
+    [(fits.fit_exchange, 2, "exchange"), (fits.fit_request, 1, "request")],
 )
 def test_a_time_that_does_not_grow_with_size_gives_the_bound_and_says_so(
     case: str, fit: Any, legs: int, what: str
@@ -144,15 +145,15 @@ def test_a_time_that_does_not_grow_with_size_gives_the_bound_and_says_so(
 
 
 def test_the_bound_names_why_the_slope_was_not_used() -> None:
-    assert "does not grow with size" in calibrate.fit_request([1.0, 2.0], [0.2, 0.1]).note
-    shallow = calibrate.fit_request(*UNMEASURABLE["jitter"]).note
+    assert "does not grow with size" in fits.fit_request([1.0, 2.0], [0.2, 0.1]).note
+    shallow = fits.fit_request(*UNMEASURABLE["jitter"]).note
     assert "within a busy machine's jitter (under 10%)" in shallow
     assert "B ≥ 1·d/t of the largest size (32 MB in 0.0104 s)" in shallow
 
 
 def test_a_time_of_zero_is_a_clock_that_did_not_tick_not_an_infinite_bandwidth() -> None:
-    fit = calibrate.fit_request([0.064, 8.0], [0.0, 0.0])
-    assert fit.bound and math.isfinite(fit.mb_s) and fit.mb_s == 8.0 / calibrate.MIN_TIME_S
+    fit = fits.fit_request([0.064, 8.0], [0.0, 0.0])
+    assert fit.bound and math.isfinite(fit.mb_s) and fit.mb_s == 8.0 / fits.MIN_TIME_S
 
 
 def test_median_rounds_times_every_size_once_a_round_in_turn() -> None:
@@ -167,14 +168,14 @@ def test_median_rounds_times_every_size_once_a_round_in_turn() -> None:
 
         return timed
 
-    assert calibrate.median_rounds([timer("a"), timer("b")], 3) == [2.0, 8.0]
+    assert timing.median_rounds([timer("a"), timer("b")], 3) == [2.0, 8.0]
     assert calls == ["a", "b"] * 3
 
 
 def test_grown_adds_a_larger_size_up_to_the_cap() -> None:
-    assert calibrate.grown((0.07, 8.0)) == (0.07, 8.0, 32.0)
-    assert calibrate.grown((0.07, 8.0, 32.0)) == (0.07, 8.0, 32.0, calibrate.GROWTH_MAX_MB)
-    assert calibrate.grown(calibrate.PS_SIZES_MB) == calibrate.PS_SIZES_MB  # at the cap already
+    assert fits.grown((0.07, 8.0)) == (0.07, 8.0, 32.0)
+    assert fits.grown((0.07, 8.0, 32.0)) == (0.07, 8.0, 32.0, fits.GROWTH_MAX_MB)
+    assert fits.grown(ps_probe.PS_SIZES_MB) == ps_probe.PS_SIZES_MB  # at the cap already
 
 
 def test_fit_growing_takes_a_larger_size_and_more_rounds_until_the_time_grows() -> None:
@@ -188,7 +189,7 @@ def test_fit_growing_takes_a_larger_size_and_more_rounds_until_the_time_grows() 
             return [0.004 for _ in sizes]
         return [0.001 + d / 500.0 for d in sizes]
 
-    fit = calibrate.fit_growing(median_times, (0.064, 8.0), 3, calibrate.fit_request)
+    fit = fits.fit_growing(median_times, (0.064, 8.0), 3, fits.fit_request)
     assert asked == [((0.064, 8.0), 3), ((0.064, 8.0, 32.0), 6)]
     assert not fit.bound and fit.mb_s == pytest.approx(500.0)
     assert fit.note == "read at attempt 2 of 3 (sizes 0.064/8/32 MB, median of 6 rounds)"
@@ -201,7 +202,7 @@ def test_fit_growing_ends_in_the_bound_of_its_last_attempt_and_never_raises() ->
         asked.append((tuple(sizes), rounds))
         return [0.004 for _ in sizes]
 
-    fit = calibrate.fit_growing(flat, (0.07, 8.0), 3, calibrate.fit_exchange)
+    fit = fits.fit_growing(flat, (0.07, 8.0), 3, fits.fit_exchange)
     assert [rounds for _, rounds in asked] == [3, 6, 12]
     assert asked[-1][0] == (0.07, 8.0, 32.0, 40.0)
     assert fit.bound and fit.mb_s == pytest.approx(2 * 40.0 / 0.004)
@@ -213,36 +214,36 @@ def test_a_first_attempt_fit_has_no_note() -> None:
     def growing(sizes: Any, rounds: int) -> list[float]:
         return [0.001 + d / 500.0 for d in sizes]
 
-    fit = calibrate.fit_growing(growing, (0.064, 8.0), 3, calibrate.fit_request)
+    fit = fits.fit_growing(growing, (0.064, 8.0), 3, fits.fit_request)
     assert (fit.bound, fit.note) == (False, "")
 
 
 def test_aggregate_counts_every_client_both_ways() -> None:
     # 4 clients × (10 MB up + 10 MB down) moved in 0.08 s once the two round trips are taken off
-    fit = calibrate.aggregate_mb_s(4, 10.0, 0.08 + 2 * 0.001, 0.001)
+    fit = fits.aggregate_mb_s(4, 10.0, 0.08 + 2 * 0.001, 0.001)
     assert fit.mb_s == pytest.approx(1000.0) and not fit.bound
 
 
 def test_an_exchange_no_longer_than_its_round_trips_gives_the_bound() -> None:
     """Noise made the round trip read longer than a whole exchange: the round trips are taken
     as 0, which bounds the bandwidth from below, and the note says so."""
-    fit = calibrate.aggregate_mb_s(2, 1.0, 0.001, 0.001)
+    fit = fits.aggregate_mb_s(2, 1.0, 0.001, 0.001)
     assert fit.bound and fit.mb_s == pytest.approx(2 * 2 * 1.0 / 0.001)
     assert fit.note.startswith("fallback, the 2-client exchange of 0.001000 s is not longer")
 
 
-def _fallback_measurements() -> calibrate.Measurements:
+def _fallback_measurements() -> measurements.Measurements:
     """Measurements from the synthetic timings above: every bandwidth a fallback."""
-    ps = calibrate.fit_exchange(*UNMEASURABLE["flat"])
-    get = calibrate.fit_request(*UNMEASURABLE["decreasing"])
-    put = calibrate.fit_request(*UNMEASURABLE["jitter"])
-    checkpoint = calibrate.fit_request(*UNMEASURABLE["spike"])
-    aggregate = calibrate.aggregate_mb_s(4, 8.0, 0.0001, 0.001)
-    fits = {"ps": ps, "aggregate": aggregate, "s3_get": get, "s3_put": put,
-            "checkpoint": checkpoint}  # fmt: skip
-    return _measurements(
+    ps = fits.fit_exchange(*UNMEASURABLE["flat"])
+    get = fits.fit_request(*UNMEASURABLE["decreasing"])
+    put = fits.fit_request(*UNMEASURABLE["jitter"])
+    checkpoint = fits.fit_request(*UNMEASURABLE["spike"])
+    aggregate = fits.aggregate_mb_s(4, 8.0, 0.0001, 0.001)
+    notes = {"ps": ps, "aggregate": aggregate, "s3_get": get, "s3_put": put,
+             "checkpoint": checkpoint}  # fmt: skip
+    return fake_measurements(
         ps_mb_s=ps.mb_s,
-        ps_rtt_s=calibrate.rtt_from_exchange_s(0.07, 0.0003, ps.mb_s),
+        ps_rtt_s=fits.rtt_from_exchange_s(0.07, 0.0003, ps.mb_s),
         ps_aggregate_mb_s=max(ps.mb_s, aggregate.mb_s),
         s3_get_latency_s=get.latency_s,
         s3_get_mb_s=get.mb_s,
@@ -250,14 +251,14 @@ def _fallback_measurements() -> calibrate.Measurements:
         s3_put_mb_s=put.mb_s,
         checkpoint_latency_s=checkpoint.latency_s,
         checkpoint_mb_s=checkpoint.mb_s,
-        fit_notes=tuple((key, fit.note) for key, fit in fits.items()),
+        fit_notes=tuple((key, fit.note) for key, fit in notes.items()),
     )
 
 
 def test_a_catalog_of_fallbacks_is_written_sound_and_names_each_fallback(tmp_path: Path) -> None:
     out = tmp_path / "local.json"
-    doc = calibrate.build_catalog(_fallback_measurements(), REFERENCE, WHERE)
-    calibrate.write_catalog(doc, out)
+    doc = catalog.build_catalog(_fallback_measurements(), REFERENCE, WHERE)
+    catalog.write_catalog(doc, out)
     cat = load_catalog(out)
     for value in (cat.function_ps_mb_s, cat.s3_max_mb_s, cat.s3_put_mb_s, cat.ps_s3_mb_s,
                   cat.ps_type("loopback").baseline_gbps, cat.per_flow_cap_gbps):  # fmt: skip
@@ -284,18 +285,18 @@ def test_a_catalog_of_fallbacks_is_written_sound_and_names_each_fallback(tmp_pat
         assert sources[where].startswith(why), where
     assert not any("fallback" in source for where, source in sources.items()
                    if where not in fallbacks)  # fmt: skip
-    plain = calibrate.build_catalog(_measurements(), REFERENCE, WHERE)
+    plain = catalog.build_catalog(fake_measurements(), REFERENCE, WHERE)
     assert not any("fallback" in fig["source"] for _, fig in _figures(plain))
 
 
 def test_memory_max_is_the_workers_cores_at_1769_mb_each_but_at_least_128() -> None:
-    assert calibrate.memory_max_mb(1.5) == 2653  # floor(1.5 × 1769)
-    assert calibrate.memory_max_mb(0.05) == 128
+    assert fits.memory_max_mb(1.5) == 2653  # floor(1.5 × 1769)
+    assert fits.memory_max_mb(0.05) == 128
 
 
 # -- the catalog ---------------------------------------------------------------------------------
 def test_catalog_loads_with_the_local_platforms_fixed_choices() -> None:
-    cat = catalog_from_dict(calibrate.build_catalog(_measurements(), REFERENCE, WHERE))
+    cat = catalog_from_dict(catalog.build_catalog(fake_measurements(), REFERENCE, WHERE))
     ref = catalog_from_dict(REFERENCE)
     assert cat.name == "local"
     assert cat.mb_per_vcpu == 1769
@@ -313,7 +314,7 @@ def test_catalog_loads_with_the_local_platforms_fixed_choices() -> None:
     assert (cat.concurrency_limit, cat.unreserved_concurrency_min, cat.ps_max_shards) == (8, 0, 4)
     assert cat.restart_s == 0.2
     # runs here land up to 1.19× their predictions: plans hold 20% of a deadline back
-    assert cat.default_slack == calibrate.DEFAULT_SLACK == 0.2
+    assert cat.default_slack == catalog.DEFAULT_SLACK == 0.2
     # prices copied, so the planner's objective is the one of lambda-2025
     # only the machine's own architecture (the emulator cannot run the other one's workers)
     assert cat.architectures == tuple(a for a in ref.architectures if a.arch == "x86_64")
@@ -323,73 +324,55 @@ def test_catalog_loads_with_the_local_platforms_fixed_choices() -> None:
 
 
 def test_an_unread_shard_cpu_is_left_out_and_reads_as_zero() -> None:
-    doc = calibrate.build_catalog(_measurements(ps_request_cpu_s=None), REFERENCE, WHERE)
+    doc = catalog.build_catalog(fake_measurements(ps_request_cpu_s=None), REFERENCE, WHERE)
     assert "ps_request_cpu_s" not in doc["network"]
     assert catalog_from_dict(doc).ps_request_cpu_s == 0.0
 
 
 def test_a_loop_reading_gives_the_round_trip_less_the_bytes_and_the_cpu_it_read() -> None:
-    reading = calibrate.LoopReading(exchange_s=0.0006, cpu_fraction=0.4, ps_request_cpu_s=2e-4)
-    figures = calibrate.loop_figures(reading, 0.07, 700.0)  # 2 × 0.07 MB at 700 MB/s = 0.2 ms
+    reading = ps_probe.LoopReading(exchange_s=0.0006, cpu_fraction=0.4, ps_request_cpu_s=2e-4)
+    figures = ps_probe.loop_figures(reading, 0.07, 700.0)  # 2 × 0.07 MB at 700 MB/s = 0.2 ms
     assert figures == {
         "function_ps_rtt_s": pytest.approx(0.0002),
         "exchange_cpu_fraction": 0.4,
         "ps_request_cpu_s": 2e-4,
     }
-    assert set(figures) == set(calibrate.LOOP_FIGURES)
-    unread = calibrate.LoopReading(exchange_s=0.0006, cpu_fraction=0.4, ps_request_cpu_s=None)
-    assert "ps_request_cpu_s" not in calibrate.loop_figures(unread, 0.07, 700.0)
-
-
-def test_a_loop_anchored_catalog_changes_only_the_figures_read_and_says_where() -> None:
-    doc = calibrate.build_catalog(_measurements(), REFERENCE, WHERE)
-    before = json.dumps(doc)
-    figures = {"function_ps_rtt_s": 0.00012, "ps_request_cpu_s": 0.0002345678}
-    out = calibrate.loop_anchored(doc, figures, "round 2's anchor", WHERE)
-    assert json.dumps(doc) == before  # the start catalog is not touched
-    assert out["network"]["function_ps_rtt_s"]["value"] == 0.00012
-    assert out["network"]["ps_request_cpu_s"]["value"] == 0.000235
-    assert out["network"]["ps_request_cpu_s"]["source"].startswith("round 2's anchor: 1000 ")
-    assert out["network"]["ps_request_cpu_s"]["unit"] == "CPU s per push+pull"
-    assert out["network"]["function_ps_rtt_s"]["date"] == WHERE.date
-    for section in ("lambda", "parameter_servers"):
-        assert out[section] == doc[section]
-    exchange = out["network"]["exchange_cpu_fraction"]
-    assert exchange == doc["network"]["exchange_cpu_fraction"]  # not read: kept
-    assert catalog_from_dict(out).ps_request_cpu_s == 0.000235
+    assert set(figures) == set(LOOP_FIGURES)
+    unread = ps_probe.LoopReading(exchange_s=0.0006, cpu_fraction=0.4, ps_request_cpu_s=None)
+    assert "ps_request_cpu_s" not in ps_probe.loop_figures(unread, 0.07, 700.0)
 
 
 def test_process_cpu_is_read_from_proc_and_none_for_no_process() -> None:
-    spent = calibrate.process_cpu_s(os.getpid())
+    spent = ps_probe.process_cpu_s(os.getpid())
     assert spent is not None and 0 < spent <= time.process_time() + 0.02  # 10 ms clock ticks
-    assert calibrate.process_cpu_s(2**22 + 1) is None  # above pid_max: never a process
+    assert ps_probe.process_cpu_s(2**22 + 1) is None  # above pid_max: never a process
 
 
 def test_catalog_writes_the_figures_the_model_engineer_adds() -> None:
-    doc = calibrate.build_catalog(_measurements(), REFERENCE, WHERE)
+    doc = catalog.build_catalog(fake_measurements(), REFERENCE, WHERE)
     lam = doc["lambda"]
     assert lam["cpu_throttle_period_s"]["value"] == 0.02
     assert lam["total_vcpu"]["value"] == 1.5
     # the cores n cold starts at once effectively shared (measured, not the machine's count)
     assert lam["init_cores"]["value"] == 1.55
-    assert calibrate.catalog_from_dict(doc).init_cores == 1.55
+    assert catalog.catalog_from_dict(doc).init_cores == 1.55
     assert "init_cores_by_n" not in lam  # not measured per n: init_cores at every n
-    per_n = calibrate.build_catalog(
-        _measurements(init_cores_by_n=((2, 2.0), (4, 1.55), (8, 1.9))), REFERENCE, WHERE
+    per_n = catalog.build_catalog(
+        fake_measurements(init_cores_by_n=((2, 2.0), (4, 1.55), (8, 1.9))), REFERENCE, WHERE
     )
     assert per_n["lambda"]["init_cores_by_n"]["value"] == [[2, 2.0], [4, 1.55], [8, 1.9]]
-    assert calibrate.catalog_from_dict(per_n).init_cores_by_n == ((2, 2), (4, 1.55), (8, 1.9))
+    assert catalog.catalog_from_dict(per_n).init_cores_by_n == ((2, 2), (4, 1.55), (8, 1.9))
     # the steps share every core (2 here), where the memories add up to total_vcpu at most
-    assert calibrate.catalog_from_dict(doc).compute_cores == float(_measurements().cores)
+    assert catalog.catalog_from_dict(doc).compute_cores == float(fake_measurements().cores)
     assert doc["parameter_servers"]["candidates"][0]["burst_s"]["value"] == 0
     assert (lam["cold_start_s"]["value"], lam["warm_start_s"]["value"]) == (1.8, 0.005)
     assert lam["load_cpu_s"]["value"] == 0.3
-    assert calibrate.catalog_from_dict(doc).load_cpu_s == 0.3
+    assert catalog.catalog_from_dict(doc).load_cpu_s == 0.3
     assert lam["cpu_share_achieved_ratio"]["tag"] == "measured"
 
 
 def test_every_figure_carries_method_machine_date_and_a_local_tag() -> None:
-    doc = calibrate.build_catalog(_measurements(), REFERENCE, WHERE)
+    doc = catalog.build_catalog(fake_measurements(), REFERENCE, WHERE)
     figures = _figures(doc)
     assert len(figures) > 40
     for where, fig in figures:
@@ -403,8 +386,8 @@ def test_every_figure_carries_method_machine_date_and_a_local_tag() -> None:
 
 
 def test_an_unmeasurable_cpu_share_is_recorded_as_an_assumption() -> None:
-    doc = calibrate.build_catalog(
-        _measurements(cpu_share_ratio=None, cpu_share_note="no cgroup v1 cpu controller at /x"),
+    doc = catalog.build_catalog(
+        fake_measurements(cpu_share_ratio=None, cpu_share_note="no cgroup v1 cpu controller at /x"),
         REFERENCE,
         WHERE,
     )
@@ -415,13 +398,13 @@ def test_an_unmeasurable_cpu_share_is_recorded_as_an_assumption() -> None:
 
 def test_write_catalog_loads_and_a_bad_document_leaves_the_old_file(tmp_path: Path) -> None:
     out = tmp_path / "local.json"
-    calibrate.write_catalog(calibrate.build_catalog(_measurements(), REFERENCE, WHERE), out)
+    catalog.write_catalog(catalog.build_catalog(fake_measurements(), REFERENCE, WHERE), out)
     assert load_catalog(out).name == "local"
     before = out.read_bytes()
-    broken = calibrate.build_catalog(_measurements(), REFERENCE, WHERE)
+    broken = catalog.build_catalog(fake_measurements(), REFERENCE, WHERE)
     del broken["network"]["function_ps_mb_s"]
     with pytest.raises(ValueError, match="function_ps_mb_s"):
-        calibrate.write_catalog(broken, out)
+        catalog.write_catalog(broken, out)
     assert out.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["local.json"]
 
@@ -450,64 +433,6 @@ def test_bad_out_is_one_line_and_exit_2(
     assert list(tmp_path.iterdir()) == []
 
 
-def _runs(folder: Path, ratios: list[float]) -> Path:
-    """Finished runs' reports under `folder`, one per ratio of measured to predicted total."""
-    for i, ratio in enumerate(ratios):
-        run = folder / f"case-{i}"
-        run.mkdir(parents=True)
-        total = {"term": "total", "predicted_local_s": 10.0, "measured_s": 10.0 * ratio}
-        report = {"run_id": f"r{i}", "status": "done", "terms": [total]}
-        (run / "report.json").write_text(json.dumps(report))
-    return folder
-
-
-def test_slack_from_runs_rewrites_only_the_catalogs_default_slack(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Thirty runs landing at 0.9-1.1× their prediction call for the slack emulator.slack
-    reads from them; the catalog's other figures stay as `make calibrate` wrote them, and the
-    slack's figure says it was measured and from what."""
-    out = tmp_path / "local.json"
-    calibrate.write_catalog(calibrate.build_catalog(_measurements(), REFERENCE, WHERE), out)
-    before = json.loads(out.read_text())
-    runs = _runs(tmp_path / "runs", [0.9, 1.1] * 15)
-    assert calibrate.main(["--out", str(out), "--slack-from", str(runs)]) == 0
-    after = json.loads(out.read_text())
-    figure = after["orchestration"].pop("default_slack")
-    before["orchestration"].pop("default_slack")
-    assert after == before
-    expected = slack_runs.slack_for([0.9, 1.1] * 15).slack
-    assert figure["value"] == expected and load_catalog(out).default_slack == expected > 0.2
-    assert figure["tag"] == "measured" and "from 30 finished runs" in figure["source"]
-    assert f"default_slack {expected:.0%} from 30 runs" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    ("given", "expected"),
-    [
-        ("few", "5 runs too few to read a slack from"),
-        ("none", "holds no finished run"),
-        ("no-catalog", "cannot be read (FileNotFoundError)"),
-    ],
-)
-def test_bad_slack_from_is_one_line_exit_2_and_keeps_the_catalog(
-    given: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    out = tmp_path / "local.json"
-    if given != "no-catalog":
-        calibrate.write_catalog(calibrate.build_catalog(_measurements(), REFERENCE, WHERE), out)
-    before = out.read_bytes() if out.exists() else None
-    runs = _runs(tmp_path / "runs", [1.0] * (5 if given == "few" else 25))
-    if given == "none":
-        runs = tmp_path / "runs" / "case-0" / "empty"
-        runs.mkdir()
-    assert calibrate.main(["--out", str(out), "--slack-from", str(runs)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and expected in err and "Traceback" not in err
-    assert (out.read_bytes() if out.exists() else None) == before
-
-
-# -- end to end ------------------------------------------------------------------------------------
 def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> None:
     marker = f"calibrate-test-{uuid.uuid4().hex}"
     out = tmp_path / "local.json"
@@ -549,7 +474,7 @@ def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> No
         assert key in measured, key
     cores = len(os.sched_getaffinity(0))
     by_n = measured.pop(".lambda.init_cores_by_n")  # the one curve: [n, cores] per n
-    assert [n for n, _ in by_n] == list(calibrate.init_counts(cores))
+    assert [n for n, _ in by_n] == list(runner_probe.init_counts(cores))
     assert all(1.0 <= c <= cores for _, c in by_n)
     assert cat.init_cores_by_n == tuple((float(n), float(c)) for n, c in by_n)
     for where, value in measured.items():
@@ -575,7 +500,7 @@ def test_a_failed_measurement_is_one_line_and_keeps_the_old_catalog(
 
     folders: list[Path] = []
 
-    def fail(quick: bool, work: Path) -> calibrate.Measurements:
+    def fail(quick: bool, work: Path) -> measurements.Measurements:
         folders.append(work)
         (work / "weed.log").write_text("the server's last words")
         raise TimeoutError("no 'READY' line within 60.0 s")
@@ -596,18 +521,18 @@ def test_a_failed_measurement_is_one_line_and_keeps_the_old_catalog(
 
 
 def test_init_counts_are_one_two_and_four_runners_a_core_up_to_the_concurrency_limit() -> None:
-    assert calibrate.CONCURRENCY_LIMIT == 8
-    assert calibrate.init_counts(1) == (1, 2, 4)
-    assert calibrate.init_counts(2) == (2, 4, 8)
-    assert calibrate.init_counts(4) == (4, 8)  # not 16 runners: no plan starts more than 8
-    assert calibrate.init_counts(16) == (8,)
+    assert runner_probe.CONCURRENCY_LIMIT == 8
+    assert runner_probe.init_counts(1) == (1, 2, 4)
+    assert runner_probe.init_counts(2) == (2, 4, 8)
+    assert runner_probe.init_counts(4) == (4, 8)  # not 16 runners: no plan starts more than 8
+    assert runner_probe.init_counts(16) == (8,)
 
 
 def test_the_single_init_cores_figure_is_the_curve_at_two_runners_a_core() -> None:
     curve = ((2, 1.5), (4, 1.7), (8, 1.9))
-    assert calibrate.single_init_cores(curve, 2) == pytest.approx(1.7)  # measured at 4
-    assert calibrate.single_init_cores(curve, 3) == pytest.approx(1.8)  # between 4 and 8
-    assert calibrate.single_init_cores(((8, 1.9),), 16) == pytest.approx(1.9)  # flat beyond
+    assert runner_probe.single_init_cores(curve, 2) == pytest.approx(1.7)  # measured at 4
+    assert runner_probe.single_init_cores(curve, 3) == pytest.approx(1.8)  # between 4 and 8
+    assert runner_probe.single_init_cores(((8, 1.9),), 16) == pytest.approx(1.9)  # flat beyond
 
 
 @pytest.mark.parametrize(
@@ -623,62 +548,6 @@ def test_the_single_init_cores_figure_is_the_curve_at_two_runners_a_core() -> No
 def test_parallel_init_cores_is_k_starts_over_the_time_they_took(
     one_s: float, together_s: float, k: int, expected: float
 ) -> None:
-    assert calibrate.parallel_init_cores(one_s, together_s, k, cores=2) == pytest.approx(expected)
-
-
-def _startup_runs(folder: Path, startups: dict[int, list[float]]) -> Path:
-    """Finished runs' reports under `folder`: a start-up per run, by the run's workers."""
-    i = 0
-    for n, times in startups.items():
-        for startup_s in times:
-            (folder / f"case-{i}").mkdir(parents=True)
-            plan = {"model": "mlp", "dataset": "digits", "local_batch": 16, "n_workers": n}
-            terms = [{"term": "startup", "measured_s": startup_s},
-                     {"term": "total", "predicted_local_s": 10.0, "measured_s": 10.0}]  # fmt: skip
-            report = {"run_id": f"r{i}", "status": "done", "plan": plan, "terms": terms}
-            (folder / f"case-{i}" / "report.json").write_text(json.dumps(report))
-            i += 1
-    return folder
-
-
-def test_init_cores_from_runs_rewrites_only_the_start_up_cores(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Runs starting in 1 s alone, 1.25 s two at once and 2.5 s four at once call for 1.6
-    cores at n = 2 and at 4; the catalog's other figures stay as `make calibrate` wrote them,
-    the planner reads the new curve, and each figure says it was measured and from what."""
-    out = tmp_path / "local.json"
-    calibrate.write_catalog(calibrate.build_catalog(_measurements(), REFERENCE, WHERE), out)
-    before = json.loads(out.read_text())
-    runs = _startup_runs(tmp_path / "runs", {1: [1.0, 1.0, 1.0], 2: [1.25], 4: [2.5, 2.5]})
-    assert calibrate.main(["--out", str(out), "--init-cores-from", str(runs)]) == 0
-    after = json.loads(out.read_text())
-    by_n, one = after["lambda"].pop("init_cores_by_n"), after["lambda"].pop("init_cores")
-    before["lambda"].pop("init_cores_by_n", None), before["lambda"].pop("init_cores")
-    assert after == before
-    assert by_n["value"] == [[2, 1.6], [4, 1.6]] and by_n["tag"] == one["tag"] == "measured"
-    assert "from 6 start-ups of finished runs" in by_n["source"] and one["value"] == 1.6
-    assert load_catalog(out).init_cores_by_n == ((2, 1.6), (4, 1.6))
-    assert "start-up cores 1.6 at n = 2, 1.6 at n = 4 from 6 start-ups" in capsys.readouterr().out
-
-
-def test_slack_and_init_cores_from_runs_are_written_together_or_not_at_all(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Both options in one call write both figures; where one of them cannot be read, the
-    other is not written either: the catalog is as it was, the error one line."""
-    out = tmp_path / "local.json"
-    calibrate.write_catalog(calibrate.build_catalog(_measurements(), REFERENCE, WHERE), out)
-    before = out.read_bytes()
-    good = _startup_runs(tmp_path / "good", {1: [1.0] * 10, 2: [1.25] * 10, 4: [2.5] * 10})
-    few = _startup_runs(tmp_path / "few", {1: [1.0], 2: [1.25]})
-    args = ["--out", str(out), "--init-cores-from", str(good), "--slack-from", str(few)]
-    assert calibrate.main(args) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "2 runs too few to read a slack from" in err
-    assert out.read_bytes() == before
-    args = ["--out", str(out), "--init-cores-from", str(good), "--slack-from", str(good)]
-    assert calibrate.main(args) == 0
-    cat = load_catalog(out)
-    assert cat.init_cores_by_n == ((2, 1.6), (4, 1.6)) and cat.default_slack == 0.0
-    assert capsys.readouterr().out.count("wrote ") == 2
+    assert runner_probe.parallel_init_cores(one_s, together_s, k, cores=2) == pytest.approx(
+        expected
+    )

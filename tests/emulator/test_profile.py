@@ -14,28 +14,27 @@ from typing import Any
 
 import pytest
 
-from emulator.profile import (
-    ANCHOR_DRIFT_BAND,
+from emulator import cpu
+from emulator.profiling import children, rounds
+from emulator.profiling.child import warmup_cpu_s
+from emulator.profiling.children import crowd_iterations, dataset_source
+from emulator.profiling.document import (
     LAMBDA_MAX_MEMORY_MB,
-    anchor_move,
-    anchored_profile,
     check_fits_lambda,
-    crowd_iterations,
+    new_profile,
+    updated_profile,
+)
+from emulator.profiling.figures import (
     crowded_figures,
     crowded_step_ratio,
     crowded_warmup_iterations,
-    dataset_source,
-    factor_at_share,
     interleaved_shares,
     lockstep_samples_s,
     lockstep_wait_fraction,
-    new_profile,
     paired_speed_ratio,
-    share_factors,
     share_point,
-    updated_profile,
-    warmup_cpu_s,
 )
+from emulator.profiling.reading import factor_at_share, share_factors
 from functions.model_spec import file_digest
 from provisioner import load_profile
 from provisioner.profile import profile_from_dict
@@ -182,11 +181,11 @@ def test_the_profiler_measures_round_the_shares_and_writes_each_shares_median(
                 "loop_extra_cpu_s": 9e-4 if slow else 3e-4, "loop_overhead_s": 4e-4,
                 "step_cpu_s": 1e-3, "threads": 1, "peak_rss_mb": 200.0}  # fmt: skip
 
-    monkeypatch.setattr(prof.cpu, "CpuLimiter", FakeLimiter)
-    monkeypatch.setattr(prof.cpu, "machine_cores", lambda: 1.0)  # no pairs, no crowds
-    monkeypatch.setattr(prof, "loopback_ps", lambda: contextlib.nullcontext("127.0.0.1:1"))
-    monkeypatch.setattr(prof, "measure_share", child)
-    monkeypatch.setattr(prof, "ps_update_mb_s", lambda: 900.0)
+    monkeypatch.setattr(cpu, "CpuLimiter", FakeLimiter)
+    monkeypatch.setattr(cpu, "machine_cores", lambda: 1.0)  # no pairs, no crowds
+    monkeypatch.setattr(children, "loopback_ps", lambda: contextlib.nullcontext("127.0.0.1:1"))
+    monkeypatch.setattr(children, "measure_share", child)
+    monkeypatch.setattr(rounds, "ps_update_mb_s", lambda: 900.0)
     out = tmp_path / "p.json"
     assert prof.main(["--workload", "digits-mlp", "--shares", "1,0.5", "--repeats", "3",
                       "--output", str(out)]) == 0  # fmt: skip
@@ -300,101 +299,6 @@ def test_a_crowd_runs_about_the_measuring_time_at_its_share_of_the_cores() -> No
     assert crowd_iterations(40.0, 32, 2, 4, 3.0) == 10  # slow steps: the minimum
 
 
-def test_an_anchored_profile_keeps_the_curves_shape_at_the_anchors_speed(tmp_path: Path) -> None:
-    """The anchor moves every share's rate by its 1-vCPU reading over the profile's and takes its
-    start-up; the result loads, says it was anchored, and leaves the input as it was."""
-    raw = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
-    points = raw["training_rate"]["x86_64"]["points"]
-    one = next(p["samples_per_s"] for p in points if p["vcpu_share"] == 1.0)
-    doc = anchored_profile(
-        raw, {"samples_per_s": one * 1.5, "startup_s": 0.8, "runs": 3}, "x86_64", "2026-11-25",
-        weight=1.0,
-    )  # fmt: skip
-    moved = doc["training_rate"]["x86_64"]["points"]
-    assert [p["vcpu_share"] for p in moved] == [p["vcpu_share"] for p in points]
-    for before, after in zip(points, moved, strict=True):
-        assert after["samples_per_s"] == pytest.approx(before["samples_per_s"] * 1.5, abs=0.1)
-    assert doc["startup_s"] == 0.8 and doc["anchor"]["speed_factor"] == 1.5
-    assert doc["sources"]["training_rate"]["method"].startswith("anchored: the profile's curve")
-    assert raw["training_rate"]["x86_64"]["points"] == points and raw["startup_s"] != 0.8
-    path = tmp_path / "anchored.json"
-    path.write_text(json.dumps(doc))
-    assert load_profile(path).startup_s == 0.8
-
-
-def _rates(doc: dict[str, Any]) -> dict[float, float]:
-    return {p["vcpu_share"]: p["samples_per_s"] for p in doc["training_rate"]["x86_64"]["points"]}
-
-
-def _cnn_and_two_share_anchor(
-    at_half: float, at_one: float
-) -> tuple[dict[str, Any], dict[float, float], dict[str, Any]]:
-    """The committed CNN profile, its rates per share, and an anchor that read `at_half` × its
-    rate at 0.5 vCPU and `at_one` × at 1 vCPU."""
-    raw = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
-    points = _rates(raw)
-    by_share = {"0.5": points[0.5] * at_half, "1.0": points[1.0] * at_one}
-    anchor = {"samples_per_s": points[1.0] * at_one, "samples_per_s_by_share": by_share,
-              "startup_s": 1.0, "runs": 3}  # fmt: skip
-    return raw, points, anchor
-
-
-def test_an_anchor_at_two_shares_moves_each_point_by_the_factor_at_its_share() -> None:
-    """Read at 0.5 and 1 vCPU: points at and below 0.5 move by the 0.5 factor, at and above 1
-    by the 1-vCPU factor; a share between takes the line between them."""
-    raw, points, anchor = _cnn_and_two_share_anchor(0.9, 1.2)
-    doc = anchored_profile(raw, anchor, "x86_64", "2026-11-26", weight=1.0)
-    moved = _rates(doc)
-    expected = {0.25: 0.9, 0.5: 0.9, 1.0: 1.2, 2.0: 1.2}
-    assert set(moved) == set(expected)
-    for share, factor in expected.items():
-        assert moved[share] == pytest.approx(points[share] * factor, abs=0.1)
-    assert doc["anchor"]["speed_factor"] == pytest.approx(1.2)
-    assert doc["anchor"]["speed_factor_by_share"] == {"0.5": 0.9, "1": 1.2}
-    assert "× 0.900 at 0.5 vCPU, × 1.200 at 1 vCPU" in doc["sources"]["training_rate"]["method"]
-
-
-def test_an_anchor_moves_the_profile_half_way_in_log_speed_by_default() -> None:
-    """The profile and the anchor both estimate the machine's speed at the run: by default each
-    point lands at the geometric mean of the two (ANCHOR_WEIGHT) while the reading is within the
-    drift band; the reading itself is kept as measured, and a weight outside [0, 1] is refused in
-    one line."""
-    raw, points, anchor = _cnn_and_two_share_anchor(0.81, 1.21)
-    doc = anchored_profile(raw, anchor, "x86_64", "2026-11-26")
-    moved = _rates(doc)
-    for share, factor in {0.25: 0.9, 0.5: 0.9, 1.0: 1.1, 2.0: 1.1}.items():
-        assert moved[share] == pytest.approx(points[share] * factor, abs=0.1)
-    assert doc["anchor"]["speed_factor_by_share"] == {"0.5": 0.81, "1": 1.21}
-    assert doc["anchor"]["weight"] == 0.5 and "to the power 0.5" in doc["sources"][
-        "training_rate"]["method"]  # fmt: skip
-    unmoved = anchored_profile(raw, anchor, "x86_64", "2026-11-26", weight=0.0)
-    assert unmoved["training_rate"] == raw["training_rate"] and unmoved["startup_s"] == 1.0
-    with pytest.raises(ValueError, match=r"bad anchor weight 1\.5: expected a number from 0 to 1"):
-        anchored_profile(raw, anchor, "x86_64", "2026-11-26", weight=1.5)
-
-
-def test_a_reading_beyond_the_drift_band_moves_the_profile_whole_past_the_band() -> None:
-    """Within ×1/band-band of the profile an anchor moves it `weight` of the way; the part of a
-    reading beyond the band (another machine, not drift) moves it whole, on both sides, and the
-    move is continuous at the band's edge; weight 0 moves nothing."""
-    band = ANCHOR_DRIFT_BAND
-    assert anchor_move(1.21, 0.5) == pytest.approx(1.1)
-    assert anchor_move(band, 0.5) == pytest.approx(math.sqrt(band))
-    assert anchor_move(2.25, 0.5) == pytest.approx(math.sqrt(band) * 2.25 / band)
-    assert anchor_move(1 / 2.25, 0.5) == pytest.approx(1 / anchor_move(2.25, 0.5))
-    assert anchor_move(2.25, 1.0) == pytest.approx(2.25)
-    assert anchor_move(2.25, 0.0) == anchor_move(1.2, 0.0) == 1.0  # weight 0: no anchor
-    raw, points, anchor = _cnn_and_two_share_anchor(2.0, 2.25)
-    doc = anchored_profile(raw, anchor, "x86_64", "2026-11-27")
-    moved = _rates(doc)
-    assert moved[1.0] == pytest.approx(points[1.0] * anchor_move(2.25, 0.5), abs=0.1)
-    assert moved[0.5] == pytest.approx(points[0.5] * anchor_move(2.0, 0.5), abs=0.1)
-    assert moved[1.0] > points[1.0] * 1.9  # half the way in log speed would be 1.5×
-    assert doc["anchor"]["band"] == band
-    assert f"within ×{band:g} of the profile and whole beyond it" in doc["sources"][
-        "training_rate"]["method"]  # fmt: skip
-
-
 def test_the_speed_factor_between_anchored_shares_is_linear_and_flat_outside() -> None:
     factors = {0.5: 0.9, 1.0: 1.2}
     assert factor_at_share(factors, 0.75) == pytest.approx(1.05)
@@ -406,15 +310,6 @@ def test_the_speed_factor_between_anchored_shares_is_linear_and_flat_outside() -
 def test_an_anchor_at_shares_the_profile_lacks_is_refused() -> None:
     with pytest.raises(ValueError, match="no anchored share is a point of the profile"):
         share_factors({0.5: 10.0, 1.0: 20.0}, {0.75: 15.0})
-
-
-def test_a_profile_without_a_1_vcpu_point_cannot_be_anchored() -> None:
-    raw = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
-    raw["training_rate"]["x86_64"]["points"] = [
-        p for p in raw["training_rate"]["x86_64"]["points"] if p["vcpu_share"] != 1.0
-    ]
-    with pytest.raises(ValueError, match="no 1 vCPU training-rate point"):
-        anchored_profile(raw, {"samples_per_s": 10.0, "startup_s": 1.0}, "x86_64", "2026-11-25")
 
 
 def _profile_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -429,10 +324,9 @@ def _profile_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_anchor_writes_the_profile_at_this_moments_speed_or_refuses_in_one_line(
     tmp_path: Path,
 ) -> None:
-    """`--anchor` (make demo): the committed curve × the 1-vCPU rate read now, in a real CPU
-    group; where no group can be held, exit 1 and one line, and nothing written."""
-    from emulator import cpu
-
+    """`--anchor` (make demo): the committed curve × the rate read now at each share, in a real
+    CPU group, as measured; where no group can be held, exit 1 and one line, and nothing
+    written."""
     out = tmp_path / "digits-mlp.json"
     done = _profile_cli("--workload", "digits-mlp", "--anchor", "--output", str(out))
     with cpu.CpuLimiter(f"lambda-dnn-test-probe-{os.getpid()}") as limiter:
@@ -449,8 +343,7 @@ def test_anchor_writes_the_profile_at_this_moments_speed_or_refuses_in_one_line(
     for before, after in zip(raw["training_rate"]["x86_64"]["points"],
                              doc["training_rate"]["x86_64"]["points"], strict=True):  # fmt: skip
         read = factors[min(max(before["vcpu_share"], 0.5), 1.0)]
-        factor = anchor_move(read, doc["anchor"]["weight"], doc["anchor"]["band"])
-        assert after["samples_per_s"] == pytest.approx(before["samples_per_s"] * factor, rel=1e-3)
+        assert after["samples_per_s"] == pytest.approx(before["samples_per_s"] * read, rel=1e-3)
     assert load_profile(out).name == "digits-mlp"
 
 
@@ -473,7 +366,8 @@ def test_the_loops_exchange_is_timed_around_the_exchange_itself() -> None:
     measure_s 0 runs each block's minimum number of iterations, whatever the machine's speed."""
     import types
 
-    from emulator.profile import LOOP_MIN_ITERATIONS, loop_per_iteration_s, loopback_ps
+    from emulator.profiling.child import LOOP_MIN_ITERATIONS, loop_per_iteration_s
+    from emulator.profiling.children import loopback_ps
     from functions import datasets, models
 
     x, y, _ = datasets.load_source("builtin:digits", seed=0, reader=models.dataset_reader("mlp"))
@@ -523,7 +417,7 @@ def test_the_childs_entry_imports_the_worker_before_the_profiler() -> None:
     provisioner, emulator.cpu) before it, whose imports a run's worker never pays."""
     probe = (
         "import sys, emulator.profile_child as c; "
-        "print(sorted(m for m in ('provisioner', 'emulator.profile', 'emulator.cpu') "
+        "print(sorted(m for m in ('provisioner', 'emulator.profiling', 'emulator.cpu') "
         "if m in sys.modules), 'functions.worker' in sys.modules)"
     )
     done = subprocess.run(
@@ -546,11 +440,11 @@ def _fake_children(monkeypatch: pytest.MonkeyPatch, child: Any) -> Any:
 
     from emulator import profile as prof
 
-    monkeypatch.setattr(prof.cpu, "CpuLimiter", FakeLimiter)
-    monkeypatch.setattr(prof.cpu, "machine_cores", lambda: 1.0)  # no pairs, no crowds
-    monkeypatch.setattr(prof, "loopback_ps", lambda: contextlib.nullcontext("127.0.0.1:1"))
-    monkeypatch.setattr(prof, "measure_share", child)
-    monkeypatch.setattr(prof, "ps_update_mb_s", lambda: 900.0)
+    monkeypatch.setattr(cpu, "CpuLimiter", FakeLimiter)
+    monkeypatch.setattr(cpu, "machine_cores", lambda: 1.0)  # no pairs, no crowds
+    monkeypatch.setattr(children, "loopback_ps", lambda: contextlib.nullcontext("127.0.0.1:1"))
+    monkeypatch.setattr(children, "measure_share", child)
+    monkeypatch.setattr(rounds, "ps_update_mb_s", lambda: 900.0)
     return prof
 
 
@@ -621,8 +515,8 @@ def test_a_child_that_fails_is_one_line_naming_its_reason(
 
 def test_a_child_on_a_corrupt_dataset_says_so_in_one_line_for_the_parent() -> None:
     """The real child on a re-measured profile whose dataset is corrupt (the parent does not
-    read it first): exit 2 and one line naming the file, which _child_result passes on."""
-    from emulator.profile import _child_result
+    read it first): exit 2 and one line naming the file, which child_result passes on."""
+    from emulator.profiling.children import child_result
 
     corrupt = REPO / "tests" / "fixtures" / "datasets" / "corrupt-npz"
     proc = subprocess.Popen(
@@ -632,7 +526,7 @@ def test_a_child_on_a_corrupt_dataset_says_so_in_one_line_for_the_parent() -> No
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     with pytest.raises(RuntimeError) as err:
-        _child_result(proc, 1.0)
+        child_result(proc, 1.0)
     assert proc.returncode == 2
     assert str(err.value) == (
         f"profiling child at share 1.0 failed: bad source {str(corrupt)!r}: cannot read "

@@ -103,7 +103,7 @@ def test_worker_that_died_after_pushing_to_one_shard_resumes_exactly(
     run = _half_run(task)
     iteration = worker._resync(run)
     assert iteration == 2
-    worker._compute(run, iteration)
+    worker.compute_step(run, iteration)
     grads = run.flat.grads.numpy()
     client = run.exchange.client
     shard0 = client._shards[0]

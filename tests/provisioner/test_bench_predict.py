@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import bench.predict as bp
-from emulator.profile import anchor_move
+from bench.lab.anchor import anchor_move
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 
 REPO = Path(__file__).resolve().parents[2]
@@ -310,7 +310,7 @@ def test_rescore_of_an_anchored_run_predicts_each_run_from_its_own_profile(
 ) -> None:
     """A row whose runs kept their anchored profiles is re-predicted from each of them, at the
     median: a profile twice as fast predicts the compute in about half the time."""
-    from emulator.profile import anchored_profile
+    from bench.lab.anchor import anchored_profile
 
     row = _earlier_run(tmp_path, monkeypatch, bp.FIXED[6], 20.0)  # CNN n=1 m=1024
     base = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
@@ -366,7 +366,7 @@ def _anchored_cnn_run(
     """An earlier run of one CNN row (n=1 m=1024) whose one round kept an anchor that read
     twice the committed profile's speed (the whole move): (platform, the anchor's file name
     under it, the anchored profile)."""
-    from emulator.profile import anchored_profile
+    from bench.lab.anchor import anchored_profile
 
     _earlier_run(tmp_path, monkeypatch, bp.FIXED[6], 20.0)
     base = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
@@ -420,7 +420,7 @@ def test_rescore_with_another_profile_anchors_it_by_the_readings_the_run_kept(
         compute("--anchor-weight", "0"),
     )
     # the reading is 4× the re-profile, beyond the drift band: half the way within it, the rest
-    # whole (emulator.profile.anchor_move), where half the way in all would land on as_started
+    # whole (bench.lab.anchor.anchor_move), where half the way in all would land on as_started
     assert half == pytest.approx(as_other["compute"] / anchor_move(4.0, 0.5), rel=0.05)
     assert half < as_started["compute"] * 0.7
     assert whole == pytest.approx(as_kept["compute"], rel=1e-3)

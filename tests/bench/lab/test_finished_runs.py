@@ -1,4 +1,4 @@
-"""emulator.finished_runs: the RUNS --slack-from and --init-cores-from read."""
+"""bench.lab.finished_runs: the RUNS --slack-from and --init-cores-from read."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator import finished_runs
+from bench.lab import finished_runs
 
 
 def test_a_folder_gives_its_run_reports_and_passes_over_other_report_files(

@@ -1,18 +1,18 @@
-"""Bad inputs to `python -m emulator.calibrate`."""
+"""Bad inputs to `python -m bench.lab.catalog_from_runs`."""
 
 from __future__ import annotations
 
 from tests.bad_inputs.case import slack_case
 
 CASES = [
-    # python -m emulator.calibrate --slack-from RUNS (the catalog's slack from finished runs)
+    # --slack-from RUNS (the catalog's slack from finished runs)
     slack_case("local.json", "no-terms.json", "is neither a run report (terms) nor bench."
                "predict results (rows)", "no-terms.json: a job summary, not a run report"),
     slack_case("local.json", "interrupted.json", "holds no finished run predicted for this "
                "machine", 'interrupted.json: status "interrupted"'),
     slack_case("missing.json", "interrupted.json", "cannot be read (FileNotFoundError): "
                "--slack-from updates a catalog", 'interrupted.json: status "interrupted"'),
-    # python -m emulator.calibrate --init-cores-from RUNS (start-up cores from finished runs)
+    # --init-cores-from RUNS (start-up cores from finished runs)
     slack_case("local.json", "no-terms.json", "is neither a run report (terms) nor bench."
                "predict results (rows)", "no-terms.json: a job summary, not a run report",
                option="--init-cores-from"),

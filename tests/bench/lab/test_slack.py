@@ -1,4 +1,4 @@
-"""emulator.slack: the slack a machine's finished runs call for, read from their reports."""
+"""bench.lab.slack: the slack a machine's finished runs call for, read from their reports."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator import slack
+from bench.lab import slack
 
 
 def _report(

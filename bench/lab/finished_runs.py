@@ -1,9 +1,9 @@
 """Finished runs named on the command line, for the catalog figures read from them.
 
-`python -m emulator.calibrate --slack-from RUNS...` (emulator/slack.py) and `--init-cores-from
-RUNS...` (emulator/init_cores.py) take the same RUNS: a run's report.json, a folder of runs
-(searched through), or bench.predict results. This module reads them; each figure's module
-says what it takes from a report or a results file.
+`python -m bench.lab.catalog_from_runs --slack-from RUNS...` (bench/lab/slack.py) and
+`--init-cores-from RUNS...` (bench/lab/init_cores.py) take the same RUNS: a run's report.json,
+a folder of runs (searched through), or bench.predict results. This module reads them; each
+figure's module says what it takes from a report or a results file.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""emulator.init_cores: the cores n cold starts at once get, read from finished runs."""
+"""bench.lab.init_cores: the cores n cold starts at once get, read from finished runs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator import init_cores
+from bench.lab import init_cores
 
 
 def _report(run_id: str, n: int, startup_s: float | None, status: str = "done") -> dict:

@@ -1,11 +1,11 @@
 """The local catalog's init_cores_by_n read from finished runs' start-ups.
 
 `make calibrate` measures how many cores n cold starts at once effectively get by starting n
-bare runners that import torch (calibrate.measure_init_cores): a few rounds of a figure that
-varies by a third from one round to the next. Every emulator run measures the same thing on
-the real start-up (imports, the model's build, the handler's first lines), so a grid of runs
-holds many more readings: `python -m emulator.calibrate --init-cores-from RUNS...` writes
-them into the catalog, as `--slack-from` does the slack.
+bare runners that import torch (emulator.calibration.runner_probe.measure_init_cores): a few
+rounds of a figure that varies by a third from one round to the next. Every emulator run
+measures the same thing on the real start-up (imports, the model's build, the handler's first
+lines), so a grid of runs holds many more readings: `python -m bench.lab.catalog_from_runs
+--init-cores-from RUNS...` writes them into the catalog, as `--slack-from` does the slack.
 
 The rule (`cores_by_n`): within one source (a bench.predict results file, or the run reports
 under one path) and one workload, t₁ is the median start-up of its one-worker runs and t_n the
@@ -14,8 +14,8 @@ the sources and workloads, within [1, the machine's cores]. A source's own t₁ 
 hours apart ran at different speeds (README: the latest grid); a workload's own because a
 MobileNetV2 build takes longer than the MLP's.
 
-Why: the catalog of 2026-11-27 02:47 UTC read 1.50 cores at n = 4 (1.75 at 2, 1.84 at 8), and
-every grid on it over-predicted the CNN's and MobileNetV2's start-ups at n = 4 by 0.4-1.0 s.
+Why: a catalog whose bare runners read 1.50 cores at n = 4 (1.75 at 2, 1.84 at 8), and every
+grid on it over-predicted the CNN's and MobileNetV2's start-ups at n = 4 by 0.4-1.0 s.
 Read from two of the three kept grids and re-scored on the third, the rule moved each grid's
 total from 0.949 / 0.827 to 0.957 / 0.874, 0.952 / 0.829 to 0.959 / 0.846 and 0.947 / 0.842 to
 0.947 / 0.844 (mean / worst; README: the latest grid).
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emulator import finished_runs
-from emulator.finished_runs import machine_named, positive
+from bench.lab import finished_runs
+from bench.lab.finished_runs import machine_named, positive
 
 # A run's start-up reading: (source, workload, workers, start-up s, machine or None)
 Startup = tuple[str, str, int, float, str | None]
@@ -48,7 +48,7 @@ class InitCores:
     def source(self, paths: Sequence[str]) -> str:
         """The catalog figure's method: the rule and where it was read."""
         return (
-            f"emulator/init_cores.py from {self.startups} start-ups of finished runs (a run's, "
+            f"bench/lab/init_cores.py from {self.startups} start-ups of finished runs (a run's, "
             f"or a bench.predict row's median; {', '.join(paths)}): per source and workload "
             f"n·t₁/t_n, t the median start-up at 1 and at n workers; per n the median of these "
             f"({self.readings} in all), within [1, cores]"
@@ -132,7 +132,7 @@ def cores_by_n(startups: Iterable[Startup], cores: float) -> InitCores:
 def startups_from(paths: Iterable[Path], machine: str | None = None) -> list[Startup]:
     """Every run's start-up under `paths`, each run once (a run's report is also copied into
     its artifacts; one run id counts once). With `machine` (cpu.this_machine), only that
-    machine's runs and those that name none, as emulator.slack reads a slack. ValueError when
+    machine's runs and those that name none, as bench.lab.slack reads a slack. ValueError when
     every run found ran on another machine."""
     found: dict[str, Startup] = {}
     for p in paths:

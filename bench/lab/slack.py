@@ -3,8 +3,9 @@
 A plan aims at deadline × (1 − slack); a run meets its deadline when it lands no further past
 its prediction than 1 / (1 − slack). On this VM the same work costs up to 3× the CPU in spells
 of minutes (README: the latest grid), so how far runs land past their prediction is a property
-of the machine, like its bandwidth: `python -m emulator.calibrate --slack-from RUNS...` reads
-it from finished runs' reports and writes the slack that covers it into the catalog.
+of the machine, like its bandwidth: `python -m bench.lab.catalog_from_runs --slack-from
+RUNS...` reads it from finished runs' reports and writes the slack that covers it into the
+catalog.
 
 Only the runs of the machine the catalog is for count (ratios_from): a run's report names the
 machine it ran on (`emulation.machine`), bench.predict results name theirs in `meta.machine`.
@@ -23,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emulator import finished_runs
-from emulator.finished_runs import machine_named, positive
+from bench.lab import finished_runs
+from bench.lab.finished_runs import machine_named, positive
 from provisioner.parse import MAX_SLACK
 
 # One run in this many lands past the slack under the log-normal fit: a grid's 30 planned runs
@@ -49,7 +50,7 @@ class Slack:
     def source(self, paths: Sequence[str]) -> str:
         """The catalog figure's method: what the slack covers and where it was read."""
         return (
-            f"emulator/slack.py from {self.runs} finished runs ({', '.join(paths)}): "
+            f"bench/lab/slack.py from {self.runs} finished runs ({', '.join(paths)}): "
             f"measured/predicted total {self.lowest:.2f}-{self.highest:.2f}×, 95th percentile "
             f"{self.p95:.2f}×, log-normal 1-in-{TAIL_RUNS} {self.fitted:.2f}×; the slack is "
             f"1 − 1/max(worst, fitted), rounded up to a whole percent"
@@ -86,8 +87,8 @@ def _ratio(predicted: Any, measured: Any) -> float | None:
     return None if p is None or m is None else m / p
 
 
-# A run's measured/predicted total and the machine it ran on (None: its report names none,
-# as reports written before 2026-11-27 do not)
+# A run's measured/predicted total and the machine it ran on (None: its report names none, as
+# reports of emulators that predate the field do not)
 Run = tuple[float, str | None]
 
 

@@ -1,6 +1,6 @@
 """Bad figures in a catalog or a profile, generated from the declared domains.
 
-For every numeric figure of provisioner.catalog.CATALOG_DOMAINS and
+For every numeric figure of provisioner.catalog_domains.CATALOG_DOMAINS and
 provisioner.profile.PROFILE_DOMAINS, the values outside its domain that a hand edit or a bad
 measurement gives (NaN, Infinity, a negative, 0 where only a positive value means anything, above
 its range), each written into a copy of lambda-2025 or digits-mlp and planned with
@@ -13,7 +13,8 @@ import json
 import math
 from typing import Any
 
-from provisioner.catalog import CATALOG_DIR, CATALOG_DOMAINS
+from provisioner.catalog import CATALOG_DIR
+from provisioner.catalog_domains import CATALOG_DOMAINS
 from provisioner.domain import Domain
 from provisioner.profile import PROFILE_DIR, PROFILE_DOMAINS
 from tests.bad_inputs.case import HOUR, Case

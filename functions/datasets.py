@@ -19,7 +19,6 @@ CLI: `python -m functions.datasets shard --source builtin:digits --shards 4 --bu
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -36,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from functions.formats import DatasetError, read_files
+from functions.oneline import OneLineParser
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
@@ -368,7 +368,7 @@ def prepare_handler(event: Mapping[str, Any], context: Any = None) -> dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m functions.datasets")
+    parser = OneLineParser(prog="python -m functions.datasets")
     sub = parser.add_subparsers(dest="command", required=True)
     shard = sub.add_parser("shard", help="split a dataset into equal shards in S3")
     shard.add_argument(

@@ -27,6 +27,7 @@ import bench.lab.catalog_from_runs as catalog_from_runs_cli
 import emulator.__main__ as emulator_cli
 import emulator.calibrate as calibrate_cli
 import emulator.profile as profile_cli
+import functions.datasets as datasets_cli
 import functions.ps.cli as ps_cli
 from emulator.profiling import children as profile_children
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
@@ -35,6 +36,7 @@ from provisioner.parse import MAX_SYNTHETIC_SAMPLES
 from tests.bad_inputs import (
     catalog_from_runs_cases,
     cdk_cases,
+    datasets_cases,
     emulator_cases,
     figure_cases,
     plan_cases,
@@ -52,6 +54,7 @@ CASES: list[Case] = [
     *profile_cases.CASES,
     *cdk_cases.CASES,
     *ps_cases.CASES,
+    *datasets_cases.CASES,
     *figure_cases.CASES,
 ]
 
@@ -120,6 +123,7 @@ def run_case(case: Case, folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
     err = io.StringIO()
     monkeypatch.setattr(calibrate_cli, "measure", _never_run)
     monkeypatch.setattr(ps_cli.ParameterServer, "start", _never_run)  # refused before listening
+    monkeypatch.setattr(datasets_cli, "write_shards", _never_run)  # refused before any reading
     if case.entry == "ps":  # no S3 to reach unless a case sets one; the secret its env: names
         for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"):
             monkeypatch.delenv(name, raising=False)
@@ -127,7 +131,7 @@ def run_case(case: Case, folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
         monkeypatch.setenv(ps_cases.SECRET_ENV, "bad-input-secret")
     main = {"plan": provisioner_run, "emulator": emulator_cli.main, "profile": profile_cli.main,
             "calibrate": calibrate_cli.main, "catalog_from_runs": catalog_from_runs_cli.main,
-            "ps": ps_cli.main}  # fmt: skip
+            "ps": ps_cli.main, "datasets": datasets_cli.main}  # fmt: skip
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
             code = main[case.entry](args)

@@ -13,6 +13,7 @@ import sys
 import threading
 
 from functions.aws import S3Unreachable, naming_s3_failures
+from functions.oneline import OneLineParser
 from functions.ps.config import HANDSHAKE_TIMEOUT_S, MAX_UNAUTHENTICATED, PSConfig
 from functions.ps.server import ParameterServer
 
@@ -26,13 +27,6 @@ JOB_ID_FORMS = "1-32 letters, digits or hyphens starting with a letter, e.g. dig
 MAX_WORKERS = 100_000
 # S3's rule for bucket names (lowercase letters, digits, dots, hyphens; 3-63 characters).
 BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad flag gives one line on stderr and exit code 2 (no usage dump)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]  # argparse returns NoReturn
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

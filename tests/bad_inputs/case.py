@@ -25,6 +25,7 @@ PROGRAMS = {
     "calibrate": "python -m emulator.calibrate",
     "catalog_from_runs": "python -m bench.lab.catalog_from_runs",
     "ps": "python -m functions.ps",
+    "datasets": "python -m functions.datasets",
 }
 
 

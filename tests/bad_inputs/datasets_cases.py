@@ -19,6 +19,7 @@ CASES = [
           says="the following arguments are required: --bucket"),
     shard("--shards", "2", *GOOD, "--test-fraction", "abc",
           says="argument --test-fraction: invalid float value: 'abc'"),
-    shard("--shards", "2", *GOOD, "--seed", "1.5", says="argument --seed: invalid int value: '1.5'"),
+    shard("--shards", "2", *GOOD, "--seed", "1.5",
+          says="argument --seed: invalid int value: '1.5'"),
     Case("datasets", ("unshard",), 2, "argument command: invalid choice: 'unshard'"),
 ]  # fmt: skip

@@ -18,11 +18,9 @@ from typing import Any
 
 from emulator.profiling.document import write_profile
 from emulator.profiling.reading import (
-    factor_at_share,
     factors_text,
     measure_reading,
-    moved_rates,
-    reading_factors,
+    moved_to_reading,
 )
 
 # How far an anchor moves the profile, in log speed: 0.5 sets each point at the geometric mean of
@@ -76,33 +74,13 @@ def anchored_profile(
     """
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"bad anchor weight {weight!r}: expected a number from 0 to 1")
-    factors = reading_factors(doc, anchor, arch)
-    factor = factor_at_share(factors, 1.0)
-    out = moved_rates(doc, arch, factors, lambda read: anchor_move(read, weight))
-    out["startup_s"] = round(anchor["startup_s"], 2)
-    out["anchor"] = {
-        "speed_factor": round(factor, 4),
-        "speed_factor_by_share": {f"{k:g}": round(v, 4) for k, v in sorted(factors.items())},
-        "weight": weight,  # each point moved by anchor_move(its share's factor, weight, band)
-        "band": ANCHOR_DRIFT_BAND,
-        "samples_per_s_at_1_vcpu": round(anchor["samples_per_s"], 1),
-        "startup_s": round(anchor["startup_s"], 3),
-        "date": when,
-    }
-    method = (
-        f"anchored: the profile's curve {factors_text(factors)} (linear between, the nearest "
-        f"outside), to the power {weight:g} within ×{ANCHOR_DRIFT_BAND:g} of the profile and "
-        f"whole beyond it, its rate measured just before (median of {anchor.get('runs', 1)} "
-        "children per share, emulator.profiling.reading.measure_reading)"
-    )
-    sources = out.setdefault("sources", {})
-    sources["training_rate"] = {**sources.get("training_rate", {}), "method": method, "date": when}
-    sources["startup_s"] = {
-        **sources.get("startup_s", {}),
-        "method": "anchored: the median start-up of the same children",
-        "date": when,
-    }
-    return out
+    return moved_to_reading(
+        doc, anchor, arch, when, move=lambda read: anchor_move(read, weight), label="anchored",
+        how=f"to the power {weight:g} within ×{ANCHOR_DRIFT_BAND:g} of the profile and whole "
+        f"beyond it, its rate measured just before (median of {anchor.get('runs', 1)} children "
+        "per share, emulator.profiling.reading.measure_reading)",
+        extra={"weight": weight, "band": ANCHOR_DRIFT_BAND},
+    )  # fmt: skip
 
 
 def write_anchored(raw: dict[str, Any], output: Path, when: str) -> dict[str, Any]:

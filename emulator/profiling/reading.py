@@ -114,33 +114,53 @@ def factors_text(factors: dict[float, float]) -> str:
     return ", ".join(f"× {v:.3f} at {k:g} vCPU" for k, v in sorted(factors.items()))
 
 
-def profile_at_reading(
-    doc: dict[str, Any], reading: dict[str, Any], arch: str, when: str
+def moved_to_reading(
+    doc: dict[str, Any],
+    reading: dict[str, Any],
+    arch: str,
+    when: str,
+    *,
+    move: Callable[[float], float],
+    label: str,
+    how: str,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The profile `doc` at this machine's speed as `reading` (measure_reading) measured it:
-    each point × the factor at its share, start-up the reading's; its shape between and beyond
-    the read shares (the parallel ratio, warm-up) kept. The reading is the estimate of this
-    machine's speed: the profile, measured elsewhere or earlier, is not one."""
+    """The profile `doc` with each training-rate point × move(the factor `reading` read at its
+    share), start-up the reading's, its shape between and beyond the read shares (the parallel
+    ratio, warm-up) kept; its `anchor` record (with `extra`) and sources say `label: ... how`."""
     factors = reading_factors(doc, reading, arch)
-    out = moved_rates(doc, arch, factors, lambda factor: factor)
+    out = moved_rates(doc, arch, factors, move)
     out["startup_s"] = round(reading["startup_s"], 2)
     out["anchor"] = {
         "speed_factor": round(factor_at_share(factors, 1.0), 4),
         "speed_factor_by_share": {f"{k:g}": round(v, 4) for k, v in sorted(factors.items())},
+        **(extra or {}),
         "samples_per_s_at_1_vcpu": round(reading["samples_per_s"], 1),
         "startup_s": round(reading["startup_s"], 3),
         "date": when,
     }
     method = (
-        f"read: the profile's curve {factors_text(factors)} (linear between, the nearest "
-        f"outside), this machine's rate measured just before (median of "
-        f"{reading.get('runs', 1)} children per share, emulator.profiling.reading)"
+        f"{label}: the profile's curve {factors_text(factors)} (linear between, the nearest "
+        f"outside), {how}"
     )
     sources = out.setdefault("sources", {})
     sources["training_rate"] = {**sources.get("training_rate", {}), "method": method, "date": when}
     sources["startup_s"] = {
         **sources.get("startup_s", {}),
-        "method": "read: the median start-up of the same children",
+        "method": f"{label}: the median start-up of the same children",
         "date": when,
     }
     return out
+
+
+def profile_at_reading(
+    doc: dict[str, Any], reading: dict[str, Any], arch: str, when: str
+) -> dict[str, Any]:
+    """The profile `doc` at this machine's speed as `reading` (measure_reading) measured it:
+    each point × the factor at its share, start-up the reading's. The reading is the estimate of
+    this machine's speed: the profile, measured elsewhere or earlier, is not one."""
+    return moved_to_reading(
+        doc, reading, arch, when, move=lambda factor: factor, label="read",
+        how=f"this machine's rate measured just before (median of {reading.get('runs', 1)} "
+        "children per share, emulator.profiling.reading)",
+    )  # fmt: skip

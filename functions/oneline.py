@@ -1,4 +1,5 @@
-"""The image's one command-line parser: a bad flag is one line on stderr and exit code 2."""
+"""The one command-line parser (the image's and the planner's): a bad flag is one line on stderr and
+exit code 2."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from functions import aws, wire
-from functions.ps.cli import OneLineParser
+from functions.oneline import OneLineParser
 from functions.wire import MsgType
 
 PROBE_TIMEOUT_S = 5.0

@@ -27,6 +27,7 @@ from provisioner.parse import MAX_SLACK
 
 LAMBDA_TIMEOUT_S = 900  # Lambda's hard limit, which the plan and the emulator hold to
 LAMBDA_EPHEMERAL_MB = (512, 10240)  # Lambda's /tmp range, which the plan holds to
+LAMBDA_MEMORY_MB = (128, 10240)  # Lambda's configurable memory range (1 MB steps)
 
 _SECONDS, _PRICE = non_negative(MAX_SECONDS), non_negative(MAX_USD)
 _CORES, _MB_S = positive(MAX_CORES), positive(MAX_MB_S)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from functions.oneline import OneLineParser
 from provisioner import runaway
 from provisioner.calibrate import Calibration, calibrate, is_aws_report, report_of_aws_run
 from provisioner.catalog import Catalog, load_catalog, read_data_json
@@ -48,14 +49,6 @@ from provisioner.space import SYNC_CHOICES
 
 SYNC_NOTE = "sync: "  # the plan note on the winning exchange (planner.sync_note), shown as a row
 EXIT_OK, EXIT_WRITE_FAILED, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports bad input as one line and exit code 2 (no usage dump)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]  # never returns
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_BAD_INPUT)
 
 
 def _positive_int(text: str) -> int:

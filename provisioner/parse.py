@@ -25,6 +25,7 @@ DATA_NAME_FORMS = "1-64 letters, digits, '.', '_' or '-' starting with a letter 
 # The most iterations a plan may train, or an invocation may be capped at: far above any
 # workload's (a billion steps), far below where counts times seconds overflow.
 MAX_ITERATIONS = 1_000_000_000
+MAX_WORKERS = 1000  # the most workers the planner ever sizes (space.concurrency_cap)
 # synthetic-cifar:N is generated whole in the 3,008 MB prepare function: 60,000 samples (CIFAR-10's
 # size) are 737 MB of float32 images, room for the shuffled copy and the shards beside them.
 MAX_SYNTHETIC_SAMPLES = 60_000

@@ -17,25 +17,25 @@ from typing import Any
 
 from functions.model_spec import ModelError, is_digest, parse_spec
 from provisioner.catalog import ARCHITECTURES, CATALOG_DIR, Catalog, load_catalog
+from provisioner.catalog_domains import LAMBDA_EPHEMERAL_MB, LAMBDA_MEMORY_MB, LAMBDA_TIMEOUT_S
 from provisioner.parse import (
     MAX_ITERATIONS,
     MAX_SYNTHETIC_SAMPLES,
+    MAX_WORKERS,
     parse_data_name,
     parse_job_name,
 )
 from provisioner.profile import DATASET_FORMS, DATASETS, dataset_problem, is_dataset_path
 
-MAX_WORKERS = 1000  # the planner never sizes more (provisioner.space.concurrency_cap)
-
 # (low, high) of the numbers a runnable plan holds; None is unbounded. Lambda's ranges for memory,
 # timeout and /tmp; at least one of every count.
 _BOUNDS: dict[str, tuple[float, float | None]] = {
     "n_workers": (1, MAX_WORKERS),
-    "memory_mb": (128, 10240),
+    "memory_mb": LAMBDA_MEMORY_MB,
     "ps_count": (0, None),  # 0 in an S3-sync plan (no PS); at least 1 in a PS plan
     "reducers": (0, None),  # k in an S3-sync plan (1 ≤ k ≤ n); 0 in a PS plan
-    "invocation_timeout_s": (1, 900),
-    "ephemeral_storage_mb": (512, 10240),
+    "invocation_timeout_s": (1, LAMBDA_TIMEOUT_S),
+    "ephemeral_storage_mb": LAMBDA_EPHEMERAL_MB,
     "invocations_per_worker": (1, None),
     "iterations_per_invocation": (1, MAX_ITERATIONS),
     "training.dataset_samples": (1, None),

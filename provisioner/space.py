@@ -17,6 +17,7 @@ import numpy as np
 from provisioner.catalog import Catalog, PsType
 from provisioner.cells import Axis, Cells, NTerms
 from provisioner.model import evaluate, n_terms
+from provisioner.parse import MAX_WORKERS
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
 from provisioner.terms import Arr, training_rate_samples_s
@@ -97,7 +98,7 @@ def concurrency_cap(catalog: Catalog, limits: Limits) -> int:
         cap = limits.max_concurrency
     if limits.reserve_concurrency:
         cap -= catalog.unreserved_concurrency_min
-    return min(cap, 1000)
+    return min(cap, MAX_WORKERS)
 
 
 def dominated_ps_types(types: tuple[PsType, ...]) -> set[str]:

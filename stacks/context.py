@@ -15,6 +15,7 @@ from pathlib import Path
 
 from functions.formats import DatasetError, LocalFolder, detect_layout, resolve
 from functions.model_spec import ModelError, defines_function
+from provisioner.catalog_domains import LAMBDA_MEMORY_MB
 from provisioner.parse import JOB_NAME_FORMS, JOB_NAME_PATTERN, MAX_SYNTHETIC_SAMPLES
 
 # Where a local dataset folder is uploaded in our dataset bucket: here, not in stacks.data, so
@@ -23,7 +24,7 @@ LOCAL_SOURCE_PREFIX = "source"
 
 ARCH_CHOICES = ("x86_64", "arm64", "mixed", "any")  # the last is the default
 SYNC_CHOICES = ("ps", "s3", "auto")  # gradient exchange; auto: the planner picks (the default)
-MEMORY_MB_MIN, MEMORY_MB_MAX = 128, 10240  # Lambda's configurable range (1 MB steps)
+MEMORY_MB_MIN, MEMORY_MB_MAX = LAMBDA_MEMORY_MB
 INSTANCE_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 SYNTHETIC_PATTERN = re.compile(r"^synthetic-cifar:(\d+)$")

@@ -18,6 +18,7 @@ from typing import Any
 from emulator import cpu
 from emulator.profiling.child import LOOP_BLOCKS, WARMUP_ITERATIONS
 from emulator.profiling.children import dataset_source
+from provisioner.catalog_domains import LAMBDA_MEMORY_MB
 
 
 def machine_description() -> str:
@@ -186,7 +187,7 @@ def updated_profile(
     return out
 
 
-LAMBDA_MAX_MEMORY_MB = 10240  # the largest memory a function can have (a model must fit)
+LAMBDA_MAX_MEMORY_MB = LAMBDA_MEMORY_MB[1]  # the largest memory a function has: a model must fit
 NEW_PROFILE_DEFAULTS = {"epochs": 1, "profiled_local_batch": 32, "max_global_batch": 256,
                         "learning_rate": 0.05, "momentum": 0.9}  # fmt: skip
 

@@ -106,14 +106,16 @@ def _read_with(reader: Reader, source: str, s3: Any) -> SourceData:
     local = (
         _local_copy(source, s3) if source.startswith("s3://") else contextlib.nullcontext(source)
     )
+    from functions import models  # the reader is a model file's: models is loaded already
+
     with local as path:
         try:
             x, y = reader(path)
             x, y = np.asarray(x), np.asarray(y)
-        except (Exception, SystemExit) as err:  # the user's code: any error is theirs
+        except models.USER_CODE_ERRORS as err:  # the user's code: any error is theirs
             raise DatasetError(
                 f"bad source {source!r}: the model file's read_dataset failed: "
-                f"{type(err).__name__}: {err}"
+                f"{models.named_error(err)}"
             ) from None
     wrong = ""
     if x.ndim < 2 or not np.issubdtype(x.dtype, np.number):

@@ -50,7 +50,7 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 USER_CODE_ERRORS = (Exception, SystemExit)
 
 
-def _named(err: BaseException) -> str:
+def named_error(err: BaseException) -> str:
     """`Type: message` of a user's error (`SystemExit: sys.exit(0) called` for an exit)."""
     if isinstance(err, SystemExit):
         return f"SystemExit: sys.exit({err.code!r}) called"
@@ -81,7 +81,9 @@ def _module(spec: ModelSpec, root: Path) -> types.ModuleType:
                 loader_spec.loader.exec_module(module)
             except USER_CODE_ERRORS as err:  # the user's code: any error is theirs
                 del sys.modules[name]
-                raise ModelError(f"model file {spec.file} does not import: {_named(err)}") from None
+                raise ModelError(
+                    f"model file {spec.file} does not import: {named_error(err)}"
+                ) from None
         _MODULES[key] = module
         return module
 
@@ -145,7 +147,7 @@ def build(
         except USER_CODE_ERRORS as err:  # the user's code: any error is theirs
             raise ModelError(
                 f"model {spec.text} failed to build for input {shape} and {classes} classes: "
-                f"{_named(err)}"
+                f"{named_error(err)}"
             ) from None
     if not isinstance(built, nn.Module):
         raise ModelError(
@@ -165,7 +167,8 @@ def check_output(
             out = model(batch)
     except USER_CODE_ERRORS as err:  # the user's code: any error is theirs
         raise ModelError(
-            f"model {text} fails on a batch of inputs shaped {tuple(batch.shape)}: {_named(err)}"
+            f"model {text} fails on a batch of inputs shaped {tuple(batch.shape)}: "
+            f"{named_error(err)}"
         ) from None
     expected = (CHECK_BATCH, int(classes))
     got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__

@@ -85,13 +85,15 @@ def _catalog(name: str) -> Any:
 def plan_documents() -> dict[str, str]:
     """{case name: plan JSON, or the planner's refusal} for every profile x deadline x catalog."""
     docs: dict[str, str] = {}
+    catalogs = {name: _catalog(name) for name in CATALOGS}
     for profile in PROFILES:
+        workload = load_profile(profile)
         for catalog in CATALOGS:
             for deadline_s in DEADLINES_S:
                 for sync in SYNCS:
                     name = f"{profile}-{catalog}-{int(deadline_s)}s-{sync}"
                     try:
-                        result = plan_job(load_profile(profile), _catalog(catalog),
+                        result = plan_job(workload, catalogs[catalog],
                                           Goal(deadline_s=deadline_s), Limits(sync=sync),
                                           "golden")  # fmt: skip
                         docs[name] = result.to_json()

@@ -123,9 +123,12 @@ def upload_local_dataset(endpoint: S3Endpoint, plan: Plan, bucket: str) -> int:
 @contextlib.contextmanager
 def naming_a_dead_server(endpoint: S3Endpoint) -> Iterator[None]:
     """A run that fails while its own S3 server has exited says so in its one line (checked
-    before the server's block stops it, so the exit is the server's own)."""
+    before the server's block stops it, so the exit is the server's own). S3 errors are named
+    here, inside the block, so every S3 call in it (buckets, uploads, the workers' records) gets
+    the note, not only those an inner block already named."""
     try:
-        yield
+        with naming_s3_failures():
+            yield
     except (EmulatorError, S3Unreachable) as err:
         note = endpoint.exit_note()
         if note is None:

@@ -13,6 +13,12 @@ from emulator.options import REPO_ROOT
 from emulator.s3server import S3Endpoint
 
 
+def project_pythonpath() -> str:
+    """PYTHONPATH for a child that imports the project's modules: the project folder first, then
+    what this process was given."""
+    return os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def child_env(endpoint: S3Endpoint, secret: str, tmp_dir: Path | None = None) -> dict[str, str]:
     """Environment of every child: the S3 endpoint, dummy credentials, the PS secret, and
     `tmp_dir` as TMPDIR (the functions' /tmp, e.g. the shard cache, stays in the run's folder)."""
@@ -21,9 +27,7 @@ def child_env(endpoint: S3Endpoint, secret: str, tmp_dir: Path | None = None) ->
         env["TMPDIR"] = str(tmp_dir)
     env.update(endpoint.client_env())
     env[SECRET_ENV] = secret
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
-    )
+    env["PYTHONPATH"] = project_pythonpath()
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("MPLBACKEND", "Agg")
     return env

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from emulator import lifeline
 from emulator.asl import resolve_cfn
+from emulator.child_env import project_pythonpath
 from emulator.naming import SECRET_ENV
 from provisioner.plan import Plan
 
@@ -163,8 +164,7 @@ def training_definition(
     proc = lifeline.popen(
         [sys.executable, "-m", "emulator.definition", dataset],
         cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)},
+        env={**os.environ, "PYTHONPATH": project_pythonpath()},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

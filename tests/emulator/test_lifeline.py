@@ -43,12 +43,22 @@ def test_a_child_started_from_a_thread_outlives_the_thread() -> None:
     """The kernel's parent-death signal follows the forking thread; `popen` forks from one
     that lives as long as the process, so a child started from a short-lived thread stays."""
     started: list[subprocess.Popen[bytes]] = []
-    thread = threading.Thread(target=lambda: started.append(popen(["sleep", "60"])))
+    tids: list[int] = []
+
+    def start() -> None:
+        tids.append(threading.get_native_id())
+        started.append(popen(["sleep", "60"]))
+
+    thread = threading.Thread(target=start)
     thread.start()
     thread.join()
-    (child,) = started
+    (child,), (tid,) = started, tids
     try:
-        time.sleep(0.5)  # a parent-death signal from the thread's exit would have come by now
+        # join() returns before the kernel has ended the thread; a parent-death signal tied to
+        # it is sent on the way out, so wait until the thread is gone from /proc, however slow
+        # the machine, then give the signal the same half second to land
+        _wait_until(lambda: not Path(f"/proc/self/task/{tid}").exists(), "the thread's exit")
+        time.sleep(0.5)
         assert child.poll() is None
     finally:
         child.kill()

@@ -110,3 +110,27 @@ def bsp_steps_s(
         core_s, throttled_s, exchange_burst_s, exchange_burst_cpu_s, share
     )
     return base, np.minimum(cfs_step_s(*burst_parts, period_s), base)
+
+
+def quota_compute_s(
+    core_s: Arr,
+    throttled_s: Arr,
+    exchange_s: Arr,
+    exchange_cpu_s: Arr,
+    step_s: Arr,
+    period_s: float,
+) -> Arr:
+    """Extension: the compute part of a step of `step_s` (bsp_steps_s) whose exchange of wall
+    `exchange_s` holds `exchange_cpu_s` of the worker's own CPU, as a worker times them.
+
+    The quota throttles whichever phase is running when the period's runtime runs out. The
+    step starts after the exchange's idle part (its wall less its CPU) gave quota back, so the
+    compute is cfs_step_s's compute with that idle; the exchange's CPU runs after it on what is
+    left, and its throttling is timed in the exchange. The exchange is never shorter than its
+    own wall: the compute is at most the step less it. With no exchange CPU this is
+    cfs_compute_time_s over the whole exchange (the step's split as it was).
+    """
+    e = np.asarray(exchange_s, dtype=np.float64)
+    idle = np.maximum(e - np.asarray(exchange_cpu_s, dtype=np.float64), 0.0)
+    own = cfs_compute_time_s(core_s, throttled_s, idle, period_s)
+    return np.minimum(own, np.asarray(step_s, dtype=np.float64) - e)

@@ -195,7 +195,8 @@ def table(
         f"{len(rows)} configurations drawn at random with seed {draw['seed']} "
         f"({draw['redrawn']} draws redrawn as not runnable here: "
         f"{json.dumps(draw['redrawn_by_reason']) if draw['redrawn'] else 'none'}); "
-        "none is a configuration any figure was fitted on.",
+        "the model's figures come from calibration, profiling and the anchors, never from these "
+        "rows.",
         "",
         head,
         "|" + "---|" * (len(TERMS) + 6),

@@ -5,7 +5,9 @@ run itself is replaced, so a case that slipped through validation fails instead 
 servers), `python -m emulator.profile`, `python -m emulator.calibrate`, `python -m
 bench.lab.catalog_from_runs` and `cdk synth -c key=value` (app.synth_job, as tests/stacks does,
 cdk.json context underneath), and `python -m functions.ps` (its `main(argv)`; the shard's start
-is replaced, so none listens). The cases live in tests/bad_inputs/, one file per entry point.
+is replaced, so none listens), and `python -m bench.predict` (its `command(argv)`; the
+platform, the held-out draw and the S3 server are replaced, so nothing is measured). The cases
+live in tests/bad_inputs/, one file per entry point.
 docs/bad-inputs.md's table is this list: `python -m tests.test_bad_inputs` prints it, and a test
 fails when a row is missing there.
 """
@@ -24,6 +26,7 @@ from typing import Any
 import pytest
 
 import bench.lab.catalog_from_runs as catalog_from_runs_cli
+import bench.predict as predict_cli
 import emulator.__main__ as emulator_cli
 import emulator.calibrate as calibrate_cli
 import emulator.profile as profile_cli
@@ -40,6 +43,7 @@ from tests.bad_inputs import (
     emulator_cases,
     figure_cases,
     plan_cases,
+    predict_cases,
     profile_cases,
     ps_cases,
 )
@@ -56,6 +60,7 @@ CASES: list[Case] = [
     *ps_cases.CASES,
     *datasets_cases.CASES,
     *figure_cases.CASES,
+    *predict_cases.CASES,
 ]
 
 
@@ -124,6 +129,8 @@ def run_case(case: Case, folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
     monkeypatch.setattr(calibrate_cli, "measure", _never_run)
     monkeypatch.setattr(ps_cli.ParameterServer, "start", _never_run)  # refused before listening
     monkeypatch.setattr(datasets_cli, "write_shards", _never_run)  # refused before any reading
+    for name in ("measure_platform", "keep_platform", "draw", "weed_server"):  # before measuring
+        monkeypatch.setattr(predict_cli, name, _never_run)
     if case.entry == "ps":  # no S3 to reach unless a case sets one; the secret its env: names
         for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"):
             monkeypatch.delenv(name, raising=False)
@@ -131,7 +138,8 @@ def run_case(case: Case, folder: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
         monkeypatch.setenv(ps_cases.SECRET_ENV, "bad-input-secret")
     main = {"plan": provisioner_run, "emulator": emulator_cli.main, "profile": profile_cli.main,
             "calibrate": calibrate_cli.main, "catalog_from_runs": catalog_from_runs_cli.main,
-            "ps": ps_cli.main, "datasets": datasets_cli.main}  # fmt: skip
+            "ps": ps_cli.main, "datasets": datasets_cli.main,
+            "predict": predict_cli.command}  # fmt: skip
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
             code = main[case.entry](args)

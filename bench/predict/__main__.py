@@ -2,10 +2,6 @@
 
 import sys
 
-from bench.predict import main
+from bench.predict import command
 
-try:
-    sys.exit(main())
-except ValueError as err:
-    print(f"bench.predict: {err}", file=sys.stderr)
-    sys.exit(2)
+sys.exit(command())

@@ -21,6 +21,7 @@ TERMS = (
 )  # fmt: skip
 LOCAL_PS = "loopback"
 LOCAL_ARCH = "x86_64"  # the architecture every configuration is built and re-predicted on
+AWS_CATALOG = "lambda-2025"  # what a `cpu_scale="auto"` case is planned on
 INVOCATION_LIMIT_S = 900.0  # every case's: a link ends by its iteration cap, never by time
 
 
@@ -38,6 +39,12 @@ class Case:
     # planned rows only, instead of a deadline: where the plan's target lies between the fastest
     # and the cheapest plan's predicted times (tight_deadline_s), on any machine's speed
     tight: float = 0.0
+    # held-out rows (bench.predict.heldout) vary these too; the defaults are the grid's
+    sync: str = "ps"  # "ps" (ps_count shards) or "s3" (the S3 exchange with `reducers`)
+    reducers: int = 0  # k of an S3 row
+    # "1": planned on the local catalog, a vCPU one local core; "auto": planned on AWS's catalog
+    # (AWS_CATALOG) and fitted to this machine by the emulator, as `--cpu-scale auto` does
+    cpu_scale: str = "1"
 
     @property
     def planned(self) -> bool:
@@ -50,7 +57,9 @@ class Case:
         if self.deadline_s:
             return f"{self.workload} @ {self.deadline_s:g} s"
         links = f", {self.per_invocation}/link" if self.per_invocation else ""
-        return f"{self.workload} n={self.n} m={self.memory_mb} ps={self.ps_count}{links}"
+        sync = f"s3 k={self.reducers}" if self.sync == "s3" else f"ps={self.ps_count}"
+        scale = ", cpu auto" if self.cpu_scale == "auto" else ""
+        return f"{self.workload} n={self.n} m={self.memory_mb} {sync}{links}{scale}"
 
 
 # MobileNetV2 needs 1,216 MB (its profile's min_memory_mb: 975 MB peak resident set × 1.2), so
@@ -122,19 +131,29 @@ def plan_of(case: Case, profile_path: Path | None = None, catalog_path: Path | N
     workload's profile at `profile_path` (default: the committed one), on the catalog at
     `catalog_path` (default: catalog/local.json)."""
     profile = load_profile(profile_path or case.workload)
-    catalog = load_catalog(catalog_path or "local")
+    aws = case.cpu_scale == "auto"  # the emulator's report predicts it on `catalog_path` still
+    catalog = load_catalog(AWS_CATALOG if aws else catalog_path or "local")
     job = job_of(case)
     if case.planned:
         deadline_s = case.deadline_s or tight_deadline_s(profile, catalog, case.tight)
         plan = plan_job(profile, catalog, Goal(deadline_s=deadline_s), Limits(), job).plan
     else:
-        choice = Choice(case.n, case.memory_mb, LOCAL_ARCH, LOCAL_PS, case.ps_count)
+        ps_type = catalog.ps_default_type if aws else LOCAL_PS
+        choice = choice_of(case, case.memory_mb, ps_type)
         plan = build_plan(profile, catalog, choice, Goal(deadline_s=None), Limits(), job=job)
     if not case.iterations:
         return plan
     return dataclasses.replace(
         plan, training=dataclasses.replace(plan.training, iterations=case.iterations)
     )
+
+
+def choice_of(case: Case, memory_mb: int, ps_type: str = LOCAL_PS) -> Choice:
+    """The case's configuration at `memory_mb` (the local memory its cores stand for, when the
+    report predicts an AWS-planned case here), on PS type `ps_type` if it has a PS."""
+    if case.sync == "s3":
+        return Choice(case.n, memory_mb, LOCAL_ARCH, "", 0, "s3", case.reducers)
+    return Choice(case.n, memory_mb, LOCAL_ARCH, ps_type, case.ps_count)
 
 
 def case_of(row: dict[str, Any]) -> Case:

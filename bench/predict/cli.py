@@ -4,6 +4,7 @@ measure a grid, re-score an earlier one, or render a results file's table again.
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import tempfile
 import time
@@ -14,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.predict.cases import FIXED, PLANNED, Case
+from bench.predict.heldout import WORKLOADS, Draws
+from bench.predict.heldout_results import PROTOCOL, render_any
 from bench.predict.rescore import rescore
-from bench.predict.results import render
 from bench.predict.rounds import Bench, Grid, Instruments, Repeats
 from bench.predict.rows import median_row
 from emulator import cpu
+from functions.oneline import OneLineParser
 
 
 @dataclass(frozen=True)
@@ -33,18 +36,40 @@ class Lab:
     keep_platform: Callable[[list[str], Path], dict[str, Path]]
     weed_server: Callable[[], AbstractContextManager[Any]]
     write_results: Callable[[list[dict[str, Any]], dict[str, Any], str], str]
+    # the held-out protocol's: its draw (count, seed, the local catalog's file), this host as
+    # the results name it, and where its results go (the host's folder)
+    draw: Callable[[int, int, Path], Draws]
+    host: Callable[[], dict[str, Any]]
+    write_heldout: Callable[[list[dict[str, Any]], dict[str, Any], Path], str]
+
+
+DEFAULT_REPEATS = 3
+HELDOUT_REPEATS = 2
 
 
 def parser() -> argparse.ArgumentParser:
     """Every option of `python -m bench.predict`."""
-    p = argparse.ArgumentParser(prog="python -m bench.predict")
+    p = OneLineParser(prog="python -m bench.predict")
     p.add_argument("--quick", action="store_true", help="three rows (a smoke run)")
     p.add_argument("--only", help="run only this workload's rows")
     p.add_argument(
         "--planned", action="store_true", help="run only the rows the planner sizes for a deadline"
     )
     p.add_argument(
-        "--repeats", type=int, default=3, help="runs per case; each term's median counts"
+        "--repeats",
+        type=int,
+        help=f"runs per case; each term's median counts (default {DEFAULT_REPEATS}, "
+        f"{HELDOUT_REPEATS} with --held-out)",
+    )
+    p.add_argument(
+        "--held-out",
+        type=int,
+        metavar="N",
+        help="N configurations drawn at random from a wide space instead of the fixed grid; "
+        "results under bench/results/hosts/<host-id>/predict-heldout.*",
+    )
+    p.add_argument(
+        "--seed", type=int, help="with --held-out: the draw's seed (default: a fresh one, recorded)"
     )
     p.add_argument(
         "--precision",
@@ -112,6 +137,9 @@ def parser() -> argparse.ArgumentParser:
 
 def checked(args: argparse.Namespace) -> argparse.Namespace:
     """The options, or a ValueError naming the first bad one in one line."""
+    checked_heldout(args)
+    if args.repeats is None:
+        args.repeats = DEFAULT_REPEATS if args.held_out is None else HELDOUT_REPEATS
     if args.repeats < 1:
         raise ValueError(f"bad --repeats {args.repeats}: expected a whole number ≥ 1")
     if args.precision is not None and not 0.0 < args.precision < 1.0:
@@ -139,12 +167,43 @@ def checked(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
+def checked_heldout(args: argparse.Namespace) -> None:
+    """--held-out and --seed: a count ≥ 1, a seed ≥ 0, and no option of the fixed grid."""
+    if args.seed is not None and args.held_out is None:
+        raise ValueError(f"bad --seed {args.seed}: only a held-out run (--held-out N) takes it")
+    if args.held_out is None:
+        return
+    if args.held_out < 1:
+        raise ValueError(f"bad --held-out {args.held_out}: expected a whole number ≥ 1")
+    if args.seed is not None and args.seed < 0:
+        raise ValueError(f"bad --seed {args.seed}: expected a whole number ≥ 0")
+    grid_only = (
+        ("--quick", args.quick),
+        ("--planned", args.planned),
+        ("--only", args.only),
+        ("--rescore", args.rescore),
+        ("--render", args.render),
+    )
+    for flag, value in grid_only:
+        if value:
+            raise ValueError(
+                f"bad --held-out {args.held_out}: it draws its own configurations, so {flag} "
+                "does not apply"
+            )
+
+
 def main(argv: list[str] | None, lab: Lab) -> int:
     """Parse and check the options, then render, re-score or measure as they ask."""
     args = checked(parser().parse_args(argv))
     command = "python -m bench.predict " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.render is not None:
-        print(render(args.render))
+        print(render_any(args.render))
+        return 0
+    repeats = Repeats(args.repeats, args.precision, args.max_repeats, args.extra_minutes)
+    if args.held_out is not None:
+        seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+        print(measure_heldout(lab, args.held_out, seed, command, repeats, reuse=args.reuse,
+                              anchored=not args.no_anchor))  # fmt: skip
         return 0
     cases: tuple[Case, ...] = lab.quick if args.quick else FIXED + PLANNED
     if args.planned:
@@ -161,7 +220,6 @@ def main(argv: list[str] | None, lab: Lab) -> int:
         rows, meta = rescore(lab.results, name, command, args.set, args.anchor_weight, args.profile)
         print(lab.write_results(rows, meta, f"{name}-rescored"))
         return 0
-    repeats = Repeats(args.repeats, args.precision, args.max_repeats, args.extra_minutes)
     print(measure_grid(lab, cases, name, command, repeats, reuse=args.reuse,
                        anchored=not args.no_anchor))  # fmt: skip
     return 0
@@ -178,15 +236,62 @@ def measure_grid(
 ) -> str:
     """Measure the platform (or keep it, `reuse`), run the cases round by round, and write the
     rows with how they were made under `name`; the table."""
-    workloads = sorted({c.workload for c in cases})
     platform = lab.results / f"{name}-platform"
-    # the catalog and profiles this run measured (or took as they were) and used, beside its
-    # results: a re-scoring reads them there
+    profiles = prepare_platform(lab, sorted({c.workload for c in cases}), platform, reuse)
+    rows, meta = run_rounds(lab, cases, profiles, platform, repeats, anchored)
+    meta.update(platform=platform_text(lab, platform, reuse), command=command)
+    return lab.write_results(rows, meta, name)
+
+
+def measure_heldout(
+    lab: Lab, count: int, seed: int, command: str, repeats: Repeats, reuse: bool, anchored: bool
+) -> str:
+    """The held-out protocol: measure the platform (or keep it), draw `count` configurations
+    with `seed` for it, run them round by round as the grid's, and write the rows under this
+    host's folder; the table."""
+    host = lab.host()
+    folder = lab.results / "hosts" / host["id"]
+    platform = folder / "predict-heldout-platform"
+    profiles = prepare_platform(lab, list(WORKLOADS), platform, reuse)
+    draws = lab.draw(count, seed, platform / "local.json")
+    rows, meta = run_rounds(lab, tuple(draws.cases), profiles, platform, repeats, anchored)
+    meta.update(protocol=PROTOCOL, host=host, held_out=draws.record(), command=command,
+                platform=platform_text(lab, platform, reuse))  # fmt: skip
+    return lab.write_heldout(rows, meta, folder)
+
+
+def prepare_platform(
+    lab: Lab, workloads: list[str], platform: Path, reuse: bool
+) -> dict[str, Path | None]:
+    """The catalog and profiles a run measures (or takes as they are, `reuse`) and uses, copied
+    to `platform` beside its results, where a re-scoring reads them; the profile per workload."""
     if reuse:
         lab.load_catalog("local")  # fail in one line before any server starts if not calibrated
-        profiles: dict[str, Path | None] = dict(lab.keep_platform(workloads, platform))
-    else:
-        profiles = dict(lab.measure_platform(workloads, platform))
+        return dict(lab.keep_platform(workloads, platform))
+    return dict(lab.measure_platform(workloads, platform))
+
+
+def platform_text(lab: Lab, platform: Path, reuse: bool) -> str:
+    """Where the run's platform figures came from, as its table says."""
+    try:
+        kept = f"bench/results/{platform.relative_to(lab.results)}/"
+    except ValueError:
+        kept = str(platform)
+    if reuse:
+        return f"catalog/local.json and profiles/ as they were (--reuse), kept in {kept}"
+    return f"calibrated and profiled at the start of this run ({kept})"
+
+
+def run_rounds(
+    lab: Lab,
+    cases: tuple[Case, ...],
+    profiles: dict[str, Path | None],
+    platform: Path,
+    repeats: Repeats,
+    anchored: bool,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The cases run round by round on the platform prepared; their rows, and how they were
+    made (the results' meta, less the command)."""
     catalog = lab.load_catalog("local")
     with tempfile.TemporaryDirectory() as tmp, lab.weed_server() as endpoint:
         bench = Bench(cases, profiles, catalog, platform, Path(tmp), endpoint, anchored,
@@ -194,17 +299,12 @@ def measure_grid(
         grid = Grid(bench).run(repeats)
     runs = grid.runs()
     rows = [median_row(r) for r in runs]
-    meta = {
+    meta: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": cpu.this_machine(),
         "loadavg": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
         "cpu_share": rows[0]["cpu_share"] if rows else "",
         "repeats": repeats.repeats,
-        "platform": "catalog/local.json and profiles/ as they were (--reuse), kept in "
-        f"bench/results/{name}-platform/"
-        if reuse
-        else f"calibrated and profiled at the start of this run (bench/results/{name}-platform/)",
-        "command": command,
         "anchors": grid.anchors(),
         "loop_anchors": grid.loop_anchors(),
     }
@@ -215,4 +315,4 @@ def measure_grid(
             "extra_minutes": repeats.extra_minutes,
             "runs": [len(r) for r in runs],
         }
-    return lab.write_results(rows, meta, name)
+    return rows, meta

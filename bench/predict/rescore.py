@@ -48,7 +48,13 @@ def predicted_terms(
         max_iterations_per_invocation=case.per_invocation,
         iterations=row["iterations"],
     )
-    choice = Choice(row["n"], row["memory_mb"], LOCAL_ARCH, LOCAL_PS, row["ps_count"])
+    memory_mb = row["memory_mb"]
+    if case.cpu_scale == "auto" and row.get("worker_cores"):  # as the report predicted it here
+        memory_mb = max(1, round(float(row["worker_cores"]) * catalog.mb_per_vcpu))
+    if case.sync == "s3":
+        choice = Choice(row["n"], memory_mb, LOCAL_ARCH, "", 0, "s3", case.reducers)
+    else:
+        choice = Choice(row["n"], memory_mb, LOCAL_ARCH, LOCAL_PS, row["ps_count"])
     profile = (
         profile_path
         if isinstance(profile_path, WorkloadProfile)

@@ -169,8 +169,8 @@ def table(
     ]
     if "rescored" in meta:
         lines.append(f"Re-scored, nothing measured: {meta['rescored']}.")
-    shown = _shown(source)
-    lines.append(f"This table is rendered from {shown}: `python -m bench.predict --render {shown}` "
+    where = shown(source)
+    lines.append(f"This table is rendered from {where}: `python -m bench.predict --render {where}` "
                  "writes it again, measuring nothing.")  # fmt: skip
     return "\n".join(lines) + "\n"
 
@@ -254,7 +254,7 @@ def anchor_lines(meta: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _shown(path: Path) -> str:
+def shown(path: Path) -> str:
     """A results file's path as the table names it: from the repository's root if under it."""
     try:
         return str(path.resolve().relative_to(REPO_ROOT))

@@ -77,4 +77,21 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     row["met_deadlines"] = met
     row["met_deadline"] = None if met[0] is None else all(met)
     row["run_s"] = sum(r["run_s"] for r in runs)
+    intervals = [r.get("interval_local") for r in runs]
+    if any(intervals):  # each run's own: coverage counts runs, not medians
+        row["intervals_local"] = intervals
+    requests = [r["requests_per_iteration"] for r in runs if r.get("requests_per_iteration")]
+    if requests:
+        row["requests_per_iteration"] = median_requests(requests)
     return row
+
+
+def median_requests(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """An S3 row's requests per iteration: each kind's median over the runs measured, and the
+    model's (the same every run: it counts a configuration's requests, not seconds)."""
+    kinds = sorted({k for r in runs for k in (r.get("measured") or {})})
+    measured = {
+        k: statistics.median([r["measured"][k] for r in runs if k in (r.get("measured") or {})])
+        for k in kinds
+    }
+    return {"measured": measured, "predicted_local": runs[0].get("predicted_local")}

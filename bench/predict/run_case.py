@@ -34,6 +34,8 @@ def measure(
         chosen,
         Options(
             invocation_limit_s=INVOCATION_LIMIT_S,
+            # 1 local core a vCPU for a local plan; None fits an AWS plan to this machine
+            cpu_scale=1.0 if case.cpu_scale == "1" else None,
             out_dir=out,
             quiet=True,
             print_report=False,
@@ -61,6 +63,11 @@ def row_of(case: Case, plan: Any, report: dict[str, Any], run_s: float) -> dict[
         "n": plan.n_workers,
         "memory_mb": plan.memory_mb,
         "ps_count": plan.ps_count,
+        "sync": case.sync,
+        "reducers": case.reducers,
+        "cpu_scale": case.cpu_scale,
+        # the cores a worker ran on: what the report's local prediction stands its memory for
+        "worker_cores": report["emulation"].get("worker_cores"),
         "iterations": plan.training.iterations,
         "links": report["invocations"]["per_worker"],
         "cpu_share": report["emulation"]["cpu_share"],
@@ -75,6 +82,9 @@ def row_of(case: Case, plan: Any, report: dict[str, Any], run_s: float) -> dict[
         },
         "accuracy_local": report.get("accuracy_local") or {},
         "error_share_of_total_local": report.get("error_share_of_total_local") or {},
+        # where the report has them: the total's interval, and an S3 run's requests a round
+        "interval_local": report.get("interval_local"),
+        "requests_per_iteration": (report.get("exchange") or {}).get("requests_per_iteration"),
         "met_deadline": (
             terms["total"]["measured_s"] <= plan.goal.deadline_s if case.planned else None
         ),

@@ -26,6 +26,7 @@ PROGRAMS = {
     "catalog_from_runs": "python -m bench.lab.catalog_from_runs",
     "ps": "python -m functions.ps",
     "datasets": "python -m functions.datasets",
+    "predict": "python -m bench.predict",
 }
 
 

@@ -40,6 +40,7 @@ from provisioner import (
 from provisioner.catalog import LOCAL_CATALOG, Catalog, read_data_json
 from provisioner.files import write_text_atomically
 from provisioner.idle import idle_line
+from provisioner.interval import interval_words
 from provisioner.plan import Plan
 from provisioner.profile import PROFILE_DIR, profile_from_dict
 from provisioner.runaway import bounds_line
@@ -199,19 +200,30 @@ def between_runs(plan: Plan) -> str:
     return idle_line(plan)
 
 
+def _reserve_words(plan: Plan, user_slack: bool) -> str:
+    """What the deadline's plans were held to below it: the slack (the user's, or the catalog
+    default) and the 90% interval's upper end where a spread was measured; "" for neither."""
+    goal = plan.goal
+    if not goal.holds_back:
+        return ""
+    held = (
+        [f"{goal.slack:.0%} slack{'' if user_slack else ', the catalog default'}"]
+        if goal.slack
+        else []
+    )
+    if goal.interval_high > 1.0:  # a measured spread: the plan meets the deadline at its top
+        held.append(f"the 90% interval's upper end, {goal.interval_high:.2f}×")
+    limit = format_duration_s(goal.planning_deadline_s or 0.0)
+    return f", planned for {limit} ({' and '.join(held)})"
+
+
 def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
     """What a user reads after synth: the plan, its prediction and why."""
-    plan = result.plan
+    plan, p = result.plan, result.plan.prediction
     goals = []
     if ctx.deadline_s is not None:
         default = " (default_deadline)" if ctx.deadline_is_default else ""
-        slack = plan.goal.slack  # the user's, or the catalog's default_slack
-        reserve = (
-            f", planned for {format_duration_s(plan.goal.planning_deadline_s or 0.0)} "
-            f"({slack:.0%} slack{'' if ctx.slack is not None else ', the catalog default'})"
-            if slack
-            else ""
-        )
+        reserve = _reserve_words(plan, user_slack=ctx.slack is not None)
         goals.append(f"deadline {format_duration_s(ctx.deadline_s)}{default}{reserve}")
     if ctx.budget_usd is not None:
         goals.append(f"budget {format_usd(ctx.budget_usd)}")
@@ -220,9 +232,10 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
         f"{ps_words(plan)}, "
         f"timeout {plan.invocation_timeout_s} s, /tmp {plan.ephemeral_storage_mb} MB, "
         f"{plan.invocations_per_worker} invocation(s) per worker",
-        f"goal: {' and '.join(goals)}; predicted {format_duration_s(plan.prediction.total_s)}, "
-        f"{format_usd(plan.cost.total_usd)}",
-        "cost: " + ", ".join(
+        f"goal: {' and '.join(goals)}; {interval_words(p.total_s, p.total_low_s, p.total_high_s)}"
+        f", {format_usd(plan.cost.total_usd)}",
+        "cost: "
+        + ", ".join(
             f"{name.removesuffix('_usd').replace('_', ' ')} {format_usd(value)}"
             for name, value in dataclasses.asdict(plan.cost).items()
             if name != "total_usd" and value >= 0.00005  # items that show at 4 decimals

@@ -31,6 +31,7 @@ from functions.aws import download_to, list_keys
 from functions.terms import chain_terms, link_timing, measured_terms
 from provisioner.catalog import CATALOG_DIR, Catalog, load_catalog
 from provisioner.files import write_text_atomically
+from provisioner.interval import LEVEL
 from provisioner.plan import Goal, Plan
 from provisioner.planner import Infeasible, Limits, RunRules, build_plan, predict_run
 from provisioner.space import Choice
@@ -291,6 +292,19 @@ def deadline_verdict(deadline_s: float | None, measured_total_s: float) -> dict[
     return {"deadline_s": deadline_s, "measured_total_s": measured_total_s, "met": met}
 
 
+def interval_verdict(local: Plan | None, measured_total_s: float) -> dict[str, Any] | None:
+    """The local prediction's 90% interval (its total scaled by the local catalog's measured
+    spread, provisioner/interval.py) and whether the measured total fell inside; None without
+    a local prediction or where the catalog measured no spread (a point is no interval)."""
+    p = None if local is None else local.prediction
+    if p is None or p.total_low_s is None or p.total_high_s is None:
+        return None
+    if not p.total_low_s < p.total_high_s:
+        return None
+    inside = p.total_low_s <= measured_total_s <= p.total_high_s
+    return {"level": LEVEL, "low_s": p.total_low_s, "high_s": p.total_high_s, "inside": inside}
+
+
 def build_report(
     record: RunRecord,
     accuracy: dict[str, Any] | None,
@@ -367,6 +381,7 @@ def build_report(
         "predictions": {"local": local_label, "aws": aws_label},
         "exchange": exchange_figures(record, local_plan),
         "deadline": deadline_verdict(plan.goal.deadline_s, record.train_wall_s),
+        "interval_local": interval_verdict(local_plan, record.train_wall_s),
         "compute_predicted_at_local_share_s": compute_at_local_share_s(record),
         "compute_at_full_speed_s": compute_at_full_speed_s(record),
         "measured_per_worker": per_worker,

@@ -50,6 +50,26 @@ def exchange_lines(exchange: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def total_lines(report: dict[str, Any]) -> list[str]:
+    """The total predicted here with its 90% interval, measured, and whether it fell inside:
+    `total: predicted 12.3 s (90%: 10.1–15.2 s), measured 13.0 s, inside`."""
+    total = next((row for row in report["terms"] if row["term"] == "total"), {})
+    predicted, measured = total.get("predicted_local_s"), total.get("measured_s")
+    if predicted is None or measured is None or math.isnan(measured):
+        return []
+    interval = report.get("interval_local")
+    if not interval:  # no spread measured on the local catalog: the point alone
+        return [
+            f"total: predicted {predicted:.1f} s (90% interval not measured), "
+            f"measured {measured:.1f} s"
+        ]
+    where = "inside" if interval["inside"] else "OUTSIDE"
+    return [
+        f"total: predicted {predicted:.1f} s (90%: {interval['low_s']:.1f}–"
+        f"{interval['high_s']:.1f} s), measured {measured:.1f} s, {where}"
+    ]
+
+
 def format_table(report: dict[str, Any]) -> str:
     """Human summary: predicted vs measured per term, then the headline facts."""
 
@@ -89,6 +109,7 @@ def format_table(report: dict[str, Any]) -> str:
         f"predicted here: {labels.get('local', NO_LOCAL_CATALOG)}",
         f"predicted AWS: {labels.get('aws', 'n/a')}",
     ]
+    lines += total_lines(report)
     verdict = report.get("deadline") or {}
     if verdict.get("met") is not None:
         lines.append(

@@ -17,6 +17,7 @@ from provisioner.catalog_domains import (
     check_figure_domains,
     raw_value,
 )
+from provisioner.interval import PredictionInterval, interval_from
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CATALOG_DIR = REPO_ROOT / "catalog"
@@ -167,10 +168,13 @@ class Catalog:
     # A PS shard's checkpoint's fixed part (its serialising, HMAC, PUT and pruning requests) where
     # it was measured as the shard writes it (the local catalog); None = one PUT's latency.
     ps_checkpoint_request_s: float | None = None
-    # Share of a deadline plans hold back when the user gives no slack: how far a run on this
-    # platform lands above its prediction (run-to-run spread and the model's own error, as
-    # measured); 0 = none held back (AWS: not measured yet, plans aim at the deadline itself).
+    # Share of a deadline plans hold back when the user gives no slack, on top of the interval:
+    # a policy of catalogs made before the interval was measured (kept so they plan as they
+    # did); a catalog whose interval was read from runs has none. 0 = none held back.
     default_slack: float = 0.0
+    # Measured/predicted total ratios 90% of runs fell between (provisioner/interval.py): plans
+    # meet the deadline against the upper end. The point (1, 1) where no spread was measured.
+    prediction_interval: PredictionInterval = PredictionInterval()
 
     @property
     def put_latency_s(self) -> float:
@@ -301,6 +305,16 @@ def _optional_figure(section: dict[str, Any], key: str, where: str, default: flo
     return float(_figure(section, key, where)) if key in section else default
 
 
+def _interval_figure(orch: dict[str, Any], name: str) -> PredictionInterval:
+    """orchestration.prediction_interval; absent (no spread measured) means the point."""
+    key = "prediction_interval"
+    if key not in orch:
+        return PredictionInterval()
+    value = raw_value(orch, key, "orchestration")
+    where = f"catalog {name}: orchestration.{key}"
+    return interval_from(value, where, str(orch[key]["source"]))
+
+
 def _arch(name: str, data: dict[str, Any]) -> LambdaArch:
     if name not in ARCHITECTURES:
         raise ValueError(
@@ -412,6 +426,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         s3_put_mb_s=float(nf("s3_put_mb_s")) if "s3_put_mb_s" in net else None,
         s3_usd_per_gb_month=_optional_figure(orch, "s3_usd_per_gb_month", "orchestration", 0.0),
         default_slack=_optional_figure(orch, "default_slack", "orchestration", 0.0),
+        prediction_interval=_interval_figure(orch, str(data["name"])),
     )
     _validate(cat)
     return cat

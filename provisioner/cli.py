@@ -23,6 +23,7 @@ from provisioner.calibrate import Calibration, calibrate, is_aws_report, report_
 from provisioner.catalog import Catalog, load_catalog, read_data_json
 from provisioner.files import replace_atomically, write_text_atomically
 from provisioner.idle import idle_line
+from provisioner.interval import interval_note
 from provisioner.parse import (
     format_duration_s,
     format_usd,
@@ -128,8 +129,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--slack",
             default=None,
-            help="share of the deadline kept in reserve: 10%% (default: the catalog's "
-            "default_slack, 0 on the AWS catalogs)",
+            help="share of the deadline kept in reserve beyond the 90%% interval's upper end, "
+            "which plans meet the deadline against: 10%% (default: the catalog's "
+            "default_slack if it has one, else 0)",
         )
         p.add_argument("--catalog", default="lambda-2025", help="catalog name or path")
         p.add_argument("--max-memory-mb", type=_positive_int)
@@ -204,7 +206,10 @@ def render_plan(plan: Plan) -> str:
         _row("communication", format_duration_s(p.communication_s)),
         _row("PS aggregation", format_duration_s(p.ps_aggregation_s)),
         _row("chaining", format_duration_s(p.chaining_s)),
-        _row("total", format_duration_s(p.total_s)),
+        _row(
+            "total",
+            f"{format_duration_s(p.total_s)} ({interval_note(p.total_low_s, p.total_high_s)})",
+        ),
         "predicted cost",
         _row("Lambda compute", format_usd(c.lambda_compute_usd)),
         _row("Lambda requests", format_usd(c.lambda_requests_usd)),

@@ -27,12 +27,7 @@ def infeasible_message(
     cheap = solve_deadline(profile, catalog, space, math.inf)
     wanted = []
     if goal.deadline_s is not None:
-        reserve = (
-            f" less {goal.slack:.0%} slack = {format_duration_s(goal.planning_deadline_s or 0.0)}"
-            if goal.slack
-            else ""
-        )
-        wanted.append(f"deadline {format_duration_s(goal.deadline_s)}{reserve}")
+        wanted.append(f"deadline {format_duration_s(goal.deadline_s)}{reserve_words(goal)}")
     if goal.budget_usd is not None:
         wanted.append(f"budget {format_usd(goal.budget_usd)}")
     text = (
@@ -50,6 +45,22 @@ def infeasible_message(
     if arch == "any" and len(space.archs) > 1:
         text += "; workers and PS share one architecture (arch=mixed lets them differ)"
     return text
+
+
+def reserve_words(goal: Goal) -> str:
+    """What a deadline's plans are held to below it, e.g. ` less 10% slack, at the 90%
+    interval's upper end (1.14× the prediction): predicted ≤ 11m35s`; "" if nothing."""
+    if not goal.holds_back:
+        return ""
+    said = []
+    if goal.slack:
+        said.append(f" less {goal.slack:.0%} slack")
+    if goal.interval_high > 1.0:
+        said.append(f" at the 90% interval's upper end ({goal.interval_high:.2f}× the prediction)")
+    limit = format_duration_s(goal.planning_deadline_s or 0.0)
+    if goal.interval_high > 1.0:
+        return ",".join(said) + f": predicted ≤ {limit}"
+    return f"{said[0]} = {limit}"
 
 
 def alternatives_rule(goal: Goal, workers: str = "each other worker count n") -> str:

@@ -46,6 +46,7 @@ _BOUNDS: dict[str, tuple[float, float | None]] = {
     "training.global_batch": (1, None),
     "training.iterations": (1, MAX_ITERATIONS),
     "training.checkpoint_every_iterations": (1, None),
+    "goal.interval_high": (1, None),
 }
 SYNC_MODES = ("ps", "s3")  # how workers exchange gradients: EC2 parameter servers or S3
 _CHOICES: dict[str, tuple[str, ...]] = {
@@ -58,28 +59,37 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 class Goal:
     """What the user asked for: a deadline, a budget, or both.
 
-    `slack` keeps a share of the deadline in reserve for what the model does not see (a busy
-    host, a slow cold start): plans must meet deadline × (1 − slack). None: the catalog's
-    default_slack where there is a deadline (the planner resolves it: `with_slack_of`).
+    A plan meets the deadline against the upper end of its prediction's 90% interval:
+    predicted total × `interval_high` ≤ deadline × (1 − slack). `interval_high` is the
+    catalog's measured spread (provisioner/interval.py; 1 where none was measured). `slack`
+    keeps a further share of the deadline in reserve, the user's; None: the catalog's
+    default_slack where there is a deadline (the planner resolves both: `for_catalog`).
     """
 
     deadline_s: float | None = None
     budget_usd: float | None = None
     slack: float | None = None
+    interval_high: float = 1.0
 
     @property
     def planning_deadline_s(self) -> float | None:
-        """The deadline plans are held to."""
+        """The deadline a plan's point prediction is held to."""
         if self.deadline_s is None:
             return None
-        return self.deadline_s * (1.0 - (self.slack or 0.0))
+        return self.deadline_s * (1.0 - (self.slack or 0.0)) / self.interval_high
 
-    def with_slack_of(self, default_slack: float) -> Goal:
-        """This goal with its slack decided: the user's, else `default_slack` (the platform's)
-        where there is a deadline to hold it back from, else none."""
-        if self.slack is not None:
-            return self
-        return replace(self, slack=default_slack if self.deadline_s is not None else 0.0)
+    @property
+    def holds_back(self) -> bool:
+        """Whether plans aim below the deadline itself (a slack, or a measured spread)."""
+        return self.deadline_s is not None and (bool(self.slack) or self.interval_high > 1.0)
+
+    def for_catalog(self, default_slack: float, interval_high: float) -> Goal:
+        """This goal with its reserve decided where there is a deadline to hold it back from:
+        the user's slack, else `default_slack`; the catalog's interval's upper end."""
+        if self.deadline_s is None:
+            return replace(self, slack=self.slack or 0.0, interval_high=1.0)
+        slack = default_slack if self.slack is None else self.slack
+        return replace(self, slack=slack, interval_high=interval_high)
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,10 @@ class Prediction:
     exchange_per_iteration_s: float = 0.0
     exchange_puts_per_iteration: int = 0
     exchange_gets_per_iteration: int = 0
+    # The total's 90% interval: total_s scaled by the catalog's measured spread
+    # (provisioner/interval.py); both total_s where none was measured, None in older plans.
+    total_low_s: float | None = None
+    total_high_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -386,6 +400,20 @@ def _links(plan: Plan) -> str | None:
     )
 
 
+def _interval(plan: Plan) -> str | None:
+    """The total's 90% interval holds the total (older plans record none)."""
+    p = plan.prediction
+    if p.total_low_s is None and p.total_high_s is None:
+        return None
+    low, high = p.total_low_s, p.total_high_s
+    if low is not None and high is not None and 0 < low <= p.total_s <= high:
+        return None
+    return (
+        f"plan fields 'prediction.total_low_s', 'prediction.total_high_s': {p.total_low_s!r}, "
+        f"{p.total_high_s!r} do not hold the total {p.total_s!r}; use 0 < low ≤ total ≤ high"
+    )
+
+
 def _dataset(plan: Plan) -> str | None:
     """A dataset path names data that is there to upload."""
     problem = dataset_problem(plan.training.dataset)
@@ -421,7 +449,7 @@ def _catalog_limits(plan: Plan, catalog: Catalog) -> str | None:
 
 # The figures of a plan against each other, as the planner derives them; each rule is one small
 # function returning why the plan makes no sense, or None.
-SENSE_RULES = (_batches, _shards, _iterations, _links, _dataset)
+SENSE_RULES = (_batches, _shards, _iterations, _links, _interval, _dataset)
 
 
 def check_plan_sense(plan: Plan, catalog: Catalog | None) -> None:

@@ -17,10 +17,10 @@ import numpy as np
 from provisioner import runaway
 from provisioner.catalog import Catalog
 from provisioner.cells import Axis, Cells
-from provisioner.explain import alternatives_rule, infeasible_message, sync_note
+from provisioner.explain import alternatives_rule, infeasible_message, reserve_words, sync_note
 from provisioner.idle import idle_cost
 from provisioner.model import evaluate
-from provisioner.parse import MAX_SLACK, SLACK_FORMS, format_duration_s
+from provisioner.parse import MAX_SLACK, SLACK_FORMS
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
@@ -170,6 +170,8 @@ def build_plan(
         exchange_puts_per_iteration=_i(puts),
         exchange_gets_per_iteration=_i(gets),
     )
+    low_s, high_s = catalog.prediction_interval.of(prediction.total_s)
+    prediction = replace(prediction, total_low_s=low_s, total_high_s=high_s)
     cost = CostBreakdown(
         lambda_compute_usd=_f(c.lambda_usd),
         lambda_requests_usd=_f(c.requests_usd),
@@ -384,7 +386,8 @@ def plan_job(
             f"slack {goal.slack:.0%} holds back a share of the deadline, but only a budget was "
             "given: add a deadline or drop the slack"
         )
-    goal = goal.with_slack_of(catalog.default_slack)  # the user gave none: the platform's
+    # the user's slack, else the catalog's; plans meet the deadline at the interval's top
+    goal = goal.for_catalog(catalog.default_slack, catalog.prediction_interval.high)
     space = build_space(profile, catalog, limits)
     flat = flatten(profile, catalog, space)
     res = solve_goal(profile, catalog, space, goal, flat)
@@ -399,11 +402,8 @@ def plan_job(
         if cost_first
         else "fastest plan within the budget (ties: cheaper)"
     )
-    if cost_first and goal.slack:
-        why = (
-            f"cheapest plan meeting the deadline less {goal.slack:.0%} slack, "
-            f"{format_duration_s(goal.planning_deadline_s or 0.0)} (ties: faster)"
-        )
+    if goal.holds_back:
+        why = f"cheapest plan meeting the deadline{reserve_words(goal)} (ties: faster)"
     notes = (
         why,
         "exact search over n, memory, arch, PS type and shard count, and S3 exchange with k "

@@ -401,8 +401,10 @@ def _enumerate(
     r, ni, j = np.meshgrid(*(np.arange(k) for k in shape), indexing="ij")
     pool = Pool.of(r, ni, j, cells_at(profile, catalog, space, r, ni, j))
     ok = np.isfinite(pool.total_s)
-    if goal.deadline_s is not None:
-        ok &= pool.total_s <= goal.deadline_s
+    # held to the deadline as the planner holds it: less the slack, at the interval's top
+    held = goal.for_catalog(catalog.default_slack, catalog.prediction_interval.high)
+    if held.planning_deadline_s is not None:
+        ok &= pool.total_s <= held.planning_deadline_s
     if goal.budget_usd is not None:
         ok &= pool.total_usd <= goal.budget_usd
     order = goal_order(pool, cost_first=goal.deadline_s is not None)

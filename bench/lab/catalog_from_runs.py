@@ -1,11 +1,14 @@
-"""The local catalog's slack and start-up cores fitted to this machine's finished runs.
+"""The local catalog's prediction interval and start-up cores fitted to this machine's runs.
 
-`python -m bench.lab.catalog_from_runs --out catalog/local.json --slack-from RUNS...` measures
-nothing: it sets the catalog's default_slack from finished runs' predictions and measurements
-(bench/lab/slack.py); `--init-cores-from RUNS...` sets its start-up cores per n from their
-start-ups (bench/lab/init_cores.py). Both may be given at once: both figures are written in one
-go, or neither. RUNS are run reports, folders of runs, or bench.predict results
-(bench/lab/finished_runs.py); every other figure stays as `make calibrate` measured it.
+`python -m bench.lab.catalog_from_runs --out catalog/local.json --interval-from RUNS...`
+measures nothing: it sets the catalog's prediction_interval (the 5th and 95th percentiles of
+measured/predicted total, bench/lab/interval.py) from finished runs' predictions and
+measurements, and drops the default_slack policy it replaces; `--slack-from RUNS...` sets a
+default_slack from them instead (bench/lab/slack.py, the older rule); `--init-cores-from
+RUNS...` sets its start-up cores per n from their start-ups (bench/lab/init_cores.py). Several
+may be given at once: every figure is written in one go, or none. RUNS are run reports,
+folders of runs, or bench.predict results (bench/lab/finished_runs.py); every other figure
+stays as `make calibrate` measured it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lab import init_cores as init_runs
+from bench.lab import interval as interval_runs
 from bench.lab import slack as slack_runs
 from emulator import cpu
 from emulator.calibrate import DEFAULT_OUT, check_out
@@ -49,6 +53,20 @@ def slack_set(
     return slack_runs.with_slack(catalog, slack), found
 
 
+def interval_set(
+    catalog: dict[str, Any], runs: Sequence[Path], where: Provenance
+) -> tuple[dict[str, Any], interval_runs.Interval]:
+    """The catalog with prediction_interval read from `runs` (bench/lab/interval.py) in place of
+    its default_slack, every other figure as it was, and what was read. ValueError (one line)
+    where the runs give none."""
+    ratios = slack_runs.ratios_from(runs, where.machine, "--interval-from")
+    found = interval_runs.interval_for(ratios)
+    method = found.source([str(r) for r in runs])
+    unit = "measured/predicted total, 90% of runs"
+    value = figure(found.figure_value(), unit, method, where, "measured")
+    return interval_runs.with_interval(catalog, value), found
+
+
 def init_cores_set(
     catalog: dict[str, Any], runs: Sequence[Path], where: Provenance, cores: float
 ) -> tuple[dict[str, Any], init_runs.InitCores]:
@@ -65,11 +83,17 @@ def init_cores_set(
 
 
 def update_from_runs(args: argparse.Namespace) -> list[str]:
-    """--slack-from and --init-cores-from: rewrite the --out catalog's figures read from
-    finished runs, in one write after every one was read (a bad RUNS leaves the catalog as it
-    was); a line per figure written. ValueError (one line) otherwise."""
-    given = [o for o, v in (("--slack-from", args.slack_from),
+    """--interval-from, --slack-from and --init-cores-from: rewrite the --out catalog's figures
+    read from finished runs, in one write after every one was read (a bad RUNS leaves the
+    catalog as it was); a line per figure written. ValueError (one line) otherwise."""
+    given = [o for o, v in (("--interval-from", args.interval_from),
+                            ("--slack-from", args.slack_from),
                             ("--init-cores-from", args.init_cores_from)) if v]  # fmt: skip
+    if args.interval_from and args.slack_from:
+        raise ValueError(
+            "--interval-from and --slack-from both set the deadline's reserve: give one "
+            "(--interval-from: the measured spread, which replaces default_slack)"
+        )
     catalog = read_catalog_to_update(args.out, " and ".join(given))
     where = here_today()
     said = []
@@ -83,6 +107,13 @@ def update_from_runs(args: argparse.Namespace) -> list[str]:
             f"default_slack {found.slack:.0%} from {found.runs} runs (measured/predicted up to "
             f"{found.highest:.2f}×, 1-in-{slack_runs.TAIL_RUNS} {found.fitted:.2f}×)"
         )
+    if args.interval_from:
+        catalog, spread = interval_set(catalog, args.interval_from, where)
+        said.append(
+            f"prediction_interval {spread.low:.2f}-{spread.high:.2f}× (90%) from {spread.runs} "
+            f"runs (measured/predicted {spread.lowest:.2f}-{spread.highest:.2f}×); "
+            "default_slack dropped"
+        )
     write_catalog(catalog, args.out)
     return [f"wrote {args.out}: {line}" for line in said]
 
@@ -90,6 +121,15 @@ def update_from_runs(args: argparse.Namespace) -> list[str]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.lab.catalog_from_runs", description=__doc__)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="catalog file to update")
+    p.add_argument(
+        "--interval-from",
+        type=Path,
+        nargs="+",
+        metavar="RUNS",
+        help="set the --out catalog's prediction_interval (90%% of measured/predicted totals) "
+        "from finished runs, dropping its default_slack (run reports, folders of them, "
+        "bench.predict results; bench/lab/interval.py)",
+    )
     p.add_argument(
         "--slack-from",
         type=Path,
@@ -113,8 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         check_out(args.out)
-        if not (args.slack_from or args.init_cores_from):
-            raise ValueError("nothing to read: give --slack-from RUNS or --init-cores-from RUNS")
+        if not (args.interval_from or args.slack_from or args.init_cores_from):
+            raise ValueError(
+                "nothing to read: give --interval-from RUNS, --slack-from RUNS or "
+                "--init-cores-from RUNS"
+            )
         print("\n".join(update_from_runs(args)))
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

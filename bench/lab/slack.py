@@ -122,22 +122,24 @@ def bench_ratios(doc: dict[str, Any], name: str) -> dict[str, Run]:
     return out
 
 
-def ratios_in(path: Path) -> dict[str, Run]:
+def ratios_in(path: Path, option: str = "--slack-from") -> dict[str, Run]:
     """The runs in a run report, a folder of them (searched through), or a bench.predict
     results file (finished_runs.documents). ValueError naming the path when it holds none."""
     found: dict[str, Run] = {}
-    for kind, doc in finished_runs.documents(path, "--slack-from"):
+    for kind, doc in finished_runs.documents(path, option):
         found.update(report_ratios(doc) if kind == "report" else bench_ratios(doc, str(path)))
     if not found:
         raise ValueError(
-            f"--slack-from {str(path)!r} holds no finished run predicted for this machine "
+            f"{option} {str(path)!r} holds no finished run predicted for this machine "
             "(a report.json with terms[total].predicted_local_s, or bench.predict results with "
             "predicted_totals_s)"
         )
     return found
 
 
-def ratios_from(paths: Iterable[Path], machine: str | None = None) -> list[float]:
+def ratios_from(
+    paths: Iterable[Path], machine: str | None = None, option: str = "--slack-from"
+) -> list[float]:
     """Every run's ratio under `paths`, each run once: a run's report is also copied into its
     artifacts (emulator/report.json), and one run id counts once however often it is found.
     bench.predict results carry no run ids: give them or their runs' reports, not both.
@@ -148,10 +150,10 @@ def ratios_from(paths: Iterable[Path], machine: str | None = None) -> list[float
     every run found ran on another machine."""
     found: dict[str, Run] = {}
     for p in paths:
-        found.update(ratios_in(p))
+        found.update(ratios_in(p, option))
     mine = finished_runs.on_machine(
-        list(found.values()), lambda run: run[1], machine, "--slack-from",
-        "a slack is read from the runs of the machine it is for",
+        list(found.values()), lambda run: run[1], machine, option,
+        "a spread is read from the runs of the machine it is for",
     )  # fmt: skip
     return [ratio for ratio, _ in mine]
 

@@ -2,9 +2,36 @@
 
 from __future__ import annotations
 
-from tests.bad_inputs.case import DIGITS, HOUR, plan_case
+import json
+from typing import Any
+
+from tests.bad_inputs.case import DIGITS, HOUR, Case, plan_case
+from tests.local_catalog import local_catalog_dict
+
+
+def interval_case(value: Any, says: str) -> Case:
+    """`plan` on a catalog whose orchestration.prediction_interval holds `value`."""
+    doc = local_catalog_dict()
+    doc["orchestration"]["prediction_interval"] = {
+        "value": value, "unit": "measured/predicted total", "source": "-", "date": "-",
+        "tag": "measured",
+    }  # fmt: skip
+    name = "interval-catalog.json"
+    return Case(
+        "plan", ("plan", *HOUR, "--catalog", f"{{dir}}/{name}"), 2, says,
+        given=f"{name}: orchestration.prediction_interval {json.dumps(value)}",
+        files=((name, json.dumps(doc)),),
+    )  # fmt: skip
+
 
 CASES = [
+    # a catalog's prediction_interval (provisioner/interval.py)
+    interval_case({"low": 1.1, "high": 1.3}, says="orchestration.prediction_interval: {'low': "
+                  "1.1, 'high': 1.3} is out of range (accepted: {\"low\": r05, \"high\": r95}"),
+    interval_case({"low": 0.9, "high": 1.2, "level": 0.95},
+                  says="orchestration.prediction_interval: level 0.95 is not 0.9"),
+    interval_case([0.9, 1.2], says="orchestration.prediction_interval: [0.9, 1.2] is not "
+                  "understood"),
     # python -m provisioner plan|frontier
     plan_case("plan", *DIGITS, "--deadline", "soon", says="duration 'soon' is not understood"),
     plan_case("plan", *DIGITS, "--budget", "-5", says="amount '-5' is not understood"),

@@ -240,3 +240,38 @@ def test_the_planners_margin_rule_is_the_emulators() -> None:
     for catalog in (load_catalog("lambda-2025"), local_catalog()):
         for limit_s in (3.0, 8.0, 60.0, 900.0):
             assert emulator_margin_s(limit_s, catalog) == default_safety_margin_s(limit_s)
+
+
+def test_the_report_gives_the_local_interval_and_whether_the_total_fell_inside() -> None:
+    """With a measured spread in the local catalog the report scales the local prediction by it
+    and says whether the measured total fell inside; without one it gives no interval."""
+    from emulator.report import build_report
+    from emulator.report_table import format_table
+    from provisioner.interval import PredictionInterval
+    from tests.local_catalog import local_catalog
+
+    plan = _aws_plan()
+    noisy = dataclasses.replace(
+        local_catalog(), prediction_interval=PredictionInterval(0.8, 1.25, "test")
+    )
+    inside = build_report(_record(plan, train_wall_s=1.0), None, local_catalog=noisy)
+    predicted = {r["term"]: r for r in inside["terms"]}["total"]["predicted_local_s"]
+    wall_s = predicted * 1.1  # inside [0.8, 1.25] × the prediction
+    inside = build_report(_record(plan, train_wall_s=wall_s), None, local_catalog=noisy)
+    assert inside["interval_local"] == {
+        "level": 0.9,
+        "low_s": pytest.approx(predicted * 0.8),
+        "high_s": pytest.approx(predicted * 1.25),
+        "inside": True,
+    }
+    line = next(x for x in format_table(inside).splitlines() if x.startswith("total: "))
+    assert line == (
+        f"total: predicted {predicted:.1f} s (90%: {predicted * 0.8:.1f}–{predicted * 1.25:.1f}"
+        f" s), measured {wall_s:.1f} s, inside"
+    )
+    late = build_report(_record(plan, train_wall_s=predicted * 1.3), None, local_catalog=noisy)
+    assert late["interval_local"]["inside"] is False
+    assert format_table(late).count(", OUTSIDE") == 1
+    point = build_report(_record(plan, train_wall_s=wall_s), None, local_catalog=local_catalog())
+    assert point["interval_local"] is None  # no spread measured: a point is no interval
+    assert "(90% interval not measured), measured" in format_table(point)

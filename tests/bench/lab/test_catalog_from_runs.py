@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.lab import catalog_from_runs
+from bench.lab import interval as interval_runs
 from bench.lab import slack as slack_runs
 from emulator.calibration import catalog
 from provisioner.catalog import load_catalog
@@ -128,3 +129,40 @@ def test_slack_and_init_cores_from_runs_are_written_together_or_not_at_all(
     cat = load_catalog(out)
     assert cat.init_cores_by_n == ((2, 1.6), (4, 1.6)) and cat.default_slack == 0.0
     assert capsys.readouterr().out.count("wrote ") == 2
+
+
+def test_interval_from_runs_writes_the_spread_and_drops_the_slack_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Forty runs at 0.80-1.19× their prediction: the catalog's interval is their 5th and 95th
+    percentiles, rounded outwards to a hundredth; the default_slack policy it replaces is gone
+    and every other figure stays as `make calibrate` wrote it."""
+    out = tmp_path / "local.json"
+    catalog.write_catalog(catalog.build_catalog(fake_measurements(), REFERENCE, WHERE), out)
+    before = json.loads(out.read_text())
+    ratios = [0.80 + 0.01 * i for i in range(40)]
+    runs = _runs(tmp_path / "runs", ratios)
+    assert catalog_from_runs.main(["--out", str(out), "--interval-from", str(runs)]) == 0
+    after = json.loads(out.read_text())
+    figure = after["orchestration"].pop("prediction_interval")
+    before["orchestration"].pop("default_slack")
+    assert after == before
+    found = interval_runs.interval_for(ratios)
+    assert figure["value"] == {"low": found.low, "high": found.high, "level": 0.9}
+    assert 0.80 <= found.low < 0.83 and 1.16 < found.high <= 1.19
+    loaded = load_catalog(out)
+    assert (loaded.prediction_interval.low, loaded.prediction_interval.high) == (
+        found.low, found.high,
+    )  # fmt: skip
+    assert loaded.default_slack == 0.0
+    assert figure["tag"] == "measured" and "from 40 finished runs" in figure["source"]
+    assert "default_slack dropped" in capsys.readouterr().out
+
+
+def test_an_interval_always_holds_the_prediction() -> None:
+    """Runs that all land above their prediction still give low = 1: the interval holds the
+    point the plan prints; too few runs is one line."""
+    found = interval_runs.interval_for([1.1 + 0.001 * i for i in range(25)])
+    assert found.low == 1.0 and found.high >= 1.12
+    with pytest.raises(ValueError, match="5 runs too few to read an interval from"):
+        interval_runs.interval_for([1.0] * 5)

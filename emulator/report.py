@@ -256,7 +256,31 @@ def predict_local(record: RunRecord, catalog: Catalog | str | None) -> tuple[Pla
         plan = predict_run(profile, catalog, choice, run_rules(record), job=record.plan.job)
     except (OSError, ValueError) as err:  # Infeasible included: the model says it cannot run
         return None, f"no local prediction: {err}"
-    return plan, f"{catalog.name}: {describe(plan)} ({record.worker_cores:.3f} cores per worker)"
+    label = f"{catalog.name}: {describe(plan)} ({record.worker_cores:.3f} cores per worker)"
+    return plan, label + unread_here_note(record.workload)
+
+
+def unread_here_note(workload: str) -> str:
+    """'' where the profile `workload` is a reading of this host (an anchored profile), else
+    how to take one. A committed profile's start-up and step were timed on another machine or
+    moment: on this 2-core host the digits MLP's profile says 2.51 s of start-up and 0.86 ms a
+    step at one vCPU, where its runs at 0.9 vCPU took 1.84-2.24 s and 0.53-0.61 ms (median
+    step) under the same load, and calibration's cold start of the bare runner read 1.02 s.
+    The demo and bench.predict predict from such a reading (`--anchor`)."""
+    from provisioner.catalog import read_data_json
+    from provisioner.profile import PROFILE_DIR
+
+    try:
+        _, raw = read_data_json(workload, PROFILE_DIR, "profile")
+    except ValueError:
+        return ""
+    if isinstance(raw, dict) and raw.get("anchor"):
+        return ""
+    return (
+        f"; profile {workload!r} not read on this host, so its start-up and steps may not hold "
+        f"here: `python -m emulator.profile --workload {workload} --anchor --output P`, then "
+        "--workload P"
+    )
 
 
 def predict_aws(plan: Plan, workload: str | None = None) -> tuple[Plan | None, str]:

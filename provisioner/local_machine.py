@@ -9,7 +9,7 @@ import numpy as np
 from provisioner.catalog import Catalog
 from provisioner.cells import NTerms, Step
 from provisioner.profile import WorkloadProfile
-from provisioner.quota import bsp_steps_s, quota_compute_s, vcpu_share
+from provisioner.quota import bsp_steps_s, quota_binds, quota_split_compute_s, vcpu_share
 from provisioner.s3exchange import s3_cell_terms
 from provisioner.terms import (
     Arr,
@@ -112,18 +112,27 @@ def corrected_step(
         for comm in (comm_base, comm_burst)
     )
     period = catalog.cpu_throttle_period_s
-    step_base, step_burst = bsp_steps_s(
+    throttled_base, throttled_burst = bsp_steps_s(
         core, throttled, exch_base, exch_burst, cpu_base, cpu_burst, share, period
     )
-    # The quota throttles whichever phase runs when it runs out: the exchange's own CPU is
-    # timed as communication, so its wait is there too (quota_compute_s).
-    with np.errstate(invalid="ignore"):  # inf − inf of an infeasible cell stays NaN → masked
-        held_base = step_base - quota_compute_s(
-            core, throttled, exch_base, cpu_base, step_base, period
-        )
-        held_burst = step_burst - quota_compute_s(
-            core, throttled, exch_burst, cpu_burst, step_burst, period
-        )
+    # A loop whose CPU fits its quota is never throttled: its step is c + e at full speed, not
+    # the back-to-back step's throttled cost (quota_binds); where it binds, each throttle lands
+    # in the phase running when the quota runs out (quota_split_compute_s).
+    steps, helds = [], []
+    for exch, cpu_s, quota_step in (
+        (exch_base, cpu_base, throttled_base),
+        (exch_burst, cpu_burst, throttled_burst),
+    ):
+        binds = quota_binds(nt.core_compute_s, cpu_s, core + exch, share, period)
+        step = np.where(binds, quota_step, core + exch)
+        with np.errstate(invalid="ignore"):  # inf − inf of an infeasible cell stays NaN → masked
+            compute = quota_split_compute_s(
+                core, throttled, nt.core_compute_s, exch, cpu_s, step, period
+            )
+        helds.append(step - compute)
+        steps.append(step)
+    step_base, step_burst = steps[0], np.minimum(steps[1], steps[0])
+    held_base, held_burst = helds
     # Every rank waits for the iteration's slowest step: idle in the exchange, but held out of
     # the quota's refund (cfs_step_s above), so the compute part stays as it was and the
     # search's bound on it (search._compute_bound) holds.

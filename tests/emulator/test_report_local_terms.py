@@ -9,6 +9,8 @@ count a worker's own CPU in the exchange once, not once per worker sharing the c
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +22,7 @@ from emulator.report import predict_local
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.catalog import Catalog
 from provisioner.plan import Plan
+from provisioner.profile import PROFILE_DIR
 from provisioner.terms import compute_time_s, training_rate_samples_s
 from tests.emulator.plans import with_iterations
 from tests.emulator.test_report import _record
@@ -80,3 +83,26 @@ def test_an_aws_s3_plan_at_auto_scale_keeps_the_exchanges_cpu_out_of_its_compute
     assert p.iteration_s == pytest.approx(
         p.compute_per_iteration_s + p.exchange_per_iteration_s, rel=0.01
     )
+
+
+def test_the_local_prediction_says_when_its_profile_was_not_read_on_this_host(
+    tmp_path: Path,
+) -> None:
+    """A committed profile's start-up and steps were timed elsewhere or at another moment (the
+    digits MLP's 2.51 s start-up where this host's runs took about 2 s): the label says so and
+    how to read it here; an anchored profile (one with its `anchor` record) is that reading."""
+    profile = load_profile("digits-mlp")
+    plan = with_iterations(
+        plan_job(profile, local_catalog(), Goal(deadline_s=30.0), Limits(), job="n").plan, 20
+    )
+    record = auto_scale_record(plan, 1.0)
+    _, label = predict_local(record, shared_core_catalog())
+    assert "not read on this host" in label and "--anchor" in label
+    raw = json.loads((PROFILE_DIR / "digits-mlp.json").read_text(encoding="utf-8"))
+    anchored = tmp_path / "digits-mlp.json"
+    anchored.write_text(json.dumps({**raw, "anchor": {"startup_s": 1.9}}), encoding="utf-8")
+    here = dataclasses.replace(
+        record, options=Options(invocation_limit_s=60.0, workload=str(anchored))
+    )
+    local, label = predict_local(here, shared_core_catalog())
+    assert local is not None and "not read on this host" not in label

@@ -407,9 +407,10 @@ def test_the_loops_extra_cpu_is_read_at_the_share_on_shared_cores_only() -> None
 
 def test_the_loops_extra_cpu_slows_a_throttled_step_on_the_local_platform_only() -> None:
     """A loop that spends more CPU beyond its step than the catalog's exchange share says is
-    held by the quota like compute: the local step grows by about that CPU over the share, in
-    the exchange, where a worker times it (the step's compute stays as it was); a measured
-    extra below the catalog's figure changes nothing, and AWS ignores it."""
+    held by the quota like compute: the local step grows by about that CPU over the share,
+    mostly in the exchange (the quota runs out in each phase in proportion to its CPU, so the
+    step's compute takes a share of the longer wait, never more than the step grew); a
+    measured extra below the catalog's figure changes nothing, and AWS ignores it."""
     from tests.local_catalog import local_catalog
 
     base = make_profile()
@@ -420,10 +421,11 @@ def test_the_loops_extra_cpu_slows_a_throttled_step_on_the_local_platform_only()
                     catalog, choice)  # fmt: skip
     light = predict(dataclasses.replace(base, loop_extra_cpu=((0.25, 0.0), (1.0, 0.0))),
                     catalog, choice)  # fmt: skip
-    assert float(heavy.compute_per_iteration_s[0]) == float(plain.compute_per_iteration_s[0])
-    assert float(heavy.communication_per_iteration_s[0]) > float(
-        plain.communication_per_iteration_s[0]
+    compute_grown = float(heavy.compute_per_iteration_s[0] - plain.compute_per_iteration_s[0])
+    comm_grown = float(
+        heavy.communication_per_iteration_s[0] - plain.communication_per_iteration_s[0]
     )
+    assert 0.0 <= compute_grown < comm_grown
     # 2 ms of CPU held like compute: at least 2 ms × the step's slowdown at this share (the
     # profile's x/c = R(1)/R(s)), and not wildly more (the quota's refill waits grow with it)
     slowdown = float(plain.compute_per_iteration_s[0]) / (32 / 180)

@@ -141,6 +141,7 @@ class Polled(Generic[T]):
     value: T
     misses: int
     last_miss_s: float | None  # since the wait began, when the last empty GET was sent
+    found_s: float  # since the wait began, when the GET that found it was sent
 
 
 def poll_for(
@@ -165,7 +166,7 @@ def poll_for(
         sent = clock()
         found = fetch()
         if found is not None:
-            return Polled(found, misses, last_miss_s)
+            return Polled(found, misses, last_miss_s, sent - start)
         misses, last_miss_s = misses + 1, sent - start
         left_s = deadline - clock()
         if left_s <= 0:
@@ -211,34 +212,35 @@ class ArrivalEstimate:
     """When one recurring wait's object tends to appear, learned from the previous iterations.
 
     first_poll_s (since the wait began) is where the next wait sends its first GET; it tracks
-    the median arrival. A wait seen only as "found at the first GET" says the object was
-    there by then, not when it came, so the estimate then steps down half a gap; a wait that
-    missed says it came after its last miss, so the estimate moves to the middle of the gap
-    after that miss. An estimate that only moved to where hits were seen would ratchet upward
-    (a hit is seen at the poll after the object appeared); the step down undoes that, and in
-    the steady state about every other wait finds its object at the first GET, the others one
-    gap later (docs/runtime.md).
+    the arrival from both sides. A wait that missed knows the object came within the gap after
+    its last miss: the estimate moves to the middle of that gap. A wait whose first GET found
+    the object knows only that it was there by then, so the estimate steps down, half a gap and
+    twice as far each time in a row (an estimate far too late comes back in a few waits). An
+    estimate that only moved to where hits were seen would ratchet upward (a hit is seen at the
+    poll after the object appeared); the steps down undo that, and in the steady state about
+    every other wait finds its object at the first GET, the others one gap later.
     """
 
     gap_s: float
     first_poll_s: float | None = None
+    _down_s: float = field(default=0.0, init=False)
 
     def delays_s(self) -> Iterator[float]:
+        """The gaps after each miss: a back-off while nothing is known, then gap_s."""
         if self.first_poll_s is None:
             return backoff_delays_s()
         return even_delays_s(self.gap_s)
 
-    def learn(self, misses: int, last_miss_s: float | None) -> None:
-        if last_miss_s is None or misses == 0:
-            if self.first_poll_s is None:
-                self.first_poll_s = 0.0
-            else:
-                self.first_poll_s = max(0.0, self.first_poll_s - self.gap_s / 2.0)
+    def learn(self, polled: Polled[Any]) -> None:
+        if polled.last_miss_s is None:
+            down_s = self._down_s or self.gap_s / 2.0
+            self.first_poll_s = max(0.0, (self.first_poll_s or 0.0) - down_s)
+            self._down_s = 2.0 * down_s
             return
-        # A cold wait's backoff gap is not gap_s: its object came somewhere after the last miss,
-        # taken as the miss itself; the next wait's first GET then finds it or steps up.
-        cold = self.first_poll_s is None
-        self.first_poll_s = last_miss_s + (0.0 if cold else self.gap_s / 2.0)
+        # After a cold wait's back-off the gap it came in is the back-off's, not gap_s.
+        came_by_s = polled.found_s if self.first_poll_s is None else polled.last_miss_s + self.gap_s
+        self.first_poll_s = (polled.last_miss_s + came_by_s) / 2.0
+        self._down_s = 0.0
 
 
 def momentum_step(
@@ -410,7 +412,7 @@ class S3Exchange:
             sleep=self._stop.wait,
             first_poll_s=arrival.first_poll_s or 0.0,
         )
-        arrival.learn(polled.misses, polled.last_miss_s)
+        arrival.learn(polled)
         return polled.value
 
     def _delete(self, keys: list[str]) -> None:

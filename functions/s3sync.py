@@ -128,10 +128,12 @@ def backoff_delays_s(
         delay_s = min(growth * delay_s, max_s)
 
 
-def even_delays_s(gap_s: float) -> Iterator[float]:
-    """The gaps of a wait whose object is expected now: every gap_s."""
-    while True:
-        yield gap_s
+def expected_delays_s(gap_s: float) -> Iterator[float]:
+    """The gaps of a wait whose object is expected now: gap_s, then (it is late: a slow peer,
+    a throttled step, whose lateness tells nothing of when it ends) × POLL_GROWTH per miss up
+    to POLL_MAX_S, so an outlier costs a few GETs and not one per gap."""
+    yield gap_s
+    yield from backoff_delays_s(gap_s, POLL_GROWTH, max(gap_s, POLL_MAX_S))
 
 
 @dataclass(frozen=True)
@@ -211,36 +213,42 @@ def cost_balanced_gap_s(memory_mb: int, n_workers: int) -> float:
 class ArrivalEstimate:
     """When one recurring wait's object tends to appear, learned from the previous iterations.
 
-    first_poll_s (since the wait began) is where the next wait sends its first GET; it tracks
-    the arrival from both sides. A wait that missed knows the object came within the gap after
-    its last miss: the estimate moves to the middle of that gap. A wait whose first GET found
-    the object knows only that it was there by then, so the estimate steps down, half a gap and
-    twice as far each time in a row (an estimate far too late comes back in a few waits). An
-    estimate that only moved to where hits were seen would ratchet upward (a hit is seen at the
-    poll after the object appeared); the steps down undo that, and in the steady state about
-    every other wait finds its object at the first GET, the others one gap later.
+    first_poll_s (since the wait began) is where the next wait sends its first GET. It tracks
+    the median arrival: a wait whose first GET missed moves it later, one whose first GET found
+    the object moves it earlier, by half a gap, twice as far each time in a row (a shift of D
+    is followed within log2(D/gap) waits) and back to half a gap when the direction turns, so
+    one slow iteration (a throttled peer) moves it by half a gap only. Moving only to where
+    hits were seen would ratchet upward (a hit is seen at the poll after the object appeared);
+    a move up never passes the middle of the gap after the last miss. In the steady state
+    about every other wait finds its object at the first GET, the others one gap later: at the
+    median, a GET that finds nothing and a wait one gap too long cost alike (the gap is
+    cost_balanced_gap_s).
     """
 
     gap_s: float
     first_poll_s: float | None = None
-    _down_s: float = field(default=0.0, init=False)
+    _step_s: float = field(default=0.0, init=False)  # signed: + later, - earlier
 
     def delays_s(self) -> Iterator[float]:
         """The gaps after each miss: a back-off while nothing is known, then gap_s."""
         if self.first_poll_s is None:
             return backoff_delays_s()
-        return even_delays_s(self.gap_s)
+        return expected_delays_s(self.gap_s)
 
     def learn(self, polled: Polled[Any]) -> None:
-        if polled.last_miss_s is None:
-            down_s = self._down_s or self.gap_s / 2.0
-            self.first_poll_s = max(0.0, (self.first_poll_s or 0.0) - down_s)
-            self._down_s = 2.0 * down_s
+        half_s = self.gap_s / 2.0
+        if self.first_poll_s is None:
+            # A cold wait: its object came within the back-off's gap before the GET that found it.
+            came_after_s = polled.last_miss_s if polled.last_miss_s is not None else 0.0
+            self.first_poll_s = (came_after_s + polled.found_s) / 2.0
             return
-        # After a cold wait's back-off the gap it came in is the back-off's, not gap_s.
-        came_by_s = polled.found_s if self.first_poll_s is None else polled.last_miss_s + self.gap_s
-        self.first_poll_s = (polled.last_miss_s + came_by_s) / 2.0
-        self._down_s = 0.0
+        if polled.last_miss_s is None:
+            step_s = 2.0 * self._step_s if self._step_s < 0 else -half_s
+            self.first_poll_s = max(0.0, self.first_poll_s + step_s)
+        else:
+            step_s = 2.0 * self._step_s if self._step_s > 0 else half_s
+            self.first_poll_s = min(self.first_poll_s + step_s, polled.last_miss_s + half_s)
+        self._step_s = step_s
 
 
 def momentum_step(

@@ -24,7 +24,7 @@ from provisioner.parse import MAX_SLACK, SLACK_FORMS, format_duration_s
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
-from provisioner.s3exchange import s3_exchange_requests
+from provisioner.s3exchange import s3_exchange_misses, s3_exchange_requests
 from provisioner.search import SLACK, fastest_cell, solve_deadline, solve_goal
 from provisioner.space import (
     ARCH_CHOICES,
@@ -169,6 +169,15 @@ def build_plan(
         + _f(c.aggregation_per_iteration_s),
         exchange_puts_per_iteration=_i(puts),
         exchange_gets_per_iteration=_i(gets),
+        exchange_get_misses_per_iteration=_f(
+            s3_exchange_misses(
+                np.array([choice.n_workers]),
+                np.array([choice.reducers]),
+                c.communication_per_iteration_s + c.aggregation_per_iteration_s,
+                c.iterations,
+                c.invocations,
+            )
+        ),
     )
     cost = CostBreakdown(
         lambda_compute_usd=_f(c.lambda_usd),

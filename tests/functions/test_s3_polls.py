@@ -33,7 +33,7 @@ def test_poll_for_sleeps_until_the_first_poll_then_counts_its_misses() -> None:
     clock = FakeClock()
     polled = s3sync.poll_for(
         appears_at(clock, 100.25),  # type: ignore[arg-type]
-        s3sync.even_delays_s(0.1),
+        iter([0.1] * 20),
         timeout_s=5,
         what="k",
         clock=clock,
@@ -52,7 +52,7 @@ def test_poll_for_keeps_the_deadline_when_the_first_poll_is_past_it() -> None:
         tries.append(clock.now)
 
     with pytest.raises(s3sync.ExchangeTimeout):
-        s3sync.poll_for(never, s3sync.even_delays_s(0.1), timeout_s=1, what="k", clock=clock,
+        s3sync.poll_for(never, iter([0.1] * 20), timeout_s=1, what="k", clock=clock,
                         sleep=clock.sleep, first_poll_s=5.0)  # fmt: skip
     assert tries == [pytest.approx(101.0)]  # slept to the deadline, one try, no more
 
@@ -62,19 +62,20 @@ def test_a_cold_estimate_starts_at_the_last_miss_and_backs_off_until_then() -> N
     assert next(arrival.delays_s()) == s3sync.POLL_FIRST_S  # nothing known: back off from now
     arrival.learn(s3sync.Polled(b"x", misses=6, last_miss_s=0.066, found_s=0.104))
     assert arrival.first_poll_s == pytest.approx(0.085)  # the middle of the back-off's gap
-    delays = arrival.delays_s()
-    assert [next(delays) for _ in range(3)] == [0.01, 0.01, 0.01]
+    delays = arrival.delays_s()  # the gap, then (it is late) a back-off from the gap
+    assert [next(delays) for _ in range(4)] == pytest.approx([0.01, 0.01, 0.015, 0.0225])
 
 
-def test_hits_at_the_first_poll_step_down_faster_and_a_miss_steps_past_the_last_miss() -> None:
-    arrival, hit = ArrivalEstimate(gap_s=0.01, first_poll_s=0.2), s3sync.Polled(b"x", 0, None, 0.2)
+def test_steps_double_in_a_row_and_start_over_when_the_direction_turns() -> None:
+    arrival = ArrivalEstimate(gap_s=0.01, first_poll_s=0.2)
+    hit = s3sync.Polled(b"x", misses=0, last_miss_s=None, found_s=0.2)
     for want in (0.195, 0.185, 0.165):  # half a gap, then twice as far each time in a row
         arrival.learn(hit)
         assert arrival.first_poll_s == pytest.approx(want)
-    arrival.learn(s3sync.Polled(b"x", misses=3, last_miss_s=0.185, found_s=0.195))
-    assert arrival.first_poll_s == pytest.approx(0.19)  # middle of the gap after the last miss
-    arrival.learn(hit)
-    assert arrival.first_poll_s == pytest.approx(0.185)  # the steps down start over
+    arrival.learn(s3sync.Polled(b"x", misses=9, last_miss_s=0.4, found_s=0.5))
+    assert arrival.first_poll_s == pytest.approx(0.17)  # an outlier moves it half a gap only
+    arrival.learn(s3sync.Polled(b"x", misses=1, last_miss_s=0.17, found_s=0.18))
+    assert arrival.first_poll_s == pytest.approx(0.175)  # never past the last miss's gap
     for _ in range(10):
         arrival.learn(hit)
     assert arrival.first_poll_s == 0.0  # never before the wait begins

@@ -32,7 +32,7 @@ from functions.terms import chain_terms, link_timing, measured_terms
 from provisioner.catalog import CATALOG_DIR, Catalog, load_catalog
 from provisioner.files import write_text_atomically
 from provisioner.interval import LEVEL
-from provisioner.plan import Goal, Plan
+from provisioner.plan import Goal, Plan, Prediction
 from provisioner.planner import Infeasible, Limits, RunRules, build_plan, predict_run
 from provisioner.space import Choice
 
@@ -91,17 +91,36 @@ def exchange_figures(record: RunRecord, local: Plan | None) -> dict[str, Any] | 
             "measured": max(per_iteration, default=math.nan),
             "predicted_local": None if predicted is None else predicted.exchange_per_iteration_s,
         },
-        "requests_per_iteration": {
-            "measured": {kind: n / k for kind, n in sorted(counts.items())},
-            "predicted_local": None
-            if predicted is None
-            else {
-                "put": predicted.exchange_puts_per_iteration,
-                "get": predicted.exchange_gets_per_iteration,
-            },
-        },
+        "requests_per_iteration": requests_per_iteration(
+            {kind: n / k for kind, n in sorted(counts.items())},
+            None if predicted is None else predicted_requests(predicted),
+        ),
         "requests_total": counts,
     }
+
+
+def predicted_requests(prediction: Prediction) -> dict[str, float]:
+    """The model's exchange requests per iteration, named as RequestCounts counts them: "get"
+    is every GET sent (those that find their object and the expected misses), "get_miss" the
+    ones that find nothing yet."""
+    misses = prediction.exchange_get_misses_per_iteration
+    return {
+        "put": prediction.exchange_puts_per_iteration,
+        "get": prediction.exchange_gets_per_iteration + misses,
+        "get_miss": misses,
+    }
+
+
+def requests_per_iteration(
+    measured: dict[str, float], predicted: dict[str, float] | None
+) -> dict[str, Any]:
+    """Measured next to predicted requests per iteration, and measured / predicted for each
+    kind the model prices (None where it predicts none)."""
+    ratio = None
+    if predicted is not None:
+        ratio = {kind: measured.get(kind, 0.0) / want if want else None
+                 for kind, want in predicted.items()}  # fmt: skip
+    return {"measured": measured, "predicted_local": predicted, "measured_over_predicted": ratio}
 
 
 def loss_curve(workers: list[WorkerState]) -> list[tuple[int, float]]:

@@ -43,10 +43,16 @@ def exchange_lines(exchange: dict[str, Any] | None) -> list[str]:
            else f", predicted here {1000 * time_s['predicted_local']:.1f} ms"),
         "S3 requests per iteration: measured "
         + ", ".join(f"{kind} {n:.2f}" for kind, n in measured.items())
-        + ("" if requests["predicted_local"] is None else
-           f"; predicted PUT {requests['predicted_local']['put']}, "
-           f"GET {requests['predicted_local']['get']} (get_miss: polls that found nothing)"),
+        + " (get: every GET sent; get_miss: those that found nothing yet)",
     ]  # fmt: skip
+    predicted, ratio = requests["predicted_local"], requests.get("measured_over_predicted")
+    if predicted is not None:
+        lines.append(
+            "S3 requests per iteration: predicted here "
+            + ", ".join(f"{kind} {n:.2f}" for kind, n in predicted.items())
+            + ("" if not ratio else "; measured / predicted " + ", ".join(
+                f"{kind} {r:.2f}" for kind, r in ratio.items() if r is not None))
+        )  # fmt: skip
     return lines
 
 

@@ -24,9 +24,9 @@ import concurrent.futures
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from botocore.exceptions import ClientError
@@ -46,6 +46,9 @@ POLL_FIRST_S = 0.005  # first back-off: an object a peer is writing now is there
 # $0.0004 per 1,000 (catalog s3_usd_per_get), against 12.5× that for the PUT it waits on.
 POLL_GROWTH = 1.5
 POLL_MAX_S = 0.2  # back-off ceiling: bounds both the request count and the added latency
+# An S3 GET's price in Lambda x86 GB-seconds ($0.0004 per 1,000 / $0.0000166667 per GB-s):
+# the function time a GET that finds nothing may save before it is not worth sending.
+GET_GB_S = 0.0004e-3 / 0.0000166667
 GATHER_WINDOW = 4  # gradients a reducer has in flight: memory stays O(partition), not O(n)
 DELETE_BATCH = 1000  # keys per DeleteObjects request (the S3 limit)
 STATE_KEY_RE = re.compile(r"/state/(\d{10})/(\d{3})$")
@@ -115,6 +118,65 @@ def stale_keys(keys: Iterable[str], base: str, part: int, newest: int) -> list[s
     return [k for k in out if k.startswith(f"{base}/")]
 
 
+def backoff_delays_s(
+    first_s: float = POLL_FIRST_S, growth: float = POLL_GROWTH, max_s: float = POLL_MAX_S
+) -> Iterator[float]:
+    """The gaps of a wait nothing is known about: first_s, × growth per miss up to max_s."""
+    delay_s = first_s
+    while True:
+        yield delay_s
+        delay_s = min(growth * delay_s, max_s)
+
+
+def expected_delays_s(gap_s: float) -> Iterator[float]:
+    """The gaps of a wait whose object is expected now: gap_s, then (it is late: a slow peer,
+    a throttled step, whose lateness tells nothing of when it ends) × POLL_GROWTH per miss up
+    to POLL_MAX_S, so an outlier costs a few GETs and not one per gap."""
+    yield gap_s
+    yield from backoff_delays_s(gap_s, POLL_GROWTH, max(gap_s, POLL_MAX_S))
+
+
+@dataclass(frozen=True)
+class Polled(Generic[T]):
+    """What a wait found, and the GETs that found nothing before it."""
+
+    value: T
+    misses: int
+    last_miss_s: float | None  # since the wait began, when the last empty GET was sent
+    found_s: float  # since the wait began, when the GET that found it was sent
+
+
+def poll_for(
+    fetch: Callable[[], T | None],
+    delays_s: Iterator[float],
+    *,
+    timeout_s: float,
+    what: str,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+    first_poll_s: float = 0.0,
+) -> Polled[T]:
+    """Sleep first_poll_s, then fetch() until it returns a value, sleeping the next of
+    `delays_s` after each miss and never past the deadline: one last try at it, then
+    ExchangeTimeout. `sleep` returning True means the wait was cancelled (ExchangeClosed)."""
+    start = clock()
+    deadline = start + timeout_s
+    if first_poll_s > 0 and sleep(min(first_poll_s, timeout_s)) is True:
+        raise ExchangeClosed(f"stopped waiting for {what}: the exchange was closed")
+    misses, last_miss_s = 0, None
+    while True:
+        sent = clock()
+        found = fetch()
+        if found is not None:
+            return Polled(found, misses, last_miss_s, sent - start)
+        misses, last_miss_s = misses + 1, sent - start
+        left_s = deadline - clock()
+        if left_s <= 0:
+            raise ExchangeTimeout(f"{what} did not appear within {timeout_s:g} s")
+        if sleep(min(next(delays_s), left_s)) is True:
+            raise ExchangeClosed(f"stopped waiting for {what}: the exchange was closed")
+
+
 def poll(
     fetch: Callable[[], T | None],
     *,
@@ -130,18 +192,63 @@ def poll(
     miss up to max_delay_s) and never past the deadline: one last try at it, then
     ExchangeTimeout.
     `sleep` returning True means the wait was cancelled (ExchangeClosed)."""
-    deadline = clock() + timeout_s
-    delay_s = first_delay_s
-    while True:
-        found = fetch()
-        if found is not None:
-            return found
-        left_s = deadline - clock()
-        if left_s <= 0:
-            raise ExchangeTimeout(f"{what} did not appear within {timeout_s:g} s")
-        if sleep(min(delay_s, left_s)) is True:
-            raise ExchangeClosed(f"stopped waiting for {what}: the exchange was closed")
-        delay_s = min(growth * delay_s, max_delay_s)
+    delays = backoff_delays_s(first_delay_s, growth, max_delay_s)
+    return poll_for(fetch, delays, timeout_s=timeout_s, what=what, clock=clock, sleep=sleep).value
+
+
+def cost_balanced_gap_s(memory_mb: int, n_workers: int) -> float:
+    """The poll gap at which a GET that finds nothing costs what the wait it shortens costs.
+
+    A late poll delays the iteration's critical path (BSP: the last gradient holds the reducer,
+    the reducer holds every worker), so the time is billed n times: gap = price of a GET /
+    (n · memory_GB · price of a GB-second), clipped to [POLL_FIRST_S, POLL_MAX_S]. The prices'
+    ratio is AWS's (catalog lambda-2025: s3_usd_per_get $0.0004 per 1,000, x86 usd_per_gb_s
+    $0.0000166667): 12 functions of 384 MB, 5.3 ms; 2 of 1,769 MB, 6.9 ms.
+    """
+    gap_s = GET_GB_S / (max(1, n_workers) * memory_mb / 1024.0)
+    return min(max(gap_s, POLL_FIRST_S), POLL_MAX_S)
+
+
+@dataclass
+class ArrivalEstimate:
+    """When one recurring wait's object tends to appear, learned from the previous iterations.
+
+    first_poll_s (since the wait began) is where the next wait sends its first GET. It tracks
+    the median arrival: a wait whose first GET missed moves it later, one whose first GET found
+    the object moves it earlier, by half a gap, twice as far each time in a row (a shift of D
+    is followed within log2(D/gap) waits) and back to half a gap when the direction turns, so
+    one slow iteration (a throttled peer) moves it by half a gap only. Moving only to where
+    hits were seen would ratchet upward (a hit is seen at the poll after the object appeared);
+    a move up never passes the middle of the gap after the last miss. In the steady state
+    about every other wait finds its object at the first GET, the others one gap later: at the
+    median, a GET that finds nothing and a wait one gap too long cost alike (the gap is
+    cost_balanced_gap_s).
+    """
+
+    gap_s: float
+    first_poll_s: float | None = None
+    _step_s: float = field(default=0.0, init=False)  # signed: + later, - earlier
+
+    def delays_s(self) -> Iterator[float]:
+        """The gaps after each miss: a back-off while nothing is known, then gap_s."""
+        if self.first_poll_s is None:
+            return backoff_delays_s()
+        return expected_delays_s(self.gap_s)
+
+    def learn(self, polled: Polled[Any]) -> None:
+        half_s = self.gap_s / 2.0
+        if self.first_poll_s is None:
+            # A cold wait: its object came within the back-off's gap before the GET that found it.
+            came_after_s = polled.last_miss_s if polled.last_miss_s is not None else 0.0
+            self.first_poll_s = (came_after_s + polled.found_s) / 2.0
+            return
+        if polled.last_miss_s is None:
+            step_s = 2.0 * self._step_s if self._step_s < 0 else -half_s
+            self.first_poll_s = max(0.0, self.first_poll_s + step_s)
+        else:
+            step_s = 2.0 * self._step_s if self._step_s > 0 else half_s
+            self.first_poll_s = min(self.first_poll_s + step_s, polled.last_miss_s + half_s)
+        self._step_s = step_s
 
 
 def momentum_step(
@@ -219,6 +326,10 @@ class S3Exchange:
     checkpoints: CheckpointStore
     clock: Callable[[], float] = time.monotonic
     counts: RequestCounts = field(default_factory=RequestCounts)
+    gap_s: float = POLL_FIRST_S  # a learned wait's poll gap (cost_balanced_gap_s)
+    # Each recurring wait's arrival, by (kind, index): a reducer's gradient from rank r, a
+    # worker's state slice j. Each is waited on once per iteration, so one thread at a time.
+    _arrivals: dict[tuple[str, int], ArrivalEstimate] = field(default_factory=dict, init=False)
     _owned: _Partition | None = field(default=None, init=False)
     # Newest state iteration per partition, as listed at the start and written since.
     _newest: list[int] = field(default_factory=list, init=False)
@@ -246,6 +357,7 @@ class S3Exchange:
             task.momentum,
             task.ps_timeout_s,
             store,
+            gap_s=cost_balanced_gap_s(task.memory_mb, task.n_workers),
         )
 
     @property
@@ -288,14 +400,28 @@ class S3Exchange:
         answered = time.perf_counter()
         return response["Body"].read(), answered
 
-    def _wait_for(self, key: str, length: int | None = None) -> tuple[bytes, float]:
-        return poll(
+    def _wait_for(
+        self, key: str, length: int | None = None, slot: tuple[str, int] | None = None
+    ) -> tuple[bytes, float]:
+        """GET `key` once it is there. A recurring wait (`slot`) sleeps until its object is
+        expected (ArrivalEstimate) and then polls every gap_s; any other backs off from now."""
+        what = f"s3://{self.bucket}/{key}"
+        if slot is None:
+            fetch = lambda: self._get(key, length)  # noqa: E731
+            return poll(fetch, timeout_s=self.timeout_s, what=what, clock=self.clock,
+                        sleep=self._stop.wait)  # fmt: skip
+        arrival = self._arrivals.setdefault(slot, ArrivalEstimate(self.gap_s))
+        polled = poll_for(
             lambda: self._get(key, length),
+            arrival.delays_s(),
             timeout_s=self.timeout_s,
-            what=f"s3://{self.bucket}/{key}",
+            what=what,
             clock=self.clock,
             sleep=self._stop.wait,
+            first_poll_s=arrival.first_poll_s or 0.0,
         )
+        arrival.learn(polled)
+        return polled.value
 
     def _delete(self, keys: list[str]) -> None:
         for i in range(0, len(keys), DELETE_BATCH):
@@ -325,7 +451,7 @@ class S3Exchange:
         self._newest = [max(states[j] | {iteration}) for j in range(self.parts)]
         if self.reduces is not None:
             self._adopt_owned(keys)
-        self._pull(iteration, params)
+        self._read_states(iteration, params, recurring=False)  # there already: nothing to learn
         return iteration
 
     def _seed(self, params: np.ndarray, states: dict[int, set[int]]) -> int:
@@ -403,7 +529,7 @@ class S3Exchange:
         total = np.zeros(size, np.float32)
         keys = [grad_key(self.base, iteration, part.index, r) for r in range(self.n_workers)]
         in_flight = {
-            r: self.pool().submit(self._wait_for, keys[r])
+            r: self.pool().submit(self._wait_for, keys[r], None, ("grad", r))
             for r in range(min(GATHER_WINDOW, self.n_workers))
         }
         blocked_s = 0.0
@@ -413,7 +539,7 @@ class S3Exchange:
             blocked_s += time.perf_counter() - t1
             if r + GATHER_WINDOW < self.n_workers:
                 in_flight[r + GATHER_WINDOW] = self.pool().submit(
-                    self._wait_for, keys[r + GATHER_WINDOW]
+                    self._wait_for, keys[r + GATHER_WINDOW], None, ("grad", r + GATHER_WINDOW)
                 )
             grad = np.frombuffer(body, np.float32)
             if grad.size != size:
@@ -451,11 +577,20 @@ class S3Exchange:
         self._newest[part.index] = part.iteration
 
     def _pull(self, iteration: int, params: np.ndarray) -> StepTiming:
+        """An iteration's wait for the new parameters (a recurring wait: _read_states)."""
+        return self._read_states(iteration, params, recurring=True)
+
+    def _read_states(self, iteration: int, params: np.ndarray, recurring: bool) -> StepTiming:
         """The k params halves of `iteration`'s states (Range GETs, all in flight at once):
         wait_s until the last one answered, then transfer_s for the rest of the bytes."""
         t0 = time.perf_counter()
         futures = [
-            self.pool().submit(self._wait_for, state_key(self.base, iteration, j), 4 * (hi - lo))
+            self.pool().submit(
+                self._wait_for,
+                state_key(self.base, iteration, j),
+                4 * (hi - lo),
+                ("state", j) if recurring else None,
+            )
             for j, (lo, hi) in enumerate(self.bounds)
         ]
         answered = t0

@@ -64,10 +64,14 @@ def s3_requests_usd(
     return np.asarray(get_usd * gets + put_usd * puts)
 
 
-def s3_exchange_usd(get_usd: float, put_usd: float, n: Arr, reducers: Arr, k_iter: Arr) -> Arr:
-    """Extension: the exchange's request charges, per iteration × k iterations (0 at k = 0)."""
+def s3_exchange_usd(
+    get_usd: float, put_usd: float, n: Arr, reducers: Arr, k_iter: Arr, misses: Arr | float = 0.0
+) -> Arr:
+    """Extension: the exchange's request charges, per iteration × k iterations (0 at k = 0),
+    `misses` the GETs per iteration that find nothing yet (s3_exchange_misses)."""
     puts, gets = s3_exchange_requests(n, reducers)
-    return (put_usd * puts + get_usd * gets) * np.asarray(k_iter, dtype=np.float64)
+    per_iteration = put_usd * puts + get_usd * (gets + np.asarray(misses, dtype=np.float64))
+    return per_iteration * np.asarray(k_iter, dtype=np.float64)
 
 
 def s3_storage_usd(usd_per_gb_month: float, stored_mb: Arr, total_s: Arr) -> Arr:

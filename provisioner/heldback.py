@@ -72,6 +72,9 @@ def held_back(
             + profile.startup_s / np.maximum(k_iter, 1.0)
         )
     c_s = (n / bw + 2.0 / put_bw) * model_mb + n * model_mb / reduce
+    # The GETs that find their object only: the ones that find nothing yet (s3_exchange_misses)
+    # are never negative and only add to a cell's cost, so leaving them out keeps q, and the
+    # bound on k below, a true lower bound.
     puts, gets = s3_exchange_requests(n, np.ones(1))
     q = k_iter * (catalog.s3_usd_per_put * puts + catalog.s3_usd_per_get * gets)
     wide = 1.0 + 1e-6  # bounds widened so float rounding never drops a pair that could win

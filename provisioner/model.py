@@ -27,7 +27,7 @@ from provisioner.costs import (
 )
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import bsp_steps_s, vcpu_share
-from provisioner.s3exchange import s3_cell_terms, s3_exchange_stored_mb
+from provisioner.s3exchange import s3_cell_terms, s3_exchange_misses, s3_exchange_stored_mb
 from provisioner.terms import (
     Arr,
     aggregation_time_s,
@@ -313,7 +313,14 @@ def costs(
         exch = np.where(
             nt.s3,
             s3_exchange_usd(
-                catalog.s3_usd_per_get, catalog.s3_usd_per_put, n, nt.reducers, nt.iterations
+                catalog.s3_usd_per_get,
+                catalog.s3_usd_per_put,
+                n,
+                nt.reducers,
+                nt.iterations,
+                s3_exchange_misses(
+                    n, nt.reducers, tl.communication_s + tl.aggregation_s, nt.iterations, links
+                ),
             )
             + s3_storage_usd(catalog.s3_usd_per_gb_month, nt.exchange_stored_mb, tl.total_s),
             0.0,

@@ -112,10 +112,12 @@ class Prediction:
     setup_s: float = 0.0  # the run's set-up: open its interface endpoints, start the PS
     launch_s: float = 0.0  # the first link's platform start and dispatch (launch_s + restart_s)
     # One exchange (communication + aggregation, per iteration) and, in an S3-sync plan, its
-    # requests: PUT n·k + k, GET 2·n·k (0 in a PS plan and in plans made before the S3 exchange).
+    # requests: PUT n·k + k, GET 2·n·k that find their object and the expected GETs that find
+    # nothing yet (s3exchange.s3_exchange_misses; all 0 in a PS plan and in older plans).
     exchange_per_iteration_s: float = 0.0
     exchange_puts_per_iteration: int = 0
     exchange_gets_per_iteration: int = 0
+    exchange_get_misses_per_iteration: float = 0.0
     # The total's 90% interval: total_s scaled by the catalog's measured spread
     # (provisioner/interval.py); both total_s where none was measured, None in older plans.
     total_low_s: float | None = None

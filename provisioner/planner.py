@@ -24,7 +24,7 @@ from provisioner.parse import MAX_SLACK, SLACK_FORMS
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
-from provisioner.s3exchange import s3_exchange_requests
+from provisioner.s3exchange import s3_exchange_misses, s3_exchange_requests
 from provisioner.search import SLACK, fastest_cell, solve_deadline, solve_goal
 from provisioner.space import (
     ARCH_CHOICES,
@@ -169,6 +169,15 @@ def build_plan(
         + _f(c.aggregation_per_iteration_s),
         exchange_puts_per_iteration=_i(puts),
         exchange_gets_per_iteration=_i(gets),
+        exchange_get_misses_per_iteration=_f(
+            s3_exchange_misses(
+                np.array([choice.n_workers]),
+                np.array([choice.reducers]),
+                c.communication_per_iteration_s + c.aggregation_per_iteration_s,
+                c.iterations,
+                c.invocations,
+            )
+        ),
     )
     low_s, high_s = catalog.prediction_interval.of(prediction.total_s)
     prediction = replace(prediction, total_low_s=low_s, total_high_s=high_s)

@@ -64,12 +64,57 @@ def s3_aggregation_s(n: Arr, reducers: Arr, model_mb: float, reduce_mb_s: Arr) -
 
 
 def s3_exchange_requests(n: Arr, reducers: Arr) -> tuple[Arr, Arr]:
-    """Extension: (PUTs, GETs) of one S3 exchange: n·k gradient partitions and k state objects
-    PUT; n·k partitions GET by the reducers and n·k slices range-GET by the workers (DELETE of
-    the previous iteration's objects is free)."""
+    """Extension: (PUTs, GETs that find their object) of one S3 exchange: n·k gradient
+    partitions and k state objects PUT; n·k partitions GET by the reducers and n·k slices
+    range-GET by the workers (DELETE of the previous iteration's objects is free). The GETs
+    that find nothing yet are s3_exchange_misses."""
     n = np.asarray(n, dtype=np.float64)
     k = np.asarray(reducers, dtype=np.float64)
     return n * k + k, 2.0 * n * k
+
+
+# The runtime's waits (functions/s3sync.py, tests/provisioner/test_s3_polls_model.py holds them
+# equal): a wait nothing is known about polls at 0, 5 ms, then gaps × 1.5 up to 200 ms; a
+# recurring wait learns where its object comes and then misses about every other time.
+POLL_FIRST_S, POLL_GROWTH, POLL_MAX_S = 0.005, 1.5, 0.2
+STEADY_MISSES_PER_WAIT = 0.5
+
+
+def backoff_poll_times_s() -> np.ndarray:
+    """When a cold wait's GETs go out, from its start until the gap reaches POLL_MAX_S."""
+    times, delay_s = [0.0], POLL_FIRST_S
+    while delay_s < POLL_MAX_S:
+        times.append(times[-1] + delay_s)
+        delay_s = min(POLL_GROWTH * delay_s, POLL_MAX_S)
+    return np.array(times)
+
+
+def backoff_misses(wait_s: Arr) -> Arr:
+    """The GETs that find nothing in a cold wait for an object that comes after wait_s: the
+    back-off's polls sent before it (then one gap of POLL_MAX_S each)."""
+    times = backoff_poll_times_s()
+    wait = np.maximum(np.asarray(wait_s, dtype=np.float64), 0.0)
+    early = np.searchsorted(times, wait, side="left").astype(np.float64)
+    with np.errstate(invalid="ignore"):  # an infeasible cell's inf wait stays inf
+        late = times.size + np.ceil((wait - times[-1]) / POLL_MAX_S) - 1.0
+    return np.where(wait <= times[-1], early, late)
+
+
+def s3_exchange_misses(n: Arr, reducers: Arr, wait_s: Arr, iterations: Arr, links: Arr) -> Arr:
+    """Extension: the exchange's GETs per iteration that find nothing (S3 bills them too).
+
+    Each of the 2·n·k GETs of an iteration is a wait: a reducer's for a gradient, a worker's for
+    a state slice. In a link's first iteration nothing is known yet: each polls with the
+    back-off for about the exchange's own time (wait_s, an upper bound on either wait), and the
+    next one still learns (one more miss). After that each misses STEADY_MISSES_PER_WAIT.
+    """
+    waits = 2.0 * np.asarray(n, dtype=np.float64) * np.asarray(reducers, dtype=np.float64)
+    cold = backoff_misses(wait_s) + 1.0 - STEADY_MISSES_PER_WAIT
+    with np.errstate(divide="ignore", invalid="ignore"):
+        links_share = np.minimum(
+            np.asarray(links, np.float64) / np.asarray(iterations, np.float64), 1.0
+        )
+    return np.asarray(waits * (STEADY_MISSES_PER_WAIT + cold * np.nan_to_num(links_share)))
 
 
 def s3_exchange_stored_mb(n: Arr, model_mb: float) -> Arr:

@@ -31,8 +31,9 @@ def test_every_plan_carries_its_bounds_and_their_price(workload: str, deadline_s
     assert plan.execution_timeout_s > plan.prediction.total_s
     # Running into the bounds costs more than the run itself, and every worker billed for the
     # whole timeout is part of it.
-    lambda_at_timeout = plan.cost.lambda_compute_usd * plan.execution_timeout_s / (
-        plan.prediction.total_s)
+    lambda_at_timeout = (
+        plan.cost.lambda_compute_usd * plan.execution_timeout_s / (plan.prediction.total_s)
+    )
     assert plan.worst_case_usd > plan.cost.total_usd
     assert plan.worst_case_usd >= 0.9 * lambda_at_timeout
     assert Plan.from_json(plan.to_json()) == plan
@@ -48,6 +49,7 @@ def test_a_plan_written_before_the_bounds_gets_them_derived() -> None:
 def test_the_bounds_line_names_every_bound() -> None:
     plan = _plan()
     line = runaway.bounds_line(plan)
-    assert line.startswith("links must advance (one stall is retried); at most 5 links per "
-                           "worker; execution timeout ")
+    assert line.startswith(
+        "links must advance (one stall is retried); at most 5 links per worker; execution timeout "
+    )
     assert line.endswith(f"worst case ${plan.worst_case_usd:.4f}")

@@ -20,8 +20,10 @@ from provisioner.costs import s3_exchange_usd, s3_storage_usd
 from provisioner.plan import Plan
 from provisioner.planner import plan_job, predict
 from provisioner.s3exchange import (
+    STEADY_MISSES_PER_WAIT,
     s3_aggregation_s,
     s3_communication_s,
+    s3_exchange_misses,
     s3_exchange_requests,
     s3_exchange_stored_mb,
     s3_reduce_mb_s,
@@ -115,7 +117,10 @@ def test_an_s3_cell_has_no_ps_no_endpoints_and_prices_its_exchange() -> None:
     profile, catalog = load_profile("digits-mlp"), load_catalog("lambda-2025")
     c = predict(profile, catalog, S3_CHOICE)
     k = int(c.iterations[0])
-    requests = k * (10 * catalog.s3_usd_per_put + 16 * catalog.s3_usd_per_get)
+    exchange_s = c.communication_per_iteration_s + c.aggregation_per_iteration_s
+    misses = float(s3_exchange_misses(4, 2, exchange_s, c.iterations, c.invocations)[0])
+    assert misses > 0  # the GETs that find nothing yet are billed too
+    requests = k * (10 * catalog.s3_usd_per_put + (16 + misses) * catalog.s3_usd_per_get)
     stored_gb = 2 * 6 * profile.model_bytes / 1e9
     storage = 0.023 * stored_gb * float(c.total_s[0]) / (730 * 3600)
     assert float(c.exchange_usd[0]) == pytest.approx(requests + storage, rel=1e-12)
@@ -142,6 +147,7 @@ def test_an_s3_plan_fills_its_fields_and_round_trips() -> None:
     n, k = plan.n_workers, plan.reducers
     p = plan.prediction
     assert (p.exchange_puts_per_iteration, p.exchange_gets_per_iteration) == (n * k + k, 2 * n * k)
+    assert p.exchange_get_misses_per_iteration >= 2 * n * k * STEADY_MISSES_PER_WAIT
     assert plan.other_sync_usd is None  # forced: the other mode was not searched
     assert Plan.from_json(plan.to_json()) == plan
 

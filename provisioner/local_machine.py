@@ -124,15 +124,24 @@ def corrected_step(
         (exch_burst, cpu_burst, throttled_burst),
     ):
         binds = quota_binds(nt.core_compute_s, cpu_s, core + exch, share, period)
-        step = np.where(binds, quota_step, core + exch)
+        # Throttled or not, an iteration is never shorter than its step at full speed and its
+        # exchange: the bound keeps time non-increasing in memory where the quota stops binding.
+        step = np.where(binds, np.maximum(quota_step, core + exch), core + exch)
         with np.errstate(invalid="ignore"):  # inf − inf of an infeasible cell stays NaN → masked
-            compute = quota_split_compute_s(
+            # Never below the step at full speed, nor below the back-to-back step less the
+            # exchange the quota can refund (the search's compute bound, search._compute_bound,
+            # rests on both); the iteration holds at least its compute.
+            split = quota_split_compute_s(
                 core, throttled, nt.core_compute_s, exch, cpu_s, step, period
             )
+            refund = nt.exchange_s if period > 0 else 0.0
+            compute = np.maximum(np.maximum(split, core), throttled - refund)
+        step = np.maximum(step, compute)
         helds.append(step - compute)
         steps.append(step)
     step_base, step_burst = steps[0], np.minimum(steps[1], steps[0])
-    held_base, held_burst = helds
+    # The burst's split is the one of the step it keeps (its own, or the baseline's if shorter).
+    held_base, held_burst = helds[0], np.where(steps[1] <= steps[0], helds[1], helds[0])
     # Every rank waits for the iteration's slowest step: idle in the exchange, but held out of
     # the quota's refund (cfs_step_s above), so the compute part stays as it was and the
     # search's bound on it (search._compute_bound) holds.

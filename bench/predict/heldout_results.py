@@ -81,14 +81,7 @@ def heldout_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def write_heldout(rows: list[dict[str, Any]], meta: dict[str, Any], folder: Path) -> str:
     """JSON, table and chart as `folder`/predict-heldout.*; the table."""
-    folder.mkdir(parents=True, exist_ok=True)
-    summary = heldout_summary(rows)
-    source = folder / f"{NAME}.json"
-    source.write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=2) + "\n")
-    text = table(rows, meta, summary, source)
-    source.with_suffix(".md").write_text(text)
-    results.plot(rows, source.with_suffix(".png"))
-    return text
+    return results.write_files(rows, meta, heldout_summary(rows), folder / f"{NAME}.json", table)
 
 
 def render_any(source: Path) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,11 +93,21 @@ def write_results(
 ) -> str:
     """JSON, table and chart under `results`/<name>.* (a partial run names its own files, so
     the full grid's stay); the table."""
-    results.mkdir(parents=True, exist_ok=True)
-    summary = summary_of(rows)
-    source = results / f"{name}.json"
+    return write_files(rows, meta, summary_of(rows), results / f"{name}.json", table)
+
+
+def write_files(
+    rows: list[dict[str, Any]],
+    meta: dict[str, Any],
+    summary: dict[str, Any],
+    source: Path,
+    table_of: Callable[[list[dict[str, Any]], dict[str, Any], dict[str, Any], Path], str],
+) -> str:
+    """A results file's JSON at `source`, its table (`table_of`) beside it as .md and its chart
+    as .png; the table."""
+    source.parent.mkdir(parents=True, exist_ok=True)
     source.write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=2) + "\n")
-    text = table(rows, meta, summary, source)
+    text = table_of(rows, meta, summary, source)
     source.with_suffix(".md").write_text(text)
     plot(rows, source.with_suffix(".png"))
     return text

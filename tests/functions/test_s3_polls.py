@@ -7,21 +7,7 @@ import pytest
 
 from functions import s3sync
 from functions.s3sync import ArrivalEstimate
-
-
-class FakeClock:
-    """A monotonic clock the test drives: sleeping advances it."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
+from tests.functions.test_s3sync import FakeClock
 
 
 def appears_at(clock: FakeClock, at: float) -> object:

@@ -16,7 +16,7 @@ from typing import Any
 
 from bench.predict.cases import FIXED, PLANNED, Case
 from bench.predict.heldout import WORKLOADS, Draws
-from bench.predict.heldout_results import PROTOCOL, render_any
+from bench.predict.heldout_results import PROTOCOL, render_any, write_heldout
 from bench.predict.rescore import rescore
 from bench.predict.rounds import Bench, Grid, Instruments, Repeats
 from bench.predict.rows import median_row
@@ -103,6 +103,14 @@ def parser() -> argparse.ArgumentParser:
         help="measure nothing: predict an earlier run's rows again with the current model",
     )
     mode.add_argument(
+        "--rescore-held-out",
+        type=Path,
+        metavar="HELDOUT_JSON",
+        help="measure nothing: predict a held-out run's rows (bench/results/hosts/<host-id>/"
+        "predict-heldout.json) again with the current model; writes predict-heldout-rescored.* "
+        "beside it",
+    )
+    mode.add_argument(
         "--render",
         type=Path,
         metavar="RESULTS_JSON",
@@ -182,6 +190,7 @@ def checked_heldout(args: argparse.Namespace) -> None:
         ("--planned", args.planned),
         ("--only", args.only),
         ("--rescore", args.rescore),
+        ("--rescore-held-out", args.rescore_held_out),
         ("--render", args.render),
     )
     for flag, value in grid_only:
@@ -198,6 +207,9 @@ def main(argv: list[str] | None, lab: Lab) -> int:
     command = "python -m bench.predict " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.render is not None:
         print(render_any(args.render))
+        return 0
+    if args.rescore_held_out is not None:
+        print(rescore_heldout(args.rescore_held_out, command))
         return 0
     repeats = Repeats(args.repeats, args.precision, args.max_repeats, args.extra_minutes)
     if args.held_out is not None:
@@ -223,6 +235,18 @@ def main(argv: list[str] | None, lab: Lab) -> int:
     print(measure_grid(lab, cases, name, command, repeats, reuse=args.reuse,
                        anchored=not args.no_anchor))  # fmt: skip
     return 0
+
+
+def rescore_heldout(source: Path, command: str) -> str:
+    """A held-out run's rows predicted again with the current model from the platform figures
+    it kept, held to its measurements, written beside it as predict-heldout-rescored.*."""
+    if source.suffix != ".json" or not source.is_file():
+        raise ValueError(
+            f"bad --rescore-held-out {str(source)!r}: expected a held-out run's results file, "
+            "bench/results/hosts/<host-id>/predict-heldout.json"
+        )
+    rows, meta = rescore(source.parent, source.stem, command)
+    return write_heldout(rows, meta, source.parent, f"{source.stem}-rescored")
 
 
 def measure_grid(

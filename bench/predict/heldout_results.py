@@ -79,9 +79,11 @@ def heldout_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
-def write_heldout(rows: list[dict[str, Any]], meta: dict[str, Any], folder: Path) -> str:
-    """JSON, table and chart as `folder`/predict-heldout.*; the table."""
-    return results.write_files(rows, meta, heldout_summary(rows), folder / f"{NAME}.json", table)
+def write_heldout(
+    rows: list[dict[str, Any]], meta: dict[str, Any], folder: Path, name: str = NAME
+) -> str:
+    """JSON, table and chart as `folder`/<name>.* (predict-heldout or its re-scoring); the table."""
+    return results.write_files(rows, meta, heldout_summary(rows), folder / f"{name}.json", table)
 
 
 def render_any(source: Path) -> str:
@@ -210,6 +212,8 @@ def table(
         f"({results.runs_per_case_text(meta)}).",
         f"Platform figures: {meta.get('platform', 'catalog/local.json and profiles/')}.",
     ]
+    if "rescored" in meta:
+        lines.append(f"Re-scored, nothing measured: {meta['rescored']}.")
     where = results.shown(source)
     lines.append(f"This table is rendered from {where}: `python -m bench.predict --render {where}` "
                  "writes it again, measuring nothing.")  # fmt: skip

@@ -22,6 +22,9 @@ CASES = [
             says="bad --held-out 2: it draws its own configurations, so --only does not apply"),
     predict("--held-out", "2", "--rescore",
             says="bad --held-out 2: it draws its own configurations, so --rescore does not apply"),
+    predict("--rescore-held-out", "nope.json",
+            says="bad --rescore-held-out 'nope.json': expected a held-out run's results file, "
+                 "bench/results/hosts/<host-id>/predict-heldout.json"),
     predict("--held-out", "2", "--repeats", "0",
             says="bad --repeats 0: expected a whole number ≥ 1"),
 ]  # fmt: skip

@@ -6,13 +6,14 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import bench.predict as bp
-from bench.predict import heldout
+from bench.predict import cli, heldout
 from bench.predict.heldout import Here, draw_cases, draw_configuration, memory_grid_mb
 from bench.predict.heldout_results import heldout_summary, render_any
 from bench.predict.host import cgroup_version, host_id, memory_gib
@@ -265,3 +266,21 @@ def test_the_cgroup_version_is_read_from_the_hierarchy(tmp_path: Path) -> None:
     assert cgroup_version(tmp_path) == "v1"
     (tmp_path / "cgroup.controllers").write_text("cpu")
     assert cgroup_version(tmp_path) == "v2"
+
+
+def test_a_held_out_run_is_rescored_against_its_own_measurements(tmp_path: Path) -> None:
+    """--rescore-held-out predicts the kept run's rows again from the platform it kept: every
+    measurement is the run's, the results sit beside it under their own name, and the table
+    says it was re-scored."""
+    kept = Path("bench/results/hosts/amd-epyc-2c")
+    folder = tmp_path / "amd-epyc-2c"
+    shutil.copytree(kept / "predict-heldout-platform", folder / "predict-heldout-platform")
+    shutil.copy(kept / "predict-heldout.json", folder / "predict-heldout.json")
+    source = folder / "predict-heldout.json"
+    cli.rescore_heldout(source, "python -m bench.predict --rescore-held-out x")
+    before = json.loads(source.read_text())["rows"]
+    after = json.loads((folder / "predict-heldout-rescored.json").read_text())["rows"]
+    assert [r["case"] for r in after] == [r["case"] for r in before]
+    measured = [[r["terms"][t]["measured_s"] for t in r["terms"]] for r in before]
+    assert [[r["terms"][t]["measured_s"] for t in r["terms"]] for r in after] == measured
+    assert "Re-scored, nothing measured" in (folder / "predict-heldout-rescored.md").read_text()

@@ -29,7 +29,7 @@ class StepTiming:
     push_s: float = 0.0  # handing the gradient over (sending, or uploading)
     wait_s: float = 0.0  # waiting for the slowest worker (the BSP barrier)
     transfer_s: float = 0.0  # moving the new parameters once they exist
-    reduce_s: float = 0.0  # a reducer's averaging, update and state upload (s3 mode)
+    reduce_s: float = 0.0  # a reducer's averaging and update (s3 mode; its requests are push_s)
 
 
 class Exchange(Protocol):

@@ -554,9 +554,12 @@ class S3Exchange:
             workers=self.n_workers,
         )
         part.iteration = iteration + 1
+        # The state's PUT and the DELETE are requests, not arithmetic: timed as communication
+        # (push_s, step() takes them as the rest of the wall), as the model prices them.
+        reduced_s = time.perf_counter() - t0 - blocked_s
         self._write_state(part)
         self._delete(keys + self._superseded(part.index, iteration))
-        return StepTiming(wait_s=blocked_s, reduce_s=time.perf_counter() - t0 - blocked_s)
+        return StepTiming(wait_s=blocked_s, reduce_s=reduced_s)
 
     def _superseded(self, j: int, iteration: int) -> list[str]:
         """What reducer j may delete with iteration's gradients: state t-1 (every worker has

@@ -175,6 +175,13 @@ class Catalog:
     # Measured/predicted total ratios 90% of runs fell between (provisioner/interval.py): plans
     # meet the deadline against the upper end. The point (1, 1) where no spread was measured.
     prediction_interval: PredictionInterval = PredictionInterval()
+    # CPU seconds one small S3 request costs the client (boto3's signing, HTTP and parsing, in
+    # the function's process, under its quota) and the S3 server (on the local machine the
+    # server shares the workers' cores): the exchange then takes at least the CPU its requests
+    # need (local_s3.s3_cpu_floor_s). None = not measured (AWS: S3 is not on the functions' cores
+    # and a request's CPU is small beside its latency).
+    s3_request_cpu_s: float | None = None
+    s3_server_cpu_s: float | None = None
 
     @property
     def put_latency_s(self) -> float:
@@ -427,6 +434,8 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         s3_usd_per_gb_month=_optional_figure(orch, "s3_usd_per_gb_month", "orchestration", 0.0),
         default_slack=_optional_figure(orch, "default_slack", "orchestration", 0.0),
         prediction_interval=_interval_figure(orch, str(data["name"])),
+        s3_request_cpu_s=float(nf("s3_request_cpu_s")) if "s3_request_cpu_s" in net else None,
+        s3_server_cpu_s=float(nf("s3_server_cpu_s")) if "s3_server_cpu_s" in net else None,
     )
     _validate(cat)
     return cat

@@ -94,6 +94,8 @@ CATALOG_DOMAINS: dict[str, Domain] = {
     "orchestration.checkpoint_max_loss_s": positive(MAX_SECONDS),
     "orchestration.checkpoint_max_overhead": Domain(0.0, 1.0, low_open=True, high_open=True),
     "orchestration.default_slack": Domain(0.0, MAX_SLACK, high_open=True),
+    "network.s3_request_cpu_s": _SECONDS,
+    "network.s3_server_cpu_s": _SECONDS,
 }
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from provisioner.catalog import Catalog
 from provisioner.cells import NTerms, Step
+from provisioner.local_s3 import s3_cpu_floor_s
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import bsp_steps_s, quota_binds, quota_split_compute_s, vcpu_share
 from provisioner.s3exchange import s3_cell_terms
@@ -54,8 +55,10 @@ def corrected_n_terms(
         catalog.checkpoint_latency_s, shared_host=total is not None,
     )  # fmt: skip
     if np.any(nt.s3):  # an S3 exchange is shared as well, but has no loop floor or checkpoint
-        comm = np.where(nt.s3, shared, comm)
-        comm_burst = np.where(nt.s3, shared, comm_burst)
+        # its requests' CPU at the smallest memory's share: n_terms' S3 terms bound every memory
+        s3 = s3_exchange_s(shared, nt, catalog, np.asarray(catalog.memory_min_mb))
+        comm = np.where(nt.s3, s3, comm)
+        comm_burst = np.where(nt.s3, s3, comm_burst)
         checkpoint = np.where(nt.s3, 0.0, checkpoint)
     speed = parallel_speed(n, profile.parallel_speed_ratio, profile.parallel_processes, total)
     floor_rate = shared_core_rate_samples_s(core_rate_samples_s, n, catalog.compute_cores or total)
@@ -98,7 +101,9 @@ def corrected_step(
     comm_base, comm_burst = st.communication_s, st.communication_burst_s
     exch_base, exch_burst = st.exchange_s, st.exchange_burst_s
     if np.any(nt.s3):  # step_terms put the S3 exchange at this memory: shared here
-        s3_comm = shared_exchange_s(st.communication_s, nt.n, total)
+        s3_comm = s3_exchange_s(
+            shared_exchange_s(st.communication_s, nt.n, total), nt, catalog, memory_mb
+        )
         comm_base = np.where(nt.s3, s3_comm, comm_base)
         exch_base = np.where(nt.s3, s3_comm + st.aggregation_s, exch_base)
         exch_burst = np.where(nt.s3, exch_base, exch_burst)
@@ -183,9 +188,27 @@ def shared_s3_cell_terms(
     profile: WorkloadProfile, catalog: Catalog, n: Arr, reducers: Arr, memory_mb: Arr
 ) -> tuple[Arr, Arr]:
     """s3exchange.s3_cell_terms on the catalog's cores: the transfers shared as the PS
-    exchange is (the same terms where every function has its own cores)."""
+    exchange is, and never faster than its requests' CPU (local_s3.s3_cpu_floor_s; the same
+    terms where every function has its own cores)."""
     comm, agg = s3_cell_terms(profile, catalog, n, reducers, memory_mb)
-    return shared_exchange_s(comm, n, catalog.total_vcpu), agg
+    floor = s3_request_floor_s(n, reducers, memory_mb, catalog)
+    return np.maximum(shared_exchange_s(comm, n, catalog.total_vcpu), floor), agg
+
+
+def s3_request_floor_s(n: Arr, reducers: Arr, memory_mb: Arr, catalog: Catalog) -> Arr:
+    """local_s3.s3_cpu_floor_s with the catalog's figures at memory_mb's share, on the cores
+    the steps get (compute_cores, else total_vcpu); 0 on AWS (total_vcpu None)."""
+    cores = (catalog.compute_cores or catalog.total_vcpu) if catalog.total_vcpu else None
+    share = vcpu_share(memory_mb, catalog.mb_per_vcpu, catalog.max_vcpu)
+    return s3_cpu_floor_s(
+        n, reducers, share, catalog.s3_request_cpu_s, catalog.s3_server_cpu_s, cores
+    )
+
+
+def s3_exchange_s(shared_s: Arr, nt: NTerms, catalog: Catalog, memory_mb: Arr) -> Arr:
+    """The S3 exchange's communication on shared cores: its shared latency path `shared_s`,
+    or its requests' CPU (s3_request_floor_s), whichever is longer."""
+    return np.maximum(shared_s, s3_request_floor_s(nt.n, nt.reducers, memory_mb, catalog))
 
 
 def shared_core_rate_samples_s(core_rate_samples_s: Arr, n: Arr, cores: float | None) -> Arr:

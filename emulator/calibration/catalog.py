@@ -25,6 +25,7 @@ from emulator.calibration.ps_probe import (
     loop_method,
 )
 from emulator.calibration.runner_probe import CONCURRENCY_LIMIT, LOAD_RUNNERS, load_method
+from emulator.calibration.s3_probe import CPU_IDLE_S, CPU_REQUESTS
 from emulator.options import default_safety_margin_s
 from provisioner.catalog import CATALOG_DIR, catalog_from_dict
 from provisioner.files import write_text_atomically
@@ -258,7 +259,31 @@ def _network_section(m: Measurements, w: Provenance) -> dict[str, Any]:
             [], "AWS service names", "no VPC on loopback", w, "policy"
         ),
         "vpc_endpoint_usd_per_hour": figure(0, "USD/h", "no endpoints on loopback", w, "policy"),
+        **_request_cpu_figures(m, w),
     }
+
+
+def _request_cpu_figures(m: Measurements, w: Provenance) -> dict[str, Any]:
+    """The S3 request's CPU on each side, where measured (an older record has neither)."""
+    method = (
+        f"{CPU_REQUESTS} small requests (PUT, GET, GET of a missing key, in turn) to SeaweedFS "
+        "on 127.0.0.1"
+    )
+    out: dict[str, Any] = {}
+    if m.s3_request_cpu_s is not None:
+        out["s3_request_cpu_s"] = figure(
+            round(m.s3_request_cpu_s, 6), "CPU s per request",
+            f"the boto3 client's process CPU time (time.process_time) over {method}, per request",
+            w, "measured",
+        )  # fmt: skip
+    if m.s3_server_cpu_s is not None:
+        out["s3_server_cpu_s"] = figure(
+            round(m.s3_server_cpu_s, 6), "CPU s per request",
+            f"the server process's CPU time (/proc/<pid>/stat) over {method}, less its idle "
+            f"rate over {CPU_IDLE_S:g} s, per request",
+            w, "measured",
+        )  # fmt: skip
+    return out
 
 
 def _ps_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from emulator.calibration.s3_probe import (
     S3_SIZES_MB,
     S3_SIZES_QUICK_MB,
     measure_checkpoint,
+    measure_request_cpu,
     measure_s3,
 )
 from emulator.child_env import child_env
@@ -68,6 +69,10 @@ class Measurements:
     # client), "aggregate" (one shard), "s3_get", "s3_put", "checkpoint"; each figure read
     # from that fit leads its source with the note
     fit_notes: tuple[tuple[str, str], ...] = ()
+    # CPU seconds a small S3 request costs the boto3 client and the server (s3_probe
+    # measure_request_cpu); None: not measured (an older record) or not readable
+    s3_request_cpu_s: float | None = None
+    s3_server_cpu_s: float | None = None
 
     def noted(self, fit: str, method: str) -> str:
         """`method`, led by the note of `fit` where it has one (a fallback says so first)."""
@@ -97,6 +102,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         s3_sizes_mb = S3_SIZES_QUICK_MB if quick else S3_SIZES_MB
         s3_get, s3_put = measure_s3(endpoint, s3_sizes_mb, repeats)
         checkpoint = measure_checkpoint(endpoint, s3_sizes_mb, repeats)
+        request_cpu = measure_request_cpu(endpoint)
         cold_s, warm_s, restart_s, launch_s = measure_startup(
             supervisor, env, work / "startup", repeats
         )
@@ -146,4 +152,6 @@ def measure(quick: bool, work: Path) -> Measurements:
             )
             if fit.note
         ),
+        s3_request_cpu_s=request_cpu.client_s,
+        s3_server_cpu_s=request_cpu.server_s,
     )

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from emulator.calibration.fits import Fit, fit_growing, fit_request
+from emulator.calibration.ps_probe import process_cpu_s
 from emulator.calibration.timing import median_rounds, timer
 from emulator.s3_client import s3_client_for
 from emulator.s3server import S3Endpoint
@@ -82,3 +86,71 @@ def measure_checkpoint(endpoint: S3Endpoint, sizes_mb: Sequence[float], repeats:
         return fit_request([2.0 * s for s in sizes], times)
 
     return fit_growing(median_times, sizes_mb, repeats, fit_both_vectors)
+
+
+# Requests of the CPU probe, and the idle time its server reading is corrected by: the server's
+# CPU is read from /proc's 10 ms ticks, so 400 requests of ~1 ms each read to about 2.5%.
+CPU_REQUESTS = 400
+CPU_IDLE_S = 1.0
+CPU_OBJECT_BYTES = 4096  # a small object: the request's own CPU, not its bytes
+
+
+@dataclass(frozen=True)
+class RequestCpu:
+    """CPU seconds one small S3 request costs the client (boto3) and the server (None: the
+    server's CPU not readable, e.g. the in-process moto server)."""
+
+    client_s: float
+    server_s: float | None
+
+
+def measure_request_cpu(endpoint: S3Endpoint, requests: int = CPU_REQUESTS) -> RequestCpu:
+    """The CPU a small request costs each side, as the S3 exchange makes them (PUT, GET and a
+    GET that finds nothing, in turn): this process's CPU time (time.process_time) and the server
+    process's (/proc/<pid>/stat), each over the count, the server's less its idle rate. CPU
+    time, not wall time, so a busy machine stretches neither."""
+    client = s3_client_for(endpoint)
+    bucket = f"calibrate-cpu-{secrets.token_hex(4)}"
+    client.create_bucket(Bucket=bucket)
+    body = os.urandom(CPU_OBJECT_BYTES)
+
+    def one_round(i: int) -> None:
+        client.put_object(Bucket=bucket, Key=f"o-{i}", Body=body)
+        client.get_object(Bucket=bucket, Key=f"o-{i}")["Body"].read()
+        _get_missing(client, bucket, f"absent-{i}")
+
+    one_round(-1)  # connections opened, caches filled
+    rounds = max(1, requests // 3)
+    server_idle_s = _idle_cpu_rate(endpoint.pid, CPU_IDLE_S)
+    server0, c0, t0 = _cpu_of(endpoint.pid), time.process_time(), time.perf_counter()
+    for i in range(rounds):
+        one_round(i)
+    requests = 3 * rounds
+    client_s = (time.process_time() - c0) / requests
+    wall_s, server1 = time.perf_counter() - t0, _cpu_of(endpoint.pid)
+    server_s = None
+    if server0 is not None and server1 is not None and server_idle_s is not None:
+        server_s = max(0.0, server1 - server0 - server_idle_s * wall_s) / requests
+    return RequestCpu(client_s=client_s, server_s=server_s)
+
+
+def _get_missing(client: Any, bucket: str, key: str) -> None:
+    """A GET of a key that is not there: the exchange's empty poll."""
+    from botocore.exceptions import ClientError
+
+    try:
+        client.get_object(Bucket=bucket, Key=key)
+    except ClientError:
+        return
+
+
+def _cpu_of(pid: int | None) -> float | None:
+    return None if pid is None else process_cpu_s(pid)
+
+
+def _idle_cpu_rate(pid: int | None, seconds: float) -> float | None:
+    """CPU seconds per second the server spends with no request (heartbeats between its parts)."""
+    before = _cpu_of(pid)
+    time.sleep(seconds)
+    after = _cpu_of(pid)
+    return None if before is None or after is None else (after - before) / seconds

@@ -378,3 +378,51 @@ def test_an_expired_exchange_resumes_from_the_reducers_checkpoints(
     want = reference_params(s3, bucket, events[0], iterations)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert_cleaned_up(s3, bucket, k, iterations)
+
+
+class _SlowRequests:
+    """An S3 client whose state PUTs and DeleteObjects each take `cost_s` more on `clock`."""
+
+    def __init__(self, s3: Any, clock: list[float], cost_s: float) -> None:
+        self._s3, self._clock, self._cost_s = s3, clock, cost_s
+
+    def put_object(self, **kwargs: Any) -> Any:
+        if "/state/" in kwargs["Key"]:
+            self._clock[0] += self._cost_s
+        return self._s3.put_object(**kwargs)
+
+    def delete_objects(self, **kwargs: Any) -> Any:
+        self._clock[0] += self._cost_s
+        return self._s3.delete_objects(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._s3, name)
+
+
+def test_a_reducers_state_put_and_delete_are_communication_not_reduce(
+    s3: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model prices the state's PUT in communication and the reduce as the arithmetic:
+    a reducer whose state PUT and DELETE take 100 s each (on s3sync's clock) reduces in under
+    100 s and pushes for at least 200, and its parts still sum to the exchange's wall."""
+    import time as real_time
+    from types import SimpleNamespace
+
+    offset = [0.0]
+    monkeypatch.setattr(
+        s3sync, "time", SimpleNamespace(perf_counter=lambda: real_time.perf_counter() + offset[0])
+    )
+    task = WorkerTask.from_event(s3_event(0, 1, 1, bucket))
+    exchange = S3Exchange.for_task(task, _SlowRequests(s3, offset, 100.0), 10)
+    params = np.zeros(10, np.float32)
+    try:
+        iteration = exchange.start(params)
+        t0 = s3sync.time.perf_counter()
+        timing = exchange.step(iteration, np.ones(10, np.float32), params)
+        wall_s = s3sync.time.perf_counter() - t0
+    finally:
+        exchange.close()
+    assert timing.reduce_s < 100.0
+    assert timing.push_s >= 200.0
+    parts_s = timing.push_s + timing.wait_s + timing.transfer_s + timing.reduce_s
+    assert parts_s == pytest.approx(wall_s, abs=1.0)

@@ -1,0 +1,65 @@
+"""The local S3 exchange's CPU: every request costs the client and the server CPU on the same cores.
+
+On the local machine the S3 server (SeaweedFS) and the workers share C cores, and each request
+costs CPU on both sides: the boto3 client's signing, HTTP and parsing in the worker's process,
+held to its quota, and the server's handling. With a tiny model the exchange is requests, not
+bytes, so its latency path (s3exchange.s3_communication_s) is not its bound: the exchange
+cannot take less than the CPU its requests need, on the machine's cores and, for one worker,
+its own requests' client CPU at its quota share.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from provisioner.s3exchange import STEADY_MISSES_PER_WAIT, s3_exchange_requests
+from provisioner.terms import Arr
+
+
+def s3_iteration_requests(n: Arr, reducers: Arr) -> Arr:
+    """Extension: every request of one S3 exchange on the server: the PUTs and the GETs that
+    find their object (s3_exchange_requests), the steady empty GETs (STEADY_MISSES_PER_WAIT of
+    each of the 2·n·k waits; a link's first iteration's back-off is apart: rare in a long run)
+    and each reducer's one DeleteObjects."""
+    n = np.asarray(n, dtype=np.float64)
+    k = np.asarray(reducers, dtype=np.float64)
+    puts, gets = s3_exchange_requests(n, k)
+    return puts + gets + STEADY_MISSES_PER_WAIT * 2.0 * n * k + k
+
+
+def s3_reducer_requests(n: Arr, reducers: Arr) -> Arr:
+    """Extension: the requests of the busiest worker's process in one exchange, a reducer's:
+    its k gradient partitions PUT and k state slices GET (as every worker), the n partitions
+    it reduces GET, its state PUT and its DeleteObjects, and the steady empty GETs of its n + k
+    waits."""
+    n = np.asarray(n, dtype=np.float64)
+    k = np.asarray(reducers, dtype=np.float64)
+    return 2.0 * k + n + 2.0 + STEADY_MISSES_PER_WAIT * (n + k)
+
+
+def s3_cpu_floor_s(
+    n: Arr,
+    reducers: Arr,
+    share: Arr,
+    client_cpu_s: float | None,
+    server_cpu_s: float | None,
+    cores: float | None,
+) -> Arr:
+    """Extension: the least an S3 exchange can take for the CPU its requests need on C shared
+    cores: max(R·(c_client + c_server)/C, c_client·r/min(s, 1)), R every request of the
+    iteration (s3_iteration_requests), r the reducer's own (s3_reducer_requests), s its quota
+    share (the client's CPU runs in its process, held to the quota; one Python thread holds at
+    most one core). 0 where nothing was measured or every function has its own cores (AWS).
+
+    Measured on 2 cores (the probe in emulator/calibration/s3_probe.py): boto3 spent 2.1-2.8 ms
+    of CPU a small request and SeaweedFS 1.7-2.2 ms, so the 36 requests of 4 workers and 2
+    reducers need 83 ms of the 2 cores an iteration where the latency path says 47 ms."""
+    n = np.asarray(n, dtype=np.float64)
+    shape = np.broadcast_shapes(n.shape, np.shape(reducers), np.shape(share))
+    if cores is None or (client_cpu_s is None and server_cpu_s is None):
+        return np.zeros(shape)
+    client = client_cpu_s or 0.0
+    machine = s3_iteration_requests(n, reducers) * (client + (server_cpu_s or 0.0)) / cores
+    with np.errstate(divide="ignore"):
+        own = client * s3_reducer_requests(n, reducers) / np.minimum(np.asarray(share), 1.0)
+    return np.asarray(np.broadcast_to(np.maximum(machine, own), shape), dtype=np.float64)

@@ -1,0 +1,57 @@
+"""The local S3 exchange's floor from its requests' CPU (provisioner/local_s3.py), by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from provisioner import local_machine
+from provisioner.catalog import load_catalog
+from provisioner.local_s3 import s3_cpu_floor_s, s3_iteration_requests, s3_reducer_requests
+
+
+def test_requests_of_one_iteration() -> None:
+    # n = 4, k = 2: PUT 4·2 + 2 = 10, GET found 2·4·2 = 16, empty 0.5·16 = 8, DELETE 2
+    assert s3_iteration_requests(4, 2) == pytest.approx(36.0)
+    # the reducer: PUT 2 partitions + 1 state, GET 4 partitions + 2 slices, 1 DELETE,
+    # empty 0.5·(4 + 2) = 3
+    assert s3_reducer_requests(4, 2) == pytest.approx(13.0)
+
+
+def test_floor_is_the_machine_or_the_reducers_quota_whichever_is_longer() -> None:
+    # machine: 36·(1 + 1) ms / 2 cores = 36 ms; reducer: 13·1 ms / 0.25 = 52 ms
+    assert s3_cpu_floor_s(4, 2, 0.25, 0.001, 0.001, 2.0) == pytest.approx(0.052)
+    # at a full core the reducer needs 13 ms: the machine's 36 ms holds
+    assert s3_cpu_floor_s(4, 2, 1.0, 0.001, 0.001, 2.0) == pytest.approx(0.036)
+    # one Python thread never gets more than a core: n = k = 1 makes 2 + 1 + 2 + 0.5·2 = 6
+    # requests, 6 ms at 2 vCPU as at 1, not 3
+    assert s3_cpu_floor_s(1, 1, 2.0, 0.001, 0.0, 8.0) == pytest.approx(0.006)
+
+
+def test_no_floor_where_nothing_was_measured_or_cores_are_unlimited() -> None:
+    assert s3_cpu_floor_s(4, 2, 0.25, None, None, 2.0) == 0.0
+    assert s3_cpu_floor_s(4, 2, 0.25, 0.001, 0.001, None) == 0.0
+
+
+def test_floor_never_rises_with_memory() -> None:
+    shares = np.linspace(0.1, 2.0, 40)
+    floors = s3_cpu_floor_s(7, 2, shares, 0.0014, 0.0012, 2.0)
+    assert np.all(np.diff(floors) <= 0.0)
+
+
+def test_aws_catalog_has_no_floor() -> None:
+    aws = load_catalog("lambda-2025")
+    assert aws.s3_request_cpu_s is None and aws.s3_server_cpu_s is None
+    assert local_machine.s3_request_floor_s(4, 2, 448, aws) == 0.0
+
+
+def test_the_catalogs_cores_and_share_feed_the_floor() -> None:
+    aws = load_catalog("lambda-2025")
+    local = dataclasses.replace(
+        aws, total_vcpu=1.5, compute_cores=2.0, s3_request_cpu_s=0.001, s3_server_cpu_s=0.001
+    )
+    # 1769 MB per vCPU: 884.5 MB is 0.5 vCPU; the reducer 13 ms / 0.5 = 26 ms; machine 36 ms
+    assert local_machine.s3_request_floor_s(4, 2, 884.5, local) == pytest.approx(0.036)
+    assert local_machine.s3_request_floor_s(4, 2, 353.8, local) == pytest.approx(0.065)

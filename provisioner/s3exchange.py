@@ -132,9 +132,9 @@ def s3_cold_waits_s(
     # What exchange_s holds beyond the four phases (the sum, a shared-core correction) falls
     # between the PUT of the gradients and the state's: the reducer's part.
     rest_s = np.maximum(exchange - (push_s + gather_s + write_s + pull_s), 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):  # an infeasible cell's inf stays inf
         scale = exchange / (push_s + gather_s + write_s + pull_s + rest_s)
-    return push_s * scale, (gather_s + rest_s + write_s) * scale
+        return push_s * scale, (gather_s + rest_s + write_s) * scale
 
 
 def s3_first_iteration_misses(n: Arr, reducers: Arr, grad_wait_s: Arr, state_wait_s: Arr) -> Arr:

@@ -27,7 +27,12 @@ from provisioner.costs import (
 )
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import bsp_steps_s, vcpu_share
-from provisioner.s3exchange import s3_cell_terms, s3_exchange_misses, s3_exchange_stored_mb
+from provisioner.s3exchange import (
+    s3_cell_misses,
+    s3_cell_terms,
+    s3_exchange_stored_mb,
+    s3_exchanged_model_mb,
+)
 from provisioner.terms import (
     Arr,
     aggregation_time_s,
@@ -318,8 +323,15 @@ def costs(
                 n,
                 nt.reducers,
                 nt.iterations,
-                s3_exchange_misses(
-                    n, nt.reducers, tl.communication_s + tl.aggregation_s, nt.iterations, links
+                s3_cell_misses(
+                    catalog,
+                    n,
+                    nt.reducers,
+                    s3_exchanged_model_mb(nt.exchange_stored_mb, n),
+                    memory_mb,
+                    tl.communication_s + tl.aggregation_s,
+                    nt.iterations,
+                    links,
                 ),
             )
             + s3_storage_usd(catalog.s3_usd_per_gb_month, nt.exchange_stored_mb, tl.total_s),

@@ -24,7 +24,7 @@ from provisioner.parse import MAX_SLACK, SLACK_FORMS
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
-from provisioner.s3exchange import s3_exchange_misses, s3_exchange_requests
+from provisioner.s3exchange import s3_cell_misses, s3_exchange_requests
 from provisioner.search import SLACK, fastest_cell, solve_deadline, solve_goal
 from provisioner.space import (
     ARCH_CHOICES,
@@ -170,9 +170,12 @@ def build_plan(
         exchange_puts_per_iteration=_i(puts),
         exchange_gets_per_iteration=_i(gets),
         exchange_get_misses_per_iteration=_f(
-            s3_exchange_misses(
+            s3_cell_misses(
+                catalog,
                 np.array([choice.n_workers]),
                 np.array([choice.reducers]),
+                profile.model_bytes / 1e6,
+                np.array([choice.memory_mb]),
                 c.communication_per_iteration_s + c.aggregation_per_iteration_s,
                 c.iterations,
                 c.invocations,

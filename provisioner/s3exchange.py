@@ -75,9 +75,11 @@ def s3_exchange_requests(n: Arr, reducers: Arr) -> tuple[Arr, Arr]:
 
 # The runtime's waits (functions/s3sync.py, tests/provisioner/test_s3_polls_model.py holds them
 # equal): a wait nothing is known about polls at 0, 5 ms, then gaps × 1.5 up to 200 ms; a
-# recurring wait learns where its object comes and then misses about every other time.
+# recurring wait learns where its object comes and then misses about every other time. A
+# reducer has GATHER_WINDOW gradient waits in flight: the next starts when one is answered.
 POLL_FIRST_S, POLL_GROWTH, POLL_MAX_S = 0.005, 1.5, 0.2
 STEADY_MISSES_PER_WAIT = 0.5
+GATHER_WINDOW = 4
 
 
 def backoff_poll_times_s() -> np.ndarray:
@@ -100,21 +102,84 @@ def backoff_misses(wait_s: Arr) -> Arr:
     return np.where(wait <= times[-1], early, late)
 
 
-def s3_exchange_misses(n: Arr, reducers: Arr, wait_s: Arr, iterations: Arr, links: Arr) -> Arr:
+def s3_cold_waits_s(
+    n: Arr,
+    reducers: Arr,
+    model_mb: Arr | float,
+    get_mb_s: Arr,
+    put_mb_s: Arr | float,
+    get_s: float,
+    put_s: float,
+    exchange_s: Arr,
+) -> tuple[Arr, Arr]:
+    """Extension: (gradient wait, state wait) of a link's first iteration, the exchange's time
+    (exchange_s: communication + aggregation as the timeline has them) cut in its phases'
+    proportions (s3_communication_s: PUT d, GET n·d/k and the sum, PUT 2·d/k, range-GET d).
+
+    Every worker starts the step's exchange when its compute ends, at about the same time:
+    a reducer's wait for a gradient lasts the peers' PUT phase; a worker's wait for a state
+    slice lasts from its own PUT's end until the reducer wrote the state (the reducer's GET
+    phase, its sum, its PUT). The reducer's sum is counted in its GET phase's share: the
+    aggregation term's own share of exchange_s is what remains of the four phases' sum."""
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(divide="ignore"):  # k = 0 (a PS cell) is masked by the caller
+        part_mb = np.asarray(model_mb, dtype=np.float64) / np.asarray(reducers, np.float64)
+    push_s = put_s + np.asarray(model_mb, np.float64) / put_mb_s
+    gather_s = get_s + n * part_mb / get_mb_s
+    write_s = put_s + 2.0 * part_mb / put_mb_s
+    pull_s = get_s + np.asarray(model_mb, np.float64) / get_mb_s
+    exchange = np.asarray(exchange_s, dtype=np.float64)
+    # What exchange_s holds beyond the four phases (the sum, a shared-core correction) falls
+    # between the PUT of the gradients and the state's: the reducer's part.
+    rest_s = np.maximum(exchange - (push_s + gather_s + write_s + pull_s), 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):  # an infeasible cell's inf stays inf
+        scale = exchange / (push_s + gather_s + write_s + pull_s + rest_s)
+        return push_s * scale, (gather_s + rest_s + write_s) * scale
+
+
+def s3_first_iteration_misses(n: Arr, reducers: Arr, grad_wait_s: Arr, state_wait_s: Arr) -> Arr:
+    """Extension: the GETs that find nothing in a link's first iteration, where every wait is
+    cold (s3sync.ArrivalEstimate knows nothing yet) and backs off from its start.
+
+    Reducer j's first GATHER_WINDOW gradient waits start with its exchange and back off over
+    the peers' PUT (grad_wait_s); each later one starts when an earlier one was answered, all
+    gradients in: it finds its object at once. The n − k workers that reduce nothing wait
+    state_wait_s for each of the k states; a reducer's own state is written before it reads
+    the states, and the other reducers' at the same moment: found at once."""
+    n = np.asarray(n, dtype=np.float64)
+    k = np.asarray(reducers, dtype=np.float64)
+    timed_grads = k * np.minimum(n, GATHER_WINDOW)
+    timed_states = np.maximum(n - k, 0.0) * k
+    return timed_grads * backoff_misses(grad_wait_s) + timed_states * backoff_misses(state_wait_s)
+
+
+def s3_exchange_misses(
+    n: Arr, reducers: Arr, grad_wait_s: Arr, state_wait_s: Arr, iterations: Arr, links: Arr
+) -> Arr:
     """Extension: the exchange's GETs per iteration that find nothing (S3 bills them too).
 
-    Each of the 2·n·k GETs of an iteration is a wait: a reducer's for a gradient, a worker's for
-    a state slice. In a link's first iteration nothing is known yet: each polls with the
-    back-off for about the exchange's own time (wait_s, an upper bound on either wait), and the
-    next one still learns (one more miss). After that each misses STEADY_MISSES_PER_WAIT.
+    Each of the 2·n·k GETs of an iteration is a wait: a reducer's for a gradient, a worker's
+    for a state slice. A link's first iteration polls with the back-off
+    (s3_first_iteration_misses); the waits that found nothing there learn in the second (one
+    more miss each, not half); every other iteration's waits miss STEADY_MISSES_PER_WAIT.
     """
-    waits = 2.0 * np.asarray(n, dtype=np.float64) * np.asarray(reducers, dtype=np.float64)
-    cold = backoff_misses(wait_s) + 1.0 - STEADY_MISSES_PER_WAIT
-    with np.errstate(divide="ignore", invalid="ignore"):
-        links_share = np.minimum(
-            np.asarray(links, np.float64) / np.asarray(iterations, np.float64), 1.0
+    n = np.asarray(n, dtype=np.float64)
+    k = np.asarray(reducers, dtype=np.float64)
+    its = np.asarray(iterations, dtype=np.float64)
+    links_f = np.minimum(np.asarray(links, dtype=np.float64), its)
+    waits = 2.0 * n * k
+    cold = s3_first_iteration_misses(n, k, grad_wait_s, state_wait_s)
+    learning = k * np.minimum(n, GATHER_WINDOW) + np.maximum(n - k, 0.0) * k
+    later = np.maximum(its - links_f, 0.0)
+    second = np.minimum(links_f, later)  # the links that have a second iteration
+    with np.errstate(divide="ignore", invalid="ignore"):  # a PS cell (k = 0) or k_iter = 0
+        total = (
+            links_f * cold
+            + later * waits * STEADY_MISSES_PER_WAIT
+            + second * learning * (1.0 - STEADY_MISSES_PER_WAIT)
         )
-    return np.asarray(waits * (STEADY_MISSES_PER_WAIT + cold * np.nan_to_num(links_share)))
+        per_iteration = np.where(its > 0, total / its, 0.0)
+    return np.asarray(np.where(k > 0, per_iteration, 0.0))
 
 
 def s3_exchange_stored_mb(n: Arr, model_mb: float) -> Arr:
@@ -122,6 +187,34 @@ def s3_exchange_stored_mb(n: Arr, model_mb: float) -> Arr:
     objects live (n gradients d and the state 2·d each; one iteration is written while the
     previous one is read, then deleted)."""
     return 2.0 * (np.asarray(n, dtype=np.float64) + 2.0) * model_mb
+
+
+def s3_exchanged_model_mb(stored_mb: Arr, n: Arr) -> Arr:
+    """The model size d an exchange's s3_exchange_stored_mb was computed for (0 in a PS cell)."""
+    return np.asarray(stored_mb, dtype=np.float64) / (2.0 * (np.asarray(n, np.float64) + 2.0))
+
+
+def s3_cell_misses(
+    catalog: Catalog,
+    n: Arr,
+    reducers: Arr,
+    model_mb: Arr | float,
+    memory_mb: Arr,
+    exchange_s: Arr,
+    iterations: Arr,
+    links: Arr,
+) -> Arr:
+    """s3_exchange_misses of cells at memory m, their waits cut from exchange_s (the timeline's
+    communication + aggregation per iteration) at the catalog's S3 figures (s3_cold_waits_s)."""
+    get_mb_s = s3_bandwidth_mb_s(
+        memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
+    )
+    put_mb_s = get_mb_s if catalog.s3_put_mb_s is None else catalog.s3_put_mb_s
+    grad_s, state_s = s3_cold_waits_s(
+        n, reducers, model_mb, get_mb_s, put_mb_s, catalog.s3_request_s, catalog.put_latency_s,
+        exchange_s,
+    )  # fmt: skip
+    return s3_exchange_misses(n, reducers, grad_s, state_s, iterations, links)
 
 
 def s3_cell_terms(

@@ -10,6 +10,7 @@ from functions import s3sync
 from provisioner import s3exchange
 from provisioner.costs import s3_exchange_usd
 from provisioner.s3exchange import backoff_misses, s3_exchange_misses
+from tests.functions.test_s3sync import FakeClock
 
 
 def test_the_model_polls_as_the_runtime_does() -> None:
@@ -35,16 +36,84 @@ def test_a_cold_wait_misses_the_back_offs_polls_before_its_object() -> None:
     assert list(got[:5]) == [0, 1, 2, 6, 7]
 
 
-def test_misses_are_half_a_get_per_wait_plus_each_links_cold_start() -> None:
-    n, k = np.array([12]), np.array([1])
-    steady = s3_exchange_misses(n, k, 0.152, np.array([1_000_000]), np.array([1]))
-    assert float(steady[0]) == pytest.approx(24 * 0.5, rel=1e-4)  # 2·n·k waits
-    one_link = s3_exchange_misses(n, k, 0.152, np.array([468]), np.array([1]))
-    # first iteration: 7 back-off misses and a learning one per wait, instead of half a GET
-    assert float(one_link[0]) == pytest.approx(24 * (0.5 + 7.5 / 468))
-    six_links = s3_exchange_misses(n, k, 0.152, np.array([468]), np.array([6]))
-    assert float(six_links[0]) > float(one_link[0])
-    assert float(s3_exchange_misses(n, np.array([0]), 0.152, 468, 1)[0]) == 0.0  # a PS cell
+def cold_wait_misses(wait_s: float) -> int:
+    """The runtime's own poll loop (s3sync.poll_for, a cold ArrivalEstimate's back-off) on a
+    fake clock, for an object that appears wait_s after the wait begins: its empty GETs."""
+    clock = FakeClock()
+    appears = clock.now + wait_s
+    polled = s3sync.poll_for(
+        lambda: b"x" if clock.now >= appears else None,
+        s3sync.ArrivalEstimate(gap_s=0.005).delays_s(),
+        timeout_s=60,
+        what="k",
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    return polled.misses
+
+
+def runtime_first_iteration_misses(n: int, k: int, grad_s: float, state_s: float) -> int:
+    """A link's first iteration as the runtime waits it: every worker starts its exchange at 0
+    and its gradient is in S3 at grad_s; reducer j's gradient waits run GATHER_WINDOW at a
+    time (the next starts when one is answered); its state is in S3 at grad_s + state_s; a
+    worker reads the states once its uploads (and, a reducer, its reduce) are done."""
+    assert s3sync.GATHER_WINDOW == s3exchange.GATHER_WINDOW
+    misses, written_s = 0, []
+    for _ in range(k):
+        answered: list[float] = []
+        for r in range(n):
+            begins_s = 0.0 if r < s3sync.GATHER_WINDOW else answered[r - s3sync.GATHER_WINDOW]
+            wait = max(grad_s - begins_s, 0.0)
+            got = cold_wait_misses(wait)
+            misses += got
+            answered.append(begins_s + (0.0 if got == 0 else wait))
+        written_s.append(grad_s + state_s)
+    for rank in range(n):
+        reads_from_s = written_s[rank] if rank < k else grad_s  # after its state PUT or its PUT
+        misses += sum(cold_wait_misses(max(w - reads_from_s, 0.0)) for w in written_s)
+    return misses
+
+
+@pytest.mark.parametrize(
+    ("n", "k", "grad_s", "state_s"),
+    [(12, 3, 0.09, 1.1), (11, 2, 0.3, 0.6), (6, 2, 0.02, 0.07), (2, 1, 0.0, 0.0), (5, 5, 0.1, 0.2)],
+)
+def test_a_links_first_iteration_misses_what_the_runtimes_waits_miss(
+    n: int, k: int, grad_s: float, state_s: float
+) -> None:
+    got = s3exchange.s3_first_iteration_misses(np.array([n]), np.array([k]), grad_s, state_s)
+    assert float(got[0]) == runtime_first_iteration_misses(n, k, grad_s, state_s)
+
+
+def test_one_iteration_prices_the_cold_waits_only_and_a_long_run_half_a_get_a_wait() -> None:
+    n, k = np.array([12]), np.array([3])
+    cold = float(s3exchange.s3_first_iteration_misses(n, k, 0.09, 1.1)[0])
+    one = s3_exchange_misses(n, k, 0.09, 1.1, np.array([1]), np.array([1]))
+    assert float(one[0]) == cold  # no steady iteration, no second one that still learns
+    two = s3_exchange_misses(n, k, 0.09, 1.1, np.array([2]), np.array([1]))
+    timed = 3 * 4 + 9 * 3  # the waits that found nothing at first: one miss each, not half
+    assert float(two[0]) == pytest.approx((cold + 72 * 0.5 + timed * 0.5) / 2)
+    steady = s3_exchange_misses(n, k, 0.09, 1.1, np.array([1_000_000]), np.array([1]))
+    assert float(steady[0]) == pytest.approx(72 * 0.5, rel=1e-4)  # 2·n·k waits
+    six_links = s3_exchange_misses(n, k, 0.09, 1.1, np.array([468]), np.array([6]))
+    assert float(six_links[0]) > float(s3_exchange_misses(n, k, 0.09, 1.1, 468, 1)[0])
+    assert float(s3_exchange_misses(n, np.array([0]), 0.09, 1.1, 468, 1)[0]) == 0.0  # PS cell
+    assert float(s3_exchange_misses(n, k, 0.09, 1.1, 0, 0)[0]) == 0.0  # no iteration
+
+
+def test_the_cold_waits_are_the_exchanges_phases_and_never_longer_than_it() -> None:
+    """The PUT phase, then the GET phase, the sum and the state's PUT; scaled to the
+    exchange time the timeline has (a shared-core correction may stretch or shrink it)."""
+    args = (np.array([12]), np.array([3]), 9.0, 900.0, 200.0, 0.02, 0.04)
+    push, gather, write, pull = 0.04 + 9 / 200, 0.02 + 36 / 900, 0.04 + 6 / 200, 0.02 + 9 / 900
+    grad, state = s3exchange.s3_cold_waits_s(*args, np.array([push + gather + write + pull]))
+    assert (float(grad[0]), float(state[0])) == pytest.approx((push, gather + write))
+    grad, state = s3exchange.s3_cold_waits_s(*args, np.array([1.0]))  # 0.73 s of sum besides
+    assert float(grad[0]) == pytest.approx(push)
+    assert float(grad[0] + state[0]) == pytest.approx(1.0 - pull)
+    half = np.array([(push + gather + write + pull) / 2])  # shrunk: each phase by half
+    grad, state = s3exchange.s3_cold_waits_s(*args, half)
+    assert (float(grad[0]), float(state[0])) == pytest.approx((push / 2, (gather + write) / 2))
 
 
 def test_the_exchange_prices_its_misses_as_gets() -> None:

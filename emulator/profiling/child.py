@@ -117,8 +117,8 @@ def child_main(args: argparse.Namespace) -> int:
 
 def warmup_steps(first_cpu_s: list[float], step_cpu_s: float) -> float:
     """The first steps' excess over as many steady steps, in steady steps, read in CPU seconds
-    (at least 0). Not their wall: on a busy host the wall holds whatever else ran (the CNN's
-    first ten steps read 1.73 steps more by the wall on 2 shared cores, 0.1-0.3 by the CPU)."""
+    (at least 0). Not their wall: on a busy host the wall holds whatever else ran then, and a
+    spell of the host's load during the first ten steps read as warm-up."""
     if step_cpu_s <= 0:
         return 0.0
     return max(0.0, (sum(first_cpu_s) - len(first_cpu_s) * step_cpu_s) / step_cpu_s)

@@ -169,7 +169,7 @@ def corrected_step(
         step_s=np.maximum(step_base + wait, floor),
         step_burst_s=np.maximum(step_burst + wait, floor),
         wait_s=wait,
-        warmup_s=warmup_s(profile, catalog, nt),
+        warmup_s=warmup_s(profile, catalog, nt, share),
         start_s=start,
     )
 
@@ -336,7 +336,12 @@ def startup_cores(catalog: Catalog, n: Arr) -> Arr | float | None:
 
 
 def crowded_warmup_s(
-    n: Arr, alone_s: Arr, crowd_s: Arr | None, processes: int, cores: float | None
+    n: Arr,
+    alone_s: Arr,
+    crowd_s: Arr | None,
+    processes: int,
+    cores: float | None,
+    share: Arr | None = None,
 ) -> Arr:
     """Extension: the wall seconds a cold process's slower first steps add when n workers take
     them at once on C shared cores: each pays w(n) seconds of CPU and n of them share C cores,
@@ -348,7 +353,14 @@ def crowded_warmup_s(
     in the kernel alone, 0.48 s in 2, 1.13 s in 4 and 1.7 s in 8 on 2 cores (0.5 + 0.6 per
     doubling of n/C; the user time and the steps after it did not grow), so 8 workers on 2
     cores spent 6-9 s on their first steps where the warm-up alone predicted under 1 s
-    (bench/results/fixed-cost.md)."""
+    (bench/results/fixed-cost.md).
+
+    The excess is CPU, so under the worker's quota (`share` vCPU, None: not held) it runs at no
+    more than that share: the wall is w(n) over the cores a worker gets, min(1, share, C/n)
+    (one core at most: a first step's page faults and lazy set-up are one thread's). Sharing
+    alone, max(1, n/C), said 2.5× for 5 MobileNetV2 workers at 0.3 vCPU each, where each
+    worker's quota held its first step to 0.3 of a core (3.3×); where the quota is 1 vCPU or
+    more, or the sharing holds a worker below it, the two agree."""
     n = np.asarray(n, dtype=np.float64)
     alone = np.asarray(alone_s, dtype=np.float64)
     if cores is None:
@@ -357,7 +369,19 @@ def crowded_warmup_s(
     if crowd_s is not None and processes > cores:
         doublings = np.log(np.maximum(n, cores) / cores) / np.log(processes / cores)
         excess = alone + np.maximum(0.0, np.asarray(crowd_s) - alone) * doublings
-    return shared_slowdown(n, cores) * excess
+    return warmup_slowdown(n, cores, share) * excess
+
+
+def warmup_slowdown(n: Arr, cores: float, share: Arr | None) -> Arr:
+    """Wall seconds per CPU second of a cold first step's excess when n workers take it at once
+    on C shared cores, each held to `share` vCPU by its quota (None: not held): 1 / min(1,
+    share, C/n), i.e. max(1, 1/share, n/C)."""
+    slowdown = shared_slowdown(n, cores)
+    if share is None:
+        return slowdown
+    with np.errstate(divide="ignore"):
+        held = 1.0 / np.asarray(share, dtype=np.float64)
+    return np.maximum(slowdown, held)
 
 
 def loop_extra_cpu_s(
@@ -464,9 +488,9 @@ def shared_loop_floor_s(
     return shared_cpu_iteration_s(nt.n, worker_cpu, ps_cpu, cores)
 
 
-def warmup_s(profile: WorkloadProfile, catalog: Catalog, nt: NTerms) -> Arr:
-    """A cold process's slower first steps (crowded_warmup_s), in steps of the one-vCPU step
-    (terms.warmup_steps_s)."""
+def warmup_s(profile: WorkloadProfile, catalog: Catalog, nt: NTerms, share: Arr) -> Arr:
+    """A cold process's slower first steps (crowded_warmup_s) at the worker's vCPU `share`, in
+    steps of the one-vCPU step (terms.warmup_steps_s)."""
 
     def steps_s(steps: float) -> Arr:
         return warmup_steps_s(steps, nt.core_compute_s)
@@ -478,4 +502,5 @@ def warmup_s(profile: WorkloadProfile, catalog: Catalog, nt: NTerms) -> Arr:
         None if crowd is None else steps_s(crowd),
         profile.crowded_processes,
         catalog.compute_cores or catalog.total_vcpu,
+        share,
     )

@@ -68,12 +68,11 @@ def child_main(args: argparse.Namespace) -> int:
         loss_fn=models.loss_function(args.model),
     )  # fmt: skip
     # The first steps of a fresh process run slower (allocator, first kernel calls): timed
-    # apart, as the excess over the steady step, in steady steps (profile warmup_iterations).
-    first_s, first_cpu_s = [], []
+    # apart, as the excess CPU over the steady step's, in steady steps (warmup_iterations).
+    first_cpu_s = []
     for it in range(WARMUP_ITERATIONS):
-        t0, cpu0 = time.perf_counter(), time.process_time()
+        cpu0 = time.process_time()
         worker.compute_step(run, it)
-        first_s.append(time.perf_counter() - t0)
         first_cpu_s.append(time.process_time() - cpu0)
     if args.crowd_iterations:
         rank, ranks, run_id, run_started = args.crowd.split(",")
@@ -90,8 +89,7 @@ def child_main(args: argparse.Namespace) -> int:
         iterations += 1
     elapsed_s = time.perf_counter() - t0
     step_cpu_s = (time.process_time() - cpu0) / iterations
-    steady_s = elapsed_s / iterations
-    warmup_iterations = max(0.0, (sum(first_s) - WARMUP_ITERATIONS * steady_s) / steady_s)
+    warmup_iterations = warmup_steps(first_cpu_s, step_cpu_s)
     extra = {}
     if args.ps_endpoint:
         extra_cpu_s, exchange_s = loop_per_iteration_s(run, args.ps_endpoint, args.measure_s)
@@ -115,6 +113,15 @@ def child_main(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def warmup_steps(first_cpu_s: list[float], step_cpu_s: float) -> float:
+    """The first steps' excess over as many steady steps, in steady steps, read in CPU seconds
+    (at least 0). Not their wall: on a busy host the wall holds whatever else ran then, and a
+    spell of the host's load during the first ten steps read as warm-up."""
+    if step_cpu_s <= 0:
+        return 0.0
+    return max(0.0, (sum(first_cpu_s) - len(first_cpu_s) * step_cpu_s) / step_cpu_s)
 
 
 def warmup_cpu_s(steps_cpu_s: list[float]) -> float:

@@ -102,8 +102,8 @@ def updated_profile(
     if warmup_iterations is not None:
         out["warmup_iterations"] = round(warmup_iterations, 2)
         sources["warmup_iterations"] = {
-            "method": "measured: python -m emulator.profile; the first "
-            f"{WARMUP_ITERATIONS} steps of a fresh process less {WARMUP_ITERATIONS} steady steps,"
+            "method": "measured: python -m emulator.profile; the CPU of the first "
+            f"{WARMUP_ITERATIONS} steps of a fresh process less {WARMUP_ITERATIONS} steady steps',"
             " in steady steps (median over the shares); " + machine,
             "date": when,
             "tag": "measured",

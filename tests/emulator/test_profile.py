@@ -16,7 +16,7 @@ import pytest
 
 from emulator import cpu
 from emulator.profiling import children, rounds
-from emulator.profiling.child import warmup_cpu_s
+from emulator.profiling.child import warmup_cpu_s, warmup_steps
 from emulator.profiling.children import crowd_iterations, dataset_source
 from emulator.profiling.document import (
     LAMBDA_MAX_MEMORY_MB,
@@ -532,3 +532,11 @@ def test_a_child_on_a_corrupt_dataset_says_so_in_one_line_for_the_parent() -> No
         f"profiling child at share 1.0 failed: bad source {str(corrupt)!r}: cannot read "
         "'part-0.npz': BadZipFile: File is not a zip file"
     )
+
+
+def test_the_warmup_alone_is_read_in_cpu_seconds_in_steady_steps() -> None:
+    """The first steps' CPU less as many steady steps', in steady steps: 1.0 + 0.6 + 0.5 s of
+    CPU against 0.5 s steps is 0.6 s more, 1.2 steps; never below 0; nothing without a step."""
+    assert warmup_steps([1.0, 0.6, 0.5], 0.5) == pytest.approx(1.2)
+    assert warmup_steps([0.4, 0.5], 0.5) == 0.0
+    assert warmup_steps([1.0], 0.0) == 0.0

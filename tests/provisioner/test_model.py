@@ -590,6 +590,51 @@ def test_first_steps_at_once_share_the_cores_and_fault_more_in_a_crowd() -> None
     assert list(aws) == pytest.approx([alone, alone])
 
 
+def test_a_first_steps_excess_runs_at_the_cores_a_worker_gets_under_its_quota() -> None:
+    """The excess is CPU: its wall is the excess over min(1, share, C/n) cores. 5 workers at
+    0.3 vCPU on 2 cores: each quota holds its worker to 0.3 of a core (1/0.3 = 3.33×), not the
+    sharing's n/C = 2.5×; 8 at 0.9 vCPU: the sharing, 4×; one at 2 vCPU: one core (a first step's
+    faults are one thread's); AWS (own cores): the excess as it is."""
+    alone = 0.3  # s of CPU
+    at = local_machine.crowded_warmup_s(
+        np.array([5, 8, 1, 1, 4]), np.array(alone), None, 1, 2.0,
+        np.array([0.3, 0.9, 2.0, 0.5, 1.0]),
+    )  # fmt: skip
+    assert list(at) == pytest.approx([1.0, 1.2, 0.3, 0.6, 0.6])
+    unheld = local_machine.crowded_warmup_s(np.array([5, 8]), np.array(alone), None, 1, 2.0)
+    assert list(unheld) == pytest.approx([0.75, 1.2])  # no share given: the sharing alone
+    aws = local_machine.crowded_warmup_s(
+        np.array([5, 1]), np.array(alone), None, 1, None, np.array([0.3, 0.5])
+    )
+    assert list(aws) == pytest.approx([alone, alone])
+
+
+def test_the_local_warmup_never_grows_with_memory_and_aws_keeps_its_own() -> None:
+    """In the plan, the local warm-up is the one-vCPU excess over the quota's share where that
+    holds the worker (twice as long at 0.5 vCPU as at 1 at n = 1), non-increasing in memory (the
+    search's T(m) keeps its shape); the AWS warm-up does not depend on memory."""
+    from provisioner import load_profile
+    from tests.local_catalog import local_catalog
+
+    profile = dataclasses.replace(
+        load_profile("digits-mlp"), warmup_iterations=2.0, crowded_warmup_iterations=None
+    )
+    local = dataclasses.replace(local_catalog(), total_vcpu=1.5, compute_cores=2.0)
+    aws = dataclasses.replace(local, total_vcpu=None, compute_cores=None, init_cores=None)
+
+    def warmup_s(catalog: Catalog, n: int, memory_mb: int) -> float:
+        choice = Choice(n, memory_mb, "x86_64", "loopback", 1)
+        return float(predict(profile, catalog, choice).warmup_s[0])
+
+    mb = local.mb_per_vcpu
+    half, one = warmup_s(local, 1, round(mb / 2)), warmup_s(local, 1, round(mb))
+    assert half == pytest.approx(2 * one, rel=1e-3)  # memory in whole MB
+    for n in (1, 3, 8):
+        walls = [warmup_s(local, n, m) for m in range(profile.min_memory_mb, 3000, 97)]
+        assert all(b <= a * (1 + 1e-12) for a, b in zip(walls, walls[1:], strict=False)), n
+        assert warmup_s(aws, n, 512) == pytest.approx(warmup_s(aws, n, 2048))
+
+
 def test_the_crowded_warmup_is_the_plans_warmup_on_shared_cores_only() -> None:
     """On the local platform a profile's crowded warm-up adds to the warm-up (compute, once per
     cold process) at n > C only; the AWS prediction is unchanged."""

@@ -22,8 +22,8 @@ from provisioner.planner import plan_job, predict
 from provisioner.s3exchange import (
     STEADY_MISSES_PER_WAIT,
     s3_aggregation_s,
+    s3_cell_misses,
     s3_communication_s,
-    s3_exchange_misses,
     s3_exchange_requests,
     s3_exchange_stored_mb,
     s3_reduce_mb_s,
@@ -118,7 +118,11 @@ def test_an_s3_cell_has_no_ps_no_endpoints_and_prices_its_exchange() -> None:
     c = predict(profile, catalog, S3_CHOICE)
     k = int(c.iterations[0])
     exchange_s = c.communication_per_iteration_s + c.aggregation_per_iteration_s
-    misses = float(s3_exchange_misses(4, 2, exchange_s, c.iterations, c.invocations)[0])
+    memory = np.array([float(S3_CHOICE.memory_mb)])
+    model_mb = profile.model_bytes / 1e6
+    misses = float(
+        s3_cell_misses(catalog, 4, 2, model_mb, memory, exchange_s, c.iterations, c.invocations)[0]
+    )
     assert misses > 0  # the GETs that find nothing yet are billed too
     requests = k * (10 * catalog.s3_usd_per_put + (16 + misses) * catalog.s3_usd_per_get)
     stored_gb = 2 * 6 * profile.model_bytes / 1e9

@@ -10,7 +10,7 @@ from provisioner.catalog import Catalog
 from provisioner.cells import NTerms, Step
 from provisioner.local_s3 import s3_cpu_floor_s
 from provisioner.profile import WorkloadProfile
-from provisioner.quota import bsp_steps_s, quota_binds, quota_split_compute_s, vcpu_share
+from provisioner.quota import bsp_steps_s, quota_compute_s, vcpu_share
 from provisioner.s3exchange import s3_cell_terms
 from provisioner.terms import (
     Arr,
@@ -117,36 +117,18 @@ def corrected_step(
         for comm in (comm_base, comm_burst)
     )
     period = catalog.cpu_throttle_period_s
-    throttled_base, throttled_burst = bsp_steps_s(
+    step_base, step_burst = bsp_steps_s(
         core, throttled, exch_base, exch_burst, cpu_base, cpu_burst, share, period
     )
-    # A loop whose CPU fits its quota is never throttled: its step is c + e at full speed, not
-    # the back-to-back step's throttled cost (quota_binds); where it binds, each throttle lands
-    # in the phase running when the quota runs out (quota_split_compute_s).
-    steps, helds = [], []
-    for exch, cpu_s, quota_step in (
-        (exch_base, cpu_base, throttled_base),
-        (exch_burst, cpu_burst, throttled_burst),
-    ):
-        binds = quota_binds(nt.core_compute_s, cpu_s, core + exch, share, period)
-        # Throttled or not, an iteration is never shorter than its step at full speed and its
-        # exchange: the bound keeps time non-increasing in memory where the quota stops binding.
-        step = np.where(binds, np.maximum(quota_step, core + exch), core + exch)
-        with np.errstate(invalid="ignore"):  # inf − inf of an infeasible cell stays NaN → masked
-            # Never below the step at full speed, nor below the back-to-back step less the
-            # exchange the quota can refund (the search's compute bound, search._compute_bound,
-            # rests on both); the iteration holds at least its compute.
-            split = quota_split_compute_s(
-                core, throttled, nt.core_compute_s, exch, cpu_s, step, period
-            )
-            refund = nt.exchange_s if period > 0 else 0.0
-            compute = np.maximum(np.maximum(split, core), throttled - refund)
-        step = np.maximum(step, compute)
-        helds.append(step - compute)
-        steps.append(step)
-    step_base, step_burst = steps[0], np.minimum(steps[1], steps[0])
-    # The burst's split is the one of the step it keeps (its own, or the baseline's if shorter).
-    held_base, held_burst = helds[0], np.where(steps[1] <= steps[0], helds[1], helds[0])
+    # The quota throttles whichever phase runs when it runs out: the exchange's own CPU is
+    # timed as communication, so its wait is there too (quota_compute_s).
+    with np.errstate(invalid="ignore"):  # inf − inf of an infeasible cell stays NaN → masked
+        held_base = step_base - quota_compute_s(
+            core, throttled, exch_base, cpu_base, step_base, period
+        )
+        held_burst = step_burst - quota_compute_s(
+            core, throttled, exch_burst, cpu_burst, step_burst, period
+        )
     # Every rank waits for the iteration's slowest step: idle in the exchange, but held out of
     # the quota's refund (cfs_step_s above), so the compute part stays as it was and the
     # search's bound on it (search._compute_bound) holds.

@@ -25,6 +25,11 @@ from provisioner.parse import (
     parse_data_name,
     parse_job_name,
 )
+from provisioner.pipeline_plan import (
+    Pipeline,
+    check_pipeline_dict,
+    pipeline_from_dict,
+)
 from provisioner.profile import DATASET_FORMS, DATASETS, dataset_problem, is_dataset_path
 
 # (low, high) of the numbers a runnable plan holds; None is unbounded. Lambda's ranges for memory,
@@ -198,9 +203,15 @@ class Plan:
     # mode cannot meet the goal or was not searched (`--sync ps|s3`).
     other_sync_usd: float | None = None
     other_sync_s: float | None = None
+    # The model's cut into stages (provisioner/pipeline_plan.py); None for a one-stage plan, and
+    # then absent from the JSON, so a one-stage plan serialises as it did before pipelining.
+    pipeline: Pipeline | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if data["pipeline"] is None:
+            del data["pipeline"]
+        return data
 
     def to_json(self) -> str:
         """Stable JSON (sorted keys) so the same plan always serialises to the same bytes."""
@@ -219,6 +230,9 @@ class Plan:
                 "cost": CostBreakdown(**data["cost"]),
                 "notes": tuple(data.get("notes", ())),
                 "interface_endpoints": tuple(data.get("interface_endpoints", ())),
+                "pipeline": (
+                    pipeline_from_dict(data["pipeline"]) if data.get("pipeline") else None
+                ),
             }
         )
 
@@ -264,7 +278,10 @@ def _check_object(cls: type, data: Any, where: str) -> None:
                 raise ValueError(f"plan field {where + name!r} is missing")
             continue
         nested = _NESTED.get(str(spec.type))
-        if nested is not None:
+        if str(spec.type) == "Pipeline | None":
+            if data[name] is not None:
+                check_pipeline_dict(data[name])
+        elif nested is not None:
             _check_object(nested, data[name], f"{where}{name}.")
         elif (why := _type_error(data[name], str(spec.type))) is not None:
             raise ValueError(f"plan field {where + name!r}: {data[name]!r} {why}")

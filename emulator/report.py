@@ -93,21 +93,24 @@ def exchange_figures(record: RunRecord, local: Plan | None) -> dict[str, Any] | 
         },
         "requests_per_iteration": requests_per_iteration(
             {kind: n / k for kind, n in sorted(counts.items())},
-            None if predicted is None else predicted_requests(predicted),
+            None if predicted is None else predicted_requests(predicted, k),
         ),
         "requests_total": counts,
     }
 
 
-def predicted_requests(prediction: Prediction) -> dict[str, float]:
-    """The model's exchange requests per iteration, named as RequestCounts counts them: "get"
-    is every GET sent (those that find their object and the expected misses), "get_miss" the
-    ones that find nothing yet."""
+def predicted_requests(prediction: Prediction, iterations: int) -> dict[str, float]:
+    """The model's exchange requests per iteration over a run of `iterations`, named as
+    RequestCounts counts them: "get" is every GET sent (those that find their object, the
+    expected misses and the links' start reads), "get_miss" the ones that find nothing yet,
+    "put" and "list" the iterations' and the links' starts and ends."""
     misses = prediction.exchange_get_misses_per_iteration
+    k = max(1, iterations)
     return {
-        "put": prediction.exchange_puts_per_iteration,
-        "get": prediction.exchange_gets_per_iteration + misses,
+        "put": prediction.exchange_puts_per_iteration + prediction.exchange_link_puts / k,
+        "get": prediction.exchange_gets_per_iteration + misses + prediction.exchange_link_gets / k,
         "get_miss": misses,
+        "list": prediction.exchange_link_lists / k,
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from provisioner.s3exchange import s3_exchange_requests
+from provisioner.s3exchange import s3_exchange_requests, s3_link_requests
 from provisioner.terms import Arr
 
 
@@ -65,13 +65,22 @@ def s3_requests_usd(
 
 
 def s3_exchange_usd(
-    get_usd: float, put_usd: float, n: Arr, reducers: Arr, k_iter: Arr, misses: Arr | float = 0.0
+    get_usd: float,
+    put_usd: float,
+    n: Arr,
+    reducers: Arr,
+    k_iter: Arr,
+    misses: Arr | float = 0.0,
+    links: Arr | float = 0.0,
 ) -> Arr:
     """Extension: the exchange's request charges, per iteration × k iterations (0 at k = 0),
-    `misses` the GETs per iteration that find nothing yet (s3_exchange_misses)."""
+    `misses` the GETs per iteration that find nothing yet (s3_exchange_misses), plus the
+    requests of its `links` starts and ends (s3_link_requests; LIST billed as a PUT)."""
     puts, gets = s3_exchange_requests(n, reducers)
     per_iteration = put_usd * puts + get_usd * (gets + np.asarray(misses, dtype=np.float64))
-    return per_iteration * np.asarray(k_iter, dtype=np.float64)
+    link_puts, link_gets, link_lists = s3_link_requests(n, reducers, links)
+    per_run = put_usd * (link_puts + link_lists) + get_usd * link_gets
+    return per_iteration * np.asarray(k_iter, dtype=np.float64) + per_run
 
 
 def s3_storage_usd(usd_per_gb_month: float, stored_mb: Arr, total_s: Arr) -> Arr:

@@ -333,6 +333,7 @@ def costs(
                     nt.iterations,
                     links,
                 ),
+                links,
             )
             + s3_storage_usd(catalog.s3_usd_per_gb_month, nt.exchange_stored_mb, tl.total_s),
             0.0,

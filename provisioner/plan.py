@@ -123,6 +123,11 @@ class Prediction:
     exchange_puts_per_iteration: int = 0
     exchange_gets_per_iteration: int = 0
     exchange_get_misses_per_iteration: float = 0.0
+    # An S3 exchange's requests at its links' starts and ends, for the whole run
+    # (s3exchange.s3_link_requests): PUTs, GETs, LISTs.
+    exchange_link_puts: int = 0
+    exchange_link_gets: int = 0
+    exchange_link_lists: int = 0
     # The total's 90% interval: total_s scaled by the catalog's measured spread
     # (provisioner/interval.py); both total_s where none was measured, None in older plans.
     total_low_s: float | None = None

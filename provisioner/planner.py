@@ -24,7 +24,7 @@ from provisioner.parse import MAX_SLACK, SLACK_FORMS
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
-from provisioner.s3exchange import s3_cell_misses, s3_exchange_requests
+from provisioner.s3exchange import s3_cell_misses, s3_exchange_requests, s3_link_requests
 from provisioner.search import SLACK, fastest_cell, solve_deadline, solve_goal
 from provisioner.space import (
     ARCH_CHOICES,
@@ -148,7 +148,9 @@ def build_plan(
     per_inv = _i(c.iterations_per_invocation)
     startup = _f(c.startup_s)
     s3 = choice.sync == "s3"
-    puts, gets = s3_exchange_requests(np.array([choice.n_workers]), np.array([choice.reducers]))
+    n_arr, k_arr = np.array([choice.n_workers]), np.array([choice.reducers])
+    puts, gets = s3_exchange_requests(n_arr, k_arr)
+    link_puts, link_gets, link_lists = s3_link_requests(n_arr, k_arr, c.invocations)
     prediction = Prediction(
         load_s=_f(c.load_s),
         compute_s=k * _f(c.compute_per_iteration_s) + _f(c.warmup_s),
@@ -181,6 +183,9 @@ def build_plan(
                 c.invocations,
             )
         ),
+        exchange_link_puts=_i(link_puts),
+        exchange_link_gets=_i(link_gets),
+        exchange_link_lists=_i(link_lists),
     )
     low_s, high_s = catalog.prediction_interval.of(prediction.total_s)
     prediction = replace(prediction, total_low_s=low_s, total_high_s=high_s)

@@ -73,6 +73,24 @@ def s3_exchange_requests(n: Arr, reducers: Arr) -> tuple[Arr, Arr]:
     return n * k + k, 2.0 * n * k
 
 
+def s3_link_requests(n: Arr, reducers: Arr, links: Arr | float) -> tuple[Arr, Arr, Arr]:
+    """Extension: (PUTs, GETs, LISTs) of an S3 exchange outside its iterations, for the run
+    (functions/s3sync.py's start and finish). Every link, each worker LISTs the exchange once
+    and reads the k state slices of the iteration it resumes at (n·k GETs); each reducer, at the
+    end of the link, saves its checkpoint and LISTs the checkpoints to prune them. On the first
+    link every worker finds no state and LISTs the checkpoints for one to resume from, and the
+    reducers seed their states (k PUTs); a later link's reducers GET their partition's newest
+    state (k each). S3 bills a LIST as a PUT."""
+    n = np.asarray(n, dtype=np.float64)
+    k = np.asarray(reducers, dtype=np.float64)
+    runs = np.asarray(links, dtype=np.float64)
+    ran = (runs > 0) & (k > 0)  # no link (or no reducer): nothing to start or end
+    puts = np.where(ran, k * (runs + 1.0), 0.0)
+    gets = np.where(ran, n * k * runs + k * np.maximum(runs - 1.0, 0.0), 0.0)
+    lists = np.where(ran, n * (runs + 1.0) + k * runs, 0.0)
+    return puts, gets, lists
+
+
 # The runtime's waits (functions/s3sync.py, tests/provisioner/test_s3_polls_model.py holds them
 # equal): a wait nothing is known about polls at 0, 5 ms, then gaps × 1.5 up to 200 ms; a
 # recurring wait learns where its object comes and then misses about every other time. A

@@ -20,7 +20,14 @@ def prediction(**requests: float) -> Prediction:
 def test_predicted_gets_are_the_hits_and_the_expected_misses() -> None:
     p = prediction(exchange_puts_per_iteration=13, exchange_gets_per_iteration=24,
                    exchange_get_misses_per_iteration=12.5)  # fmt: skip
-    assert predicted_requests(p) == {"put": 13, "get": 36.5, "get_miss": 12.5}
+    assert predicted_requests(p, 10) == {"put": 13, "get": 36.5, "get_miss": 12.5, "list": 0.0}
+
+
+def test_the_links_starts_and_ends_are_spread_over_the_iterations() -> None:
+    p = prediction(exchange_puts_per_iteration=27, exchange_gets_per_iteration=48,
+                   exchange_link_puts=9, exchange_link_gets=51, exchange_link_lists=22)  # fmt: skip
+    got = predicted_requests(p, 2)
+    assert got == {"put": 31.5, "get": 73.5, "get_miss": 0.0, "list": 11.0}
 
 
 def test_measured_over_predicted_for_each_priced_kind() -> None:

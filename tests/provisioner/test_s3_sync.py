@@ -26,6 +26,7 @@ from provisioner.s3exchange import (
     s3_communication_s,
     s3_exchange_requests,
     s3_exchange_stored_mb,
+    s3_link_requests,
     s3_reduce_mb_s,
 )
 from provisioner.space import Choice, Limits
@@ -125,6 +126,10 @@ def test_an_s3_cell_has_no_ps_no_endpoints_and_prices_its_exchange() -> None:
     )
     assert misses > 0  # the GETs that find nothing yet are billed too
     requests = k * (10 * catalog.s3_usd_per_put + (16 + misses) * catalog.s3_usd_per_get)
+    link_puts, link_gets, link_lists = (x[0] for x in s3_link_requests(4, 2, c.invocations))
+    assert link_puts > 0 and link_gets > 0  # a link's start and end are billed too
+    requests += (link_puts + link_lists) * catalog.s3_usd_per_put
+    requests += link_gets * catalog.s3_usd_per_get
     stored_gb = 2 * 6 * profile.model_bytes / 1e9
     storage = 0.023 * stored_gb * float(c.total_s[0]) / (730 * 3600)
     assert float(c.exchange_usd[0]) == pytest.approx(requests + storage, rel=1e-12)
@@ -263,3 +268,22 @@ def test_alternatives_over_both_modes_equal_enumeration(
 ) -> None:
     """Held-back S3 pairs (k > FIRST_PASS_REDUCERS) of a worker count already listed stay out."""
     _check_random(fields, limits, grid, lambda fast_s, *_: Goal(deadline_s=fast_s * factor))
+
+
+def test_a_links_starts_and_ends_are_counted_as_the_runtime_sends_them() -> None:
+    """8 workers, 3 reducers, 2 links: the first link seeds 3 states, each link's reducers
+    checkpoint (3 PUTs); each link's workers read 3 slices at start (48 GETs) and the second
+    link's reducers their newest state (3); LISTs: 8 workers a link and the first link's
+    search for a checkpoint, 3 reducers at the end of each link."""
+    puts, gets, lists = s3_link_requests(np.array([8]), np.array([3]), np.array([2]))
+    assert (puts[0], gets[0], lists[0]) == (9.0, 51.0, 30.0)
+    no_reducer = s3_link_requests(np.array([8]), np.array([0]), np.array([2]))
+    assert [x[0] for x in no_reducer] == [0, 0, 0]
+
+
+def test_the_links_requests_are_billed_on_top_of_the_iterations() -> None:
+    n, k, its = np.array([4]), np.array([2]), np.array([100])
+    without = s3_exchange_usd(4e-7, 5e-6, n, k, its)[0]
+    with_links = s3_exchange_usd(4e-7, 5e-6, n, k, its, links=np.array([3]))[0]
+    puts, gets, lists = s3_link_requests(n, k, np.array([3]))
+    assert with_links - without == pytest.approx(5e-6 * (puts[0] + lists[0]) + 4e-7 * gets[0])

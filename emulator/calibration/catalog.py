@@ -266,14 +266,14 @@ def _network_section(m: Measurements, w: Provenance) -> dict[str, Any]:
 def _request_cpu_figures(m: Measurements, w: Provenance) -> dict[str, Any]:
     """The S3 request's CPU on each side, where measured (an older record has neither)."""
     method = (
-        f"{CPU_REQUESTS} small requests (PUT, GET, GET of a missing key, in turn) to SeaweedFS "
-        "on 127.0.0.1"
+        f"{CPU_REQUESTS} requests of the worker's own S3 exchange (one worker reducing a 4 KB "
+        "vector: PUTs, GETs, polls that find nothing, DELETEs) to SeaweedFS on 127.0.0.1"
     )
     out: dict[str, Any] = {}
     if m.s3_request_cpu_s is not None:
         out["s3_request_cpu_s"] = figure(
             round(m.s3_request_cpu_s, 6), "CPU s per request",
-            f"the boto3 client's process CPU time (time.process_time) over {method}, per request",
+            f"the worker's process CPU time (time.process_time) over {method}, per request",
             w, "measured",
         )  # fmt: skip
     if m.s3_server_cpu_s is not None:

@@ -93,6 +93,7 @@ def measure_checkpoint(endpoint: S3Endpoint, sizes_mb: Sequence[float], repeats:
 CPU_REQUESTS = 400
 CPU_IDLE_S = 1.0
 CPU_OBJECT_BYTES = 4096  # a small object: the request's own CPU, not its bytes
+CPU_WARM_STEPS = 10
 
 
 @dataclass(frozen=True)
@@ -105,43 +106,57 @@ class RequestCpu:
 
 
 def measure_request_cpu(endpoint: S3Endpoint, requests: int = CPU_REQUESTS) -> RequestCpu:
-    """The CPU a small request costs each side, as the S3 exchange makes them (PUT, GET and a
-    GET that finds nothing, in turn): this process's CPU time (time.process_time) and the server
-    process's (/proc/<pid>/stat), each over the count, the server's less its idle rate. CPU
-    time, not wall time, so a busy machine stretches neither."""
+    """The CPU a request costs each side as the S3 exchange makes them: the runtime's own
+    exchange (functions.s3sync.S3Exchange, one worker reducing its one partition of a small
+    vector: PUT and GET of its gradient, PUT and range-GET of the state, the DELETE, the polls
+    that find nothing) stepped until it sent `requests`; this process's CPU time over the
+    count, and the server process's (/proc/<pid>/stat) less its idle rate. The exchange's
+    thread pool, futures and update ride on every request, which a bare loop of boto3 calls
+    leaves out (a quarter less CPU a request here). CPU time, not wall time, so a busy machine
+    stretches neither."""
     client = s3_client_for(endpoint)
     bucket = f"calibrate-cpu-{secrets.token_hex(4)}"
     client.create_bucket(Bucket=bucket)
-    body = os.urandom(CPU_OBJECT_BYTES)
-
-    def one_round(i: int) -> None:
-        client.put_object(Bucket=bucket, Key=f"o-{i}", Body=body)
-        client.get_object(Bucket=bucket, Key=f"o-{i}")["Body"].read()
-        _get_missing(client, bucket, f"absent-{i}")
-
-    one_round(-1)  # connections opened, caches filled
-    rounds = max(1, requests // 3)
-    server_idle_s = _idle_cpu_rate(endpoint.pid, CPU_IDLE_S)
-    server0, c0, t0 = _cpu_of(endpoint.pid), time.process_time(), time.perf_counter()
-    for i in range(rounds):
-        one_round(i)
-    requests = 3 * rounds
-    client_s = (time.process_time() - c0) / requests
-    wall_s, server1 = time.perf_counter() - t0, _cpu_of(endpoint.pid)
+    exchange = _probe_exchange(client, bucket)
+    size = CPU_OBJECT_BYTES // 4
+    params, grads = np.zeros(size, np.float32), np.full(size, 1e-3, np.float32)
+    try:
+        iteration = exchange.start(params)
+        for _ in range(CPU_WARM_STEPS):  # connections opened, arrivals learned, caches filled
+            exchange.step(iteration, grads, params)
+            iteration += 1
+        sent0 = _sent(exchange)
+        server_idle_s = _idle_cpu_rate(endpoint.pid, CPU_IDLE_S)
+        server0, c0, t0 = _cpu_of(endpoint.pid), time.process_time(), time.perf_counter()
+        while _sent(exchange) - sent0 < requests:
+            exchange.step(iteration, grads, params)
+            iteration += 1
+        sent = _sent(exchange) - sent0
+        client_s = (time.process_time() - c0) / sent
+        wall_s, server1 = time.perf_counter() - t0, _cpu_of(endpoint.pid)
+    finally:
+        exchange.close()
     server_s = None
     if server0 is not None and server1 is not None and server_idle_s is not None:
-        server_s = max(0.0, server1 - server0 - server_idle_s * wall_s) / requests
+        server_s = max(0.0, server1 - server0 - server_idle_s * wall_s) / sent
     return RequestCpu(client_s=client_s, server_s=server_s)
 
 
-def _get_missing(client: Any, bucket: str, key: str) -> None:
-    """A GET of a key that is not there: the exchange's empty poll."""
-    from botocore.exceptions import ClientError
+def _probe_exchange(client: Any, bucket: str) -> Any:
+    """A one-worker, one-reducer S3 exchange in `bucket` (imported here: only this probe runs
+    the worker's code in the calibrating process)."""
+    from functions.ps.checkpoints import CheckpointStore
+    from functions.s3sync import S3Exchange, partition_bounds
 
-    try:
-        client.get_object(Bucket=bucket, Key=key)
-    except ClientError:
-        return
+    store = CheckpointStore(client, bucket, "checkpoints", 1, secret=b"")
+    bounds = partition_bounds(CPU_OBJECT_BYTES // 4, 1)
+    return S3Exchange(client, bucket, "exchange/probe/run", 0, 1, bounds, 0.01, 0.9, 60.0, store)
+
+
+def _sent(exchange: Any) -> int:
+    """Every request the exchange has sent (misses are counted in `get` too)."""
+    counts = exchange.counts.as_dict()
+    return sum(v for kind, v in counts.items() if kind != "get_miss")
 
 
 def _cpu_of(pid: int | None) -> float | None:

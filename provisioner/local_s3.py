@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from provisioner.s3exchange import STEADY_MISSES_PER_WAIT, s3_exchange_requests
+from provisioner.s3exchange import GATHER_WINDOW, STEADY_MISSES_PER_WAIT, s3_exchange_requests
 from provisioner.terms import Arr
 
 
@@ -37,6 +37,13 @@ def s3_reducer_requests(n: Arr, reducers: Arr) -> Arr:
     return 2.0 * k + n + 2.0 + STEADY_MISSES_PER_WAIT * (n + k)
 
 
+def s3_reducer_waves(n: Arr) -> Arr:
+    """Extension: the reducer's request waves one after another in an exchange, each waiting
+    on the server: its gradient partitions PUT (at once), the n partitions it reduces GET
+    (GATHER_WINDOW in flight), its state PUT, the k state slices GET (at once), its DELETE."""
+    return 4.0 + np.ceil(np.asarray(n, dtype=np.float64) / GATHER_WINDOW)
+
+
 def s3_cpu_floor_s(
     n: Arr,
     reducers: Arr,
@@ -46,20 +53,24 @@ def s3_cpu_floor_s(
     cores: float | None,
 ) -> Arr:
     """Extension: the least an S3 exchange can take for the CPU its requests need on C shared
-    cores: max(R·(c_client + c_server)/C, c_client·r/min(s, 1)), R every request of the
-    iteration (s3_iteration_requests), r the reducer's own (s3_reducer_requests), s its quota
-    share (the client's CPU runs in its process, held to the quota; one Python thread holds at
-    most one core). 0 where nothing was measured or every function has its own cores (AWS).
+    cores: max(R·(c_client + c_server)/C, c_client·r/min(s, 1) + c_server·w), R every request
+    of the iteration (s3_iteration_requests), r the reducer's own (s3_reducer_requests), s its
+    quota share (the client's CPU runs in its process, held to the quota; one Python thread
+    holds at most one core), w its waves (s3_reducer_waves): each wave waits for the server to
+    handle it, and the server's CPU is not the worker's quota's, so the two add up.
 
-    Measured on 2 cores (the probe in emulator/calibration/s3_probe.py): boto3 spent 2.1-2.8 ms
-    of CPU a small request and SeaweedFS 1.7-2.2 ms, so the 36 requests of 4 workers and 2
-    reducers need 83 ms of the 2 cores an iteration where the latency path says 47 ms."""
+    Measured on 2 cores (the probe in emulator/calibration/s3_probe.py, stepping the worker's
+    exchange): 2.75 ms of the worker's CPU a request and 1.75 ms of SeaweedFS's. One worker at
+    0.326 vCPU reducing its own gradient sends 6 requests in 5 waves: 6 · 2.75 / 0.326 +
+    5 · 1.75 = 59 ms an iteration, where 61 ms was measured (digits-mlp n = 1, k = 1 in
+    bench/results/hosts/amd-epyc-2c/predict-heldout.json) and the client's quota alone says 51."""
     n = np.asarray(n, dtype=np.float64)
     shape = np.broadcast_shapes(n.shape, np.shape(reducers), np.shape(share))
     if cores is None or (client_cpu_s is None and server_cpu_s is None):
         return np.zeros(shape)
-    client = client_cpu_s or 0.0
-    machine = s3_iteration_requests(n, reducers) * (client + (server_cpu_s or 0.0)) / cores
+    client, server = client_cpu_s or 0.0, server_cpu_s or 0.0
+    machine = s3_iteration_requests(n, reducers) * (client + server) / cores
     with np.errstate(divide="ignore"):
         own = client * s3_reducer_requests(n, reducers) / np.minimum(np.asarray(share), 1.0)
+    own = own + server * s3_reducer_waves(n)
     return np.asarray(np.broadcast_to(np.maximum(machine, own), shape), dtype=np.float64)

@@ -9,7 +9,12 @@ import pytest
 
 from provisioner import local_machine
 from provisioner.catalog import load_catalog
-from provisioner.local_s3 import s3_cpu_floor_s, s3_iteration_requests, s3_reducer_requests
+from provisioner.local_s3 import (
+    s3_cpu_floor_s,
+    s3_iteration_requests,
+    s3_reducer_requests,
+    s3_reducer_waves,
+)
 
 
 def test_requests_of_one_iteration() -> None:
@@ -20,10 +25,12 @@ def test_requests_of_one_iteration() -> None:
     assert s3_reducer_requests(4, 2) == pytest.approx(13.0)
 
 
-def test_floor_is_the_machine_or_the_reducers_quota_whichever_is_longer() -> None:
-    # machine: 36·(1 + 1) ms / 2 cores = 36 ms; reducer: 13·1 ms / 0.25 = 52 ms
-    assert s3_cpu_floor_s(4, 2, 0.25, 0.001, 0.001, 2.0) == pytest.approx(0.052)
-    # at a full core the reducer needs 13 ms: the machine's 36 ms holds
+def test_floor_is_the_machine_or_the_reducers_chain_whichever_is_longer() -> None:
+    # machine: 36·(1 + 1) ms / 2 cores = 36 ms; reducer: 13·1 ms / 0.25 = 52 ms of its
+    # quota and 5 waves (PUT, GET of 4 partitions in one window, PUT, GET, DELETE) of 1 ms
+    assert s3_reducer_waves(4) == 5.0 and s3_reducer_waves(5) == 6.0
+    assert s3_cpu_floor_s(4, 2, 0.25, 0.001, 0.001, 2.0) == pytest.approx(0.057)
+    # at a full core the reducer needs 13 + 5 ms: the machine's 36 ms holds
     assert s3_cpu_floor_s(4, 2, 1.0, 0.001, 0.001, 2.0) == pytest.approx(0.036)
     # one Python thread never gets more than a core: n = k = 1 makes 2 + 1 + 2 + 0.5·2 = 6
     # requests, 6 ms at 2 vCPU as at 1, not 3
@@ -52,6 +59,13 @@ def test_the_catalogs_cores_and_share_feed_the_floor() -> None:
     local = dataclasses.replace(
         aws, total_vcpu=1.5, compute_cores=2.0, s3_request_cpu_s=0.001, s3_server_cpu_s=0.001
     )
-    # 1769 MB per vCPU: 884.5 MB is 0.5 vCPU; the reducer 13 ms / 0.5 = 26 ms; machine 36 ms
+    # 1769 MB per vCPU: 884.5 MB is 0.5 vCPU; the reducer 13 ms / 0.5 + 5 = 31 ms; machine 36
     assert local_machine.s3_request_floor_s(4, 2, 884.5, local) == pytest.approx(0.036)
-    assert local_machine.s3_request_floor_s(4, 2, 353.8, local) == pytest.approx(0.065)
+    assert local_machine.s3_request_floor_s(4, 2, 353.8, local) == pytest.approx(0.070)
+
+
+def test_one_worker_waits_for_its_quota_and_the_server_in_turn() -> None:
+    """digits-mlp, n = k = 1 at 0.326 vCPU: 6 requests of 2.75 ms of the worker's CPU at its
+    quota, 5 waves of 1.75 ms of the server's (measured 61 ms an iteration)."""
+    floor = s3_cpu_floor_s(1, 1, 0.326, 0.00275, 0.00175, 2.0)
+    assert floor == pytest.approx(6 * 0.00275 / 0.326 + 5 * 0.00175)

@@ -59,10 +59,10 @@ def s3_cpu_floor_s(
     holds at most one core), w its waves (s3_reducer_waves): each wave waits for the server to
     handle it, and the server's CPU is not the worker's quota's, so the two add up.
 
-    Measured on 2 cores (the probe in emulator/calibration/s3_probe.py, stepping the worker's
-    exchange): 2.75 ms of the worker's CPU a request and 1.75 ms of SeaweedFS's. One worker at
-    0.326 vCPU reducing its own gradient sends 6 requests in 5 waves: 6 · 2.75 / 0.326 +
-    5 · 1.75 = 59 ms an iteration, where 61 ms was measured (digits-mlp n = 1, k = 1 in
+    Read on 2 cores under load (the probe in emulator/calibration/s3_probe.py, stepping the
+    worker's exchange): 2.75 ms of the worker's CPU a request and 1.75 ms of SeaweedFS's. One
+    worker at 0.326 vCPU reducing its own gradient sends 6 requests in 5 waves:
+    6 · 2.75 / 0.326 + 5 · 1.75 = 59 ms an iteration, where 61 ms was measured (digits-mlp n = 1, k = 1 in
     bench/results/hosts/amd-epyc-2c/predict-heldout.json) and the client's quota alone says 51."""
     n = np.asarray(n, dtype=np.float64)
     shape = np.broadcast_shapes(n.shape, np.shape(reducers), np.shape(share))

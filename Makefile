@@ -129,6 +129,7 @@ rehearse: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy provisioner
 
 clean:

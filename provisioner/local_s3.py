@@ -62,8 +62,9 @@ def s3_cpu_floor_s(
     Read on 2 cores under load (the probe in emulator/calibration/s3_probe.py, stepping the
     worker's exchange): 2.75 ms of the worker's CPU a request and 1.75 ms of SeaweedFS's. One
     worker at 0.326 vCPU reducing its own gradient sends 6 requests in 5 waves:
-    6 · 2.75 / 0.326 + 5 · 1.75 = 59 ms an iteration, where 61 ms was measured (digits-mlp n = 1, k = 1 in
-    bench/results/hosts/amd-epyc-2c/predict-heldout.json) and the client's quota alone says 51."""
+    6 · 2.75 / 0.326 + 5 · 1.75 = 59 ms an iteration, where 61 ms was measured (digits-mlp
+    n = 1, k = 1 in bench/results/hosts/amd-epyc-2c/predict-heldout.json) and the client's quota
+    alone says 51."""
     n = np.asarray(n, dtype=np.float64)
     shape = np.broadcast_shapes(n.shape, np.shape(reducers), np.shape(share))
     if cores is None or (client_cpu_s is None and server_cpu_s is None):

@@ -95,6 +95,13 @@ def grant_s3_sync(principal: iam.IGrantable, owner: IConstruct, artifacts: Bucke
     grant_prefix(principal, owner, artifacts, checkpoints, write=True, delete=True,
                  reason="Writes, reads back and prunes its reducers' checkpoints (no PS here); "
                  "run id and iteration are in the key.")  # fmt: skip
-    grant_prefix(principal, owner, artifacts, exchange, write=True, delete=True,
-                 reason="Exchanges gradient partitions with the other workers; run id, "
-                 "iteration and rank are in the key; it deletes them as the exchange goes.")
+    grant_prefix(
+        principal,
+        owner,
+        artifacts,
+        exchange,
+        write=True,
+        delete=True,
+        reason="Exchanges gradient partitions with the other workers; run id, "
+        "iteration and rank are in the key; it deletes them as the exchange goes.",
+    )

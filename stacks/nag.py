@@ -59,7 +59,7 @@ def nag_arn_prefix(scope: IConstruct, service: str) -> str:
 def executions_nag_arn(machine: IConstruct) -> str:
     """A state machine's executions ARN (without the name) as cdk-nag prints it in finding ids."""
     return (
-        f"{nag_arn_prefix(machine, 'states')}:execution:{{\"Fn::Select\":"
+        f'{nag_arn_prefix(machine, "states")}:execution:{{"Fn::Select":'
         f'[6,{{"Fn::Split":[":",{{"Ref":"{logical_id(machine)}"}}]}}]}}'
     )
 

@@ -43,8 +43,15 @@ from stacks.provider_logs import stack_log_group
 from stacks.run_network import PsWait, RunNetwork
 
 
-def _invoke(scope: Construct, state_id: str, function: lambda_.IFunction, *, timeout_s: int,
-            payload: sfn.TaskInput, **kwargs: Any) -> tasks.LambdaInvoke:
+def _invoke(
+    scope: Construct,
+    state_id: str,
+    function: lambda_.IFunction,
+    *,
+    timeout_s: int,
+    payload: sfn.TaskInput,
+    **kwargs: Any,
+) -> tasks.LambdaInvoke:
     return tasks.LambdaInvoke(
         scope, state_id, lambda_function=function, payload=payload,
         task_timeout=sfn.Timeout.duration(Duration.seconds(timeout_s + TASK_MARGIN_S)),
@@ -52,8 +59,14 @@ def _invoke(scope: Construct, state_id: str, function: lambda_.IFunction, *, tim
     )  # fmt: skip
 
 
-def _ec2_call(scope: Construct, state_id: str, action: str, *, instance_ids: list[str],
-              instance_arns: list[str]) -> tasks.CallAwsService:
+def _ec2_call(
+    scope: Construct,
+    state_id: str,
+    action: str,
+    *,
+    instance_ids: list[str],
+    instance_arns: list[str],
+) -> tasks.CallAwsService:
     """ec2:StartInstances / StopInstances on exactly the PS instances."""
     return tasks.CallAwsService(
         scope, state_id, service="ec2", action=action,
@@ -129,8 +142,13 @@ def _stop_ps_after_failure(scope: Construct, ps: PsSteps, failed: sfn.Fail,
     """Stop the PS, then close the endpoints (even if the stop failed), then fail."""
     close_after_failure = _close_network(scope, "CloseNetworkAfterFailure", ps.run_network,
                                          helper_timeout_s).add_catch(failed)  # fmt: skip
-    stop_after_failure = _ec2_call(scope, "StopPsAfterFailure", "stopInstances",
-                                   instance_ids=ps.instance_ids, instance_arns=ps.instance_arns)
+    stop_after_failure = _ec2_call(
+        scope,
+        "StopPsAfterFailure",
+        "stopInstances",
+        instance_ids=ps.instance_ids,
+        instance_arns=ps.instance_arns,
+    )
     stop_after_failure.add_catch(close_after_failure)
     stop_after_failure.next(close_after_failure).next(failed)
     return stop_after_failure
@@ -199,9 +217,15 @@ class TrainingOrchestration(Construct):
             self, definition, timeout=Duration.seconds(timeout_s)
         )
         if ps is not None:
-            StopPsWhenRunEnds(self, "StopPsWhenRunEnds", training=self.state_machine,
-                              run_network=ps.run_network, helper_timeout_s=helper_timeout_s,
-                              instance_ids=ps.instance_ids, instance_arns=ps.instance_arns)
+            StopPsWhenRunEnds(
+                self,
+                "StopPsWhenRunEnds",
+                training=self.state_machine,
+                run_network=ps.run_network,
+                helper_timeout_s=helper_timeout_s,
+                instance_ids=ps.instance_ids,
+                instance_arns=ps.instance_arns,
+            )
 
     def _around_ps(self, ps: PsSteps, on_failure: sfn.IChainable, helper_timeout_s: int, *,
                    name_run: sfn.Pass, prepare_step: sfn.TaskStateBase, workers: sfn.Chain,
@@ -231,8 +255,9 @@ class TrainingOrchestration(Construct):
         )  # fmt: skip
 
 
-def _close_network(scope: Construct, state_id: str, run_network: RunNetwork,
-                   helper_timeout_s: int) -> tasks.LambdaInvoke:
+def _close_network(
+    scope: Construct, state_id: str, run_network: RunNetwork, helper_timeout_s: int
+) -> tasks.LambdaInvoke:
     """Delete the job's interface endpoints (every one tagged with the job, whoever made it)."""
     return _invoke(
         scope, state_id, run_network.function, timeout_s=helper_timeout_s,
@@ -310,9 +335,11 @@ class StartOnDeploy(Construct):
             # A finished run cannot be stopped; that must never block an update or a destroy.
             ignore_error_codes_matching=".*",
         )  # fmt: skip
-        machine_name = Stack.of(self).split_arn(
-            state_machine.state_machine_arn, ArnFormat.COLON_RESOURCE_NAME
-        ).resource_name
+        machine_name = (
+            Stack.of(self)
+            .split_arn(state_machine.state_machine_arn, ArnFormat.COLON_RESOURCE_NAME)
+            .resource_name
+        )
         executions = Stack.of(self).format_arn(
             service="states", resource="execution", resource_name=f"{machine_name}:*",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,

@@ -173,4 +173,3 @@ class ParameterServers(Construct):
             stack.format_arn(service="ec2", resource="instance", resource_name=i.instance_id)
             for i in self.instances
         ]
-

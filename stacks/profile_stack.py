@@ -93,12 +93,24 @@ class ProfileStack(Stack):
         finalize writes exactly the profile and reads nothing."""
         shards = profile_shards_prefix(run)
         for fn in self.profilers.values():
-            grant_prefix(fn.function, fn, layout.dataset, shards, write=False,
-                         reason="Reads the profile shards; keys are listed in their manifest.")
-        grant_prepare(self.prepare.function, self.prepare, layout, shards,
-                      reason="Writes the profile shards and manifest under one prefix.")
+            grant_prefix(
+                fn.function,
+                fn,
+                layout.dataset,
+                shards,
+                write=False,
+                reason="Reads the profile shards; keys are listed in their manifest.",
+            )
+        grant_prepare(
+            self.prepare.function,
+            self.prepare,
+            layout,
+            shards,
+            reason="Writes the profile shards and manifest under one prefix.",
+        )
         self.finalize.function.add_to_role_policy(
-            put_exact_objects(layout.artifacts, [profile_key(run)]))
+            put_exact_objects(layout.artifacts, [profile_key(run)])
+        )
 
     def _acknowledge(self) -> None:
         """The state machine's and the start resource's findings, each with its reason."""

@@ -136,26 +136,65 @@ class TrainingStack(Stack):
         workers write the checkpoints and read, write and delete under the exchange prefix.
         """
         shards = shards_prefix(plan)
-        grant_prefix(self.worker.function, self.worker, layout.dataset, shards, write=False,
-                     reason="Reads its shard; keys are listed in the run's manifest.")
-        grant_prefix(self.worker.function, self.worker, layout.artifacts, runs_prefix(plan.job),
-                     write=True, read=False, reason="Writes its link records; run id, rank and "
-                     "link are in the key.")
+        grant_prefix(
+            self.worker.function,
+            self.worker,
+            layout.dataset,
+            shards,
+            write=False,
+            reason="Reads its shard; keys are listed in the run's manifest.",
+        )
+        grant_prefix(
+            self.worker.function,
+            self.worker,
+            layout.artifacts,
+            runs_prefix(plan.job),
+            write=True,
+            read=False,
+            reason="Writes its link records; run id, rank and link are in the key.",
+        )
         if plan.sync == "s3":
-            grant_s3_sync(self.worker.function, self.worker, layout.artifacts,
-                          checkpoints=checkpoint_prefix(plan), exchange=exchange_prefix(plan))
-        grant_prefix(self.finalize.function, self.finalize, layout.dataset, shards, write=False,
-                     reason="Reads the manifest and the held-out split for the run report.")
-        grant_prefix(self.finalize.function, self.finalize, layout.artifacts,
-                     checkpoint_prefix(plan), write=False,
-                     reason="Reads the PS checkpoints; shard and iteration are in the key.")
-        grant_prefix(self.finalize.function, self.finalize, layout.artifacts,
-                     runs_prefix(plan.job), write=False,
-                     reason="Reads the run's link records for the report; listed by run.")
+            grant_s3_sync(
+                self.worker.function,
+                self.worker,
+                layout.artifacts,
+                checkpoints=checkpoint_prefix(plan),
+                exchange=exchange_prefix(plan),
+            )
+        grant_prefix(
+            self.finalize.function,
+            self.finalize,
+            layout.dataset,
+            shards,
+            write=False,
+            reason="Reads the manifest and the held-out split for the run report.",
+        )
+        grant_prefix(
+            self.finalize.function,
+            self.finalize,
+            layout.artifacts,
+            checkpoint_prefix(plan),
+            write=False,
+            reason="Reads the PS checkpoints; shard and iteration are in the key.",
+        )
+        grant_prefix(
+            self.finalize.function,
+            self.finalize,
+            layout.artifacts,
+            runs_prefix(plan.job),
+            write=False,
+            reason="Reads the run's link records for the report; listed by run.",
+        )
         self.finalize.function.add_to_role_policy(
-            put_exact_objects(layout.artifacts, result_keys(plan)))
-        grant_prepare(self.prepare.function, self.prepare, layout, shards,
-                      reason="Writes this run's shards and manifest under one prefix.")
+            put_exact_objects(layout.artifacts, result_keys(plan))
+        )
+        grant_prepare(
+            self.prepare.function,
+            self.prepare,
+            layout,
+            shards,
+            reason="Writes this run's shards and manifest under one prefix.",
+        )
         if secret is not None:
             for fn in (self.worker, self.finalize):
                 fn.function.add_to_role_policy(read_secret_value(secret.secret_arn))

@@ -137,7 +137,7 @@ def with_tags(template: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
 
 
 def one_sided(from_dir: str, to_dir: str, stack: str) -> str | None:
-    """"removed"/"added: the whole stack (N resources: counts by type)" when `stack` was
+    """ "removed"/"added: the whole stack (N resources: counts by type)" when `stack` was
     synthesized on one side only; None when both sides have it (or neither)."""
     found = {side: os.path.join(folder, f"{stack}.template.json")
              for side, folder in (("removed", from_dir), ("added", to_dir))}  # fmt: skip
@@ -174,14 +174,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.plan_diff", description=__doc__)
     parser.add_argument("--from", dest="before", required=True, help="deadline, e.g. 2h")
     parser.add_argument("--to", dest="after", required=True, help="deadline, e.g. 90m")
-    parser.add_argument("-c", dest="context", action="append", default=[],
-                        help="extra context for both synths, key=value (repeatable)")
-    parser.add_argument("--to-c", dest="to_context", action="append", default=[],
-                        help="extra context for the 'to' synth only, e.g. sync=s3 (repeatable)")
+    parser.add_argument(
+        "-c",
+        dest="context",
+        action="append",
+        default=[],
+        help="extra context for both synths, key=value (repeatable)",
+    )
+    parser.add_argument(
+        "--to-c",
+        dest="to_context",
+        action="append",
+        default=[],
+        help="extra context for the 'to' synth only, e.g. sync=s3 (repeatable)",
+    )
     parser.add_argument("--out", default=os.path.join(REPO_ROOT, "cdk.out", "plan-diff"))
     parser.add_argument("--plan-only", action="store_true", help="skip the template diff")
-    parser.add_argument("--with-tags", action="store_true",
-                        help="also show every resource's changed plan tags (long)")
+    parser.add_argument(
+        "--with-tags",
+        action="store_true",
+        help="also show every resource's changed plan tags (long)",
+    )
     args = parser.parse_args(argv)
     try:
         common = parse_context(args.context)
@@ -225,8 +238,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if not os.path.exists(os.path.join(dirs["to"], f"{stack}.template.json")):
             continue  # on neither side
-        code, text = template_diff(dirs["from"], dirs["to"], stack,
-                                   None if args.with_tags else tags["to"])
+        code, text = template_diff(
+            dirs["from"], dirs["to"], stack, None if args.with_tags else tags["to"]
+        )
         print(f"\n=== {job}-{suffix} ===\n{text}")
         if code not in (0, 1):  # 1 means "differences found" with --fail; anything else broke
             return code

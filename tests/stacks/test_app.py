@@ -40,7 +40,8 @@ def assert_template_equals_plan(result: Synth, plan: Plan) -> None:
     assert fn["Timeout"] == plan.invocation_timeout_s
     assert fn["EphemeralStorage"] == {"Size": plan.ephemeral_storage_mb}
     assert fn.get("ReservedConcurrentExecutions") == (
-        plan.n_workers if plan.reserve_concurrency else None)
+        plan.n_workers if plan.reserve_concurrency else None
+    )
     instances = ps_instances(result)
     assert len(instances) == plan.ps_count
     assert {i["InstanceType"] for i in instances} == ({plan.ps_type} if plan.ps_count else set())
@@ -49,8 +50,13 @@ def assert_template_equals_plan(result: Synth, plan: Plan) -> None:
 def planner(workload: str, deadline: str, **limits: Any) -> Plan:
     """The plan the app makes: both exchanges searched (`-c sync` defaults to auto)."""
     limits = {"sync": "auto", **limits}
-    return plan_job(load_profile(workload), load_catalog("lambda-2025"),
-                    Goal(deadline_s=parse_duration_s(deadline)), Limits(**limits), "x").plan
+    return plan_job(
+        load_profile(workload),
+        load_catalog("lambda-2025"),
+        Goal(deadline_s=parse_duration_s(deadline)),
+        Limits(**limits),
+        "x",
+    ).plan
 
 
 @pytest.mark.parametrize("sync", [None, "ps"])
@@ -76,8 +82,9 @@ def test_default_synth_prints_the_plan_writes_plan_json_and_builds_it(
     # What the deploy builds, the runaway bounds, the idle bill and the AMI: one line each.
     image = "(workers and PS)" if plan.sync == "ps" else "(workers; no PS)"
     assert lines[3] == f"image: linux/amd64 {image}"
-    assert lines[4].startswith("if it goes wrong: links must advance (one stall is retried); "
-                                "at most 5 links")
+    assert lines[4].startswith(
+        "if it goes wrong: links must advance (one stall is retried); at most 5 links"
+    )
     assert lines[5].startswith(f"between runs: ${plan.idle_usd_per_hour:.4f}/h until")
     pinned = any(ln.startswith("PS AMI: not pinned (no AWS account at synth)") for ln in lines)
     assert pinned == (plan.sync == "ps")  # no PS, no AMI to pin
@@ -104,8 +111,14 @@ def test_a_tighter_deadline_changes_the_template_as_the_planner_says(synth: Any)
 
 
 def test_limits_from_context_reach_the_plan(synth: Any) -> None:
-    result = synth(deadline="1h", workload="cifar10-resnet18", dataset="synthetic-cifar:2000",
-                   arch="x86_64", max_memory_mb="3008", reserve_concurrency="true")
+    result = synth(
+        deadline="1h",
+        workload="cifar10-resnet18",
+        dataset="synthetic-cifar:2000",
+        arch="x86_64",
+        max_memory_mb="3008",
+        reserve_concurrency="true",
+    )
     assert result.code == 0, result.stderr
     plan = Plan.from_dict(result.plan_json()["plan"])
     assert plan.arch == "x86_64" and plan.memory_mb <= 3008 and plan.reserve_concurrency

@@ -29,7 +29,8 @@ def test_cdk_synth_with_a_cli_deadline(tmp_path: Path) -> None:
     # a PS stack only when the plan exchanges through a PS (the digits demo goes through S3)
     stacks = ["data", "ps", "training"] if plan["sync"] == "ps" else ["data", "training"]
     assert sorted(p.name for p in tmp_path.glob("*.template.json")) == [
-        f"digits-demo-{s}.template.json" for s in stacks]
+        f"digits-demo-{s}.template.json" for s in stacks
+    ]
 
 
 def test_cdk_synth_with_bad_context_fails_in_one_line_without_traceback(tmp_path: Path) -> None:
@@ -71,7 +72,9 @@ def test_tag_alignment_changes_only_the_given_tag_values() -> None:
     }}  # fmt: skip
     aligned = with_tags(template, {"deadline": "600s", "absent": "y"})
     assert aligned["Resources"]["A"]["Properties"]["Tags"] == [
-        {"Key": "deadline", "Value": "600s"}, {"Key": "Name", "Value": "a"}]
+        {"Key": "deadline", "Value": "600s"},
+        {"Key": "Name", "Value": "a"},
+    ]
     assert aligned["Resources"]["B"]["Properties"]["Tags"] == {"deadline": "600s", "other": "x"}
     assert aligned["Resources"]["C"] == template["Resources"]["C"]
     assert template["Resources"]["A"]["Properties"]["Tags"][0]["Value"] == "1800s"  # a copy

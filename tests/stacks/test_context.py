@@ -35,12 +35,24 @@ def errors_of(**values: Any) -> tuple[str, ...]:
 
 
 def test_cli_strings_and_json_types_give_the_same_context() -> None:
-    from_cli = read(deadline="5400", max_memory_mb="3008", max_concurrency="10",
-                    reserve_concurrency="true", ps_types="c5.large, m5.large", arch="arm64",
-                    slack="10%")
-    from_json = read(deadline=5400, max_memory_mb=3008, max_concurrency=10,
-                     reserve_concurrency=True, ps_types=["c5.large", "m5.large"], arch="arm64",
-                     slack=0.1)
+    from_cli = read(
+        deadline="5400",
+        max_memory_mb="3008",
+        max_concurrency="10",
+        reserve_concurrency="true",
+        ps_types="c5.large, m5.large",
+        arch="arm64",
+        slack="10%",
+    )
+    from_json = read(
+        deadline=5400,
+        max_memory_mb=3008,
+        max_concurrency=10,
+        reserve_concurrency=True,
+        ps_types=["c5.large", "m5.large"],
+        arch="arm64",
+        slack=0.1,
+    )
     assert from_cli == from_json
     assert from_cli.slack == pytest.approx(0.1)
     assert from_cli.deadline_s == 5400.0
@@ -73,8 +85,12 @@ def test_dataset_forms(tmp_path: Any) -> None:
     folder = tmp_path / "data"
     folder.mkdir()
     (folder / "part-0.npz").write_bytes(b"")
-    local = read_context({**BASE, "dataset": str(folder)}, parse_duration_s=parse_duration_s,
-                         parse_usd=parse_usd, cwd=str(tmp_path))
+    local = read_context(
+        {**BASE, "dataset": str(folder)},
+        parse_duration_s=parse_duration_s,
+        parse_usd=parse_usd,
+        cwd=str(tmp_path),
+    )
     assert (local.dataset.kind, local.dataset.path) == ("local", str(folder))
 
 

@@ -11,8 +11,14 @@ from stacks.events import PS_PORT, prepare_event, ps_command, run_keys, worker_e
 
 
 def test_worker_event_parses_into_the_runtime_task_with_plan_numbers(plan: Plan) -> None:
-    event = worker_event(plan, rank=3, dataset_bucket="d", artifacts_bucket="a",
-                         ps_endpoints=["10.0.0.1:7070", "10.0.0.2:7070"], secret_ref="arn:s")
+    event = worker_event(
+        plan,
+        rank=3,
+        dataset_bucket="d",
+        artifacts_bucket="a",
+        ps_endpoints=["10.0.0.1:7070", "10.0.0.2:7070"],
+        secret_ref="arn:s",
+    )
     task = WorkerTask.from_event({**event, **run_keys("exec-1", "2026-01-01T00:00:00Z")})
     assert task.extra == {}  # every key we send is one the runtime knows
     assert (task.rank, task.n_workers, task.memory_mb) == (3, plan.n_workers, plan.memory_mb)
@@ -26,9 +32,12 @@ def test_worker_event_parses_into_the_runtime_task_with_plan_numbers(plan: Plan)
 
 def test_shards_prefix_changes_with_n_so_a_new_plan_never_reads_stale_shards(plan: Plan) -> None:
     kwargs = {"source": "builtin:digits", "dataset_bucket": "d"}
-    assert prepare_event(plan, **kwargs)["dataset_prefix"] != prepare_event(
-        dataclasses.replace(plan, n_workers=plan.n_workers + 1), **kwargs
-    )["dataset_prefix"]
+    assert (
+        prepare_event(plan, **kwargs)["dataset_prefix"]
+        != prepare_event(dataclasses.replace(plan, n_workers=plan.n_workers + 1), **kwargs)[
+            "dataset_prefix"
+        ]
+    )
 
 
 def test_prepare_event_has_the_keys_the_prepare_handler_requires(plan: Plan) -> None:

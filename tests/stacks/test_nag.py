@@ -39,8 +39,12 @@ def test_local_dataset_upload_has_no_unacknowledged_findings(tmp_path: Any) -> N
     folder.mkdir()
     (folder / "train.npz").write_bytes(b"not really npz; uploaded as is")
     app = new_app()
-    add_job_stacks(app, plan=make_plan(), nag=False,
-                   dataset=DatasetSource(kind="local", spec=str(folder), path=str(folder)))
+    add_job_stacks(
+        app,
+        plan=make_plan(),
+        nag=False,
+        dataset=DatasetSource(kind="local", spec=str(folder), path=str(folder)),
+    )
     assert unacknowledged_findings(app) == []
 
 
@@ -58,8 +62,12 @@ def test_a_deploy_bound_to_an_account_and_region_has_no_unacknowledged_findings(
 
 def test_an_unacknowledged_finding_is_reported() -> None:
     app = new_app()
-    add_job_stacks(app, plan=make_plan(), dataset=DatasetSource(
-        kind="builtin", spec="builtin:digits", name="digits"), nag=False)
+    add_job_stacks(
+        app,
+        plan=make_plan(),
+        dataset=DatasetSource(kind="builtin", spec="builtin:digits", name="digits"),
+        nag=False,
+    )
     s3.Bucket(Stack(app, "careless"), "Plain")  # no logging, no TLS-only policy
     findings = unacknowledged_findings(app)
     assert "AwsSolutions-S1 at careless/Plain/Resource" in findings
@@ -68,8 +76,11 @@ def test_an_unacknowledged_finding_is_reported() -> None:
 
 def test_synth_itself_fails_on_an_unacknowledged_finding(tmp_path: Any) -> None:
     app = new_app(outdir=str(tmp_path))
-    add_job_stacks(app, plan=make_plan(), dataset=DatasetSource(
-        kind="builtin", spec="builtin:digits", name="digits"))  # registers the nag plugin
+    add_job_stacks(
+        app,
+        plan=make_plan(),
+        dataset=DatasetSource(kind="builtin", spec="builtin:digits", name="digits"),
+    )  # registers the nag plugin
     s3.Bucket(Stack(app, "careless"), "Plain")
     with pytest.raises(RuntimeError, match=r"(?s)ValidationFailed: .*AwsSolutions-S1"):
         app.synth()

@@ -80,7 +80,8 @@ def test_one_profiling_function_per_memory_size_outside_any_vpc(
             "LoggingConfig": {"LogGroup": Match.any_value()},
         })  # fmt: skip
     profilers = template.find_resources(
-        "AWS::Lambda::Function", {"Properties": {"ImageConfig": {"Command": [PROFILER]}}})
+        "AWS::Lambda::Function", {"Properties": {"ImageConfig": {"Command": [PROFILER]}}}
+    )
     assert sorted(f["Properties"]["MemorySize"] for f in profilers.values()) == [1024, 1769, 3008]
     # No parameter server and no network: profiling measures compute and start-up only.
     for kind in ("AWS::EC2::Instance", "AWS::EC2::VPC", "AWS::EC2::SecurityGroup"):
@@ -144,10 +145,12 @@ def test_profile_mode_synth_is_nag_clean_and_builds_no_training(synth: Any) -> N
     assert result.code == 0, result.stderr
     assert unacknowledged_findings(result.app) == []
     assert sorted(name.rsplit("-", 1)[1] for name in result.templates) == ["data", "profile"]
-    profilers = [r["Properties"]["MemorySize"]
-                 for r in result.template("profile")["Resources"].values()
-                 if r["Type"] == "AWS::Lambda::Function"
-                 and r["Properties"].get("ImageConfig", {}).get("Command") == [PROFILER]]
+    profilers = [
+        r["Properties"]["MemorySize"]
+        for r in result.template("profile")["Resources"].values()
+        if r["Type"] == "AWS::Lambda::Function"
+        and r["Properties"].get("ImageConfig", {}).get("Command") == [PROFILER]
+    ]
     # The default sizes up to the account's cap (5,307 MB is left out), 30 iterations each.
     assert sorted(profilers) == [1024, 1769, 3008]
     assert result.stderr.splitlines()[0] == (

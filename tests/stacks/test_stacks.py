@@ -142,7 +142,8 @@ def test_ps_shards_run_the_plan_in_their_boot_script(
         assert f"--port {PS_PORT}" in script and "lambdadnn-ps.service" in script
         assert "cfn-signal" not in script  # the run waits for the PS (WaitForPs), not the deploy
     assert sorted(s.split("--shard ")[1].split()[0] for s in scripts) == [
-        str(i) for i in range(plan.ps_count)]
+        str(i) for i in range(plan.ps_count)
+    ]
 
 
 def test_ps_port_open_to_the_workers_group_only(built: tuple[Plan, dict[str, Template]]) -> None:
@@ -290,10 +291,14 @@ def test_state_machine_fans_out_n_workers_and_stops_the_ps(
     assert states["WorkerRanks"]["Result"] == list(range(plan.n_workers))
     event = workers["ItemSelector"]["event"]
     # The run comes from the execution, read once into the state by the first state.
-    assert {event.pop("run_id.$"), event.pop("run_started.$")} == {"$.run.run_id",
-                                                                   "$.run.run_started"}
-    assert states["NameRun"]["Parameters"] == {"run_id.$": "$$.Execution.Name",
-                                               "run_started.$": "$$.Execution.StartTime"}
+    assert {event.pop("run_id.$"), event.pop("run_started.$")} == {
+        "$.run.run_id",
+        "$.run.run_started",
+    }
+    assert states["NameRun"]["Parameters"] == {
+        "run_id.$": "$$.Execution.Name",
+        "run_started.$": "$$.Execution.StartTime",
+    }
     assert set(event) - {"rank.$", "ephemeral_storage_mb"} == CONTRACT_KEYS - {"rank"}
     assert event["rank.$"] == "$$.Map.Item.Value"
     assert (event["memory_mb"], event["iterations"]) == (plan.memory_mb, plan.training.iterations)
@@ -312,7 +317,8 @@ def test_state_machine_fans_out_n_workers_and_stops_the_ps(
     assert loop["RetryStalledLink"]["Parameters"] == {"event.$": "$.link.event", "stalled": True}
     assert loop["RetryStalledLink"]["Next"] == "RunWorker"
     assert rules["TooManyLinks"]["NumericGreaterThanEquals"] == runaway.max_links(
-        plan.invocations_per_worker)
+        plan.invocations_per_worker
+    )
     assert loop["WorkerFinished"]["OutputPath"] == "$.link.done"  # n results stay far below 256 KB
     assert definition["TimeoutSeconds"] == runaway.plan_bounds(plan)[1]
     # Every failure stops the PS, then closes the endpoints (even if the stop failed).
@@ -345,7 +351,8 @@ def test_outputs_tell_the_user_how_to_follow_the_run(
     _, templates = built
     outputs = templates["training"].to_json()["Outputs"]
     assert {"StateMachineArn", "ExecutionArn", "FollowRun", "WorkerLogGroup", "Results"} <= set(
-        outputs)
+        outputs
+    )
     assert "PsLogGroup" in templates["ps"].to_json()["Outputs"]
 
 
@@ -370,8 +377,9 @@ def test_every_taggable_resource_carries_the_plan_tags(
 
 
 def test_imported_dataset_bucket_is_read_not_created() -> None:
-    dataset = DatasetSource(kind="s3", spec="s3://users-data/cifar", bucket="users-data",
-                            prefix="cifar")
+    dataset = DatasetSource(
+        kind="s3", spec="s3://users-data/cifar", bucket="users-data", prefix="cifar"
+    )
     _, templates = build(make_plan(), dataset)
     templates["data"].resource_count_is("AWS::S3::Bucket", 3)  # ours only; never theirs
     assert "users-data" not in json.dumps(templates["data"].to_json())
@@ -379,13 +387,20 @@ def test_imported_dataset_bucket_is_read_not_created() -> None:
     assert ":s3:::users-data/cifar/*" in policies
     definition = state_machine_definition(templates["training"])
     assert definition["States"]["PrepareDataset"]["Parameters"]["Payload"]["source"] == (
-        "s3://users-data/cifar")
+        "s3://users-data/cifar"
+    )
 
 
 def test_a_different_plan_changes_exactly_the_sized_properties() -> None:
     small = make_plan()
-    big = dataclasses.replace(small, n_workers=12, memory_mb=4096, ps_count=3,
-                              ps_type="c5n.large", ephemeral_storage_mb=2048)
+    big = dataclasses.replace(
+        small,
+        n_workers=12,
+        memory_mb=4096,
+        ps_count=3,
+        ps_type="c5n.large",
+        ephemeral_storage_mb=2048,
+    )
     _, templates = build(big)
     templates["training"].has_resource_properties("AWS::Lambda::Function", {
         "ImageConfig": {"Command": ["functions.worker.handler"]},
@@ -394,19 +409,25 @@ def test_a_different_plan_changes_exactly_the_sized_properties() -> None:
     })  # fmt: skip
     templates["ps"].resource_count_is("AWS::EC2::Instance", 3)
     templates["ps"].all_resources_properties("AWS::EC2::Instance", {"InstanceType": "c5n.large"})
-    assert state_machine_definition(templates["training"])["States"]["Workers"][
-        "MaxConcurrency"] == 12
+    assert (
+        state_machine_definition(templates["training"])["States"]["Workers"]["MaxConcurrency"] == 12
+    )
 
 
 def test_plan_digest_is_stable_and_follows_the_plan() -> None:
     plan = make_plan()
     assert plan_digest(plan) == plan_digest(make_plan())
     assert plan_digest(plan) != plan_digest(dataclasses.replace(plan, n_workers=5))
-    assert plan_digest(plan) != plan_digest(dataclasses.replace(
-        plan, training=dataclasses.replace(plan.training, learning_rate=0.1)))
+    assert plan_digest(plan) != plan_digest(
+        dataclasses.replace(plan, training=dataclasses.replace(plan.training, learning_rate=0.1))
+    )
     # A new deadline the same configuration still meets must not restart the run.
-    same_run = dataclasses.replace(plan, goal=Goal(deadline_s=60.0), notes=("other",),
-                                   cost=dataclasses.replace(plan.cost, total_usd=9.0))
+    same_run = dataclasses.replace(
+        plan,
+        goal=Goal(deadline_s=60.0),
+        notes=("other",),
+        cost=dataclasses.replace(plan.cost, total_usd=9.0),
+    )
     assert plan_digest(same_run) == plan_digest(plan)
 
 
@@ -427,7 +448,10 @@ def test_no_stack_creates_an_interface_endpoint_each_run_opens_the_plans(
                          ("CloseNetworkAfterFailure", "close")):  # fmt: skip
         payload = states[name]["Parameters"]["Payload"]
         assert (payload["action"], payload["services"], payload["job_id"]) == (
-            action, expected, plan.job)
+            action,
+            expected,
+            plan.job,
+        )
     # The network function may create endpoints only tagged with the job, delete only those.
     statements = [st for policy in templates["training"].find_resources("AWS::IAM::Policy").values()
                   for st in policy["Properties"]["PolicyDocument"]["Statement"]]  # fmt: skip
@@ -438,7 +462,8 @@ def test_no_stack_creates_an_interface_endpoint_each_run_opens_the_plans(
         st["Condition"] == {"StringEquals": {f"aws:RequestTag/{JOB_TAG}": plan.job}}
         for st in conditioned)  # fmt: skip
     assert [st["Condition"] for st in delete] == [
-        {"StringEquals": {f"aws:ResourceTag/{JOB_TAG}": plan.job}}]
+        {"StringEquals": {f"aws:ResourceTag/{JOB_TAG}": plan.job}}
+    ]
 
 
 def test_a_run_cut_off_by_its_timeout_or_a_user_stops_the_ps_unless_another_run_goes(
@@ -452,8 +477,9 @@ def test_a_run_cut_off_by_its_timeout_or_a_user_stops_the_ps_unless_another_run_
     pattern = rule["Properties"]["EventPattern"]
     # FAILED too: an error no catch takes (States.DataLimitExceeded) skips the stop step.
     assert pattern["detail"]["status"] == ["TIMED_OUT", "ABORTED", "FAILED"]
-    assert pattern["detail"]["stateMachineArn"] == [{"Ref": logical_id_of(training_machine(
-        training), training)}]
+    assert pattern["detail"]["stateMachineArn"] == [
+        {"Ref": logical_id_of(training_machine(training), training)}
+    ]
     (stopper,) = [m for lid, m in training.find_resources("AWS::StepFunctions::StateMachine")
                   .items() if "StopPsWhenRunEnds" in lid]  # fmt: skip
     states = rendered(stopper["Properties"]["DefinitionString"])["States"]

@@ -150,7 +150,8 @@ def stage_worker_event(
     endpoints of its own PS shards, or its own exchange prefix; `reducers` is per stage) and the
     `stage` member; `rank` is the replica, whose data shard the first and last stage read.
     """
-    if plan.pipeline is None or plan.pipeline.stages[stage.index] != stage:
+    stages = plan.pipeline.stages if plan.pipeline else ()
+    if stage not in stages or stages[stage.index] != stage:
         raise ValueError(f"stage {stage.index} is not a stage of plan {plan.job}'s pipeline")
     event = worker_event(plan, rank=rank, dataset_bucket=dataset_bucket,
                          artifacts_bucket=artifacts_bucket, ps_endpoints=ps_endpoints,

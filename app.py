@@ -192,6 +192,30 @@ def ps_words(plan: Plan) -> str:
     return f"PS {plan.ps_count} x {plan.ps_type} ({plan.ps_arch})"
 
 
+def stage_lines(plan: Plan) -> list[str]:
+    """A pipelined plan's cut, one line per stage; none for a one-stage plan."""
+    pipe = plan.pipeline
+    if pipe is None:
+        return []
+    sync = "PS shards" if plan.sync == "ps" else "reducers"
+    per_stage = plan.ps_count if plan.sync == "ps" else plan.reducers
+    why = {"does-not-fit": "it does not fit one function", "cheaper": "it is cheaper"}
+    head = (
+        f"pipeline: {pipe.stage_count} stages x {plan.n_workers} replicas "
+        f"({pipe.stage_count * plan.n_workers} functions at once), {pipe.micro_batches} "
+        f"micro-batches per iteration ({pipe.schedule}), {per_stage} {sync} per stage; "
+        f"cut because {why.get(pipe.reason, pipe.reason)}"
+    )
+    return [head] + [
+        f"stage {s.index}: blocks {s.first_block}-{s.stop_block - 1} ({', '.join(s.block_names)}), "
+        f"{s.memory_mb} MB (needs {s.memory_needed_mb}), {s.parameter_bytes / 1e6:.2f} MB of "
+        f"parameters; per micro-batch {s.compute_per_micro_batch_s:.3f} s compute + "
+        f"{s.boundary_per_micro_batch_s:.3f} s boundary, sync {s.sync_per_iteration_s:.3f} s "
+        "per iteration"
+        for s in pipe.stages
+    ]
+
+
 def between_runs(plan: Plan) -> str:
     """What bills between runs; an S3-sync deployment has no PS volumes and no secret."""
     if plan.sync == "s3":
@@ -232,6 +256,7 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
         f"{ps_words(plan)}, "
         f"timeout {plan.invocation_timeout_s} s, /tmp {plan.ephemeral_storage_mb} MB, "
         f"{plan.invocations_per_worker} invocation(s) per worker",
+        *stage_lines(plan),
         f"goal: {' and '.join(goals)}; {interval_words(p.total_s, p.total_low_s, p.total_high_s)}"
         f", {format_usd(plan.cost.total_usd)}",
         "cost: "

@@ -68,6 +68,17 @@ def exchange_lifecycle(prefix: str) -> s3.LifecycleRule:
     )
 
 
+def boundary_lifecycle(prefix: str) -> s3.LifecycleRule:
+    """A pipelined plan's boundary objects (activations and their gradients) go after a day:
+    each reader deletes what it read, and this is the backstop for a run cut off mid-iteration."""
+    return s3.LifecycleRule(
+        id="ExpireBoundary",
+        prefix=f"{prefix}/",
+        expiration=Duration.days(1),
+        noncurrent_version_expiration=Duration.days(1),
+    )
+
+
 def grant_prepare(principal: iam.IGrantable, owner: IConstruct, layout: DataLayout,
                   shards: str, *, reason: str) -> None:  # fmt: skip
     """The prepare step writes the shards and manifest under `shards` and reads nothing back,
@@ -97,11 +108,14 @@ class DataBuckets(Construct):
     """Attributes: `dataset_bucket`, `artifacts_bucket`, `access_logs_bucket`, `upload`.
 
     `exchange_prefix`: an S3-sync plan's exchange prefix in the artifacts bucket, which gets its
-    own expiry (`exchange_lifecycle`); None for a PS plan (and a profiling run).
+    own expiry (`exchange_lifecycle`); None for a PS plan (and a profiling run). A pipelined
+    plan's stages exchange under it too. `boundary_prefix`: a pipelined plan's boundary objects,
+    which expire likewise (`boundary_lifecycle`); None for a one-stage plan.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, layout: DataLayout,
-                 dataset: DatasetSource, exchange_prefix: str | None = None) -> None:  # fmt: skip
+                 dataset: DatasetSource, exchange_prefix: str | None = None,
+                 boundary_prefix: str | None = None) -> None:  # fmt: skip
         super().__init__(scope, construct_id)
         self.access_logs_bucket = _bucket(self, "AccessLogs")
         acknowledge(
@@ -123,6 +137,7 @@ class DataBuckets(Construct):
             server_access_logs_prefix="artifacts/", lifecycle_rules=[
                 ARTIFACTS_LIFECYCLE,
                 *([exchange_lifecycle(exchange_prefix)] if exchange_prefix else []),
+                *([boundary_lifecycle(boundary_prefix)] if boundary_prefix else []),
             ],
             **logs,
         )  # fmt: skip

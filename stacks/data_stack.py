@@ -14,10 +14,12 @@ class DataStack(Stack):
 
     def __init__(self, scope: Construct, construct_id: str, *, layout: DataLayout,
                  dataset: DatasetSource, description: str, env: Environment | None = None,
-                 exchange_prefix: str | None = None) -> None:  # fmt: skip
+                 exchange_prefix: str | None = None,
+                 boundary_prefix: str | None = None) -> None:  # fmt: skip
         super().__init__(scope, construct_id, description=description, env=env)
         self.buckets = DataBuckets(self, "Buckets", layout=layout, dataset=dataset,
-                                   exchange_prefix=exchange_prefix)  # fmt: skip
+                                   exchange_prefix=exchange_prefix,
+                                   boundary_prefix=boundary_prefix)  # fmt: skip
         CfnOutput(self, "ArtifactsBucket", value=self.buckets.artifacts_bucket.bucket_name,
                   description="Checkpoints, final model and run report")  # fmt: skip
         CfnOutput(self, "DatasetBucket", value=self.buckets.dataset_bucket.bucket_name,

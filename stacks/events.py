@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from functions.model_spec import parse_spec
+from provisioner.pipeline_plan import Stage
 from provisioner.plan import Plan
 
 PS_PORT = 7070  # one TCP port per PS instance; only the workers' security group may reach it
@@ -88,6 +89,81 @@ def worker_event(
     return event
 
 
+def stage_checkpoint_prefix(plan: Plan, stage: int) -> str:
+    """Stage `stage`'s own checkpoints: its parameters are a sub-vector no other stage holds."""
+    return f"{checkpoint_prefix(plan)}/stage-{stage:02d}"
+
+
+def stage_exchange_prefix(plan: Plan, stage: int) -> str:
+    """Stage `stage`'s own S3 exchange, under the job's exchange prefix (and its expiry rule)."""
+    return f"{exchange_prefix(plan)}/stage-{stage:02d}"
+
+
+def boundary_prefix(plan: Plan) -> str:
+    """Where a pipelined job's activations and their gradients cross from stage to stage.
+
+    One literal prefix per job, like the exchange's: a lifecycle rule expires what a cut-off run
+    leaves, and the runtime keys each run's objects under it by boundary and run id.
+    """
+    return f"{plan.job}/pipe"
+
+
+def stage_boundaries(plan: Plan, stage: int) -> list[str]:
+    """The boundary prefixes stage `stage` touches: b{s-1} (before it) and b{s} (after it), of
+    those that exist (boundary b sits between stages b and b+1, b = 0..S-2)."""
+    count = plan.pipeline.stage_count if plan.pipeline else 1
+    return [f"{boundary_prefix(plan)}/b{b:02d}" for b in (stage - 1, stage) if 0 <= b < count - 1]
+
+
+def stage_reads_dataset(plan: Plan, stage: int) -> bool:
+    """The first stage reads the samples, the last the labels; the stages between read neither."""
+    count = plan.pipeline.stage_count if plan.pipeline else 1
+    return stage in (0, count - 1)
+
+
+def stage_member(plan: Plan, stage: Stage) -> dict[str, Any]:
+    """The event's `stage` member: which blocks this function runs and where its boundaries are."""
+    assert plan.pipeline is not None, "a one-stage plan's events carry no stage"
+    return {
+        "index": stage.index,
+        "count": plan.pipeline.stage_count,
+        "first_block": stage.first_block,
+        "stop_block": stage.stop_block,
+        "micro_batches": plan.pipeline.micro_batches,
+        "boundary_prefix": boundary_prefix(plan),
+    }
+
+
+def stage_worker_event(
+    plan: Plan,
+    stage: Stage,
+    *,
+    rank: int,
+    dataset_bucket: str,
+    artifacts_bucket: str,
+    ps_endpoints: list[str],
+    secret_ref: str,
+) -> dict[str, Any]:
+    """The first event of replica `rank`'s function of `stage` in a pipelined plan.
+
+    `worker_event` with the stage's memory, its own checkpoint prefix, its own sync (the
+    endpoints of its own PS shards, or its own exchange prefix; `reducers` is per stage) and the
+    `stage` member; `rank` is the replica, whose data shard the first and last stage read.
+    """
+    stages = plan.pipeline.stages if plan.pipeline else ()
+    if stage not in stages or stages[stage.index] != stage:
+        raise ValueError(f"stage {stage.index} is not a stage of plan {plan.job}'s pipeline")
+    event = worker_event(plan, rank=rank, dataset_bucket=dataset_bucket,
+                         artifacts_bucket=artifacts_bucket, ps_endpoints=ps_endpoints,
+                         secret_ref=secret_ref)  # fmt: skip
+    event.update(memory_mb=stage.memory_mb,
+                 checkpoint_prefix=stage_checkpoint_prefix(plan, stage.index),
+                 stage=stage_member(plan, stage))  # fmt: skip
+    if plan.sync == "s3":
+        event["exchange_prefix"] = stage_exchange_prefix(plan, stage.index)
+    return event
+
+
 def run_keys(run_id: str, run_started: str) -> dict[str, str]:
     """The worker and finalize event's run (functions.runs): the emulator's own values."""
     return {"run_id": run_id, "run_started": run_started}
@@ -126,8 +202,14 @@ def ps_command(
     artifacts_bucket: str,
     host: str = "0.0.0.0",
     port: int = PS_PORT,
+    stage: int | None = None,
 ) -> list[str]:
-    """argv of `python -m functions.ps` for one shard (docs/CONTRACTS.md, "Parameter server")."""
+    """argv of `python -m functions.ps` for one shard (docs/CONTRACTS.md, "Parameter server").
+
+    `stage`: in a pipelined plan, the stage whose parameters this shard holds; its `shard` of
+    `plan.ps_count` is of that stage's parameters, and it checkpoints under the stage's prefix.
+    """
+    checkpoints = checkpoint_prefix(plan) if stage is None else stage_checkpoint_prefix(plan, stage)
     return [
         "python",
         "-m",
@@ -144,6 +226,6 @@ def ps_command(
         "--learning-rate", repr(plan.training.learning_rate),
         "--momentum", repr(plan.training.momentum),
         "--artifacts-bucket", artifacts_bucket,
-        "--checkpoint-prefix", checkpoint_prefix(plan),
+        "--checkpoint-prefix", checkpoints,
         "--checkpoint-every", str(plan.training.checkpoint_every_iterations),
     ]  # fmt: skip

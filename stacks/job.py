@@ -18,7 +18,7 @@ from provisioner.plan import Plan
 from stacks.context import DatasetSource
 from stacks.data import data_layout
 from stacks.data_stack import DataStack
-from stacks.events import exchange_prefix, sync_summary
+from stacks.events import boundary_prefix, exchange_prefix, sync_summary
 from stacks.profile_run import ProfileRun
 from stacks.profile_stack import ProfileStack
 from stacks.provider_logs import own_provider_log_groups
@@ -46,11 +46,13 @@ def plan_digest(plan: Plan) -> str:
 
     An S3-sync plan's run also depends on its sync mode and k; a PS plan's digest leaves them
     out, so it is what it was before plans had them (a redeploy of the same plan restarts
-    nothing)."""
+    nothing). A pipelined plan's run also depends on its stages; a one-stage plan has none."""
     data = plan.to_dict()
     run = {key: data[key] for key in RUN_FIELDS}
     if plan.sync != "ps":
         run.update(sync=plan.sync, reducers=plan.reducers)
+    if plan.pipeline is not None:  # a new cut, stage memory or M is a new run
+        run["pipeline"] = data["pipeline"]
     return hashlib.sha256(json.dumps(run, sort_keys=True).encode()).hexdigest()
 
 
@@ -76,11 +78,14 @@ def add_job_stacks(app: App, *, plan: Plan, dataset: DatasetSource, nag: bool = 
     `az`: the one availability zone of the VPC (-c az=); None = the region's first.
     """
     summary = f"n={plan.n_workers} x {plan.memory_mb} MB {plan.arch}, {sync_summary(plan)}"
+    if plan.pipeline is not None:
+        summary += f", {plan.pipeline.stage_count} stages"
     layout = data_layout(plan.job, dataset)
     s3_sync = plan.sync == "s3"
     data = DataStack(app, f"{plan.job}-data", layout=layout, dataset=dataset,
                      description=f"λDNN job {plan.job}: buckets", env=env,
-                     exchange_prefix=exchange_prefix(plan) if s3_sync else None)  # fmt: skip
+                     exchange_prefix=exchange_prefix(plan) if s3_sync else None,
+                     boundary_prefix=boundary_prefix(plan) if plan.pipeline else None)  # fmt: skip
     ps = None if s3_sync else ParameterServerStack(
         app, f"{plan.job}-ps", plan=plan, artifacts=layout.artifacts, env=env, az=az,
         description=f"λDNN job {plan.job}: network and parameter servers ({summary})",

@@ -14,6 +14,9 @@ stopped execution runs no catch, so a rule on its end stops the PS instances and
 endpoints unless another run of the job is going (a redeploy stops the old run as the new one
 starts).
 
+A pipelined plan runs one function per stage: the Map's items are every replica of every stage,
+all at once (stacks/worker_loop.py), and each stage's links are chained and bound as above.
+
 An S3-sync plan has no PS and no endpoints: name the run → prepare → workers → finalize, and a
 failure just fails the execution; nothing bills by the hour, so nothing needs stopping when a
 run is cut off (its exchange objects expire by the artifacts bucket's lifecycle rule).
@@ -22,6 +25,7 @@ run is cut off (its exchange objects expire by the artifacts bucket's lifecycle 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,27 +40,19 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from provisioner.runaway import LINK_RETRIES, TASK_MARGIN_S
 from stacks.events import RUN_KEYS_FROM_EXECUTION
 from stacks.nag import acknowledge_invoking_machine
 from stacks.provider_logs import stack_log_group
 from stacks.run_network import PsWait, RunNetwork
-
-
-def _invoke(
-    scope: Construct,
-    state_id: str,
-    function: lambda_.IFunction,
-    *,
-    timeout_s: int,
-    payload: sfn.TaskInput,
-    **kwargs: Any,
-) -> tasks.LambdaInvoke:
-    return tasks.LambdaInvoke(
-        scope, state_id, lambda_function=function, payload=payload,
-        task_timeout=sfn.Timeout.duration(Duration.seconds(timeout_s + TASK_MARGIN_S)),
-        **kwargs,
-    )  # fmt: skip
+from stacks.worker_loop import (
+    RUN_FROM_STATE,
+    STAGE_ITEM_SELECTOR,
+    invoke,
+    stage_items,
+    stage_worker_loop,
+    without_rank,
+    worker_loop,
+)
 
 
 def _ec2_call(
@@ -75,15 +71,6 @@ def _ec2_call(
     )  # fmt: skip
 
 
-def _without_rank(event: dict[str, Any]) -> dict[str, Any]:
-    """The event minus `rank`, which each Map item fills in (a key may not appear twice)."""
-    return {key: value for key, value in event.items() if key != "rank"}
-
-
-# The run (functions.runs) as the execution names it, kept in the state at `$.run`.
-RUN_FROM_STATE = {"run_id.$": "$.run.run_id", "run_started.$": "$.run.run_started"}
-
-
 @dataclass(frozen=True)
 class PsSteps:
     """What a PS plan's run starts, waits for and stops around its workers; an S3-sync plan has
@@ -93,48 +80,6 @@ class PsSteps:
     instance_arns: list[str]
     run_network: RunNetwork
     ps_wait: PsWait
-
-
-def _worker_loop(scope: Construct, worker: lambda_.IFunction, *, timeout_s: int,
-                 max_links: int) -> sfn.IChainable:  # fmt: skip
-    """One worker's links: re-invoked with its `next_event` until `done`, while each advances."""
-    run_worker = _invoke(
-        scope, "RunWorker", worker, timeout_s=timeout_s,
-        payload=sfn.TaskInput.from_json_path_at("$.event"),
-        result_selector={"done.$": "$.Payload.done", "event.$": "$.Payload.next_event"},
-        result_path="$.link",  # beside the link's own event: did it advance?
-    )  # fmt: skip
-    # A crashed link is retried from the same event: the worker resumes from its checkpoint.
-    run_worker.add_retry(errors=["States.TaskFailed"], max_attempts=LINK_RETRIES,
-                         interval=Duration.seconds(10), backoff_rate=2)  # fmt: skip
-    cond = sfn.Condition
-    # A link that did not advance is re-invoked once: a cold link may spend its budget starting
-    # and loading, and the next link, warm, skips both. `$.stalled` marks that retry (beside
-    # the event, so the worker never sees it); a second stall in a row fails the run, and an
-    # advancing link drops the mark (NextLink rebuilds the state from the event alone).
-    stalled = (
-        sfn.Choice(scope, "StalledBefore")
-        .when(cond.is_present("$.stalled"),
-              sfn.Fail(scope, "LinkMadeNoProgress", error="LinkMadeNoProgress",
-                       cause="Two worker links in a row ended without advancing; see its log."))
-        .otherwise(sfn.Pass(scope, "RetryStalledLink",
-                            parameters={"event.$": "$.link.event", "stalled": True})
-                   .next(run_worker))
-    )  # fmt: skip
-    return run_worker.next(
-        sfn.Choice(scope, "WorkerDone")
-        # Output just `true`: n full events would hit the Map's 256 KB result limit.
-        .when(cond.boolean_equals("$.link.done", True),
-              sfn.Succeed(scope, "WorkerFinished", output_path="$.link.done"))
-        # Every link counts against the cap, a stalled one's retry included.
-        .when(cond.number_greater_than_equals("$.link.event.invocation", max_links),
-              sfn.Fail(scope, "TooManyLinks", error="TooManyLinks",
-                       cause=f"A worker ran {max_links} links, the plan's bound."))
-        .when(cond.number_less_than_equals_json_path("$.link.event.start_iteration",
-                                                     "$.event.start_iteration"), stalled)
-        .otherwise(sfn.Pass(scope, "NextLink", parameters={"event.$": "$.link.event"})
-                   .next(run_worker))
-    )  # fmt: skip
 
 
 def _stop_ps_after_failure(scope: Construct, ps: PsSteps, failed: sfn.Fail,
@@ -164,7 +109,7 @@ class TrainingOrchestration(Construct):
         construct_id: str,
         *,
         n_workers: int,
-        worker: lambda_.IFunction,
+        worker: lambda_.IFunction | None,
         worker_timeout_s: int,
         worker_event: dict[str, Any],
         prepare: lambda_.IFunction,
@@ -173,33 +118,33 @@ class TrainingOrchestration(Construct):
         helper_timeout_s: int,
         ps: PsSteps | None,
         bounds: tuple[int, int],
+        stages: Sequence[tuple[lambda_.IFunction, dict[str, Any]]] = (),
     ) -> None:
         super().__init__(scope, construct_id)
+        if (worker is None) == (not stages):
+            raise ValueError("give one worker (a one-stage plan) or the stages' (a pipelined one)")
         max_links, timeout_s = bounds  # provisioner.runaway.plan_bounds
         failed = sfn.Fail(self, "TrainingFailed", cause="A step failed; see the execution history.")
         on_failure = _stop_ps_after_failure(self, ps, failed, helper_timeout_s) if ps else failed
-        worker_loop = _worker_loop(self, worker, timeout_s=worker_timeout_s, max_links=max_links)
         # The execution's name and start time, read once into the state: every worker event
         # and finalize carry them, so each run checkpoints apart and a newer run's PS refuses
         # a stopped execution's workers.
         name_run = sfn.Pass(self, "NameRun", parameters=RUN_KEYS_FROM_EXECUTION,
                             result_path="$.run")  # fmt: skip
-        ranks = sfn.Pass(self, "WorkerRanks", result=sfn.Result.from_array(list(range(n_workers))),
-                         result_path="$.ranks")  # fmt: skip
-        fan_out = sfn.DistributedMap(
-            self, "Workers", items_path="$.ranks", max_concurrency=n_workers,
-            item_selector={"event": {**_without_rank(worker_event), **RUN_FROM_STATE,
-                                     "rank.$": "$$.Map.Item.Value"}},
-            result_path=sfn.JsonPath.DISCARD,
-        )  # fmt: skip
-        fan_out.item_processor(worker_loop)
+        if worker is not None:
+            ranks, fan_out = self._workers(
+                worker, worker_event, n_workers, timeout_s=worker_timeout_s, max_links=max_links
+            )
+        else:
+            ranks, fan_out = self._stage_workers(stages, n_workers, timeout_s=worker_timeout_s,
+                                                 max_links=max_links)  # fmt: skip
         fan_out.add_catch(on_failure)
 
-        prepare_step = _invoke(
+        prepare_step = invoke(
             self, "PrepareDataset", prepare, timeout_s=helper_timeout_s,
             payload=sfn.TaskInput.from_object(prepare_event), result_path=sfn.JsonPath.DISCARD,
         ).add_catch(on_failure)  # fmt: skip
-        finalize_step = _invoke(
+        finalize_step = invoke(
             self, "Finalize", finalize, timeout_s=helper_timeout_s,
             payload=sfn.TaskInput.from_object({**worker_event, **RUN_FROM_STATE}),
             result_path=sfn.JsonPath.DISCARD,
@@ -227,6 +172,44 @@ class TrainingOrchestration(Construct):
                 instance_arns=ps.instance_arns,
             )
 
+    def _workers(
+        self,
+        worker: lambda_.IFunction,
+        worker_event: dict[str, Any],
+        n_workers: int,
+        *,
+        timeout_s: int,
+        max_links: int,
+    ) -> tuple[sfn.Pass, sfn.DistributedMap]:
+        """n workers as a Distributed Map, each item's event the worker event with its rank."""
+        loop = worker_loop(self, worker, timeout_s=timeout_s, max_links=max_links)
+        ranks = sfn.Pass(self, "WorkerRanks", result=sfn.Result.from_array(list(range(n_workers))),
+                         result_path="$.ranks")  # fmt: skip
+        fan_out = sfn.DistributedMap(
+            self, "Workers", items_path="$.ranks", max_concurrency=n_workers,
+            item_selector={"event": {**without_rank(worker_event), **RUN_FROM_STATE,
+                                     "rank.$": "$$.Map.Item.Value"}},
+            result_path=sfn.JsonPath.DISCARD,
+        )  # fmt: skip
+        fan_out.item_processor(loop)
+        return ranks, fan_out
+
+    def _stage_workers(self, stages: Sequence[tuple[lambda_.IFunction, dict[str, Any]]],
+                       n_workers: int, *, timeout_s: int,
+                       max_links: int) -> tuple[sfn.Pass, sfn.DistributedMap]:  # fmt: skip
+        """S·n stage workers as one Distributed Map: every stage of every replica at once (they
+        hand activations to each other, so none may wait for another to finish)."""
+        loop = stage_worker_loop(self, stages, timeout_s=timeout_s, max_links=max_links)
+        items = stage_items(len(stages), n_workers)
+        listed = sfn.Pass(self, "WorkerItems", result=sfn.Result.from_array(items),
+                          result_path="$.items")  # fmt: skip
+        fan_out = sfn.DistributedMap(
+            self, "Workers", items_path="$.items", max_concurrency=len(items),
+            item_selector=STAGE_ITEM_SELECTOR, result_path=sfn.JsonPath.DISCARD,
+        )  # fmt: skip
+        fan_out.item_processor(loop)
+        return listed, fan_out
+
     def _around_ps(self, ps: PsSteps, on_failure: sfn.IChainable, helper_timeout_s: int, *,
                    name_run: sfn.Pass, prepare_step: sfn.TaskStateBase, workers: sfn.Chain,
                    finalize_step: sfn.TaskStateBase) -> sfn.Chain:  # fmt: skip
@@ -234,12 +217,12 @@ class TrainingOrchestration(Construct):
         wait for the PS before the workers, stop it and close the endpoints after finalize."""
         ids = {"instance_ids": ps.instance_ids, "instance_arns": ps.instance_arns}
         start_ps = _ec2_call(self, "StartPs", "startInstances", **ids).add_catch(on_failure)
-        open_network = _invoke(
+        open_network = invoke(
             self, "OpenNetwork", ps.run_network.function, timeout_s=helper_timeout_s,
             payload=sfn.TaskInput.from_object(ps.run_network.open_event),
             result_path=sfn.JsonPath.DISCARD,
         ).add_catch(on_failure)  # fmt: skip
-        wait_ps = _invoke(
+        wait_ps = invoke(
             self, "WaitForPs", ps.ps_wait.function, timeout_s=helper_timeout_s,
             payload=sfn.TaskInput.from_object(ps.ps_wait.event), result_path=sfn.JsonPath.DISCARD,
         )  # fmt: skip
@@ -259,7 +242,7 @@ def _close_network(
     scope: Construct, state_id: str, run_network: RunNetwork, helper_timeout_s: int
 ) -> tasks.LambdaInvoke:
     """Delete the job's interface endpoints (every one tagged with the job, whoever made it)."""
-    return _invoke(
+    return invoke(
         scope, state_id, run_network.function, timeout_s=helper_timeout_s,
         payload=sfn.TaskInput.from_object(run_network.close_event),
         result_path=sfn.JsonPath.DISCARD,

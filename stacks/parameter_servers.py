@@ -1,4 +1,5 @@
-"""The parameter servers: `plan.ps_count` EC2 instances of `plan.ps_type`, one shard each.
+"""The parameter servers: `plan.ps_count` EC2 instances of `plan.ps_type`, one shard each (per
+stage in a pipelined plan: stage s's shards hold only stage s's parameters).
 
 How the PS gets its software in an isolated subnet (no internet): Docker comes from the AL2023
 package repositories, which are S3 buckets reached through the S3 gateway endpoint; the project's
@@ -51,14 +52,18 @@ ENV_FILE = "/etc/lambdadnn-ps.env"
 
 
 def ps_env_lines(*, region: str, registry: str, image_uri: str, container: list[str],
-                 log_group: str, shard: int) -> list[str]:  # fmt: skip
-    """The per-instance settings ps-start.sh sources (bash syntax: PS_ARGS is an array)."""
+                 log_group: str, shard: int, stage: int | None = None) -> list[str]:  # fmt: skip
+    """The per-instance settings ps-start.sh sources (bash syntax: PS_ARGS is an array).
+
+    SHARD names the log stream (`ps-$SHARD`): a pipelined plan's stages each have a shard 0.
+    """
+    label = f"{int(shard)}" if stage is None else f"stage{int(stage)}-{int(shard)}"
     return [
         f"REGION={shlex.quote(region)}",
         f"REGISTRY={shlex.quote(registry)}",
         f"IMAGE_URI={shlex.quote(image_uri)}",
         f"LOG_GROUP={shlex.quote(log_group)}",
-        f"SHARD={int(shard)}",
+        f"SHARD={label}",
         f"PS_HEALTH_CMD={shlex.quote(ps_health_cmd(container))}",
         f"PS_ENTRYPOINT={shlex.quote(container[0])}",
         f"PS_ARGS=({shlex.join(container[1:])})",
@@ -72,11 +77,13 @@ def _file_lines(path: str, content: str, mode: str) -> list[str]:
 
 
 def ps_user_data_lines(*, region: str, registry: str, image_uri: str, container: list[str],
-                       log_group: str, shard: int) -> list[str]:  # fmt: skip
+                       log_group: str, shard: int,
+                       stage: int | None = None) -> list[str]:  # fmt: skip
     """First-boot script: Docker from the AL2023 repos (through the S3 gateway endpoint) and a
     systemd unit that starts the PS container on this and every later boot (ps_boot/)."""
     settings = ps_env_lines(region=region, registry=registry, image_uri=image_uri,
-                            container=container, log_group=log_group, shard=shard)  # fmt: skip
+                            container=container, log_group=log_group, shard=shard,
+                            stage=stage)  # fmt: skip
     env = "\n".join(settings)
     return [
         "set -euo pipefail",
@@ -93,8 +100,9 @@ def ps_user_data_lines(*, region: str, registry: str, image_uri: str, container:
 class ParameterServers(Construct):
     """PS instances, their role, log group and the shared secret's readers.
 
-    Attributes: `instances`, `endpoints` ("ip:port" in shard order), `instance_arns`,
-    `log_group`, `role`.
+    Attributes: `instances`, `endpoints` ("ip:port" in shard order; a pipelined plan's stage by
+    stage), `stage_endpoints` (each stage's own; one list for a one-stage plan),
+    `instance_arns`, `log_group`, `role`.
     """
 
     def __init__(
@@ -139,10 +147,14 @@ class ParameterServers(Construct):
         image_ami = ps_machine_image(stack, plan.ps_arch)
         registry = f"{stack.account}.dkr.ecr.{stack.region}.{stack.url_suffix}"
         self.instances: list[ec2.Instance] = []
-        for shard in range(plan.ps_count):
+        # A pipelined plan runs ps_count shards per stage, each stage's over its own parameters;
+        # a one-stage plan's shards keep their ids (and so their templates).
+        stages = range(plan.pipeline.stage_count) if plan.pipeline else [None]
+        for stage, shard in ((stage, shard) for stage in stages for shard in range(plan.ps_count)):
             user_data = ec2.UserData.for_linux()
+            name = f"Shard{shard}" if stage is None else f"Stage{stage}Shard{shard}"
             instance = ec2.Instance(
-                self, f"Shard{shard}",
+                self, name,
                 vpc=vpc, vpc_subnets=subnets, security_group=security_group,
                 instance_type=ec2.InstanceType(plan.ps_type), machine_image=image_ami,
                 role=self.role, user_data=user_data, user_data_causes_replacement=True,
@@ -156,11 +168,12 @@ class ParameterServers(Construct):
             )  # fmt: skip
             container = ps_command(
                 plan, shard=shard, secret_ref=secret.secret_arn,
-                artifacts_bucket=artifacts.name,
+                artifacts_bucket=artifacts.name, stage=stage,
             )  # fmt: skip
             user_data.add_commands(*ps_user_data_lines(
                 region=stack.region, registry=registry, image_uri=image.image_uri,
                 container=container, log_group=self.log_group.log_group_name, shard=shard,
+                stage=stage,
             ))  # fmt: skip
             acknowledge(
                 instance,
@@ -169,6 +182,9 @@ class ParameterServers(Construct):
             )
             self.instances.append(instance)
         self.endpoints = [f"{i.instance_private_ip}:{PS_PORT}" for i in self.instances]
+        per_stage = plan.ps_count
+        self.stage_endpoints = [self.endpoints[s : s + per_stage]
+                                for s in range(0, len(self.endpoints), per_stage)]  # fmt: skip
         self.instance_arns = [
             stack.format_arn(service="ec2", resource="instance", resource_name=i.instance_id)
             for i in self.instances

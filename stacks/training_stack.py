@@ -27,6 +27,7 @@ from stacks.network import INTERFACE_ENDPOINTS
 from stacks.orchestration import PsSteps, StartOnDeploy, TrainingOrchestration
 from stacks.ps_stack import ParameterServerStack
 from stacks.run_network import PsWait, RunNetwork
+from stacks.stage_workers import StageWorkers
 
 # Not in the Plan because the planner does not model them: the prepare and finalize steps run
 # once per job. 3,008 MB fits accounts still capped there; 15 minutes is Lambda's maximum.
@@ -34,8 +35,9 @@ HELPER_MEMORY_MB = 3008
 
 
 class TrainingStack(Stack):
-    """Attributes: `worker`, `prepare`, `finalize`, `run_network` and `ps_wait` (None in an
-    S3-sync plan), `orchestration`, `start`.
+    """Attributes: `worker` (stage 0's in a pipelined plan), `workers` (one per stage),
+    `stage_workers` (None for a one-stage plan), `prepare`, `finalize`, `run_network` and
+    `ps_wait` (None in an S3-sync plan), `orchestration`, `start`.
 
     `ps`: the job's PS stack for a PS plan; None for an S3-sync plan (`plan.sync == "s3"`),
     whose functions run outside any VPC and whose run starts, waits for and stops no PS.
@@ -52,13 +54,28 @@ class TrainingStack(Stack):
         in_vpc = (VpcPlacement(vpc=ps.network.vpc, subnets=ps.network.subnets,
                                security_group=ps.network.worker_security_group)
                   if ps else None)  # fmt: skip
-        self.worker = ImageFunction(
-            self, "Worker", image=image, handler="functions.worker.handler",
-            description=f"Training worker of job {plan.job}", memory_mb=plan.memory_mb,
-            timeout_s=plan.invocation_timeout_s, ephemeral_storage_mb=plan.ephemeral_storage_mb,
-            reserved_concurrency=plan.n_workers if plan.reserve_concurrency else None,
-            placement=in_vpc,
-        )  # fmt: skip
+        endpoints = ps.parameter_servers.endpoints if ps else []
+        secret_ref = ps.secret.secret_arn if ps else ""
+        self.stage_workers: StageWorkers | None = None
+        if plan.pipeline is None:
+            self.worker = ImageFunction(
+                self, "Worker", image=image, handler="functions.worker.handler",
+                description=f"Training worker of job {plan.job}", memory_mb=plan.memory_mb,
+                timeout_s=plan.invocation_timeout_s,
+                ephemeral_storage_mb=plan.ephemeral_storage_mb,
+                reserved_concurrency=plan.n_workers if plan.reserve_concurrency else None,
+                placement=in_vpc,
+            )  # fmt: skip
+            self.workers = [self.worker]
+        else:
+            self.stage_workers = StageWorkers(
+                self, "StageWorkers", plan=plan, image=image, layout=layout, placement=in_vpc,
+                ps_endpoints=(ps.parameter_servers.stage_endpoints if ps
+                              else [[] for _ in plan.pipeline.stages]),
+                secret_arn=ps.secret.secret_arn if ps else None,
+            )  # fmt: skip
+            self.workers = [s.worker for s in self.stage_workers.stages]
+            self.worker = self.workers[0]
         self.prepare = ImageFunction(
             self, "Prepare", image=image, handler="functions.datasets.prepare_handler",
             description=f"Dataset shards of job {plan.job}", memory_mb=HELPER_MEMORY_MB,
@@ -75,14 +92,18 @@ class TrainingStack(Stack):
         self.ps_wait = steps.ps_wait if steps else None
         self._grant(plan, layout, ps.secret if ps else None)
 
+        # A pipelined plan's finalize gets the job's event: every stage's PS shards (stage by
+        # stage) and the prefixes its stages' own sit under.
         event = worker_event(
             plan, rank=0, dataset_bucket=layout.dataset.name,
-            artifacts_bucket=layout.artifacts.name,
-            ps_endpoints=ps.parameter_servers.endpoints if ps else [],
-            secret_ref=ps.secret.secret_arn if ps else "",
+            artifacts_bucket=layout.artifacts.name, ps_endpoints=endpoints,
+            secret_ref=secret_ref,
         )  # fmt: skip
+        stages = ([(s.worker.function, s.event) for s in self.stage_workers.stages]
+                  if self.stage_workers else [])  # fmt: skip
         self.orchestration = TrainingOrchestration(
-            self, "Orchestration", n_workers=plan.n_workers, worker=self.worker.function,
+            self, "Orchestration", n_workers=plan.n_workers,
+            worker=None if stages else self.worker.function, stages=stages,
             worker_timeout_s=plan.invocation_timeout_s, worker_event=event,
             prepare=self.prepare.function, finalize=self.finalize.function,
             prepare_event=prepare_event(plan, source=layout.source,
@@ -136,31 +157,8 @@ class TrainingStack(Stack):
         workers write the checkpoints and read, write and delete under the exchange prefix.
         """
         shards = shards_prefix(plan)
-        grant_prefix(
-            self.worker.function,
-            self.worker,
-            layout.dataset,
-            shards,
-            write=False,
-            reason="Reads its shard; keys are listed in the run's manifest.",
-        )
-        grant_prefix(
-            self.worker.function,
-            self.worker,
-            layout.artifacts,
-            runs_prefix(plan.job),
-            write=True,
-            read=False,
-            reason="Writes its link records; run id, rank and link are in the key.",
-        )
-        if plan.sync == "s3":
-            grant_s3_sync(
-                self.worker.function,
-                self.worker,
-                layout.artifacts,
-                checkpoints=checkpoint_prefix(plan),
-                exchange=exchange_prefix(plan),
-            )
+        if self.stage_workers is None:  # a pipelined plan's stages grant their own
+            self._grant_worker(plan, layout)
         grant_prefix(
             self.finalize.function,
             self.finalize,
@@ -196,13 +194,43 @@ class TrainingStack(Stack):
             reason="Writes this run's shards and manifest under one prefix.",
         )
         if secret is not None:
-            for fn in (self.worker, self.finalize):
+            # A pipelined plan's stage workers read the secret by their own grants.
+            readers = [self.finalize] if self.stage_workers else [self.worker, self.finalize]
+            for fn in readers:
                 fn.function.add_to_role_policy(read_secret_value(secret.secret_arn))
+
+    def _grant_worker(self, plan: Plan, layout: DataLayout) -> None:
+        """A one-stage plan's worker: its shard, its link records, an S3 plan's sync."""
+        grant_prefix(
+            self.worker.function,
+            self.worker,
+            layout.dataset,
+            shards_prefix(plan),
+            write=False,
+            reason="Reads its shard; keys are listed in the run's manifest.",
+        )
+        grant_prefix(
+            self.worker.function,
+            self.worker,
+            layout.artifacts,
+            runs_prefix(plan.job),
+            write=True,
+            read=False,
+            reason="Writes its link records; run id, rank and link are in the key.",
+        )
+        if plan.sync == "s3":
+            grant_s3_sync(
+                self.worker.function,
+                self.worker,
+                layout.artifacts,
+                checkpoints=checkpoint_prefix(plan),
+                exchange=exchange_prefix(plan),
+            )
 
     def _acknowledge_orchestration(self) -> str:
         """Acknowledge the state machine's findings; return its executions' nag ARN form."""
         machine = self.orchestration.state_machine
-        invoked = (self.worker, self.prepare, self.finalize, self.run_network, self.ps_wait)
+        invoked = (*self.workers, self.prepare, self.finalize, self.run_network, self.ps_wait)
         acknowledge_invoking_machine(machine, (f.function for f in invoked if f is not None))
         executions = executions_nag_arn(machine)
         for suffix in (":*", "/*:*"):
@@ -221,10 +249,24 @@ class TrainingStack(Stack):
             ("ExecutionArn", self.start.execution_arn, "The run started by this deploy"),
             ("FollowRun", f"https://{region}.console.aws.amazon.com/states/home?region={region}"
              f"#/v2/executions/details/{self.start.execution_arn}", "Console view of the run"),
-            ("WorkerLogGroup", self.worker.log_group.log_group_name, "Worker function logs"),
+            *self._worker_logs(),
             ("Results", f"s3://{layout.artifacts.name}/{plan.job}/",
              "Final model (model.pt) and run report (report.json)"),
             ("Checkpoints", f"s3://{layout.artifacts.name}/{checkpoint_prefix(plan)}/",
              "Checkpoints (written by the workers)" if plan.sync == "s3" else "PS checkpoints"),
         ):  # fmt: skip
             CfnOutput(self, name, value=value, description=description)
+
+    def _worker_logs(self) -> list[tuple[str, str, str]]:
+        """The worker's log group output; a pipelined plan's, one per stage."""
+        if self.stage_workers is None:
+            return [("WorkerLogGroup", self.worker.log_group.log_group_name,
+                     "Worker function logs")]  # fmt: skip
+        return [
+            (
+                f"Stage{s.stage.index}WorkerLogGroup",
+                s.worker.log_group.log_group_name,
+                f"Stage {s.stage.index} worker function logs",
+            )
+            for s in self.stage_workers.stages
+        ]

@@ -87,7 +87,7 @@ def check_pipeline_dict(data: Any, n_blocks_hint: int | None = None) -> None:
     if not isinstance(m, int) or isinstance(m, bool) or m < 1:
         raise ValueError(f"plan field 'pipeline.micro_batches': {m!r} is not an integer ≥ 1")
     stages = data.get("stages")
-    if not isinstance(stages, list) or len(stages) < 2:
+    if not isinstance(stages, list | tuple) or len(stages) < 2:
         raise ValueError(
             f"plan field 'pipeline.stages': {stages!r} is not a list of at least 2 stages "
             "(a one-stage plan carries no pipeline)"

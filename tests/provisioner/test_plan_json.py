@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from provisioner import Goal, Limits, Plan, load_catalog, load_profile, plan_job
+from provisioner.pipeline_plan import Pipeline, Stage
 
 
 def _result() -> object:
@@ -28,3 +30,21 @@ def test_plan_round_trips_through_json() -> None:
 
 def test_same_inputs_give_the_same_bytes() -> None:
     assert _result().to_json() == _result().to_json()  # type: ignore[attr-defined]
+
+
+def test_a_pipelined_plan_round_trips_through_its_dict_and_its_json() -> None:
+    one_stage = _result().plan  # type: ignore[attr-defined]
+    stages = tuple(
+        Stage(index=s, first_block=a, stop_block=b,
+              block_names=tuple(f"{i}:Block" for i in range(a, b)), memory_mb=1024,
+              vcpu_share=0.58, parameter_bytes=1000, memory_needed_mb=900,
+              compute_per_micro_batch_s=0.1, boundary_per_micro_batch_s=0.05,
+              sync_per_iteration_s=0.2)
+        for s, (a, b) in enumerate([(0, 2), (2, 5)])
+    )  # fmt: skip
+    plan = dataclasses.replace(
+        one_stage, pipeline=Pipeline(stages=stages, micro_batches=4, reason="does-not-fit")
+    )
+    assert Plan.from_dict(plan.to_dict()) == plan
+    assert Plan.from_json(plan.to_json()) == plan
+    assert "pipeline" in plan.to_dict() and "pipeline" not in one_stage.to_dict()

@@ -45,8 +45,8 @@ class StageTask:
         unknown = sorted(set(value) - set(names))
         missing = [n for n in names if n not in value]
         if unknown or missing:
-            what = f"unknown {unknown}" if unknown else f"missing {missing}"
-            raise TaskError(f"worker event key 'stage' has {what}: expected {expected}")
+            what = f"has unknown members {unknown}" if unknown else f"lacks members {missing}"
+            raise TaskError(f"worker event key 'stage' {what}: expected {expected}")
         stage = cls(**{f.name: _convert(f"stage.{f.name}", value[f.name], f.type)
                        for f in dataclasses.fields(cls)})  # fmt: skip
         stage.validate()

@@ -57,9 +57,10 @@ def encode_tensor(array: np.ndarray) -> bytes:
 def decode_tensor(body: bytes, what: str) -> np.ndarray:
     """The tensor of .npy bytes; ValueError naming the object if they are not one."""
     try:
-        return np.load(io.BytesIO(body), allow_pickle=False)
+        array: np.ndarray = np.load(io.BytesIO(body), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise ValueError(f"{what}: not a .npy tensor ({exc})") from None
+    return array
 
 
 @dataclass

@@ -42,8 +42,7 @@ def _definition(run: ProfileRun) -> dict[str, Any]:
     _, template = build_profile(run)
     (machine,) = template.find_resources("AWS::StepFunctions::StateMachine").values()
     definition: dict[str, Any] = json.loads(
-        resolve_cfn(machine["Properties"]["DefinitionString"], _resolve)
-    )
+        resolve_cfn(machine["Properties"]["DefinitionString"], _resolve))
     return definition
 
 
@@ -178,9 +177,8 @@ def test_fetch_refuses_bad_input_in_one_line_and_writes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.json"]
 
 
-def test_fetch_refuses_an_output_dir_that_is_not_one(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_fetch_refuses_an_output_dir_that_is_not_one(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "missing"
     assert fetch_profile.main(["s3://some-bucket/p.json", "--output-dir", str(target)]) == 2
     assert capsys.readouterr().err == f"error: bad --output-dir {str(target)!r}: not a directory\n"

@@ -20,16 +20,8 @@ from tests.stacks.test_profile_stack import make_run
 
 
 def event(**overrides: Any) -> dict[str, Any]:
-    base = {
-        "job_id": "prof",
-        "model": "mlp",
-        "dataset_bucket": "b",
-        "dataset_prefix": "data",
-        "local_batch": 16,
-        "iterations": 3,
-        "warmup_iterations": 2,
-        "memory_mb": 1769,
-    }
+    base = {"job_id": "prof", "model": "mlp", "dataset_bucket": "b", "dataset_prefix": "data",
+            "local_batch": 16, "iterations": 3, "warmup_iterations": 2, "memory_mb": 1769}
     return {**base, **overrides}
 
 
@@ -142,17 +134,10 @@ def test_the_document_replaces_only_the_measured_figures_and_loads() -> None:
     assert doc["startup_s"] == 2.6  # the 1,769 MB run: import + load + build
     assert doc["min_memory_mb"] == 1024
     assert doc["name"] == "digits-mlp-aws" and not doc["provisional"]
-    assert {
-        k: v
-        for k, v in doc.items()
-        if k
-        not in ("training_rate", "startup_s", "min_memory_mb", "name", "provisional", "sources")
-    } == {
-        k: v
-        for k, v in base.items()
-        if k
-        not in ("training_rate", "startup_s", "min_memory_mb", "name", "provisional", "sources")
-    }
+    assert {k: v for k, v in doc.items() if k not in (
+        "training_rate", "startup_s", "min_memory_mb", "name", "provisional", "sources")} == {
+        k: v for k, v in base.items() if k not in (
+            "training_rate", "startup_s", "min_memory_mb", "name", "provisional", "sources")}
     assert doc["sources"]["startup_s"]["date"] == "2026-11-23"
     profile_from_dict(json.loads(json.dumps(doc)))  # the planner's loader accepts it
 

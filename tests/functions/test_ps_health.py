@@ -58,6 +58,7 @@ def test_a_bad_endpoint_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str
     )
 
 
+
 def test_the_run_waits_for_every_shard_and_names_those_that_never_serve(ps_cluster: Any) -> None:
     (server,) = ps_cluster(1, 1)
     serving = endpoints([server])

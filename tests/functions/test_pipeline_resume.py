@@ -114,3 +114,29 @@ def test_links_resume_each_stage_from_its_own_state(data: SharedData, tmpdir_cac
     for s in range(stages):
         assert keys_under(data.s3, bucket, f"{job}/checkpoints/stage-{s:02d}/")
     assert keys_under(data.s3, bucket, f"{job}/pipe/") == []
+
+
+def test_a_stage_ahead_of_a_stopped_peer_stops_at_the_same_iteration(
+    data: SharedData, tmpdir_cache: None
+) -> None:
+    """Stage 0 ends its link after one iteration, stage 1 has no cap: its wait for the next
+    activation ends at the deadline ("ps_timeout") with both at iteration 1, and the next
+    link (all stages at once) resumes both from their exchanges and ends exact."""
+    bucket, job = data.bucket(1), data.new_job()
+    with stage_servers(2, 1, job) as servers:
+        events = [
+            stage_event(bucket, "ps", s, 0, stages=2, replicas=1, micro_batches=2,
+                        iterations=ITERATIONS, servers=servers, job=job, ps_timeout_s=2.0,
+                        iterations_per_invocation=1 - s)
+            for s in range(2)
+        ]  # fmt: skip
+        first = run_link(events)
+        assert [(r["iteration"], r["stopped"]) for r in first] == [
+            (1, "iteration_limit"),
+            (1, "ps_timeout"),
+        ]
+        second = run_link([{**r["next_event"], "iterations_per_invocation": 0} for r in first])
+        got = final_params(data.s3, bucket, events, ITERATIONS, servers)
+    assert [(r["iteration"], r["iterations_run"]) for r in second] == [(3, 2), (3, 2)]
+    np.testing.assert_allclose(got, data.reference(events[0], ITERATIONS), rtol=1e-4, atol=1e-5)
+    assert keys_under(data.s3, bucket, f"{job}/pipe/") == []

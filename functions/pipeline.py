@@ -137,6 +137,9 @@ class StageStep:
         out = self.flat.model(inputs)
         if stage.is_last:
             labels = torch.from_numpy(self.y[self._micro(indices, m)])
+            # A loss that is a mean over its samples (the default cross-entropy; a model file's
+            # own must be one to be pipelined): the M equal micro-batches' means over M sum to
+            # the batch's mean.
             return inputs, self.loss_fn(out, labels) / stage.micro_batches
         activation = out.detach().numpy()
         timings.transfer_s += self.boundaries.put(stage.index, "act", iteration, m, activation)

@@ -6,7 +6,8 @@ objects in sync mode "s3", functions.s3sync), adopting *its* iteration (the shar
 source of truth, so a re-invoked or killed-and-restarted worker never skips or repeats an
 update) and runs BSP iterations until the job is done or the invocation's remaining time
 drops below the safety margin plus one iteration. It returns how far it got and the event for
-the next chain link.
+the next chain link. An event with a `stage` (a pipelined plan) runs the same loop over the
+stage's parameters, its step functions.pipeline's GPipe step.
 """
 
 from __future__ import annotations

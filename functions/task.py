@@ -23,6 +23,68 @@ class TaskError(ValueError):
 
 
 @dataclass(frozen=True)
+class StageTask:
+    """A pipelined plan's stage (docs/CONTRACTS.md, "Pipeline stage"): blocks
+    [first_block, stop_block) of the model, stage `index` of `count`, M micro-batches per
+    iteration, activations and their gradients through S3 objects under `boundary_prefix`."""
+
+    index: int
+    count: int
+    first_block: int
+    stop_block: int
+    micro_batches: int
+    boundary_prefix: str
+
+    @classmethod
+    def from_event(cls, value: Any) -> StageTask:
+        """The event's `stage` object; TaskError naming the bad member and what is accepted."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        expected = f"an object with keys {', '.join(names)}"
+        if not isinstance(value, Mapping) or not value:
+            raise TaskError(f"worker event key 'stage' = {value!r}: expected {expected}")
+        unknown = sorted(set(value) - set(names))
+        missing = [n for n in names if n not in value]
+        if unknown or missing:
+            what = f"has unknown members {unknown}" if unknown else f"lacks members {missing}"
+            raise TaskError(f"worker event key 'stage' {what}: expected {expected}")
+        stage = cls(**{f.name: _convert(f"stage.{f.name}", value[f.name], f.type)
+                       for f in dataclasses.fields(cls)})  # fmt: skip
+        stage.validate()
+        return stage
+
+    def validate(self) -> None:
+        checks = [
+            (self.count >= 2, "count", self.count, "an integer >= 2 (one stage: no 'stage' key)"),
+            (0 <= self.index < self.count, "index", self.index, f"0..{self.count - 1}"),
+            (self.first_block >= 0, "first_block", self.first_block, "an integer >= 0"),
+            (
+                self.stop_block > self.first_block,
+                "stop_block",
+                self.stop_block,
+                f"an integer > first_block ({self.first_block})",
+            ),
+            (self.micro_batches >= 1, "micro_batches", self.micro_batches, "an integer >= 1"),
+            (
+                bool(self.boundary_prefix.strip("/")),
+                "boundary_prefix",
+                self.boundary_prefix,
+                "a non-empty S3 key prefix",
+            ),
+        ]
+        for ok, name, value, accepted in checks:
+            if not ok:
+                raise TaskError(f"worker event key 'stage.{name}' = {value!r}: expected {accepted}")
+
+    @property
+    def is_first(self) -> bool:
+        return self.index == 0
+
+    @property
+    def is_last(self) -> bool:
+        return self.index == self.count - 1
+
+
+@dataclass(frozen=True)
 class WorkerTask:
     """One worker invocation's instructions."""
 
@@ -62,6 +124,8 @@ class WorkerTask:
     sync: str = "ps"
     reducers: int = 1
     exchange_prefix: str = ""
+    # A pipelined plan's stage; None (and absent from the event) for a one-stage plan.
+    stage: StageTask | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -119,6 +183,12 @@ class WorkerTask:
                 "a non-empty S3 key prefix (sync 's3')",
             ),
             (bool(self.job_id), "job_id", self.job_id, "a non-empty string"),
+            (
+                self.stage is None or self.local_batch % self.stage.micro_batches == 0,
+                "stage.micro_batches",
+                self.stage and self.stage.micro_batches,
+                f"a divisor of local_batch ({self.local_batch})",
+            ),
         ]
         for ok, name, value, accepted in checks:
             if not ok:
@@ -144,6 +214,9 @@ class WorkerTask:
             f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"
         }
         event["ps_endpoints"] = list(self.ps_endpoints)
+        stage = event.pop("stage")
+        if stage is not None:  # a one-stage event stays exactly as it was
+            event["stage"] = dataclasses.asdict(stage)
         return {**dict(self.extra), **event}
 
     def next_task(self, iteration: int) -> WorkerTask:
@@ -154,6 +227,8 @@ class WorkerTask:
 def _convert(name: str, value: Any, type_name: Any) -> Any:
     """Coerce one event value to its field type (bools are never accepted as numbers)."""
     type_name = str(type_name)
+    if type_name == "StageTask | None":
+        return StageTask.from_event(value)
     if type_name == "tuple[str, ...]":
         if isinstance(value, str) or not isinstance(value, list | tuple):
             raise TaskError(f"worker event key {name!r} = {value!r}: expected a list of strings")

@@ -6,7 +6,8 @@ objects in sync mode "s3", functions.s3sync), adopting *its* iteration (the shar
 source of truth, so a re-invoked or killed-and-restarted worker never skips or repeats an
 update) and runs BSP iterations until the job is done or the invocation's remaining time
 drops below the safety margin plus one iteration. It returns how far it got and the event for
-the next chain link.
+the next chain link. An event with a `stage` (a pipelined plan) runs the same loop over the
+stage's parameters, its step functions.pipeline's GPipe step.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from functions import datasets, models, wire  # noqa: E402
+from functions import datasets, models, pipeline, wire  # noqa: E402
 from functions.aws import naming_s3_failures, remaining_s, resolve_secret, s3_client  # noqa: E402
 from functions.exchange import (  # noqa: E402
     Exchange,
@@ -97,6 +98,7 @@ class _Run:
     iteration_s: list[float] = field(default_factory=list)
     compute_s: list[float] = field(default_factory=list)  # each step's forward + backward
     logged_s: float = 0.0  # when the last progress line was printed
+    stage: pipeline.StageStep | None = None  # a pipelined plan's stage: its GPipe step
 
 
 PROGRESS_EVERY_S = 2.0  # a progress line this often: readable live in CloudWatch, cheap to store
@@ -133,18 +135,20 @@ def compute_step(run: _Run, iteration: int) -> float:
 
 def _step(run: _Run, iteration: int) -> None:
     t0 = time.perf_counter()
-    loss = compute_step(run, iteration)
+    loss = compute_step(run, iteration) if run.stage is None else run.stage.step(iteration)
     t1 = time.perf_counter()
     timing = run.exchange.step(iteration, run.flat.grads.numpy(), run.flat.params.numpy())
     t3 = time.perf_counter()
-    run.timings.compute_s += t1 - t0
+    # A stage's waits for its peer stages and its boundary transfers are not compute.
+    compute_s = t1 - t0 - (run.stage.last_step_boundary_s() if run.stage else 0.0)
+    run.timings.compute_s += compute_s
     run.timings.push_s += timing.push_s
     run.timings.wait_s += timing.wait_s
     run.timings.pull_transfer_s += timing.transfer_s
     run.timings.reduce_s += timing.reduce_s
     run.losses.append([iteration, loss])
     run.iteration_s.append(t3 - t0)
-    run.compute_s.append(t1 - t0)
+    run.compute_s.append(compute_s)
 
 
 def next_iteration_estimate_s(recent_s: list[float], window: int = 9) -> float:
@@ -183,7 +187,11 @@ def _train(run: _Run, context: Any) -> tuple[int, str]:
         try:
             _step(run, iteration)
             iteration += 1
-            if time.monotonic() - run.logged_s >= PROGRESS_EVERY_S:
+            # Only the last stage of a pipeline sees the loss.
+            if (
+                run.losses[-1][1] is not None
+                and time.monotonic() - run.logged_s >= PROGRESS_EVERY_S
+            ):
                 run.logged_s = time.monotonic()
                 print(progress_line(run.task.rank, iteration, run.losses[-1][1]), flush=True)
         except wire.PSTimeout as exc:
@@ -223,17 +231,22 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
 
     s3 = s3_client(budget_s=s3_budget_s(task, context))
     manifest = datasets.read_manifest(s3, task.dataset_bucket, task.dataset_prefix)
-    x, y = datasets.load_shard(
-        s3, task.dataset_bucket, task.dataset_prefix, task.rank, manifest, task.ephemeral_storage_mb
-    )
+    x, y = _load_data(s3, task, manifest)
     t_loaded = time.perf_counter()
     timings.load_s = t_loaded - t_start
     model = models.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
-    flat = models.flat_parameters(model)
+    flat = (
+        models.flat_parameters(model)
+        if task.stage is None
+        else pipeline.stage_flat(model, task.stage)
+    )
     timings.build_s = time.perf_counter() - t_loaded
 
     exchange = make_exchange(task, s3, int(flat.params.numel()))
-    run = _Run(task, flat, models.loss_function(task.model), exchange, x, y, timings)
+    loss_fn = models.loss_function(task.model)
+    run = _Run(task, flat, loss_fn, exchange, x, y, timings)
+    if task.stage is not None:
+        run.stage = pipeline.StageStep.for_task(task, s3, flat, loss_fn, x, y)
     try:
         cpu0, faults0 = time.process_time(), _minor_faults()
         iteration, reason = _train(run, context)
@@ -242,8 +255,12 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
         t0 = time.perf_counter()
         exchange.finish(iteration, reason)
         timings.checkpoint_s = time.perf_counter() - t0
+        if run.stage is not None:
+            run.stage.forget(iteration - 1)  # the link's last iteration is synced: done with it
     finally:
         exchange.close()
+        if run.stage is not None:
+            run.stage.boundaries.close()
     timings.total_s = time.perf_counter() - t_start
     summary = {
         "done": iteration >= task.iterations,
@@ -265,13 +282,28 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
     counts = exchange.request_counts()
     if counts is not None:  # measured, for the emulator's report against the cost model
         summary["s3_requests"] = counts
+    if run.stage is not None:
+        summary["timings"].update(run.stage.timings())
+        summary.update(run.stage.summary())
     return {**summary, "record_key": write_link_record(s3, task, {**summary, **_steps_of(run)})}
 
 
 def _steps_of(run: _Run) -> dict[str, Any]:
     """The link's per-step record: every [iteration, loss] and every step's compute seconds
     (the report shows where a link's compute went: a slow first step, or a slow loop)."""
-    return {"losses": run.losses, "step_compute_s": [round(s, 6) for s in run.compute_s]}
+    steps = {"losses": run.losses, "step_compute_s": [round(s, 6) for s in run.compute_s]}
+    return steps if run.stage is None else {**steps, **run.stage.steps()}
+
+
+def _load_data(
+    s3: Any, task: WorkerTask, manifest: dict[str, Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """This rank's shard; none for a pipeline's middle stage, which never reads samples."""
+    if task.stage is not None and not pipeline.needs_data(task.stage):
+        return np.empty(0, np.float32), np.empty(0, np.int64)
+    return datasets.load_shard(
+        s3, task.dataset_bucket, task.dataset_prefix, task.rank, manifest, task.ephemeral_storage_mb
+    )
 
 
 def _minor_faults() -> int:
@@ -310,6 +342,8 @@ def write_link_record(s3: Any, task: WorkerTask, record: dict[str, Any]) -> str:
     """The link's full result (every [iteration, loss]) to S3; returns its key. The return
     value stays a bounded summary whatever the link's length (Step Functions' 256 KiB)."""
     key = link_record_key(task.job_id, task.run_id, task.rank, task.invocation)
+    if task.stage is not None:
+        key = pipeline.stage_link_record_key(task, task.stage)
     body = json.dumps({k: v for k, v in record.items() if k != "next_event"}).encode()
     s3.put_object(Bucket=task.artifacts_bucket, Key=key, Body=body,
                   ContentType="application/json")  # fmt: skip

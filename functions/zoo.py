@@ -193,7 +193,7 @@ class GPT2Shape:
 
 
 GPT2_LARGE = GPT2Shape(layers=36, d_model=1280, heads=20, mlp=5120, positions=1024)
-GPT2_TINY = GPT2Shape(layers=2, d_model=64, heads=4, mlp=256, positions=64)  # tests' twin
+GPT2_TINY = GPT2Shape(layers=2, d_model=64, heads=4, mlp=256, positions=GPT2_SEQUENCE)
 
 
 class Embeddings(nn.Module):
@@ -285,7 +285,7 @@ def build_gpt2_large(input_shape: Sequence[int], classes: int) -> nn.Module:
 
 
 def build_gpt2_tiny(input_shape: Sequence[int], classes: int) -> nn.Module:
-    """The same code at a test's size (2 blocks, d_model 64, 4 heads, 64 positions)."""
+    """The same code at a test's size (2 blocks, d_model 64, 4 heads, 256 positions)."""
     return build_gpt2(input_shape, classes, GPT2_TINY)
 
 

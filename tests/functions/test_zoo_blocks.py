@@ -71,10 +71,10 @@ def test_gpt2_large_has_its_layout_counted_without_building_it() -> None:
 
 
 def test_gpt2_refuses_images_and_sequences_past_its_positions_in_one_line() -> None:
-    with pytest.raises(ModelError, match=r"gpt2 needs token input \(sequence,\) of 1 to 64 "):
+    with pytest.raises(ModelError, match=r"gpt2 needs token input \(sequence,\) of 1 to 256 "):
         models.build(TINY, (3, 32, 32), 10, seed=0)
-    with pytest.raises(ModelError, match=r"got \(65,\)$"):
-        models.build(TINY, (65,), 10, seed=0)
+    with pytest.raises(ModelError, match=r"got \(257,\)$"):
+        models.build(TINY, (257,), 10, seed=0)
 
 
 def test_synthetic_tokens_give_the_vocabulary_and_a_learnable_next_token() -> None:

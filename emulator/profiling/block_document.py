@@ -27,8 +27,8 @@ def blocks_of(readings: list[dict[str, Any]], arch: str) -> list[dict[str, Any]]
     ValueError where two children disagree on a size (the model is not built the same)."""
     first = readings[0]["blocks"]
     for reading in readings[1:]:
-        sizes = [[b[k] for k in STATIC_FIGURES] for b in reading["blocks"]]
-        if sizes != [[b[k] for k in STATIC_FIGURES] for b in first]:
+        sizes_of = [[b[k] for k in STATIC_FIGURES] for b in reading["blocks"]]
+        if sizes_of != [[b[k] for k in STATIC_FIGURES] for b in first]:
             raise ValueError("the block children measured different sizes; one model, one build")
     shares = sorted({float(r["vcpu_share"]) for r in readings})
     out = []
@@ -75,7 +75,7 @@ def step_memory_mb(runtime_mb: float, blocks: list[dict[str, Any]], local_batch:
     parameters, and every block's saved activations for the local batch."""
     parameter_bytes = sum(b["parameter_bytes"] for b in blocks)
     activation_bytes = local_batch * sum(b["activation_bytes_per_sample"] for b in blocks)
-    return runtime_mb + (PARAMETER_COPIES * parameter_bytes + activation_bytes) / MB
+    return float(runtime_mb + (PARAMETER_COPIES * parameter_bytes + activation_bytes) / MB)
 
 
 def with_blocks(
@@ -94,7 +94,7 @@ def with_blocks(
             f"the blocks hold {total} parameter bytes, the profile's model_bytes is "
             f"{raw['model_bytes']}: the profile is of another model"
         )
-    out = json.loads(json.dumps(raw))
+    out: dict[str, Any] = json.loads(json.dumps(raw))
     out["runtime_memory_mb"] = math.ceil(runtime_mb)
     out["blocks"] = blocks
     sources = out.setdefault("sources", {})
@@ -117,7 +117,7 @@ def with_whole_model(
     block round measured, each with its source."""
     from functions.profile_task import memory_for_rss_mb
 
-    out = json.loads(json.dumps(doc))
+    out: dict[str, Any] = json.loads(json.dumps(doc))
     blocks, batch = out["blocks"], int(out["profiled_local_batch"])
     out["model_bytes"] = sum(b["parameter_bytes"] for b in blocks)
     out.setdefault("training_rate", {})[arch] = {"points": combined_points(blocks, arch)}

@@ -68,7 +68,9 @@ class BlocksRound:
                 raise RuntimeError(f"cannot hold the vCPU shares here: {limiter.status()}")
             for k in range(self.repeats):
                 for share in sorted(self.shares):
-                    readings.append(child_result(self.spawn(limiter, k, share), share))
+                    load = os.getloadavg()[0]
+                    readings.append({**child_result(self.spawn(limiter, k, share), share),
+                                     "load_average": load})  # fmt: skip
                     say(readings[-1])
         return readings
 
@@ -83,7 +85,9 @@ class BlocksRound:
             "vCPU), torch threads = max(1, floor(share)); activation bytes: the storages "
             "autograd saves for the block's backward (torch.autograd.graph.saved_tensors_hooks, "
             "parameters left out), per sample; "
-            f"{reused_text(readings)}; {machine}"
+            f"{reused_text(readings)}; {machine}; the host's load average "
+            f"{readings[0]['load_average']:.1f} at the first child (a shared host's other work "
+            "slows the shares above 1 most: their threads wait for each other)"
         )
 
 

@@ -23,6 +23,7 @@ from emulator.profiling.block_document import (
 )
 from emulator.profiling.block_measure import measure_blocks, saved_bytes_forward
 from emulator.profiling.blocks import main
+from emulator.profiling.children import dataset_source
 from functions import models
 from functions.blocks import model_blocks
 
@@ -156,3 +157,8 @@ def test_the_cli_measures_a_tiny_gpt2_in_cpu_groups_and_derives_its_profile(
     assert doc["model_bytes"] == 4 * models.parameter_count(models.build(TINY, (256,), vocab, 0))
     assert doc["runtime_memory_mb"] > 0 and doc["min_memory_mb"] > doc["runtime_memory_mb"]
     assert "1 have the class and shapes of one of them" in doc["sources"]["blocks"]["method"]
+
+
+def test_a_token_profile_is_timed_on_generated_token_sequences() -> None:
+    assert dataset_source("synthetic-tokens", 4096) == "synthetic-tokens:2048"
+    assert dataset_source("synthetic-tokens", 8) == "synthetic-tokens:8"

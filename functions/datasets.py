@@ -4,6 +4,9 @@ Sources (`load_source`):
 - `builtin:digits` — scikit-learn's bundled 8×8 digits (1,797 samples, no download), as 1×8×8;
 - `synthetic-cifar:<samples>` — SYNTHETIC CIFAR-shaped data (3×32×32, 10 classes: a fixed random
   template per class plus noise), for benchmarks only; the manifest says `"synthetic": true`;
+- `synthetic-tokens:<samples>` — SYNTHETIC token sequences for the zoo's GPT-2 models: windows of
+  256 token ids (carried as float32) from one fixed random stream, the label the next token (the
+  GPT-2 vocabulary's 50,257 classes); for profiling and benchmarks only, synthetic too;
 - a user's files, local or `s3://bucket/prefix` (`functions.formats`): `.npz` arrays `x` and `y`,
   class folders of images (the ImageFolder layout), or a `.csv` table of numeric features and a
   label column (`table.csv#label=<column>`; `label` by default). Each needs at least 2 classes;
@@ -40,6 +43,9 @@ from functions.oneline import OneLineParser
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
 SYNTHETIC_CIFAR_CLASSES = 10
+SYNTHETIC_TOKENS_VOCAB = 50_257  # GPT-2's byte-pair vocabulary: the next token's classes
+SYNTHETIC_TOKENS_SEQUENCE = 256  # tokens a sample holds (functions.zoo.GPT2_SEQUENCE says why)
+SYNTHETIC_TOKENS_PERIOD = 4_096  # the stream: windows repeat, so the next token is learnable
 # Generated whole in memory: the same bound as provisioner.parse.MAX_SYNTHETIC_SAMPLES (the image
 # does not ship the planner; a test holds the two equal).
 MAX_SYNTHETIC_SAMPLES = 60_000
@@ -86,6 +92,14 @@ def read_source(
                 f"from 1 to {MAX_SYNTHETIC_SAMPLES}"
             )
         return SourceData(*synthetic_cifar(int(count), seed), synthetic=True)
+    if source.startswith("synthetic-tokens:"):
+        count = source.split(":", 1)[1]
+        if not count.isdigit() or not 1 <= int(count) <= MAX_SYNTHETIC_SAMPLES:
+            raise DatasetError(
+                f"bad source {source!r}: expected synthetic-tokens:<samples> with samples "
+                f"from 1 to {MAX_SYNTHETIC_SAMPLES}"
+            )
+        return SourceData(*synthetic_tokens(int(count), seed), synthetic=True)
     if reader is not None:
         return _read_with(reader, source, s3)
     loaded = read_files(source, s3)
@@ -166,6 +180,20 @@ def synthetic_cifar(samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     x = rng.standard_normal((samples, 3, 32, 32), dtype=np.float32)
     x += 0.5 * templates[y]
     return x, y
+
+
+def synthetic_tokens(samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """SYNTHETIC next-token data: windows of one fixed random token stream, x the window's token
+    ids as float32 (exact: float32 holds whole numbers to 2^24), y the token after it. Sample 0's
+    label is the last token id, so the class count read from the labels is the whole vocabulary."""
+    rng = np.random.default_rng([seed, 0x70CE])
+    stream = rng.integers(0, SYNTHETIC_TOKENS_VOCAB, SYNTHETIC_TOKENS_PERIOD, dtype=np.int64)
+    stream[0] = SYNTHETIC_TOKENS_VOCAB - 1
+    starts = rng.integers(0, SYNTHETIC_TOKENS_PERIOD, samples)
+    starts[0] = SYNTHETIC_TOKENS_PERIOD - SYNTHETIC_TOKENS_SEQUENCE  # its label: stream[0]
+    window = starts[:, None] + np.arange(SYNTHETIC_TOKENS_SEQUENCE + 1)
+    tokens = stream[window % SYNTHETIC_TOKENS_PERIOD]
+    return tokens[:, :-1].astype(np.float32), tokens[:, -1].copy()
 
 
 # -- writing shards --------------------------------------------------------------------------

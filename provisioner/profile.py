@@ -60,14 +60,19 @@ PROFILE_DOMAINS: dict[str, Domain] = {
     "loop_extra_cpu_s.cpu_s": _SECONDS,
     "loop_overhead_s.s": _SECONDS,
 }
-DATASETS = ("digits", "synthetic-cifar", "cifar10")
+DATASETS = ("digits", "synthetic-cifar", "cifar10", "synthetic-tokens")
 DATASET_FORMS = (
     f"{', '.join(DATASETS)}, a dataset path relative to the project folder, or s3://bucket/prefix"
 )
 SCHEMA_VERSION = 1
 # The input each dataset gives the model (channels, height, width), as functions/datasets.py
 # writes it: a model profiled on one shape is neither built nor timed for another.
-INPUT_SHAPES = {"digits": (1, 8, 8), "synthetic-cifar": (3, 32, 32), "cifar10": (3, 32, 32)}
+INPUT_SHAPES = {
+    "digits": (1, 8, 8),
+    "synthetic-cifar": (3, 32, 32),
+    "cifar10": (3, 32, 32),
+    "synthetic-tokens": (256,),  # token ids (functions.datasets.synthetic_tokens)
+}
 
 
 @dataclass(frozen=True)

@@ -7,5 +7,7 @@ emulator.profile` the command line.
 - figures: the profile's figures reduced from the children's readings (pure);
 - reading: a committed profile read again on this machine and used as measured;
 - rounds: a whole profile, or a reading, as a round of children;
-- document: the profile document, new or updated, and its writing.
+- document: the profile document, new or updated, and its writing;
+- blocks: `python -m emulator.profiling.blocks`, a profile's blocks (the pipeline's units)
+  measured in block children (block_child, block_measure) and added to it (block_document).
 """

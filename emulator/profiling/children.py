@@ -40,6 +40,8 @@ def dataset_source(dataset: str, samples: int) -> str:
         # 3×32×32, 10 classes), not on its pixel values, so CIFAR-10 is timed on same-shaped
         # SYNTHETIC CIFAR (no download here)
         return f"synthetic-cifar:{min(samples, 2048)}"
+    if dataset.startswith("synthetic-tokens"):
+        return f"synthetic-tokens:{min(samples, 2048)}"
     # a user's dataset: a path relative to the project folder, as the profile names it
     return str(REPO_ROOT / dataset)
 

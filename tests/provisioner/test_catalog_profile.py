@@ -99,7 +99,8 @@ def test_unknown_names_list_what_exists() -> None:
         (
             {"dataset": "/data/cats"},
             "profile field 'dataset': '/data/cats' is not accepted; use digits, "
-            "synthetic-cifar, cifar10, a dataset path relative to the project folder, or "
+            "synthetic-cifar, cifar10, synthetic-tokens, a dataset path relative to the project "
+            "folder, or "
             "s3://bucket/prefix",
         ),
         (

@@ -61,7 +61,7 @@ EXIT_WRITE_FAILED, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 1, 2, 3
 
 def _check_generated_dataset(ctx: JobContext, profile: WorkloadProfile) -> None:
     """Generated data has a known shape; local and s3:// data is first seen by the prepare step."""
-    generated = {"builtin": ctx.dataset.name, "synthetic": "synthetic-cifar"}.get(ctx.dataset.kind)
+    generated = ctx.dataset.name if ctx.dataset.kind in ("builtin", "synthetic") else None
     if generated is not None:
         check_dataset(profile, generated, ctx.dataset.spec)
 

@@ -27,7 +27,7 @@ SYNC_CHOICES = ("ps", "s3", "auto")  # gradient exchange; auto: the planner pick
 MEMORY_MB_MIN, MEMORY_MB_MAX = LAMBDA_MEMORY_MB
 INSTANCE_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-SYNTHETIC_PATTERN = re.compile(r"^synthetic-cifar:(\d+)$")
+SYNTHETIC_PATTERN = re.compile(r"^(synthetic-(?:cifar|tokens)):(\d+)$")
 AZ_PATTERN = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")  # us-east-1b, ap-southeast-2a
 BUILTIN_DATASETS = ("digits",)
 # A dataset that is one file (functions/formats.py).
@@ -229,20 +229,22 @@ def parse_job(value: object, errors: list[str]) -> str:
 def parse_dataset(
     value: object, errors: list[str], *, cwd: str, reader: bool = False
 ) -> DatasetSource:
-    """builtin:NAME, synthetic-cifar:N, s3://bucket/prefix (or key), or an existing local folder
-    or .npz/.csv/.parquet file that the prepare step can read (functions/formats.py)."""
+    """builtin:NAME, synthetic-cifar:N, synthetic-tokens:N, s3://bucket/prefix (or key), or an
+    existing local folder or .npz/.csv/.parquet file that the prepare step can read
+    (functions/formats.py)."""
     spec = "" if value is None else str(value).strip()
     accepted = (
         f"use builtin:{'|'.join(BUILTIN_DATASETS)}, "
-        f"synthetic-cifar:N (N from 1 to {MAX_SYNTHETIC_SAMPLES} samples), "
+        f"synthetic-cifar:N or synthetic-tokens:N (N from 1 to {MAX_SYNTHETIC_SAMPLES} samples), "
         "s3://bucket/prefix, or an existing local folder (of .npz files, of class folders of "
         "images, or with one .csv or .parquet table) or .npz, .csv or .parquet file"
     )
     if spec.startswith("builtin:") and spec[len("builtin:") :] in BUILTIN_DATASETS:
         return DatasetSource(kind="builtin", spec=spec, name=spec[len("builtin:") :])
     synthetic = SYNTHETIC_PATTERN.match(spec)
-    if synthetic and 0 < int(synthetic.group(1)) <= MAX_SYNTHETIC_SAMPLES:
-        return DatasetSource(kind="synthetic", spec=spec, samples=int(synthetic.group(1)))
+    if synthetic and 0 < int(synthetic.group(2)) <= MAX_SYNTHETIC_SAMPLES:
+        name, samples = synthetic.group(1), int(synthetic.group(2))
+        return DatasetSource(kind="synthetic", spec=spec, name=name, samples=samples)
     location = spec.partition("#")[0]
     if spec.startswith("s3://"):
         bucket, _, prefix = location[len("s3://") :].partition("/")

@@ -17,6 +17,12 @@ BASE: dict[str, Any] = {
     "default_deadline": "2h",
 }
 
+DATASET_ACCEPTED = (
+    "use builtin:digits, synthetic-cifar:N or synthetic-tokens:N (N from 1 to 60000 samples), "
+    "s3://bucket/prefix, or an existing local folder (of .npz files, of class folders of images, "
+    "or with one .csv or .parquet table) or .npz, .csv or .parquet file"
+)
+
 
 def read(**values: Any) -> Any:
     merged = {**BASE, **values}
@@ -200,20 +206,13 @@ def test_a_local_dataset_the_prepare_step_could_not_read_is_rejected(
          "catalog=None is not accepted; use a catalog name (catalog/NAME.json) or a path to a "
          "catalog JSON file"),
         ({"dataset": "mnist"},
-         "dataset='mnist' is not accepted; use builtin:digits, synthetic-cifar:N (N from 1 "
-         "to 60000 samples), s3://bucket/prefix, or an existing local folder (of .npz files, of "
-         "class folders of images, or with one .csv or .parquet table) or .npz, .csv or .parquet "
-         "file"),
+         "dataset='mnist' is not accepted; " + DATASET_ACCEPTED),
         ({"dataset": "synthetic-cifar:0"},
-         "dataset='synthetic-cifar:0' is not accepted; use builtin:digits, synthetic-cifar:N "
-         "(N from 1 to 60000 samples), s3://bucket/prefix, or an existing local folder (of .npz "
-         "files, of class folders of images, or with one .csv or .parquet table) or .npz, .csv "
-         "or .parquet file"),
+         "dataset='synthetic-cifar:0' is not accepted; " + DATASET_ACCEPTED),
+        ({"dataset": "synthetic-tokens:0"},
+         "dataset='synthetic-tokens:0' is not accepted; " + DATASET_ACCEPTED),
         ({"dataset": "s3://Bad_Bucket/x"},
-         "dataset='s3://Bad_Bucket/x' is not accepted; use builtin:digits, synthetic-cifar:N "
-         "(N from 1 to 60000 samples), s3://bucket/prefix, or an existing local folder (of .npz "
-         "files, of class folders of images, or with one .csv or .parquet table) or .npz, .csv "
-         "or .parquet file"),
+         "dataset='s3://Bad_Bucket/x' is not accepted; " + DATASET_ACCEPTED),
         ({"arch": "x86"}, "arch='x86' is not accepted; use one of x86_64, arm64, mixed, any"),
         ({"az": "us-east-1"},
          "az='us-east-1' is not accepted; use an availability zone name like us-east-1b"),
@@ -237,10 +236,7 @@ def test_a_local_dataset_the_prepare_step_could_not_read_is_rejected(
          "job='../../victim' is not a job name; use 1-32 letters, digits or hyphens starting "
          "with a letter, e.g. digits-demo"),
         ({"dataset": "synthetic-cifar:99999999999999"},
-         "dataset='synthetic-cifar:99999999999999' is not accepted; use builtin:digits, "
-         "synthetic-cifar:N (N from 1 to 60000 samples), s3://bucket/prefix, or an existing "
-         "local folder (of .npz files, of class folders of images, or with one .csv or .parquet "
-         "table) or .npz, .csv or .parquet file"),
+         "dataset='synthetic-cifar:99999999999999' is not accepted; " + DATASET_ACCEPTED),
         ({"job": "9lives"},
          "job='9lives' is not a job name; use 1-32 letters, digits or hyphens starting with a "
          "letter, e.g. digits-demo"),

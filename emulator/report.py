@@ -132,7 +132,8 @@ def loss_curve(workers: list[WorkerState]) -> list[tuple[int, float]]:
     for worker in workers:
         for link in worker.links:
             for it, loss in link.get("losses") or []:
-                by_iteration.setdefault(int(it), []).append(float(loss))
+                if loss is not None:  # a pipeline's stages before the last see no loss
+                    by_iteration.setdefault(int(it), []).append(float(loss))
     return [(it, sum(v) / len(v)) for it, v in sorted(by_iteration.items())]
 
 

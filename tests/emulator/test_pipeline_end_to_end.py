@@ -88,4 +88,12 @@ def test_a_two_stage_plan_trains_like_its_one_stage_plan(
     assert keys_under(s3_client, artifacts, f"{piped.job}/pipe/") == []  # boundaries all read
     report = json.loads((tmp_path / piped.job / "report.json").read_text())
     assert report["iterations"]["completed"] == ITERATIONS
+    # each stage's terms measured (both replicas of it) beside the plan's
+    stages = report["stages"]
+    assert [(row["stage"], row["blocks"], row["replicas"]) for row in stages] == [
+        (0, [0, 3], 2), (1, [3, 6], 2)
+    ]  # fmt: skip
+    for row in stages:
+        assert all(row["measured_per_iteration_s"][t] > 0 for t in ("compute", "boundary", "sync"))
+        assert row["predicted_per_iteration_s"]["boundary"] == 2 * 0.01  # M x per micro-batch
     assert all(w.environment is None or w.environment.proc.poll() is not None for w in workers)

@@ -2,9 +2,10 @@
 workers held to each stage's CPU share, boundary objects in a real S3 server, finalize joining
 the stages; the model equals a one-stage run of the same global batch.
 
-The plan is the planner's S3-sync digits-mlp plan (2 replicas; also as a PS plan) cut into 2 stages of the
-MLP's blocks (an nn.Sequential: Flatten, Linear, ReLU | Linear, ReLU, Linear), M = 2; a few
-dozen iterations in 2 links (`iterations_per_invocation`), so the run fits the test budget.
+The plan is the planner's S3-sync digits-mlp plan (2 replicas; also made a PS plan) cut by hand
+into 2 stages of the MLP's blocks (an nn.Sequential: Flatten, Linear, ReLU | Linear, ReLU,
+Linear), M = 2; a few dozen iterations in 2 links (`iterations_per_invocation`), so each run
+fits the test budget.
 """
 
 from __future__ import annotations

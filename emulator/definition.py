@@ -5,9 +5,11 @@ The plan goes through the same stacks as `cdk synth` (stacks.job.add_job_stacks,
 cdk-nag), in a child process (the emulator's own never loads the CDK or its node kernel); the
 training stack's DefinitionString is resolved with:
 - Lambda ARNs → `lambda:<role>` (worker, prepare, finalize, run-network, ps-wait), which the
-  emulator's task table dispatches to local invocations (emulator/state_machine.py);
-- PS instance ids → `i-<shard>` and private IPs → `ps<shard>.internal`, which the emulator maps
-  to its PS processes once they listen;
+  emulator's task table dispatches to local invocations (emulator/state_machine.py); a
+  pipelined plan's stage functions are `lambda:worker` too (their events name the stage);
+- PS instance ids → `i-<name>` and private IPs → `ps<name>.internal`, which the emulator maps
+  to its PS processes once they listen; a shard's name is `<shard>`, or in a pipelined plan
+  `<stage>-<shard>` (each stage numbers its own shards from 0);
 - the account → `local`, the job secret → the emulator's secret variable, the VPC's ids → names
   that say there is no VPC here.
 """
@@ -43,6 +45,7 @@ SYNTH_TIMEOUT_S = 300.0  # about 6 s here; a cold disk cache and a busy machine 
 # Logical-id prefixes of the training stack's functions (stacks/training_stack.py) → role.
 FUNCTION_ROLES = {
     "WorkerFunction": "worker",
+    "StageWorkersStage": "worker",
     "PrepareFunction": "prepare",
     "FinalizeFunction": "finalize",
     "RunNetworkFunction": "run-network",
@@ -50,9 +53,15 @@ FUNCTION_ROLES = {
 }
 
 
-def ps_host(shard: int) -> str:
-    """The name the definition uses for shard `shard`'s private IP."""
-    return f"ps{shard}.internal"
+def shard_name(shard: int, stage: int | None = None) -> str:
+    """A PS shard's local name: its index, prefixed by its stage's in a pipelined plan (where
+    every stage has its own shards 0..ps_count-1)."""
+    return str(shard) if stage is None else f"{stage}-{shard}"
+
+
+def ps_host(name: str) -> str:
+    """The name the definition uses for the private IP of shard `name` (`shard_name`)."""
+    return f"ps{name}.internal"
 
 
 def _cdk_context() -> dict[str, Any]:
@@ -112,16 +121,21 @@ def synthesize_training(plan: Plan, dataset: str) -> tuple[dict[str, Any], dict[
     return training, ps
 
 
-def shards_by_instance(ps_template: dict[str, Any]) -> dict[str, int]:
-    """PS instance logical id → the shard its boot script starts (`--shard K`)."""
-    return {
-        logical_id: int(re.findall(r"--shard (\d+) ", json.dumps(resource))[0])
-        for logical_id, resource in ps_template["Resources"].items()
-        if resource["Type"] == "AWS::EC2::Instance"
-    }
+def shards_by_instance(ps_template: dict[str, Any]) -> dict[str, str]:
+    """PS instance logical id → the name (`shard_name`) of the shard its boot script starts:
+    `--shard K`, and in a pipelined plan the stage whose checkpoint prefix it names."""
+    names = {}
+    for logical_id, resource in ps_template["Resources"].items():
+        if resource["Type"] != "AWS::EC2::Instance":
+            continue
+        script = json.dumps(resource)
+        stage = re.findall(r"--checkpoint-prefix \S+/stage-(\d+) ", script)
+        shard = int(re.findall(r"--shard (\d+) ", script)[0])
+        names[logical_id] = shard_name(shard, int(stage[0]) if stage else None)
+    return names
 
 
-def _resolver(shards: dict[str, int]) -> Any:
+def _resolver(shards: dict[str, str]) -> Any:
     def resolve(intrinsic: dict[str, Any]) -> str:
         pseudo = {"AWS::Partition": "aws", "AWS::AccountId": ACCOUNT, "AWS::Region": REGION,
                   "AWS::URLSuffix": "local"}  # fmt: skip

@@ -34,7 +34,13 @@ from emulator.naming import RUN_FILES, RUN_FOLDERS, bucket_name, run_dir
 from emulator.options import LOCAL_CATALOG, REPO_ROOT, Options, default_safety_margin_s
 from emulator.procs import Interrupted, Supervisor
 from emulator.progress import ProgressBar
-from emulator.records import EmulatorError, RunRecord
+from emulator.records import (
+    EmulatorError,
+    RunRecord,
+    stage_keys,
+    worker_label,
+    worker_memory_mb,
+)
 from emulator.report import finish_report
 from emulator.run_lock import run_folder_lock
 from emulator.s3_client import create_buckets, s3_client_for
@@ -138,6 +144,16 @@ def naming_a_dead_server(endpoint: S3Endpoint) -> Iterator[None]:
         raise failed from None
 
 
+def worker_rules(plan: Plan, options: Options, margin_s: float) -> dict[str, Any]:
+    """The emulator's two rules, added to every worker event. A pipelined plan's stage events
+    carry the plan's iterations per invocation (its stages stop together): an option of 0 (only
+    the time limit ends a link) leaves that in place."""
+    rules: dict[str, Any] = {"safety_margin_s": margin_s}
+    if options.iterations_per_invocation or plan.pipeline is None:
+        rules["iterations_per_invocation"] = options.iterations_per_invocation
+    return rules
+
+
 def resolve_cpu_scale(plan: Plan, options: Options) -> float:
     """--cpu-scale if given; 1.0 for a plan made on the local catalog, whose vCPU is one local
     core, so it runs as planned; else the factor that fits the plan's cores to the machine."""
@@ -145,7 +161,9 @@ def resolve_cpu_scale(plan: Plan, options: Options) -> float:
         return options.cpu_scale
     if plan.catalog == LOCAL_CATALOG:
         return 1.0
-    return cpu.default_cpu_scale(plan.n_workers, plan.memory_mb, cpu.machine_cores())
+    # a pipelined plan runs S x n functions at once, each at most the largest stage's memory
+    workers = len(stage_keys(plan))
+    return cpu.default_cpu_scale(workers, plan.memory_mb, cpu.machine_cores())
 
 
 def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> RunRecord:
@@ -264,11 +282,14 @@ def _run(
             env=env,
             logs=logs,
             buckets={"dataset": dataset_bucket, "artifacts": artifacts_bucket},
-            worker_event_extra={
-                "safety_margin_s": margin_s,
-                "iterations_per_invocation": options.iterations_per_invocation,
-            },
-            placements=[limiter.place(f"worker-{r}", worker_cores) for r in range(plan.n_workers)],
+            worker_event_extra=worker_rules(plan, options, margin_s),
+            placements=[
+                limiter.place(
+                    f"worker-{worker_label(r, s)}",
+                    cpu.local_cores(worker_memory_mb(plan, s), scale),
+                )
+                for s, r in stage_keys(plan)
+            ],  # fmt: skip
             read_record=functools.partial(with_losses, s3_client_for(endpoint), artifacts_bucket),
             secret=secret.encode(),
             progress=progress,
@@ -279,9 +300,8 @@ def _run(
         timings = local.timings
         assert timings.train_started_s is not None and timings.train_ended_s is not None
         train_wall_s = timings.train_ended_s - timings.train_started_s
-        throttled = {
-            f"worker-{r}": limiter.throttled_s(f"worker-{r}") for r in range(plan.n_workers)
-        }
+        labels = [f"worker-{worker_label(r, s)}" for s, r in stage_keys(plan)]
+        throttled = {label: limiter.throttled_s(label) for label in labels}
         workers, shards = local.workers, local.shards
         prepare_s, ps_start_s, finalize_s = (
             timings.prepare_s, timings.ps_start_s, timings.finalize_s)  # fmt: skip

@@ -1,6 +1,8 @@
 """The PS shards as local processes: started with the EC2 instance's command line (bound to
 127.0.0.1), waited for until each prints READY, and kept alive as Docker's restart policy and
-the container health check keep them on the instance.
+the container health check keep them on the instance. A pipelined plan's PS sync runs
+`ps_count` shards per stage, each holding only its stage's parameters; shards are told apart by
+`name` (emulator.definition.shard_name), not by their index, which each stage counts from 0.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from emulator.definition import shard_name
 from emulator.naming import SECRET_ENV
 from emulator.procs import Supervisor, wait_for_log_line
 from emulator.records import EmulatorError
@@ -33,29 +36,41 @@ class PsShard:
     proc: subprocess.Popen[bytes]
     log_path: Path
     endpoint: str = ""
+    stage: int | None = None  # a pipelined plan's: the stage whose parameters it holds
     restarts: int = 0
     failed_probes: int = 0  # liveness probes failed in a row
     next_probe_s: float = 0.0  # monotonic time of the next liveness probe
+
+    @property
+    def name(self) -> str:
+        return shard_name(self.shard, self.stage)
 
 
 def start_ps_shards(
     supervisor: Supervisor, plan: Plan, *, env: dict[str, str], artifacts_bucket: str, logs: Path
 ) -> list[PsShard]:
-    """Start every PS shard (the EC2 entry point, bound to 127.0.0.1); wait for each READY."""
+    """Start every PS shard (the EC2 entry point, bound to 127.0.0.1), stage by stage in a
+    pipelined plan; wait for each READY."""
+    stages: list[int | None] = (
+        [None] if plan.pipeline is None else list(range(plan.pipeline.stage_count))
+    )
     shards = []
-    for shard in range(plan.ps_count):
-        argv = events.ps_command(
-            plan,
-            shard=shard,
-            secret_ref=f"env:{SECRET_ENV}",
-            artifacts_bucket=artifacts_bucket,
-            host="127.0.0.1",
-            port=0,  # the shard picks a free port and prints it on its READY line
-        )
-        argv[0] = sys.executable
-        log_path = logs / f"ps-{shard}.log"
-        proc = supervisor.spawn(argv, env=env, log_path=log_path)
-        shards.append(PsShard(shard=shard, argv=argv, proc=proc, log_path=log_path))
+    for stage in stages:
+        for shard in range(plan.ps_count):
+            argv = events.ps_command(
+                plan,
+                shard=shard,
+                secret_ref=f"env:{SECRET_ENV}",
+                artifacts_bucket=artifacts_bucket,
+                host="127.0.0.1",
+                port=0,  # the shard picks a free port and prints it on its READY line
+                stage=stage,
+            )
+            argv[0] = sys.executable
+            log_path = logs / f"ps-{shard_name(shard, stage)}.log"
+            proc = supervisor.spawn(argv, env=env, log_path=log_path)
+            shards.append(PsShard(shard=shard, argv=argv, proc=proc, log_path=log_path,
+                                  stage=stage))  # fmt: skip
     for ps in shards:
         ps.endpoint = _wait_ready(ps)
     return shards
@@ -65,7 +80,7 @@ def _wait_ready(ps: PsShard) -> str:
     try:
         return wait_for_log_line(ps.proc, ps.log_path, "READY", PS_READY_TIMEOUT_S)
     except (TimeoutError, RuntimeError) as err:
-        message = f"PS shard {ps.shard} did not start: {err}; see {ps.log_path}"
+        message = f"PS shard {ps.name} did not start: {err}; see {ps.log_path}"
         raise EmulatorError(message) from None
 
 
@@ -109,8 +124,8 @@ def restart_dead_shards(
         port = ps.endpoint.rsplit(":", 1)[1]
         argv = list(ps.argv)
         argv[argv.index("--port") + 1] = port
-        ps.log_path = logs / f"ps-{ps.shard}-restart-{ps.restarts}.log"
+        ps.log_path = logs / f"ps-{ps.name}-restart-{ps.restarts}.log"
         ps.proc = supervisor.spawn(argv, env=env, log_path=ps.log_path)
         ps.endpoint = _wait_ready(ps)
-        notes.append(f"PS shard {ps.shard} exited with code {why}; restarted on {ps.endpoint}")
+        notes.append(f"PS shard {ps.name} exited with code {why}; restarted on {ps.endpoint}")
     return notes

@@ -26,7 +26,7 @@ class WorkerState:
 
     rank: int
     event: dict[str, Any]
-    attempt: int = 1
+    stage: int | None = None  # a pipelined plan's: the stage this replica's function runs
     done: bool = False
     current: Invocation | None = None
     environment: Environment | None = None
@@ -34,6 +34,45 @@ class WorkerState:
     failures: list[str] = field(default_factory=list)
     iteration: int = 0
     stalled: bool = False  # its last link did not advance (the state machine's `$.stalled`)
+    attempt: int = 1
+
+    @property
+    def label(self) -> str:
+        """How logs and notes name it: its rank, or in a pipelined plan `<stage>-<rank>`."""
+        return worker_label(self.rank, self.stage)
+
+
+def worker_label(rank: int, stage: int | None = None) -> str:
+    """A worker's name in logs, notes and CPU placements (WorkerState.label)."""
+    return str(rank) if stage is None else f"{stage}-{rank}"
+
+
+def stage_keys(plan: Plan) -> list[tuple[int | None, int]]:
+    """Every worker as (stage, rank), stage by stage: (None, r) for a one-stage plan's."""
+    stages: list[int | None] = (
+        [None] if plan.pipeline is None else list(range(plan.pipeline.stage_count))
+    )
+    return [(s, r) for s in stages for r in range(plan.n_workers)]
+
+
+def worker_index(plan: Plan, stage: int | None, rank: int) -> int:
+    """A worker's place in `stage_keys` (and in the run's list of workers and placements)."""
+    return (stage or 0) * plan.n_workers + rank
+
+
+def event_stage(event: dict[str, Any]) -> int | None:
+    """The stage a worker event is for (its `stage` member's index); None for a one-stage plan."""
+    stage = event.get("stage")
+    return None if stage is None else int(stage["index"])
+
+
+def worker_memory_mb(plan: Plan, stage: int | None) -> int:
+    """The memory of the function a worker runs in: its stage's, or the plan's."""
+    return (
+        plan.memory_mb
+        if stage is None or plan.pipeline is None
+        else (plan.pipeline.stages[stage].memory_mb)
+    )
 
 
 @dataclass(frozen=True)

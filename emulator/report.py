@@ -24,6 +24,7 @@ from emulator import cpu
 from emulator.evaluate import held_out_accuracy
 from emulator.options import LOCAL_CATALOG, NO_LOCAL_CATALOG, default_safety_margin_s
 from emulator.records import RunRecord, WorkerState
+from emulator.report_stages import stage_rows
 from emulator.report_table import format_table
 from emulator.s3_client import s3_client_for
 from emulator.s3server import S3Endpoint
@@ -132,7 +133,8 @@ def loss_curve(workers: list[WorkerState]) -> list[tuple[int, float]]:
     for worker in workers:
         for link in worker.links:
             for it, loss in link.get("losses") or []:
-                by_iteration.setdefault(int(it), []).append(float(loss))
+                if loss is not None:  # a pipeline's stages before the last see no loss
+                    by_iteration.setdefault(int(it), []).append(float(loss))
     return [(it, sum(v) / len(v)) for it, v in sorted(by_iteration.items())]
 
 
@@ -431,6 +433,7 @@ def build_report(
         "compute_predicted_at_local_share_s": compute_at_local_share_s(record),
         "compute_at_full_speed_s": compute_at_full_speed_s(record),
         "measured_per_worker": per_worker,
+        **({"stages": stages} if (stages := stage_rows(plan, record.workers)) else {}),
         "wall": {
             "prepare_s": record.prepare_s,
             "ps_start_s": record.ps_start_s,

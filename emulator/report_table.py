@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from emulator.options import NO_LOCAL_CATALOG
+from emulator.report_stages import stage_lines
 
 
 def off_by_words(share: float | None) -> str:
@@ -123,6 +124,7 @@ def format_table(report: dict[str, Any]) -> str:
             f"{verdict['measured_total_s']:.1f} s, " + ("met" if verdict["met"] else "MISSED")
         )
     lines += exchange_lines(report.get("exchange"))
+    lines += stage_lines(report.get("stages") or [])
     local = report.get("compute_predicted_at_local_share_s")
     full = report.get("compute_at_full_speed_s")
     if local is not None and full is not None:

@@ -44,7 +44,7 @@ from emulator.procs import Supervisor
 from emulator.progress import ProgressBar
 from emulator.ps_shards import PsShard, restart_dead_shards, start_ps_shards
 from emulator.ps_status import current_iteration, update_seconds
-from emulator.records import EmulatorError, WorkerState
+from emulator.records import EmulatorError, WorkerState, event_stage, stage_keys, worker_index
 from emulator.workers import WorkerPool, last_loss, relaunch_note, stall_failure
 from functions import ps_health
 from functions.aws import S3Unreachable
@@ -119,7 +119,7 @@ class LocalRun:
     _done_seen_s: float = 0.0  # monotonic: the latest final result seen so far
 
     def __post_init__(self) -> None:
-        self.workers = [WorkerState(rank=r, event={}) for r in range(self.plan.n_workers)]
+        self.workers = [WorkerState(rank=r, event={}, stage=s) for s, r in stage_keys(self.plan)]
         self.pool = WorkerPool(self.supervisor, self.plan, self.options, env=self.env,
                                logs=self.logs, placements=self.placements,
                                read_record=self.read_record)  # fmt: skip
@@ -164,7 +164,7 @@ class LocalRun:
             return ""
         worker = max(failing, key=lambda w: len(w.failures))
         last = worker.failures[-1]
-        return f"worker {worker.rank} failed {len(worker.failures)} times; last: {last}"
+        return f"worker {worker.label} failed {len(worker.failures)} times; last: {last}"
 
     def tasks(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
         return {
@@ -240,7 +240,7 @@ class LocalRun:
 
     # -- one worker link -----------------------------------------------------------------------
     def run_worker(self, event: dict[str, Any]) -> dict[str, Any]:
-        worker = self.workers[int(event["rank"])]
+        worker = self.workers[worker_index(self.plan, event_stage(event), int(event["rank"]))]
         worker.event = {**event, **self.worker_event_extra}
         if self.timings.train_started_s is None:
             self.timings.train_started_s = time.monotonic()
@@ -255,7 +255,7 @@ class LocalRun:
         seen_s = time.monotonic()
         result = self.pool.record(worker, outcome)
         if result is None:
-            self._note(f"worker {worker.rank}: {outcome.error}; retrying")
+            self._note(f"worker {worker.label}: {outcome.error}; retrying")
             raise RuntimeError(outcome.error)  # States.TaskFailed: the definition retries
         if worker.done:
             # threads record in any order: the end is the latest final result seen
@@ -329,6 +329,6 @@ class LocalRun:
             if key in event:
                 event[key] = self.buckets[kind]
         if "ps_endpoints" in event:
-            local = {f"{ps_host(ps.shard)}:{PS_PORT}": ps.endpoint for ps in self.shards}
+            local = {f"{ps_host(ps.name)}:{PS_PORT}": ps.endpoint for ps in self.shards}
             event["ps_endpoints"] = [local.get(e, e) for e in event["ps_endpoints"]]
         return event

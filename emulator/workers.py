@@ -17,7 +17,7 @@ from emulator.invocation import Outcome, poll, start_environment, submit
 from emulator.options import POLL_INTERVAL_S, Options
 from emulator.procs import Supervisor
 from emulator.progress import ProgressBar, logged_loss
-from emulator.records import EmulatorError, WorkerState
+from emulator.records import EmulatorError, WorkerState, worker_index, worker_memory_mb
 from provisioner.plan import Plan
 
 
@@ -65,19 +65,19 @@ class WorkerPool:
         """Submit the worker's current event; start (or reuse) its environment."""
         with self.lock:
             link = int(worker.event.get("invocation", 0))
-            name = f"worker-{worker.rank}-link-{link}-try-{worker.attempt}"
+            name = f"worker-{worker.label}-link-{link}-try-{worker.attempt}"
             env = worker.environment
             if not (self.options.warm and env is not None and env.alive):
                 if env is not None:
                     self.supervisor.stop(env.proc, grace_s=2.0)
                 worker.environment = start_environment(
                     self.supervisor,
-                    name=f"worker-{worker.rank}-env-{link}-{worker.attempt}",
+                    name=f"worker-{worker.label}-env-{link}-{worker.attempt}",
                     handler=self.options.worker_handler,
-                    memory_mb=self.plan.memory_mb,
+                    memory_mb=worker_memory_mb(self.plan, worker.stage),
                     work_dir=self.logs,
                     env=self.env,
-                    placement=self.placements[worker.rank],
+                    placement=self.placements[worker_index(self.plan, worker.stage, worker.rank)],
                 )
             assert worker.environment is not None
             worker.current = submit(
@@ -130,7 +130,7 @@ class WorkerPool:
             worker.failures.append(outcome.error)
             if worker.attempt >= self.options.max_attempts:
                 raise EmulatorError(
-                    f"worker {worker.rank} failed {worker.attempt} times; last: {outcome.error}"
+                    f"worker {worker.label} failed {worker.attempt} times; last: {outcome.error}"
                 )
             worker.attempt += 1
 
@@ -144,7 +144,7 @@ class WorkerPool:
 def no_progress_message(worker: WorkerState, event: dict[str, Any],
                         result: dict[str, Any]) -> str:  # fmt: skip
     return (
-        f"worker {worker.rank}: link {event.get('invocation', 0)} made no progress (stopped at "
+        f"worker {worker.label}: link {event.get('invocation', 0)} made no progress (stopped at "
         f"iteration {result.get('iteration')}: {result.get('stopped')})"
     )
 
@@ -194,7 +194,7 @@ def fan_out(
         event = worker.event
         result = pool.record(worker, outcome)
         if result is None:
-            note(f"worker {worker.rank}: {outcome.error}; retry {worker.attempt}/"
+            note(f"worker {worker.label}: {outcome.error}; retry {worker.attempt}/"
                  f"{options.max_attempts}")  # fmt: skip
             pool.launch(worker)
             return
@@ -243,7 +243,7 @@ def relaunch_note(worker: WorkerState, event: dict[str, Any], result: dict[str, 
     link = result["next_event"].get("invocation")
     if worker.stalled:
         return f"{no_progress_message(worker, event, result)}; re-invoking once (link {link})"
-    return (f"worker {worker.rank}: invocation ended at iteration {worker.iteration}, "
+    return (f"worker {worker.label}: invocation ended at iteration {worker.iteration}, "
             f"re-invoking (link {link})")  # fmt: skip
 
 

@@ -6,10 +6,18 @@ checkpoints its partition as a shard, the run's checkpoints in S3 are used),
 loads the newest iteration every shard has, concatenates the shards into the full parameter
 vector, evaluates on the held-out test split and writes `s3://<artifacts_bucket>/<job_id>/model.pt`
 (a state_dict) and `report.json`, whose `workers` are the run's link records (functions.runs).
+
+A pipelined run gets the same whole-job event (the stacks' `worker_event`: every stage's PS
+endpoints, stage by stage, and the job's checkpoint prefix). Its link records, one per
+(stage, rank) link, name their stage: the stage count S is one more than the highest. Stage s
+checkpoints under `{checkpoint_prefix}/stage-{s:02d}` (its own `reducers`, or its `ps_count` =
+endpoints / S shards), and the model's parameters are the stages' vectors in stage order
+(a stage's blocks are a contiguous run of the model's, so its flat vector is a contiguous run).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -31,7 +39,7 @@ from functions.task import WorkerTask
 LOG = logging.getLogger("functions.finalize")
 # Besides the losses, a link record's other series of one entry per iteration: the report
 # leaves them in the record (its size grew with the iterations, past Step Functions' limit).
-PER_ITERATION_SERIES = ("step_compute_s",)
+PER_ITERATION_SERIES = ("step_compute_s", "step_boundary_wait_s", "step_boundary_transfer_s")
 
 
 def request_checkpoints(task: WorkerTask, timeout_s: float = 30.0) -> list[int] | None:
@@ -57,55 +65,99 @@ def request_checkpoints(task: WorkerTask, timeout_s: float = 30.0) -> list[int] 
         client.close()
 
 
+def ask_for_checkpoints(tasks: list[WorkerTask]) -> list[int] | None:
+    """Each stage's shards checkpoint now (stage by stage, the acks in the job's endpoint
+    order); None if any stage's PS cannot be reached."""
+    acks: list[int] = []
+    for task in tasks:
+        acked = request_checkpoints(task, timeout_s=min(task.ps_timeout_s, 30.0))
+        if acked is None:
+            return None
+        acks += acked
+    return acks
+
+
 def checkpoint_shards(task: WorkerTask) -> int:
     """How many parts the run's checkpoints come in: a PS shard's each, or (sync "s3") a
     reducer's partition each, in the same format (functions.s3sync)."""
     return task.reducers if task.sync == "s3" else len(task.ps_endpoints)
 
 
+def stage_tasks(task: WorkerTask, stages: int) -> list[WorkerTask]:
+    """The whole-job task cut into each stage's: its checkpoint prefix and its own PS shards
+    (the job's endpoints list stage 0's shards first, each stage the same count)."""
+    if len(task.ps_endpoints) % stages:
+        raise ValueError(f"{len(task.ps_endpoints)} PS endpoints: expected a multiple of the "
+                         f"{stages} stages (each stage its own shards)")  # fmt: skip
+    per_stage = len(task.ps_endpoints) // stages
+    return [
+        dataclasses.replace(task, checkpoint_prefix=f"{task.checkpoint_prefix}/stage-{s:02d}",
+                            ps_endpoints=task.ps_endpoints[s * per_stage:(s + 1) * per_stage])
+        for s in range(stages)
+    ]  # fmt: skip
+
+
+def checkpoint_store(s3: Any, task: WorkerTask) -> CheckpointStore:
+    """The run's checkpoints of `task`'s shards (a checkpoint that does not verify is refused)."""
+    return CheckpointStore(s3, task.artifacts_bucket, task.run_checkpoint_prefix,
+                           checkpoint_shards(task), secret=checkpoint_secret(task))  # fmt: skip
+
+
 def assemble_parameters(s3: Any, task: WorkerTask) -> tuple[int, np.ndarray]:
     """(iteration, full parameter vector) from the newest checkpoint every shard holds."""
-    shards = checkpoint_shards(task)
-    store = CheckpointStore(
-        s3,
-        task.artifacts_bucket,
-        task.run_checkpoint_prefix,
-        shards,
-        secret=checkpoint_secret(task),  # a checkpoint that does not verify is refused
-    )
-    iteration = store.latest_common_iteration()
-    if iteration is None:
-        raise RuntimeError(
-            f"no PS checkpoint in s3://{task.artifacts_bucket}/{task.run_checkpoint_prefix} "
-            f"common to all {shards} shards"
-        )
-    parts = [store.load(k, iteration)["params"] for k in range(shards)]
+    return assemble_stages(s3, [task])
+
+
+def assemble_stages(s3: Any, tasks: list[WorkerTask]) -> tuple[int, np.ndarray]:
+    """(iteration, full parameter vector) from the newest iteration every shard of every
+    stage holds (one task per stage), the stages' vectors in stage order."""
+    stores = [checkpoint_store(s3, task) for task in tasks]
+    held = [its for store in stores for its in store.iterations_by_shard().values()]
+    common = set.intersection(*held) if len(held) == sum(s.shards for s in stores) else set()
+    if not common:
+        where = ", ".join(f"s3://{t.artifacts_bucket}/{t.run_checkpoint_prefix}" for t in tasks)
+        raise RuntimeError(f"no PS checkpoint in {where} common to all "
+                           f"{sum(s.shards for s in stores)} shards")  # fmt: skip
+    iteration = max(common)
+    parts = [store.load(k, iteration)["params"] for store in stores for k in range(store.shards)]
     return iteration, np.concatenate(parts).astype(np.float32, copy=False)
 
 
-def worker_records(s3: Any, task: WorkerTask) -> list[dict[str, Any]]:
-    """Each rank's links of this run, in order, as the workers recorded them (losses and step
-    times left in S3: `losses_key` names each link's record)."""
-    prefix = links_prefix(task.job_id, task.run_id)
-    by_rank: dict[int, list[dict[str, Any]]] = {}
-    # rank and link are zero-padded in the key: sorted is in order
-    for key in sorted(list_keys(s3, task.artifacts_bucket, prefix)):
-        body = s3.get_object(Bucket=task.artifacts_bucket, Key=key)["Body"].read()
-        record = json.loads(body)
+def link_records(s3: Any, task: WorkerTask) -> list[dict[str, Any]]:
+    """This run's link records, in key order (stage, rank and link are zero-padded in the key:
+    sorted is in order), their per-iteration series left in S3 (`losses_key` names each)."""
+    records = []
+    for key in sorted(list_keys(s3, task.artifacts_bucket, links_prefix(task.job_id, task.run_id))):
+        record = json.loads(s3.get_object(Bucket=task.artifacts_bucket, Key=key)["Body"].read())
         losses = record.pop("losses", [])
         for series in PER_ITERATION_SERIES:
             record.pop(series, None)
-        link = {**record, "losses_key": key, "losses_recorded": len(losses)}
-        by_rank.setdefault(int(record.get("rank", -1)), []).append(link)
+        records.append({**record, "losses_key": key, "losses_recorded": len(losses)})
+    return records
+
+
+def stage_count(records: list[dict[str, Any]]) -> int | None:
+    """A pipelined run's S (its records name their stage); None for a one-stage run."""
+    stages = [int(r["stage"]) for r in records if "stage" in r]
+    return max(stages) + 1 if stages else None
+
+
+def worker_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each worker's links, in order: a worker is a rank, or in a pipelined run a (stage, rank)."""
+    by_worker: dict[tuple[int, ...], list[dict[str, Any]]] = {}
+    for record in records:
+        stage = (int(record["stage"]),) if "stage" in record else ()
+        by_worker.setdefault((*stage, int(record.get("rank", -1))), []).append(record)
     return [
         {
-            "rank": rank,
+            **({"stage": worker[0]} if len(worker) == 2 else {}),
+            "rank": worker[-1],
             "links": links,
             "iterations_run": sum(int(link.get("iterations_run", 0)) for link in links),
             "iteration": links[-1].get("iteration"),
             "loss": links[-1].get("loss"),
         }
-        for rank, links in sorted(by_rank.items())
+        for worker, links in sorted(by_worker.items())
     ]
 
 
@@ -126,13 +178,12 @@ def evaluate(
 def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     task = WorkerTask.from_event(event)
     s3 = s3_client()
+    records = link_records(s3, task)
+    stages = stage_count(records)
+    tasks = [task] if stages is None else stage_tasks(task, stages)
     # In s3 mode the reducers checkpointed at the end of their links: there is no PS to ask.
-    acked = (
-        request_checkpoints(task, timeout_s=min(task.ps_timeout_s, 30.0))
-        if task.sync == "ps"
-        else None
-    )
-    iteration, vector = assemble_parameters(s3, task)
+    acked = ask_for_checkpoints(tasks) if task.sync == "ps" else None
+    iteration, vector = assemble_stages(s3, tasks)
     manifest = datasets.read_manifest(s3, task.dataset_bucket, task.dataset_prefix)
     model = models.build(task.model, manifest["input_shape"], manifest["classes"], task.seed)
     flat = models.flat_parameters(model)
@@ -161,7 +212,8 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
         **evaluate(model, x_test, y_test, models.loss_function(task.model)),
         "model_uri": f"s3://{task.artifacts_bucket}/{base}model.pt",
         "run_id": task.run_id,
-        "workers": worker_records(s3, task),
+        **({"stages": stages} if stages is not None else {}),
+        "workers": worker_records(records),
     }
     s3.put_object(
         Bucket=task.artifacts_bucket,

@@ -148,7 +148,9 @@ def stage_worker_event(
 
     `worker_event` with the stage's memory, its own checkpoint prefix, its own sync (the
     endpoints of its own PS shards, or its own exchange prefix; `reducers` is per stage) and the
-    `stage` member; `rank` is the replica, whose data shard the first and last stage read.
+    `stage` member; `rank` is the replica, whose data shard the first and last stage read. It
+    adds the plan's `iterations_per_invocation`: the stages of a link exchange activations, so
+    they must stop at the same iteration, which their own time limits would not give them.
     """
     stages = plan.pipeline.stages if plan.pipeline else ()
     if stage not in stages or stages[stage.index] != stage:
@@ -158,6 +160,7 @@ def stage_worker_event(
                          secret_ref=secret_ref)  # fmt: skip
     event.update(memory_mb=stage.memory_mb,
                  checkpoint_prefix=stage_checkpoint_prefix(plan, stage.index),
+                 iterations_per_invocation=plan.iterations_per_invocation,
                  stage=stage_member(plan, stage))  # fmt: skip
     if plan.sync == "s3":
         event["exchange_prefix"] = stage_exchange_prefix(plan, stage.index)

@@ -3,8 +3,9 @@
 Every stage runs the same image and handler with the stage's memory (`Stage.memory_mb`), the
 plan's timeout and /tmp, and `plan.n_workers` replicas (reserved, if the plan reserves). Stage s
 reads and writes only the boundaries beside it (b{s-1}, b{s}), its own checkpoints and exchange,
-and the dataset only if it is the first (samples) or the last (labels) stage
-(docs/CONTRACTS.md; /work/notes/pipeline-contract.md).
+the dataset's shards only if it is the first (samples) or the last (labels) stage, and the
+dataset's manifest (by its exact key: every stage builds the whole model from its input shape and
+classes) (docs/CONTRACTS.md; /work/notes/pipeline-contract.md).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from functions.datasets import MANIFEST
 from functions.runs import runs_prefix
 from provisioner.pipeline_plan import Stage
 from provisioner.plan import Plan
@@ -27,7 +30,7 @@ from stacks.events import (
     stage_worker_event,
 )
 from stacks.functions import ImageFunction, VpcPlacement
-from stacks.grants import grant_prefix, grant_s3_sync, read_secret_value
+from stacks.grants import BucketRef, grant_prefix, grant_s3_sync, read_secret_value
 from stacks.image import ImageSpec
 
 
@@ -77,6 +80,7 @@ def _grant_stage(plan: Plan, stage: int, worker: ImageFunction, layout: DataLayo
                  secret_arn: str | None) -> None:  # fmt: skip
     """Stage `stage`'s access: what the one-stage worker has, cut down to its stage."""
     fn = worker.function
+    fn.add_to_role_policy(read_manifest(layout.dataset, plan))
     if stage_reads_dataset(plan, stage):
         grant_prefix(fn, worker, layout.dataset, shards_prefix(plan), write=False,
                      reason="Reads its replica's shard (samples in the first stage, labels in "
@@ -101,3 +105,10 @@ def _grant_stage(plan: Plan, stage: int, worker: ImageFunction, layout: DataLayo
                       exchange=stage_exchange_prefix(plan, stage))  # fmt: skip
     if secret_arn is not None:
         fn.add_to_role_policy(read_secret_value(secret_arn))
+
+
+def read_manifest(dataset: BucketRef, plan: Plan) -> iam.PolicyStatement:
+    """GetObject on exactly the shards' manifest: a middle stage needs the input shape and classes
+    to build the model whose blocks it runs, and no shard."""
+    key = f"{shards_prefix(plan)}/{MANIFEST}"
+    return iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{dataset.arn}/{key}"])

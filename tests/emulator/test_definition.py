@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -72,3 +73,18 @@ def test_a_synth_that_fails_is_one_line() -> None:
         training_definition(planned_digits("emu-bad-source"), "/no/such/dataset")
     (line,) = str(failed.value).splitlines()
     assert line.startswith("synthesizing the plan's stacks failed (exit code 1): ValueError: ")
+
+
+def test_a_pipelined_definition_names_each_stages_functions_and_shards() -> None:
+    """Stage functions are workers; each stage's shards (numbered from 0 in every stage) get
+    their own local names, so no two stages' shards share an address."""
+    from tests.stacks.pipeline_plans import pipelined_plan
+
+    plan = pipelined_plan(2, sync="ps")
+    definition = json.dumps(training_definition(plan, "builtin:digits"))
+    names = [f"{s}-{k}" for s in range(2) for k in range(plan.ps_count)]
+    assert sorted(set(re.findall(r'"i-([0-9-]+)"', definition))) == names
+    assert sorted(set(re.findall(r"ps([0-9-]+)\.internal", definition))) == names
+    functions = set(re.findall(r'"FunctionName": "([^"]+)"', definition))
+    assert functions == {"lambda:worker", "lambda:prepare", "lambda:finalize",
+                         "lambda:run-network", "lambda:ps-wait"}  # fmt: skip

@@ -42,7 +42,10 @@ def test_a_stage_event_is_the_worker_event_with_its_stage_memory_prefixes_and_me
             "index": s, "count": stages, "first_block": stage.first_block,
             "stop_block": stage.stop_block, "micro_batches": 4, "boundary_prefix": "demo/pipe",
         }  # fmt: skip
-        changed = {"memory_mb", "checkpoint_prefix", "ps_endpoints", "stage"}
+        assert event["iterations_per_invocation"] == plan.iterations_per_invocation
+        assert "iterations_per_invocation" not in whole  # a one-stage worker stops on its time
+        changed = {"memory_mb", "checkpoint_prefix", "ps_endpoints", "stage",
+                   "iterations_per_invocation"}  # fmt: skip
         assert {k: v for k, v in event.items() if k not in changed} == {
             k: v for k, v in whole.items() if k not in changed
         }

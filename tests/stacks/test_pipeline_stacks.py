@@ -157,6 +157,7 @@ def stage_statements_of_role(template: Template, role: str) -> list[dict[str, An
 
 ARTIFACTS = "arn:TOKEN:s3:::demo-artifacts-TOKEN/demo"
 SHARDS = "arn:TOKEN:s3:::demo-dataset-TOKEN/demo/shards-n4/*"
+MANIFEST = "arn:TOKEN:s3:::demo-dataset-TOKEN/demo/shards-n4/manifest.json"  # exact: every stage
 
 
 def test_each_s3_stage_reaches_only_its_boundaries_checkpoints_exchange_and_data(
@@ -171,7 +172,7 @@ def test_each_s3_stage_reaches_only_its_boundaries_checkpoints_exchange_and_data
             f"{ARTIFACTS}/checkpoints/stage-{s:02d}/*",
             f"{ARTIFACTS}/exchange/stage-{s:02d}/*",
         }
-        data = {SHARDS} if s in (0, 2) else set()
+        data = {SHARDS, MANIFEST} if s in (0, 2) else {MANIFEST}
         assert set(allowed) == S3_READ_ACTIONS | {"s3:PutObject", "s3:DeleteObject"}, s
         assert allowed["s3:GetObject"] == own | data, s
         assert allowed["s3:PutObject"] == own | {f"{ARTIFACTS}/runs/*"}, s
@@ -188,8 +189,16 @@ def test_each_ps_stage_reads_the_secret_and_its_boundaries_and_no_checkpoints(
         boundary = {f"{ARTIFACTS}/pipe/b00/*"}
         assert set(allowed) == S3_READ_ACTIONS | {"s3:PutObject", "s3:DeleteObject",
                                                   "secretsmanager:GetSecretValue"}  # fmt: skip
-        assert allowed["s3:GetObject"] == boundary | {SHARDS}  # both ends of a 2-stage cut
+        assert allowed["s3:GetObject"] == boundary | {SHARDS, MANIFEST}  # both ends of the cut
         assert allowed["s3:DeleteObject"] == boundary
+
+
+def test_a_middle_stage_reads_the_manifest_by_its_exact_key_and_no_shard(s3x3: Built) -> None:
+    _, _, templates = s3x3
+    middle = stage_function_ids(templates["training"], 3)[1]
+    statements = stage_statements(templates["training"], middle)
+    dataset = {a: {r for r in rs if "demo-dataset" in r} for a, rs in grants(statements).items()}
+    assert {a: rs for a, rs in dataset.items() if rs} == {"s3:GetObject": {MANIFEST}}
 
 
 def test_boundary_objects_expire_and_stage_exchanges_sit_under_the_expiring_prefix(

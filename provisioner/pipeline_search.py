@@ -1,0 +1,322 @@
+"""The exact search for the best pipelined plan (S ≥ 2 stages).
+
+Search space: S = 2 … min(blocks, MAX_STAGES); every cut of the blocks into S contiguous
+stages; each stage's memory on the pipeline grid (the catalog's grid at PIPELINE_STEP_MB, up to
+the limit); r = 1 … ⌊concurrency / S⌋ replicas (n ≤ b_g^max as today); M ∈ the divisors of the
+local batch; every architecture; PS types × 1 … max shards per stage, or S3 with k = 1 …
+min(r, FIRST_PASS_REDUCERS) reducers per stage. S = 1 is today's planner, unchanged.
+
+Why it is exact. For fixed (arch, sync route, r, M, S) a plan's time and every cost item are
+non-decreasing in three figures of its stages: the slowest slot, the slowest sync and the sum of
+the stages' memories (pipeline_model.run_figures; the figures that could depend on a stage in
+another way are priced at bounds that do not). So only plans whose (max slot, max sync, Σ m)
+no other plan beats in all three can be optimal. A dynamic programme over the blocks keeps, for
+every (stages so far, blocks covered), exactly those label triples (a label another label
+matches or beats in all three can be dropped: any completion of it is matched or beaten by the
+same completion of the other); at the end each surviving label is priced and the goal's best
+kept. Per stage, memories whose (slot, sync) a smaller memory already reaches are dropped
+(stage cost grows with memory, time is a max). tests/provisioner/test_pipeline_search.py holds
+the search equal to enumerating every cut and every per-stage memory on small cases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from provisioner.catalog import Catalog
+from provisioner.pipeline_model import (
+    RunFigures,
+    RunShape,
+    SyncRoute,
+    boundary_transfer_s,
+    run_figures,
+    stage_compute_per_micro_s,
+    stage_memory_needed_mb,
+    stage_sync_s,
+)
+from provisioner.profile import WorkloadProfile
+from provisioner.quota import vcpu_share
+from provisioner.space import FIRST_PASS_REDUCERS, Limits, concurrency_cap
+from provisioner.terms import Arr, iterations, local_batch
+
+MAX_STAGES = 8
+PIPELINE_STEP_MB = 128
+
+
+@dataclass(frozen=True)
+class StageChoice:
+    """One stage of a candidate: blocks [first, stop) at `memory_mb`."""
+
+    first: int
+    stop: int
+    memory_mb: int
+    slot_s: float
+    sync_s: float
+    compute_s: float
+    boundary_s: float
+    need_mb: int
+
+
+@dataclass(frozen=True)
+class PipelineCandidate:
+    """A pipelined configuration and its predicted figures."""
+
+    arch: str
+    route: SyncRoute
+    replicas: int
+    micro_batches: int
+    local_batch: int
+    stages: tuple[StageChoice, ...]
+    figures: RunFigures
+
+
+def pipeline_memory_grid(catalog: Catalog, limits: Limits) -> np.ndarray:
+    """Stage memories: the catalog's grid every PIPELINE_STEP_MB (and its top), up to the limit."""
+    top = catalog.memory_max_mb
+    if limits.max_memory_mb is not None:
+        top = min(top, limits.max_memory_mb)
+    grid = [m for m in catalog.memory_grid_mb if m <= top and (m % PIPELINE_STEP_MB == 0)]
+    if top in catalog.memory_grid_mb and top not in grid:
+        grid.append(top)
+    return np.array(sorted(grid), dtype=np.int64)
+
+
+def sync_routes(catalog: Catalog, limits: Limits, replicas: int) -> list[SyncRoute]:
+    """The stage sync routes the limits allow at r replicas."""
+    routes: list[SyncRoute] = []
+    if limits.sync in ("ps", "auto"):
+        for ps in catalog.ps_types:
+            if limits.ps_types is None or ps.name in limits.ps_types:
+                routes += [SyncRoute("ps", ps.name, c) for c in range(1, catalog.ps_max_shards + 1)]
+    if limits.sync in ("s3", "auto"):
+        top = min(replicas, FIRST_PASS_REDUCERS)
+        routes += [SyncRoute("s3", reducers=k) for k in range(1, top + 1)]
+    return routes
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass(frozen=True)
+class _Tables:
+    """Per block range [a, b) (keyed (a, b)) its options: (slot, sync, memory, compute,
+    boundary, need), the Pareto-useful memories only."""
+
+    options: dict[tuple[int, int], list[tuple[float, float, int, float, float, int]]]
+
+
+def inverse_rates(profile: WorkloadProfile, catalog: Catalog, grid: np.ndarray, arch: str) -> Arr:
+    """(blocks + 1, J) prefix sums over the blocks of 1 / R_b(share(m)): a range's compute per
+    sample at every memory is the difference of two rows (stage_compute_per_micro_s's sum)."""
+    share = vcpu_share(grid, catalog.mb_per_vcpu, catalog.max_vcpu)
+    rows = [stage_compute_per_micro_s((b,), arch, 1, share, grid) for b in profile.blocks]
+    return np.vstack([np.zeros(grid.size), np.cumsum(np.array(rows), axis=0)])
+
+
+def range_syncs(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    grid: np.ndarray,
+    route: SyncRoute,
+    replicas: int,
+) -> dict[tuple[int, int], Arr]:
+    """Every stage range's sync per iteration at every memory (stage_sync_s)."""
+    count = len(profile.blocks)
+    params = np.concatenate([[0], np.cumsum([b.parameter_bytes for b in profile.blocks])])
+    memo: dict[int, Arr] = {}
+    out: dict[tuple[int, int], Arr] = {}
+    for a in range(count):
+        for b in range(a + 1, count + 1):
+            p = int(params[b] - params[a])
+            if p not in memo:
+                memo[p] = stage_sync_s(profile, catalog, route, p, replicas, grid)
+            out[(a, b)] = memo[p]
+    return out
+
+
+def range_options(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    grid: np.ndarray,
+    inv_rate: Arr,
+    syncs: dict[tuple[int, int], Arr],
+    micro_batches: int,
+    b_l: int,
+) -> _Tables:
+    """Every stage range's memory options, dominated memories dropped: with slot and sync both
+    non-increasing in memory, a memory is kept only if it is the smallest reaching its pair."""
+    blocks = profile.blocks
+    count = len(blocks)
+    micro = b_l // micro_batches
+    runtime = profile.runtime_memory_mb or 0
+    params = np.concatenate([[0], np.cumsum([b.parameter_bytes for b in blocks])])
+    acts = np.concatenate([[0], np.cumsum([b.activation_bytes_per_sample for b in blocks])])
+    options: dict[tuple[int, int], list[tuple[float, float, int, float, float, int]]] = {}
+    # stage 0's input is the dataset sample, read with the shard: it crosses no boundary
+    for a in range(count):
+        in_sample = 0 if a == 0 else blocks[a - 1].output_bytes_per_sample
+        for b in range(a + 1, count + 1):
+            out_sample = 0 if b == count else blocks[b - 1].output_bytes_per_sample
+            need = stage_memory_needed_mb(
+                runtime, int(params[b] - params[a]), int(acts[b] - acts[a]),
+                in_sample + out_sample, b_l, micro,
+            )  # fmt: skip
+            comp = micro * (inv_rate[b] - inv_rate[a])
+            bnd = boundary_transfer_s(catalog, micro * in_sample, micro * out_sample, grid)
+            slot = comp + bnd
+            sync = syncs[(a, b)]
+            kept: list[tuple[float, float, int, float, float, int]] = []
+            for j in np.nonzero(grid >= need)[0]:
+                s_j, y_j = float(slot[j]), float(sync[j])
+                if kept and s_j >= kept[-1][0] and y_j >= kept[-1][1]:
+                    continue  # a smaller memory already reaches this (slot, sync)
+                kept.append((s_j, y_j, int(grid[j]), float(comp[j]), float(bnd[j]), need))
+            options[(a, b)] = kept
+    return _Tables(options)
+
+
+Label = tuple[float, float, int, tuple[tuple[int, int, int], ...]]
+
+
+def _pareto(labels: list[Label]) -> list[Label]:
+    """The labels no other label matches or beats in (max slot, max sync, Σ memory)."""
+    labels.sort(key=lambda x: (x[0], x[1], x[2]))
+    out: list[Label] = []
+    for lab in labels:
+        if any(o[1] <= lab[1] and o[2] <= lab[2] for o in out):
+            continue  # o's slot ≤ lab's too (sorted): lab is matched or beaten
+        out.append(lab)
+    return out
+
+
+def stage_labels(tables: _Tables, count: int, stages: int) -> list[Label]:
+    """The Pareto labels of every cut of `count` blocks into `stages` stages with one memory
+    option each; a label's last member lists its stages as (first, stop, option index)."""
+    layer: dict[int, list[Label]] = {0: [(0.0, 0.0, 0, ())]}
+    for s in range(stages):
+        nxt: dict[int, list[Label]] = {}
+        left = stages - s - 1  # each later stage needs a block
+        for a, labels in layer.items():
+            for b in range(a + 1, count - left + 1):
+                if s == stages - 1 and b != count:
+                    continue
+                for oi, (slot, sync, mem, *_rest) in enumerate(tables.options[(a, b)]):
+                    for ls, ly, lm, path in labels:
+                        nxt.setdefault(b, []).append(
+                            (max(ls, slot), max(ly, sync), lm + mem, (*path, (a, b, oi)))
+                        )
+        layer = {b: _pareto(v) for b, v in nxt.items()}
+    return layer.get(count, [])
+
+
+def better(goal_deadline_s: float | None, a: RunFigures, b: RunFigures | None) -> bool:
+    """Whether `a` beats `b` for the goal: cheaper (ties: faster) under a deadline, else
+    faster (ties: cheaper) within a budget."""
+    if b is None:
+        return True
+    if goal_deadline_s is not None:
+        return (a.total_usd, a.total_s) < (b.total_usd, b.total_s)
+    return (a.total_s, a.total_usd) < (b.total_s, b.total_usd)
+
+
+def meets(deadline_s: float | None, budget_usd: float | None, f: RunFigures) -> bool:
+    ok = np.isfinite(f.total_s)
+    if deadline_s is not None:
+        ok = ok and f.total_s <= deadline_s
+    if budget_usd is not None:
+        ok = ok and f.total_usd <= budget_usd
+    return bool(ok)
+
+
+def compute_cost_floor(grid: np.ndarray, inv_rate: Arr) -> float:
+    """Σ_b min_m m·(1/R_b(m)) in MB·s per sample: no stage computes a sample for less (a sum's
+    minimum is at least the sum of its parts' minima), whatever the cut and memories."""
+    per_block = np.diff(inv_rate, axis=0) * grid[np.newaxis, :]
+    return float(np.sum(np.min(per_block, axis=1)))
+
+
+def search_pipeline(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    limits: Limits,
+    deadline_s: float | None,
+    budget_usd: float | None,
+    *,
+    max_stages: int = MAX_STAGES,
+) -> PipelineCandidate | None:
+    """The goal's best pipelined plan (S ≥ 2) over the module's space; None if none meets it.
+
+    Prunings (each a bound no plan of the pruned part can beat): per (r, M, S), the Lambda
+    compute floor r·k·(M + S − 1)·micro·p·Σ_b min_m m/R_b(m) (every stage is billed at least
+    its slots) above the best cost, or k·(M + S − 1)·micro·max_b 1/R_b(top) above the deadline;
+    per label, p·r·Σm·k·iteration (its billed time is at least its iterations) above the best
+    cost, or k·iteration above the deadline.
+    """
+    if len(profile.blocks) < 2:
+        return None
+    grid = pipeline_memory_grid(catalog, limits)
+    archs = [
+        a.arch for a in catalog.architectures
+        if profile.rate(a.arch) is not None and limits.arch in ("any", "mixed", a.arch)
+    ]  # fmt: skip
+    count = len(profile.blocks)
+    top_stages = min(count, max_stages)
+    cap = concurrency_cap(catalog, limits)
+    r_max = min(cap // 2, profile.max_global_batch)
+    inv = {arch: inverse_rates(profile, catalog, grid, arch) for arch in archs}
+    best: PipelineCandidate | None = None
+    for r in range(1, r_max + 1):
+        b_l = int(local_batch(np.array([r]), profile.profiled_local_batch,
+                              profile.max_global_batch)[0])  # fmt: skip
+        if b_l < 1:
+            continue
+        k = int(iterations(profile.dataset_samples, profile.epochs, np.array([r * b_l]))[0])
+        for arch in archs:
+            price = catalog.arch(arch).usd_per_gb_s
+            floor = compute_cost_floor(grid, inv[arch]) * price / 1024.0
+            slowest = float(np.max(np.diff(inv[arch], axis=0)[:, -1]))
+            for route in sync_routes(catalog, limits, r):
+                syncs: dict[tuple[int, int], Arr] | None = None
+                ps_price = catalog.ps_type(route.ps_type).usd_per_hour if route.ps_type else 0.0
+                for m in divisors(b_l):
+                    micro = b_l // m
+                    tables: _Tables | None = None
+                    for stages in range(2, min(top_stages, cap // r) + 1):
+                        slots = k * (m + stages - 1) * micro
+                        if deadline_s is not None and slots * slowest > deadline_s:
+                            continue
+                        if best is not None and deadline_s is not None:
+                            if r * slots * floor > best.figures.total_usd:
+                                continue
+                        if syncs is None:
+                            syncs = range_syncs(profile, catalog, grid, route, r)
+                        if tables is None:
+                            tables = range_options(profile, catalog, grid, inv[arch], syncs, m, b_l)
+                        shape = RunShape(stages, r, m, k, price, route, ps_price)
+                        for slot, sync, mem, path in stage_labels(tables, count, stages):
+                            it = (m + stages - 1) * slot + sync
+                            if deadline_s is not None and k * it > deadline_s:
+                                continue
+                            if best is not None and deadline_s is not None:
+                                if price * r * mem / 1024.0 * k * it > best.figures.total_usd:
+                                    continue
+                            f = run_figures(profile, catalog, shape, slot, sync, mem)
+                            if not meets(deadline_s, budget_usd, f):
+                                continue
+                            if best is None or better(deadline_s, f, best.figures):
+                                chosen = tuple(
+                                    StageChoice(a, b, *_stage(tables.options[(a, b)][oi]))
+                                    for a, b, oi in path
+                                )
+                                best = PipelineCandidate(arch, route, r, m, b_l, chosen, f)
+    return best
+
+
+def _stage(
+    option: tuple[float, float, int, float, float, int],
+) -> tuple[int, float, float, float, float, int]:
+    slot, sync, mem, comp, bnd, need = option
+    return (mem, slot, sync, comp, bnd, need)

@@ -21,6 +21,7 @@ the search equal to enumerating every cut and every per-stage memory on small ca
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +39,7 @@ from provisioner.pipeline_model import (
 )
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
-from provisioner.space import FIRST_PASS_REDUCERS, Limits, concurrency_cap
+from provisioner.space import FIRST_PASS_REDUCERS, Limits, concurrency_cap, dominated_ps_types
 from provisioner.terms import Arr, iterations, local_batch
 
 MAX_STAGES = 8
@@ -83,12 +84,20 @@ def pipeline_memory_grid(catalog: Catalog, limits: Limits) -> np.ndarray:
     return np.array(sorted(grid), dtype=np.int64)
 
 
-def sync_routes(catalog: Catalog, limits: Limits, replicas: int) -> list[SyncRoute]:
-    """The stage sync routes the limits allow at r replicas."""
+def sync_routes(catalog: Catalog, limits: Limits, replicas: int, arch: str) -> list[SyncRoute]:
+    """The stage sync routes the limits allow at r replicas: PS types of the workers'
+    architecture (any, with arch "mixed") less those another beats on bandwidth and price
+    (space.dominated_ps_types), × 1 … max shards; S3 with k = 1 … min(r, FIRST_PASS_REDUCERS)."""
     routes: list[SyncRoute] = []
     if limits.sync in ("ps", "auto"):
-        for ps in catalog.ps_types:
-            if limits.ps_types is None or ps.name in limits.ps_types:
+        types = tuple(
+            p for p in catalog.ps_types
+            if (limits.ps_types is None or p.name in limits.ps_types)
+            and (limits.arch == "mixed" or p.arch == arch)
+        )  # fmt: skip
+        drop = dominated_ps_types(types)
+        for ps in types:
+            if ps.name not in drop:
                 routes += [SyncRoute("ps", ps.name, c) for c in range(1, catalog.ps_max_shards + 1)]
     if limits.sync in ("s3", "auto"):
         top = min(replicas, FIRST_PASS_REDUCERS)
@@ -192,23 +201,44 @@ def _pareto(labels: list[Label]) -> list[Label]:
     return out
 
 
-def stage_labels(tables: _Tables, count: int, stages: int) -> list[Label]:
+def least_memory_rest(tables: _Tables, count: int, stages: int) -> list[list[float]]:
+    """rest[ℓ][b]: the least Σ memory of blocks [b, count) cut into ℓ stages, each at its
+    smallest memory that fits (inf where none): a floor on what a partial label still adds."""
+    inf = float("inf")
+    rest = [[inf] * (count + 1) for _ in range(stages + 1)]
+    rest[0][count] = 0.0
+    for left in range(1, stages + 1):
+        for b in range(count):
+            for c in range(b + 1, count + 1):
+                opts = tables.options[(b, c)]
+                if opts and rest[left - 1][c] < inf:
+                    rest[left][b] = min(rest[left][b], opts[0][2] + rest[left - 1][c])
+    return rest
+
+
+def stage_labels(
+    tables: _Tables, count: int, stages: int, keep: Callable[[float, float, float], bool]
+) -> list[Label]:
     """The Pareto labels of every cut of `count` blocks into `stages` stages with one memory
-    option each; a label's last member lists its stages as (first, stop, option index)."""
+    option each; a label's last member lists its stages as (first, stop, option index).
+    `keep(max slot, max sync, Σ memory)` drops a partial label that cannot lead to a better
+    plan: the three figures only grow as stages are added, so a bound on them holds for every
+    completion."""
+    rest = least_memory_rest(tables, count, stages)
     layer: dict[int, list[Label]] = {0: [(0.0, 0.0, 0, ())]}
     for s in range(stages):
         nxt: dict[int, list[Label]] = {}
         left = stages - s - 1  # each later stage needs a block
         for a, labels in layer.items():
-            for b in range(a + 1, count - left + 1):
-                if s == stages - 1 and b != count:
-                    continue
+            stops = [count] if left == 0 else range(a + 1, count - left + 1)
+            for b in stops:
+                out = nxt.setdefault(b, [])
                 for oi, (slot, sync, mem, *_rest) in enumerate(tables.options[(a, b)]):
                     for ls, ly, lm, path in labels:
-                        nxt.setdefault(b, []).append(
-                            (max(ls, slot), max(ly, sync), lm + mem, (*path, (a, b, oi)))
-                        )
-        layer = {b: _pareto(v) for b, v in nxt.items()}
+                        lab = (max(ls, slot), max(ly, sync), lm + mem)
+                        if keep(lab[0], lab[1], lab[2] + rest[left][b]):
+                            out.append((*lab, (*path, (a, b, oi))))
+        layer = {b: _pareto(v) for b, v in nxt.items() if v}
     return layer.get(count, [])
 
 
@@ -257,7 +287,21 @@ def search_pipeline(
     """
     if len(profile.blocks) < 2:
         return None
-    grid = pipeline_memory_grid(catalog, limits)
+    return _search(profile, catalog, limits, deadline_s, budget_usd, max_stages,
+                   pipeline_memory_grid(catalog, limits), None)  # fmt: skip
+
+
+def _search(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    limits: Limits,
+    deadline_s: float | None,
+    budget_usd: float | None,
+    max_stages: int,
+    grid: np.ndarray,
+    best: PipelineCandidate | None,
+) -> PipelineCandidate | None:
+    """search_pipeline over one memory grid, starting from the incumbent `best`."""
     archs = [
         a.arch for a in catalog.architectures
         if profile.rate(a.arch) is not None and limits.arch in ("any", "mixed", a.arch)
@@ -267,7 +311,6 @@ def search_pipeline(
     cap = concurrency_cap(catalog, limits)
     r_max = min(cap // 2, profile.max_global_batch)
     inv = {arch: inverse_rates(profile, catalog, grid, arch) for arch in archs}
-    best: PipelineCandidate | None = None
     for r in range(1, r_max + 1):
         b_l = int(local_batch(np.array([r]), profile.profiled_local_batch,
                               profile.max_global_batch)[0])  # fmt: skip
@@ -278,7 +321,7 @@ def search_pipeline(
             price = catalog.arch(arch).usd_per_gb_s
             floor = compute_cost_floor(grid, inv[arch]) * price / 1024.0
             slowest = float(np.max(np.diff(inv[arch], axis=0)[:, -1]))
-            for route in sync_routes(catalog, limits, r):
+            for route in sync_routes(catalog, limits, r, arch):
                 syncs: dict[tuple[int, int], Arr] | None = None
                 ps_price = catalog.ps_type(route.ps_type).usd_per_hour if route.ps_type else 0.0
                 for m in divisors(b_l):
@@ -288,21 +331,19 @@ def search_pipeline(
                         slots = k * (m + stages - 1) * micro
                         if deadline_s is not None and slots * slowest > deadline_s:
                             continue
-                        if best is not None and deadline_s is not None:
-                            if r * slots * floor > best.figures.total_usd:
-                                continue
+                        if (
+                            best is not None
+                            and deadline_s is not None
+                            and r * slots * floor > best.figures.total_usd
+                        ):
+                            continue
                         if syncs is None:
                             syncs = range_syncs(profile, catalog, grid, route, r)
                         if tables is None:
                             tables = range_options(profile, catalog, grid, inv[arch], syncs, m, b_l)
                         shape = RunShape(stages, r, m, k, price, route, ps_price)
-                        for slot, sync, mem, path in stage_labels(tables, count, stages):
-                            it = (m + stages - 1) * slot + sync
-                            if deadline_s is not None and k * it > deadline_s:
-                                continue
-                            if best is not None and deadline_s is not None:
-                                if price * r * mem / 1024.0 * k * it > best.figures.total_usd:
-                                    continue
+                        keep = _keeper(deadline_s, budget_usd, best, k, r, price, m + stages - 1)
+                        for slot, sync, mem, path in stage_labels(tables, count, stages, keep):
                             f = run_figures(profile, catalog, shape, slot, sync, mem)
                             if not meets(deadline_s, budget_usd, f):
                                 continue
@@ -313,6 +354,32 @@ def search_pipeline(
                                 )
                                 best = PipelineCandidate(arch, route, r, m, b_l, chosen, f)
     return best
+
+
+def _keeper(
+    deadline_s: float | None,
+    budget_usd: float | None,
+    best: PipelineCandidate | None,
+    k: int,
+    r: int,
+    price: float,
+    slots: int,
+) -> Callable[[float, float, float], bool]:
+    """The bound a (partial) label must meet: its k iterations alone within the deadline (or,
+    for a budget, faster than the best), its stages' Lambda compute over those iterations
+    (billed time is at least the iterations) within the best cost (or the budget)."""
+
+    def keep(slot: float, sync: float, mem: float) -> bool:
+        floor_s = k * (slots * slot + sync)
+        usd = price * r * mem / 1024.0 * floor_s
+        if deadline_s is not None:
+            if floor_s > deadline_s or (best is not None and usd > best.figures.total_usd):
+                return False
+        elif best is not None and floor_s > best.figures.total_s:
+            return False
+        return budget_usd is None or usd <= budget_usd
+
+    return keep
 
 
 def _stage(

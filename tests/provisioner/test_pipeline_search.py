@@ -38,7 +38,7 @@ LIMITS = Limits(max_concurrency=4, sync="auto")
 
 
 def catalog() -> Catalog:
-    return small_catalog(memory_max_mb=768, shards=1, ps=("c5.large",))
+    return small_catalog(memory_max_mb=768, shards=1, ps=("c5.large", "c6g.large"))
 
 
 def stage_figures(
@@ -73,7 +73,7 @@ def brute_force(
                 k = int(iterations(p.dataset_samples, p.epochs, np.array([r * b_l]))[0])
                 for arch in ("x86_64", "arm64"):
                     price = cat.arch(arch).usd_per_gb_s
-                    for route in sync_routes(cat, limits, r):
+                    for route in sync_routes(cat, limits, r, arch):
                         ps_price = cat.ps_type(route.ps_type).usd_per_hour if route.ps_type else 0.0
                         for m in divisors(b_l):
                             shape = RunShape(stages, r, m, k, price, route, ps_price)

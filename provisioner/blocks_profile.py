@@ -10,12 +10,10 @@ keys and docs/pipeline.md says how the planner uses them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from provisioner.domain import MAX_MEMORY_MB, Domain, non_negative, whole
-
-if TYPE_CHECKING:  # profile.py imports this module; the types only name each other
-    from provisioner.profile import RateCurve
+from provisioner.rate_curve import RateCurve
 
 BLOCK_DOMAINS: dict[str, Domain] = {
     "parameter_bytes": non_negative(1e12),  # an activation or pooling block has none

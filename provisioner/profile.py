@@ -27,6 +27,7 @@ from provisioner.domain import (
     whole,
 )
 from provisioner.parse import parse_data_name
+from provisioner.rate_curve import RateCurve as RateCurve  # callers import it from here too
 
 PROFILE_DIR = REPO_ROOT / "profiles"
 _SECONDS, _ITERATIONS = non_negative(MAX_SECONDS), non_negative(1e6)
@@ -69,27 +70,6 @@ SCHEMA_VERSION = 1
 # The input each dataset gives the model (channels, height, width), as functions/datasets.py
 # writes it: a model profiled on one shape is neither built nor timed for another.
 INPUT_SHAPES = {"digits": (1, 8, 8), "synthetic-cifar": (3, 32, 32), "cifar10": (3, 32, 32)}
-
-
-@dataclass(frozen=True)
-class RateCurve:
-    """Training rate R of one function for one architecture.
-
-    Either measured points (vCPU share, or memory in MB, -> samples/s; interpolated
-    monotonically, proportional below the first point, flat beyond the last) or λDNN's linear
-    fit R = α1·m + β1 in the memory size m (MB).
-    """
-
-    arch: str
-    vcpu_shares: tuple[float, ...] = ()
-    samples_per_s: tuple[float, ...] = ()
-    alpha1_samples_s_per_mb: float | None = None
-    beta1_samples_s: float | None = None
-    memory_points_mb: tuple[float, ...] = ()  # points keyed by memory instead of vCPU share
-
-    @property
-    def is_linear(self) -> bool:
-        return self.alpha1_samples_s_per_mb is not None
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,13 @@ import numpy as np
 from provisioner import local_machine, runaway
 from provisioner.catalog import Catalog
 from provisioner.idle import idle_cost
+from provisioner.pipeline_model import RunShape, boundary_requests
 from provisioner.pipeline_plan import Pipeline, Stage
 from provisioner.pipeline_search import PipelineCandidate, search_pipeline
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
+from provisioner.s3exchange import s3_exchange_requests
 from provisioner.space import Limits
 
 
@@ -99,6 +101,11 @@ def pipelined_plan(
         for i, c in enumerate(candidate.stages)
     )  # fmt: skip
     k = _iterations(profile, candidate)
+    # every stage's S3 exchange (none under PS) and the boundaries' requests, per iteration
+    stage_puts, stage_gets = s3_exchange_requests(np.array([r]), np.array([route.reducers]))
+    b_puts, b_gets = boundary_requests(RunShape(s, r, candidate.micro_batches, k, 0.0, route, 0.0))
+    puts = int(s * float(stage_puts[0]) + b_puts)
+    gets = int(s * float(stage_gets[0]) + b_gets)
     ps = route.sync == "ps"
     prediction = Prediction(
         load_s=f.load_s, compute_s=k * comp_it, communication_s=k * (f.iteration_s - comp_it),
@@ -109,6 +116,7 @@ def pipelined_plan(
         s3_bandwidth_mb_s=0.0, setup_s=catalog.run_setup_s if ps else 0.0,
         launch_s=catalog.launch_s + catalog.restart_s,
         exchange_per_iteration_s=max(c.sync_s for c in candidate.stages),
+        exchange_puts_per_iteration=puts, exchange_gets_per_iteration=gets,
     )  # fmt: skip
     low_s, high_s = catalog.prediction_interval.of(f.total_s)
     prediction = Prediction(**{**prediction.__dict__, "total_low_s": low_s, "total_high_s": high_s})

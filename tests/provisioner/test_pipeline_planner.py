@@ -82,3 +82,19 @@ def test_a_small_model_keeps_its_one_stage_plan_unless_cutting_beats_it() -> Non
         assert result.plan.pipeline.reason == "cheaper"
         assert result.plan.cost.total_usd <= plain.cost.total_usd
         assert result.alternatives[0] == plain
+
+
+def test_the_cli_summary_lists_every_stage() -> None:
+    from provisioner.cli import render_plan
+
+    plan = plan_job(too_big(), catalog(), Goal(deadline_s=4 * 3600.0), LIMITS, "big").plan
+    assert plan.pipeline is not None
+    text = render_plan(plan).splitlines()
+    head = [line for line in text if line.strip().startswith("pipeline")]
+    assert head and f"{plan.pipeline.stage_count} stages" in head[0]
+    for st in plan.pipeline.stages:
+        (line,) = [x for x in text if x.strip().startswith(f"stage {st.index}")]
+        assert f"blocks {st.first_block}-{st.stop_block - 1}" in line
+        assert f"{plan.n_workers} × {st.memory_mb} MB" in line
+    one = plan_job(make_profile(), catalog(), Goal(deadline_s=3600.0), LIMITS, "x").plan
+    assert not [x for x in render_plan(one).splitlines() if "stage 0" in x]

@@ -51,7 +51,7 @@ def pipelined(c: PipelineCandidate | None) -> tuple[str, str, str]:
     """(cost and time, S and cut with memories, r / M / sync) of a pipelined candidate."""
     if c is None:
         return ("none meets it", "", "")
-    cut = " | ".join(f"{s.first}-{s.stop - 1} @ {s.memory_mb}" for s in c.stages)
+    cut = "; ".join(f"{s.first}-{s.stop - 1} @ {s.memory_mb}" for s in c.stages)
     sync = f"PS {c.route.ps_type} × {c.route.ps_count}" if c.route.sync == "ps" else (
         f"S3 k = {c.route.reducers}"
     )  # fmt: skip

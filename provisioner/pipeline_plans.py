@@ -8,6 +8,8 @@ function: "does-not-fit") or the pipelined optimum beats its plan for the goal (
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from provisioner import local_machine, runaway
@@ -40,10 +42,17 @@ def needs_blocks_message(profile: WorkloadProfile, catalog: Catalog) -> str:
 
 
 def pipelined_choice(
-    profile: WorkloadProfile, catalog: Catalog, goal: Goal, limits: Limits
+    profile: WorkloadProfile, catalog: Catalog, goal: Goal, limits: Limits, plan: Plan | None
 ) -> PipelineCandidate | None:
-    """The goal's best pipelined candidate (S ≥ 2), None if none meets it."""
-    return search_pipeline(profile, catalog, limits, goal.planning_deadline_s, goal.budget_usd)
+    """The goal's best pipelined candidate (S ≥ 2), None if none meets it or none can beat
+    today's `plan` (its cost, or its time for a budget alone, bounds the search)."""
+    ceiling = math.inf
+    if plan is not None:
+        by_cost = goal.planning_deadline_s is not None
+        ceiling = plan.cost.total_usd if by_cost else plan.prediction.total_s
+    return search_pipeline(
+        profile, catalog, limits, goal.planning_deadline_s, goal.budget_usd, ceiling=ceiling
+    )
 
 
 def beats(goal: Goal, candidate: PipelineCandidate, plan: Plan) -> bool:
@@ -186,7 +195,7 @@ def pipelined_instead(
     plan meeting the goal, or one no better."""
     if not may_pipeline(profile, catalog):
         return None
-    candidate = pipelined_choice(profile, catalog, goal, limits)
+    candidate = pipelined_choice(profile, catalog, goal, limits, plan)
     if candidate is None or (plan is not None and not beats(goal, candidate, plan)):
         return None
     fits = profile.min_memory_mb <= catalog.memory_max_mb

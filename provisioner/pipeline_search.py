@@ -14,13 +14,13 @@ no other plan beats in all three can be optimal. A dynamic programme over the bl
 every (stages so far, blocks covered), exactly those label triples (a label another label
 matches or beats in all three can be dropped: any completion of it is matched or beaten by the
 same completion of the other); at the end each surviving label is priced and the goal's best
-kept. Per stage, memories whose (slot, sync) a smaller memory already reaches are dropped
-(stage cost grows with memory, time is a max). tests/provisioner/test_pipeline_search.py holds
-the search equal to enumerating every cut and every per-stage memory on small cases.
+kept. Per stage, memories whose (slot, sync) a smaller memory reaches are dropped (stage cost
+grows with memory, time is a max). test_pipeline_search.py holds it equal to enumeration.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -276,19 +276,20 @@ def search_pipeline(
     budget_usd: float | None,
     *,
     max_stages: int = MAX_STAGES,
+    ceiling: float = math.inf,
 ) -> PipelineCandidate | None:
     """The goal's best pipelined plan (S ≥ 2) over the module's space; None if none meets it.
+    `ceiling` (US dollars under a deadline, seconds for a budget alone) is a figure the plan
+    must not exceed to matter, e.g. the one-stage plan's: it bounds the search from the start.
 
-    Prunings (each a bound no plan of the pruned part can beat): per (r, M, S), the Lambda
-    compute floor r·k·(M + S − 1)·micro·p·Σ_b min_m m/R_b(m) (every stage is billed at least
-    its slots) above the best cost, or k·(M + S − 1)·micro·max_b 1/R_b(top) above the deadline;
-    per label, p·r·Σm·k·iteration (its billed time is at least its iterations) above the best
-    cost, or k·iteration above the deadline.
+    Prunings, each a bound no pruned plan can beat (docs/pipeline.md): per (r, M, S) the
+    Lambda compute floor against the bar, per label its iterations against the deadline and
+    its stages' compute over them, with the least memory the rest needs, against the bar.
     """
     if len(profile.blocks) < 2:
         return None
     return _search(profile, catalog, limits, deadline_s, budget_usd, max_stages,
-                   pipeline_memory_grid(catalog, limits), None)  # fmt: skip
+                   pipeline_memory_grid(catalog, limits), ceiling)  # fmt: skip
 
 
 def _search(
@@ -299,7 +300,7 @@ def _search(
     budget_usd: float | None,
     max_stages: int,
     grid: np.ndarray,
-    best: PipelineCandidate | None,
+    ceiling: float,
 ) -> PipelineCandidate | None:
     """search_pipeline over one memory grid, starting from the incumbent `best`."""
     archs = [
@@ -311,6 +312,7 @@ def _search(
     cap = concurrency_cap(catalog, limits)
     r_max = min(cap // 2, profile.max_global_batch)
     inv = {arch: inverse_rates(profile, catalog, grid, arch) for arch in archs}
+    best: PipelineCandidate | None = None
     for r in range(1, r_max + 1):
         b_l = int(local_batch(np.array([r]), profile.profiled_local_batch,
                               profile.max_global_batch)[0])  # fmt: skip
@@ -331,10 +333,8 @@ def _search(
                         slots = k * (m + stages - 1) * micro
                         if deadline_s is not None and slots * slowest > deadline_s:
                             continue
-                        if (
-                            best is not None
-                            and deadline_s is not None
-                            and r * slots * floor > best.figures.total_usd
+                        if deadline_s is not None and r * slots * floor > _bar(
+                            ceiling, best, deadline_s
                         ):
                             continue
                         if syncs is None:
@@ -342,10 +342,13 @@ def _search(
                         if tables is None:
                             tables = range_options(profile, catalog, grid, inv[arch], syncs, m, b_l)
                         shape = RunShape(stages, r, m, k, price, route, ps_price)
-                        keep = _keeper(deadline_s, budget_usd, best, k, r, price, m + stages - 1)
+                        bar = _bar(ceiling, best, deadline_s)
+                        keep = _keeper(deadline_s, budget_usd, bar, k, r, price, m + stages - 1)
                         for slot, sync, mem, path in stage_labels(tables, count, stages, keep):
                             f = run_figures(profile, catalog, shape, slot, sync, mem)
-                            if not meets(deadline_s, budget_usd, f):
+                            if not meets(deadline_s, budget_usd, f) or (
+                                (f.total_usd if deadline_s is not None else f.total_s) > ceiling
+                            ):
                                 continue
                             if best is None or better(deadline_s, f, best.figures):
                                 chosen = tuple(
@@ -356,26 +359,34 @@ def _search(
     return best
 
 
+def _bar(ceiling: float, best: PipelineCandidate | None, deadline_s: float | None) -> float:
+    """What a plan must not exceed to matter: the goal's figure (cost under a deadline, time
+    for a budget alone) of the best so far, or the ceiling."""
+    if best is None:
+        return ceiling
+    return min(ceiling, best.figures.total_usd if deadline_s is not None else best.figures.total_s)
+
+
 def _keeper(
     deadline_s: float | None,
     budget_usd: float | None,
-    best: PipelineCandidate | None,
+    bar: float,
     k: int,
     r: int,
     price: float,
     slots: int,
 ) -> Callable[[float, float, float], bool]:
     """The bound a (partial) label must meet: its k iterations alone within the deadline (or,
-    for a budget, faster than the best), its stages' Lambda compute over those iterations
-    (billed time is at least the iterations) within the best cost (or the budget)."""
+    for a budget, within the bar on time), its stages' Lambda compute over those iterations
+    (billed time is at least the iterations) within the bar on cost (or the budget)."""
 
     def keep(slot: float, sync: float, mem: float) -> bool:
         floor_s = k * (slots * slot + sync)
         usd = price * r * mem / 1024.0 * floor_s
         if deadline_s is not None:
-            if floor_s > deadline_s or (best is not None and usd > best.figures.total_usd):
+            if floor_s > deadline_s or usd > bar:
                 return False
-        elif best is not None and floor_s > best.figures.total_s:
+        elif floor_s > bar:
             return False
         return budget_usd is None or usd <= budget_usd
 

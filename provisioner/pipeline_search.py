@@ -111,8 +111,7 @@ def divisors(n: int) -> list[int]:
 
 @dataclass(frozen=True)
 class _Tables:
-    """Per block range [a, b) (keyed (a, b)) its options: (slot, sync, memory, compute,
-    boundary, need), the Pareto-useful memories only."""
+    """Per block range (a, b): (slot, sync, memory, compute, boundary, need), useful ones."""
 
     options: dict[tuple[int, int], list[tuple[float, float, int, float, float, int]]]
 

@@ -90,21 +90,22 @@ def stage_compute_per_micro_s(
 
 def stage_memory_needed_mb(
     runtime_mb: int,
-    parameter_bytes: int,
-    activation_bytes_per_sample: int,
-    boundary_bytes_per_sample: int,
+    parameter_bytes: Arr | int,
+    activation_bytes_per_sample: Arr | int,
+    boundary_bytes_per_sample: Arr | int,
     local_batch: int,
     micro_batch: int,
-) -> int:
-    """Memory a stage's worker needs (MB, whole): the runtime, PARAMETER_COPIES of its
-    parameters, every micro-batch's saved activations (GPipe keeps all M until their backwards:
-    local_batch samples' worth) and one micro-batch's boundary buffers in and out."""
+) -> Arr:
+    """Memory a stage's worker needs (MB, whole; per stage where given arrays): the runtime,
+    PARAMETER_COPIES of its parameters, every micro-batch's saved activations (GPipe keeps all
+    M until their backwards: local_batch samples' worth) and one micro-batch's boundary buffers
+    in and out."""
     need = (
-        PARAMETER_COPIES * parameter_bytes
-        + local_batch * activation_bytes_per_sample
-        + BOUNDARY_BUFFERS * micro_batch * boundary_bytes_per_sample
+        PARAMETER_COPIES * np.asarray(parameter_bytes, dtype=np.int64)
+        + local_batch * np.asarray(activation_bytes_per_sample, dtype=np.int64)
+        + BOUNDARY_BUFFERS * micro_batch * np.asarray(boundary_bytes_per_sample, dtype=np.int64)
     )
-    return int(runtime_mb + np.ceil(need / MIB))
+    return runtime_mb + np.ceil(need / MIB).astype(np.int64)
 
 
 def boundary_transfer_s(catalog: Catalog, in_bytes: float, out_bytes: float, memory_mb: Arr) -> Arr:

@@ -124,25 +124,29 @@ def inverse_rates(profile: WorkloadProfile, catalog: Catalog, grid: np.ndarray, 
     return np.vstack([np.zeros(grid.size), np.cumsum(np.array(rows), axis=0)])
 
 
+def block_ranges(count: int) -> tuple[Arr, Arr]:
+    """(first, stop) of every block range [a, b), a < b ≤ count, in one fixed order."""
+    pairs = [(a, b) for a in range(count) for b in range(a + 1, count + 1)]
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
 def range_syncs(
     profile: WorkloadProfile,
     catalog: Catalog,
     grid: np.ndarray,
     route: SyncRoute,
     replicas: int,
-) -> dict[tuple[int, int], Arr]:
-    """Every stage range's sync per iteration at every memory (stage_sync_s)."""
-    count = len(profile.blocks)
+) -> Arr:
+    """(ranges, J): every stage range's sync per iteration at every memory (stage_sync_s)."""
+    first, stop = block_ranges(len(profile.blocks))
     params = np.concatenate([[0], np.cumsum([b.parameter_bytes for b in profile.blocks])])
     memo: dict[int, Arr] = {}
-    out: dict[tuple[int, int], Arr] = {}
-    for a in range(count):
-        for b in range(a + 1, count + 1):
-            p = int(params[b] - params[a])
-            if p not in memo:
-                memo[p] = stage_sync_s(profile, catalog, route, p, replicas, grid)
-            out[(a, b)] = memo[p]
-    return out
+    rows = []
+    for p in (params[stop] - params[first]).tolist():
+        if p not in memo:
+            memo[p] = stage_sync_s(profile, catalog, route, int(p), replicas, grid)
+        rows.append(memo[p])
+    return np.array(rows)
 
 
 def range_options(
@@ -150,39 +154,49 @@ def range_options(
     catalog: Catalog,
     grid: np.ndarray,
     inv_rate: Arr,
-    syncs: dict[tuple[int, int], Arr],
+    syncs: Arr,
     micro_batches: int,
     b_l: int,
 ) -> _Tables:
-    """Every stage range's memory options, dominated memories dropped: with slot and sync both
-    non-increasing in memory, a memory is kept only if it is the smallest reaching its pair."""
+    """Every stage range's memory options at once; a memory is dropped where the next smaller
+    one is no worse in slot and in sync (it reaches the same pair for less)."""
     blocks = profile.blocks
     count = len(blocks)
     micro = b_l // micro_batches
-    runtime = profile.runtime_memory_mb or 0
+    first, stop = block_ranges(count)
     params = np.concatenate([[0], np.cumsum([b.parameter_bytes for b in blocks])])
     acts = np.concatenate([[0], np.cumsum([b.activation_bytes_per_sample for b in blocks])])
-    options: dict[tuple[int, int], list[tuple[float, float, int, float, float, int]]] = {}
-    # stage 0's input is the dataset sample, read with the shard: it crosses no boundary
-    for a in range(count):
-        in_sample = 0 if a == 0 else blocks[a - 1].output_bytes_per_sample
-        for b in range(a + 1, count + 1):
-            out_sample = 0 if b == count else blocks[b - 1].output_bytes_per_sample
-            need = stage_memory_needed_mb(
-                runtime, int(params[b] - params[a]), int(acts[b] - acts[a]),
-                in_sample + out_sample, b_l, micro,
-            )  # fmt: skip
-            comp = micro * (inv_rate[b] - inv_rate[a])
-            bnd = boundary_transfer_s(catalog, micro * in_sample, micro * out_sample, grid)
-            slot = comp + bnd
-            sync = syncs[(a, b)]
-            kept: list[tuple[float, float, int, float, float, int]] = []
-            for j in np.nonzero(grid >= need)[0]:
-                s_j, y_j = float(slot[j]), float(sync[j])
-                if kept and s_j >= kept[-1][0] and y_j >= kept[-1][1]:
-                    continue  # a smaller memory already reaches this (slot, sync)
-                kept.append((s_j, y_j, int(grid[j]), float(comp[j]), float(bnd[j]), need))
-            options[(a, b)] = kept
+    # stage 0's input is the dataset sample, read with the shard: it crosses no boundary; the
+    # last stage hands nothing on
+    outs = [b.output_bytes_per_sample for b in blocks]
+    in_sample = np.array([0, *outs[:-1]])[first]
+    out_sample = np.array([*outs[:-1], 0, 0])[stop - 1]
+    side_in = np.array([boundary_transfer_s(catalog, micro * x, 0.0, grid) for x in
+                        [0, *outs[:-1]]])  # fmt: skip
+    side_out = np.array([boundary_transfer_s(catalog, 0.0, micro * x, grid) for x in
+                         [*outs[:-1], 0]])  # fmt: skip
+    need = stage_memory_needed_mb(
+        profile.runtime_memory_mb or 0, params[stop] - params[first], acts[stop] - acts[first],
+        in_sample + out_sample, b_l, micro,
+    )  # fmt: skip
+    comp = micro * (inv_rate[stop] - inv_rate[first])
+    bnd = side_in[first] + side_out[stop - 1]
+    slot = comp + bnd
+    valid = grid[np.newaxis, :] >= need[:, np.newaxis]
+    keep = valid.copy()
+    better = (slot[:, 1:] < slot[:, :-1]) | (syncs[:, 1:] < syncs[:, :-1])
+    keep[:, 1:] &= better | ~valid[:, :-1]  # the first memory that fits is always an option
+    rows, cols = np.nonzero(keep)
+    # one conversion of each table to Python numbers, then each range's options
+    table = zip(slot[rows, cols].tolist(), syncs[rows, cols].tolist(), grid[cols].tolist(),
+                comp[rows, cols].tolist(), bnd[rows, cols].tolist(), need[rows].tolist(),
+                strict=True)  # fmt: skip
+    options: dict[tuple[int, int], list[tuple[float, float, int, float, float, int]]] = {
+        (a, b): [] for a, b in zip(first.tolist(), stop.tolist(), strict=True)
+    }
+    fl, st = first.tolist(), stop.tolist()
+    for i, option in zip(rows.tolist(), table, strict=True):
+        options[(fl[i], st[i])].append(option)
     return _Tables(options)
 
 
@@ -323,7 +337,7 @@ def _search(
             floor = compute_cost_floor(grid, inv[arch]) * price / 1024.0
             slowest = float(np.max(np.diff(inv[arch], axis=0)[:, -1]))
             for route in sync_routes(catalog, limits, r, arch):
-                syncs: dict[tuple[int, int], Arr] | None = None
+                syncs: Arr | None = None
                 ps_price = catalog.ps_type(route.ps_type).usd_per_hour if route.ps_type else 0.0
                 for m in divisors(b_l):
                     micro = b_l // m

@@ -55,7 +55,9 @@ def stage_figures(
     params = sum(x.parameter_bytes for x in blocks[a:b])
     sync = stage_sync_s(p, cat, route, params, r, grid)[0]
     acts = sum(x.activation_bytes_per_sample for x in blocks[a:b])
-    need = stage_memory_needed_mb(p.runtime_memory_mb or 0, params, acts, in_s + out_s, b_l, micro)
+    need = int(
+        stage_memory_needed_mb(p.runtime_memory_mb or 0, params, acts, in_s + out_s, b_l, micro)
+    )
     return float(comp + bnd), float(sync), need
 
 

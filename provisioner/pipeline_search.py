@@ -109,11 +109,38 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+Option = tuple[float, float, int, float, float, int]
+
+
 @dataclass(frozen=True)
 class _Tables:
-    """Per block range (a, b): (slot, sync, memory, compute, boundary, need), useful ones."""
+    """Every block range's (row: range_index) options as arrays over memory; a range's list of
+    (slot, sync, memory, compute, boundary, need) is built when the search first asks for it
+    (the bounds leave many ranges unasked)."""
 
-    options: dict[tuple[int, int], list[tuple[float, float, int, float, float, int]]]
+    rows: dict[tuple[int, int], int]
+    arrays: tuple[Arr, Arr, Arr, Arr]  # slot, sync, compute, boundary: (ranges, memories)
+    keep: Arr  # (ranges, memories): the useful memories of each range
+    need: Arr  # (ranges,)
+    least_mb: Arr  # (ranges,) the smallest memory that fits, inf where none does
+    grid: Arr
+    built: dict[tuple[int, int], list[Option]]
+
+    def options(self, a: int, b: int) -> list[Option]:
+        found = self.built.get((a, b))
+        if found is None:
+            i = self.rows[(a, b)]
+            js = np.nonzero(self.keep[i])[0]
+            cols = [x[i, js].tolist() for x in self.arrays]
+            need = int(self.need[i])
+            found = [
+                (sl, sy, m, co, bo, need)
+                for sl, sy, m, co, bo in zip(
+                    cols[0], cols[1], self.grid[js].tolist(), cols[2], cols[3], strict=True
+                )  # fmt: skip
+            ]
+            self.built[(a, b)] = found
+        return found
 
 
 def inverse_rates(profile: WorkloadProfile, catalog: Catalog, grid: np.ndarray, arch: str) -> Arr:
@@ -186,18 +213,10 @@ def range_options(
     keep = valid.copy()
     better = (slot[:, 1:] < slot[:, :-1]) | (syncs[:, 1:] < syncs[:, :-1])
     keep[:, 1:] &= better | ~valid[:, :-1]  # the first memory that fits is always an option
-    rows, cols = np.nonzero(keep)
-    # one conversion of each table to Python numbers, then each range's options
-    table = zip(slot[rows, cols].tolist(), syncs[rows, cols].tolist(), grid[cols].tolist(),
-                comp[rows, cols].tolist(), bnd[rows, cols].tolist(), need[rows].tolist(),
-                strict=True)  # fmt: skip
-    options: dict[tuple[int, int], list[tuple[float, float, int, float, float, int]]] = {
-        (a, b): [] for a, b in zip(first.tolist(), stop.tolist(), strict=True)
-    }
-    fl, st = first.tolist(), stop.tolist()
-    for i, option in zip(rows.tolist(), table, strict=True):
-        options[(fl[i], st[i])].append(option)
-    return _Tables(options)
+    fits = valid.any(axis=1)
+    least = np.where(fits, grid[np.argmax(valid, axis=1)], np.inf)
+    rows = {(a, b): i for i, (a, b) in enumerate(zip(first.tolist(), stop.tolist(), strict=True))}
+    return _Tables(rows, (slot, syncs, comp, bnd), keep, need, least, grid, {})
 
 
 Label = tuple[float, float, int, tuple[tuple[int, int, int], ...]]
@@ -217,16 +236,16 @@ def _pareto(labels: list[Label]) -> list[Label]:
 def least_memory_rest(tables: _Tables, count: int, stages: int) -> list[list[float]]:
     """rest[ℓ][b]: the least Σ memory of blocks [b, count) cut into ℓ stages, each at its
     smallest memory that fits (inf where none): a floor on what a partial label still adds."""
-    inf = float("inf")
-    rest = [[inf] * (count + 1) for _ in range(stages + 1)]
-    rest[0][count] = 0.0
-    for left in range(1, stages + 1):
-        for b in range(count):
-            for c in range(b + 1, count + 1):
-                opts = tables.options[(b, c)]
-                if opts and rest[left - 1][c] < inf:
-                    rest[left][b] = min(rest[left][b], opts[0][2] + rest[left - 1][c])
-    return rest
+    least = np.full((count + 1, count + 1), np.inf)  # least[b, c]: range [b, c) alone
+    for (a, c), i in tables.rows.items():
+        least[a, c] = tables.least_mb[i]
+    rest = np.full(count + 1, np.inf)
+    rest[count] = 0.0
+    out = [rest.tolist()]
+    for _ in range(stages):
+        rest = np.min(least + rest[np.newaxis, :], axis=1)
+        out.append(rest.tolist())
+    return out
 
 
 def stage_labels(
@@ -246,7 +265,7 @@ def stage_labels(
             stops = [count] if left == 0 else range(a + 1, count - left + 1)
             for b in stops:
                 out = nxt.setdefault(b, [])
-                for oi, (slot, sync, mem, *_rest) in enumerate(tables.options[(a, b)]):
+                for oi, (slot, sync, mem, *_rest) in enumerate(tables.options(a, b)):
                     for ls, ly, lm, path in labels:
                         lab = (max(ls, slot), max(ly, sync), lm + mem)
                         if keep(lab[0], lab[1], lab[2] + rest[left][b]):
@@ -365,7 +384,7 @@ def _search(
                                 continue
                             if best is None or better(deadline_s, f, best.figures):
                                 chosen = tuple(
-                                    StageChoice(a, b, *_stage(tables.options[(a, b)][oi]))
+                                    StageChoice(a, b, *_stage(tables.options(a, b)[oi]))
                                     for a, b, oi in path
                                 )
                                 best = PipelineCandidate(arch, route, r, m, b_l, chosen, f)

@@ -4,7 +4,8 @@ Search space: S = 2 … min(blocks, MAX_STAGES); every cut of the blocks into S 
 stages; each stage's memory on the pipeline grid (the catalog's grid at PIPELINE_STEP_MB, up to
 the limit); r = 1 … min(⌊concurrency / S⌋, MAX_REPLICAS) replicas (r ≤ b_g^max as today);
 M ∈ the divisors of the local batch; every architecture; PS types × 1 … max shards per stage,
-or S3 with k = 1 … min(r, FIRST_PASS_REDUCERS) reducers per stage. S = 1 is today's planner, unchanged.
+or S3 with k = 1 … min(r, FIRST_PASS_REDUCERS) reducers per stage. S = 1 is today's planner,
+unchanged.
 
 Why it is exact. For fixed (arch, sync route, r, M, S) a plan's time and every cost item are
 non-decreasing in three figures of its stages: the slowest slot, the slowest sync and the sum of

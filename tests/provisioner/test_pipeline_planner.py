@@ -98,3 +98,29 @@ def test_the_cli_summary_lists_every_stage() -> None:
         assert f"{plan.n_workers} × {st.memory_mb} MB" in line
     one = plan_job(make_profile(), catalog(), Goal(deadline_s=3600.0), LIMITS, "x").plan
     assert not [x for x in render_plan(one).splitlines() if "stage 0" in x]
+
+
+def test_cutting_is_chosen_where_it_is_cheaper_and_says_by_how_much() -> None:
+    """A model whose whole needs 1,280 MB but whose rate is flat above 0.05 vCPU: two stages of
+    512 MB bill 1,024 MB per replica for about half the time each, cheaper than one 1,280 MB
+    function even with the boundaries' requests."""
+    flat = {"points": [{"vcpu_share": 0.05, "samples_per_s": 10.0},
+                       {"vcpu_share": 1.0, "samples_per_s": 10.0}]}  # fmt: skip
+    blocks = [block_dict(f"{i}:Layer", 1_000_000, 4_000, 10_000, 10.0) for i in range(4)]
+    for b in blocks:
+        b["training_rate"] = {"x86_64": flat}
+    whole = {"points": [{**p, "samples_per_s": 2.5} for p in flat["points"]]}
+    profile = blocks_profile(
+        blocks, min_memory_mb=1280, dataset_samples=4000, epochs=1, profiled_local_batch=16,
+        training_rate={"x86_64": whole},
+    )  # fmt: skip
+    goal = Goal(deadline_s=4 * 3600.0)
+    result = plan_job(profile, catalog(), goal, LIMITS, "cut")
+    plan, one_stage = result.plan, result.alternatives[0]
+    assert plan.pipeline is not None and plan.pipeline.reason == "cheaper"
+    assert one_stage.pipeline is None
+    assert plan.cost.total_usd < one_stage.cost.total_usd
+    saved = one_stage.cost.total_usd - plan.cost.total_usd
+    assert f"pipelined in {plan.pipeline.stage_count} stages (cheaper): ${saved:.4f} less" in (
+        " ".join(plan.notes)
+    )

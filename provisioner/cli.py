@@ -180,6 +180,7 @@ def render_plan(plan: Plan) -> str:
             "workers × memory",
             f"{plan.n_workers} × {plan.memory_mb} MB {plan.arch} ({plan.vcpu_share:.2f} vCPU)",
         ),
+        *stage_rows(plan),
         _row(
             "parameter servers",
             f"{plan.ps_type} × {plan.ps_count} ({plan.ps_arch})" if plan.ps_count else "none",
@@ -227,6 +228,31 @@ def render_plan(plan: Plan) -> str:
         lines += [_row("between runs", idle_line(plan))]
     lines += [f"  note: {n}" for n in plan.notes if not n.startswith(SYNC_NOTE)]
     return "\n".join(lines)
+
+
+def stage_rows(plan: Plan) -> list[str]:
+    """A pipelined plan's stages, one line each (none for a one-stage plan): blocks, memory,
+    replicas and the stage's own sync."""
+    if plan.pipeline is None:
+        return []
+    pipe = plan.pipeline
+    sync = (
+        f"PS {plan.ps_type} × {plan.ps_count}" if plan.sync == "ps" else f"S3 k = {plan.reducers}"
+    )
+    rows = [_row("pipeline", f"{pipe.stage_count} stages, {pipe.micro_batches} micro-batches "
+                             f"({pipe.schedule}, {pipe.reason})")]  # fmt: skip
+    for st in pipe.stages:
+        blocks = f"{st.block_names[0]} … {st.block_names[-1]}" if len(st.block_names) > 1 else (
+            st.block_names[0]
+        )  # fmt: skip
+        rows.append(
+            _row(
+                f"  stage {st.index}",
+                f"blocks {st.first_block}-{st.stop_block - 1} ({blocks}), {plan.n_workers} × "
+                f"{st.memory_mb} MB (needs {st.memory_needed_mb}), sync {sync}",
+            )
+        )
+    return rows
 
 
 def _exchange(plan: Plan) -> str:

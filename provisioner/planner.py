@@ -21,6 +21,7 @@ from provisioner.explain import alternatives_rule, infeasible_message, reserve_w
 from provisioner.idle import idle_cost
 from provisioner.model import evaluate
 from provisioner.parse import MAX_SLACK, SLACK_FORMS
+from provisioner.pipeline_plans import needs_blocks_message, pipelined_instead
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
@@ -405,11 +406,23 @@ def plan_job(
         )
     # the user's slack, else the catalog's; plans meet the deadline at the interval's top
     goal = goal.for_catalog(catalog.default_slack, catalog.prediction_interval.high)
-    space = build_space(profile, catalog, limits)
+    try:
+        space = build_space(profile, catalog, limits)
+    except Infeasible:
+        # the model fits no function: cut it into stages if its profile says how
+        cut = pipelined_instead(profile, catalog, goal, limits, job, None)
+        if cut is not None:
+            return PlanResult(plan=cut)
+        if not profile.blocks and profile.min_memory_mb > catalog.memory_max_mb:
+            raise Infeasible(needs_blocks_message(profile, catalog)) from None
+        raise
     flat = flatten(profile, catalog, space)
     res = solve_goal(profile, catalog, space, goal, flat)
     cost_first = goal.planning_deadline_s is not None
     if res is None:
+        cut = pipelined_instead(profile, catalog, goal, limits, job, None)
+        if cut is not None:
+            return PlanResult(plan=cut)
         raise Infeasible(infeasible_message(profile, catalog, space, goal, limits.arch))
     best, pool = res
     choice = choice_of(space, int(pool.r[best]), int(pool.ni[best]), int(pool.j[best]))
@@ -456,6 +469,9 @@ def plan_job(
         )
     )
     front = frontier(profile, catalog, space, frontier_points) if frontier_points else ()
+    cut = pipelined_instead(profile, catalog, goal, limits, job, plan)
+    if cut is not None:  # the one-stage optimum becomes the first alternative
+        return PlanResult(plan=cut, frontier=front, alternatives=(plan, *alts))
     return PlanResult(plan=plan, frontier=front, alternatives=alts, other_sync=other_plan)
 
 

@@ -8,11 +8,12 @@ bad one in a single line naming the field, the value and what is accepted.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from functions.model_spec import ModelError, is_digest, parse_spec
+from provisioner.blocks_profile import BlockProfile, parse_blocks
 from provisioner.catalog import ARCHITECTURES, REPO_ROOT, read_data_json
 from provisioner.domain import (
     MAX_CORES,
@@ -26,6 +27,7 @@ from provisioner.domain import (
     whole,
 )
 from provisioner.parse import parse_data_name
+from provisioner.rate_curve import RateCurve as RateCurve  # callers import it from here too
 
 PROFILE_DIR = REPO_ROOT / "profiles"
 _SECONDS, _ITERATIONS = non_negative(MAX_SECONDS), non_negative(1e6)
@@ -73,27 +75,6 @@ INPUT_SHAPES = {
     "cifar10": (3, 32, 32),
     "synthetic-tokens": (256,),  # token ids (functions.datasets.synthetic_tokens)
 }
-
-
-@dataclass(frozen=True)
-class RateCurve:
-    """Training rate R of one function for one architecture.
-
-    Either measured points (vCPU share, or memory in MB, -> samples/s; interpolated
-    monotonically, proportional below the first point, flat beyond the last) or λDNN's linear
-    fit R = α1·m + β1 in the memory size m (MB).
-    """
-
-    arch: str
-    vcpu_shares: tuple[float, ...] = ()
-    samples_per_s: tuple[float, ...] = ()
-    alpha1_samples_s_per_mb: float | None = None
-    beta1_samples_s: float | None = None
-    memory_points_mb: tuple[float, ...] = ()  # points keyed by memory instead of vCPU share
-
-    @property
-    def is_linear(self) -> bool:
-        return self.alpha1_samples_s_per_mb is not None
 
 
 @dataclass(frozen=True)
@@ -154,6 +135,10 @@ class WorkloadProfile:
     sources: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     model_digest: str = ""  # sha256 of the model file when profiled ("" = not recorded)
     input_shape: tuple[int, ...] | None = None  # a user dataset's input, as the profiler read it
+    # Pipelining only (provisioner/blocks_profile.py): the model's blocks in order and a worker's
+    # memory before the model; () and None where the profile declares none.
+    blocks: tuple[BlockProfile, ...] = ()
+    runtime_memory_mb: int | None = None
 
     def rate(self, arch: str) -> RateCurve | None:
         for r in self.rates:
@@ -326,6 +311,9 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         model_digest=str(data.get("model_digest", "")),
         input_shape=_input_shape(data),
     )
+    blocks, runtime_mb = parse_blocks(data, profile.model_bytes, profile.architectures, _rate)
+    if blocks:
+        profile = replace(profile, blocks=blocks, runtime_memory_mb=runtime_mb)
     if profile.model_digest and not is_digest(profile.model_digest):
         raise ValueError(
             f"profile field 'model_digest': {profile.model_digest!r} is not sha256: and 64 hex "

@@ -1,0 +1,154 @@
+"""The pipelined search equals enumerating every cut and every per-stage memory (small cases)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from provisioner.catalog import Catalog
+from provisioner.pipeline_model import (
+    RunFigures,
+    RunShape,
+    boundary_transfer_s,
+    run_figures,
+    stage_compute_per_micro_s,
+    stage_memory_needed_mb,
+    stage_sync_s,
+)
+from provisioner.pipeline_search import (
+    better,
+    divisors,
+    meets,
+    pipeline_memory_grid,
+    search_pipeline,
+    sync_routes,
+)
+from provisioner.profile import WorkloadProfile
+from provisioner.quota import vcpu_share
+from provisioner.space import Limits
+from provisioner.terms import iterations, local_batch
+from tests.provisioner.conftest import small_catalog
+from tests.provisioner.pipeline_profiles import block_dict, blocks_profile
+
+LIMITS = Limits(max_concurrency=4, sync="auto")
+
+
+def catalog() -> Catalog:
+    return small_catalog(memory_max_mb=768, shards=1, ps=("c5.large", "c6g.large"))
+
+
+def stage_figures(
+    p: WorkloadProfile, cat: Catalog, arch: str, route, r: int, m: int, b_l: int, a: int, b: int,
+    mem: int,
+) -> tuple[float, float, int]:  # fmt: skip
+    """(slot, sync, need) of blocks [a, b) at one memory, straight from the model's functions."""
+    blocks, micro, grid = p.blocks, b_l // m, np.array([mem])
+    share = vcpu_share(grid, cat.mb_per_vcpu, cat.max_vcpu)
+    comp = stage_compute_per_micro_s(blocks[a:b], arch, micro, share, grid)[0]
+    in_s = 0 if a == 0 else blocks[a - 1].output_bytes_per_sample
+    out_s = 0 if b == len(blocks) else blocks[b - 1].output_bytes_per_sample
+    bnd = boundary_transfer_s(cat, micro * in_s, micro * out_s, grid)[0]
+    params = sum(x.parameter_bytes for x in blocks[a:b])
+    sync = stage_sync_s(p, cat, route, params, r, grid)[0]
+    acts = sum(x.activation_bytes_per_sample for x in blocks[a:b])
+    need = int(
+        stage_memory_needed_mb(p.runtime_memory_mb or 0, params, acts, in_s + out_s, b_l, micro)
+    )
+    return float(comp + bnd), float(sync), need
+
+
+def brute_force(
+    p: WorkloadProfile, cat: Catalog, limits: Limits, deadline: float | None, budget: float | None
+) -> RunFigures | None:
+    """Every S, cut, per-stage memory, r, M, arch and route, priced by run_figures."""
+    grid = [int(g) for g in pipeline_memory_grid(cat, limits)]
+    count, best = len(p.blocks), None
+    for stages in range(2, count + 1):
+        for cut in itertools.combinations(range(1, count), stages - 1):
+            bounds = list(zip((0, *cut), (*cut, count), strict=True))
+            for r in range(1, (limits.max_concurrency or 1) // stages + 1):
+                b_l = int(local_batch(np.array([r]), p.profiled_local_batch, p.max_global_batch)[0])
+                k = int(iterations(p.dataset_samples, p.epochs, np.array([r * b_l]))[0])
+                for arch in ("x86_64", "arm64"):
+                    price = cat.arch(arch).usd_per_gb_s
+                    for route in sync_routes(cat, limits, r, arch):
+                        ps_price = cat.ps_type(route.ps_type).usd_per_hour if route.ps_type else 0.0
+                        for m in divisors(b_l):
+                            shape = RunShape(stages, r, m, k, price, route, ps_price)
+                            table = {
+                                (a, b, mem): stage_figures(
+                                    p, cat, arch, route, r, m, b_l, a, b, mem
+                                )
+                                for a, b in bounds
+                                for mem in grid
+                            }
+                            for mems in itertools.product(grid, repeat=stages):
+                                figs = [
+                                    table[(a, b, mem)]
+                                    for (a, b), mem in zip(bounds, mems, strict=True)
+                                ]
+                                if any(
+                                    need > mem for (_, _, need), mem in zip(figs, mems, strict=True)
+                                ):
+                                    continue
+                                f = run_figures(
+                                    p, cat, shape, max(x[0] for x in figs),
+                                    max(x[1] for x in figs), sum(mems),
+                                )  # fmt: skip
+                                if meets(deadline, budget, f) and better(deadline, f, best):
+                                    best = f
+    return best
+
+
+block = st.tuples(
+    st.integers(1, 3_000_000),  # parameters
+    st.integers(100, 400_000),  # output per sample
+    st.integers(0, 2_000_000),  # activations per sample
+    st.floats(50.0, 2000.0),  # rate at one vCPU
+)
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    blocks=st.lists(block, min_size=3, max_size=4),
+    deadline_s=st.floats(200.0, 20_000.0),
+    budget=st.booleans(),
+)
+def test_search_equals_brute_force(
+    blocks: list[tuple[int, int, int, float]], deadline_s: float, budget: bool
+) -> None:
+    docs = [block_dict(f"{i}:B", *b) for i, b in enumerate(blocks)]
+    p = blocks_profile(
+        docs, dataset_samples=2000, epochs=1, profiled_local_batch=8, max_global_batch=32
+    )
+    cat = catalog()
+    goal = (None, 0.5) if budget else (deadline_s, None)
+    want = brute_force(p, cat, LIMITS, *goal)
+    got = search_pipeline(p, cat, LIMITS, *goal)
+    if want is None:
+        assert got is None
+        return
+    assert got is not None
+    assert math.isclose(got.figures.total_usd, want.total_usd, rel_tol=1e-12)
+    assert math.isclose(got.figures.total_s, want.total_s, rel_tol=1e-12)
+
+
+def test_the_cut_it_reports_prices_as_found() -> None:
+    docs = [block_dict(f"{i}:B", 1_000_000, 50_000, 400_000, 300.0) for i in range(4)]
+    p = blocks_profile(docs, dataset_samples=2000, epochs=1, profiled_local_batch=8)
+    cat = catalog()
+    got = search_pipeline(p, cat, LIMITS, 20_000.0, None)
+    assert got is not None
+    stages = got.stages
+    assert stages[0].first == 0 and stages[-1].stop == 4
+    assert all(x.stop == y.first for x, y in zip(stages, stages[1:], strict=False))
+    assert all(s.memory_mb >= s.need_mb for s in stages)
+    slot = max(s.slot_s for s in stages)
+    assert math.isclose(
+        got.figures.iteration_s,
+        (got.micro_batches + len(stages) - 1) * slot + max(s.sync_s for s in stages),
+    )

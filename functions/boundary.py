@@ -22,13 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from botocore.exceptions import ClientError
 
 from functions.s3sync import (
     DELETE_BATCH,
     ArrivalEstimate,
     RequestCounts,
-    _missing,
+    counted_get,
     exchange_base,
     poll_for,
 )
@@ -143,13 +142,4 @@ class Boundaries:
 
     def _get(self, key: str) -> tuple[bytes, float] | None:
         """(body, when the GET answered), or None while the key is not there."""
-        self.counts.add("get")
-        try:
-            response = self.s3.get_object(Bucket=self.bucket, Key=key)
-        except ClientError as exc:
-            if not _missing(exc):
-                raise
-            self.counts.add("get_miss")
-            return None
-        answered = time.perf_counter()
-        return response["Body"].read(), answered
+        return counted_get(self.s3, self.bucket, key, self.counts)

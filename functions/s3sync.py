@@ -310,6 +310,24 @@ def _missing(exc: ClientError) -> bool:
     return exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404")
 
 
+def counted_get(
+    s3: Any, bucket: str, key: str, counts: RequestCounts, length: int | None = None
+) -> tuple[bytes, float] | None:
+    """GET (the first `length` bytes), counted (a miss as "get" and "get_miss"); (body, when it
+    answered), None while the key is not there."""
+    extra = {"Range": f"bytes=0-{length - 1}"} if length is not None else {}
+    counts.add("get")
+    try:
+        response = s3.get_object(Bucket=bucket, Key=key, **extra)
+    except ClientError as exc:
+        if not _missing(exc):
+            raise
+        counts.add("get_miss")
+        return None
+    answered = time.perf_counter()
+    return response["Body"].read(), answered
+
+
 @dataclass
 class S3Exchange:
     """One worker's side of the S3 exchange (the Exchange interface of functions.exchange)."""
@@ -388,17 +406,7 @@ class S3Exchange:
 
     def _get(self, key: str, length: int | None) -> tuple[bytes, float] | None:
         """GET (the first `length` bytes); (body, when it answered), None if not there yet."""
-        extra = {"Range": f"bytes=0-{length - 1}"} if length is not None else {}
-        self.counts.add("get")
-        try:
-            response = self.s3.get_object(Bucket=self.bucket, Key=key, **extra)
-        except ClientError as exc:
-            if not _missing(exc):
-                raise
-            self.counts.add("get_miss")
-            return None
-        answered = time.perf_counter()
-        return response["Body"].read(), answered
+        return counted_get(self.s3, self.bucket, key, self.counts, length)
 
     def _wait_for(
         self, key: str, length: int | None = None, slot: tuple[str, int] | None = None

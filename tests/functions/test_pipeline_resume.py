@@ -121,12 +121,14 @@ def test_a_stage_ahead_of_a_stopped_peer_stops_at_the_same_iteration(
 ) -> None:
     """Stage 0 ends its link after one iteration, stage 1 has no cap: its wait for the next
     activation ends at the deadline ("ps_timeout") with both at iteration 1, and the next
-    link (all stages at once) resumes both from their exchanges and ends exact."""
+    link (all stages at once) resumes both from their exchanges and ends exact. The deadline
+    is far above any wait of a running peer (stage 0's start-up on a slow host): only the
+    activation that never comes reaches it."""
     bucket, job = data.bucket(1), data.new_job()
     with stage_servers(2, 1, job) as servers:
         events = [
             stage_event(bucket, "ps", s, 0, stages=2, replicas=1, micro_batches=2,
-                        iterations=ITERATIONS, servers=servers, job=job, ps_timeout_s=2.0,
+                        iterations=ITERATIONS, servers=servers, job=job, ps_timeout_s=10.0,
                         iterations_per_invocation=1 - s)
             for s in range(2)
         ]  # fmt: skip

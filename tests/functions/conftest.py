@@ -211,3 +211,12 @@ def weed_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[s
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def pipeline_data() -> Iterator[Any]:
+    """One SeaweedFS server per pipeline test module, with the digits shards its runs share."""
+    from .pipeline_helpers import SharedData, weed_s3  # they import this module's helpers
+
+    with weed_s3() as s3:
+        yield SharedData(s3)

@@ -3,9 +3,8 @@ parameters of single-process SGD on the same global batch, in both sync modes.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from contextlib import ExitStack
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,22 +17,9 @@ from .pipeline_helpers import (
     run_link,
     stage_event,
     stage_servers,
-    weed_s3,
 )
 
 ITERATIONS = 3
-
-
-@pytest.fixture(scope="module")
-def data() -> Iterator[SharedData]:
-    with weed_s3() as s3:
-        yield SharedData(s3)
-
-
-@pytest.fixture()
-def tmpdir_cache(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Workers cache shards under TMPDIR; each test its own."""
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
 
 
 @pytest.mark.parametrize("sync", ["ps", "s3"])
@@ -41,10 +27,10 @@ def tmpdir_cache(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("micro_batches", [1, 4])
 @pytest.mark.parametrize("stages", [2, 3])
 def test_pipeline_matches_single_process_sgd(
-    data: SharedData, tmpdir_cache: None, stages: int, micro_batches: int, replicas: int,
+    pipeline_data: SharedData, shard_cache: Path, stages: int, micro_batches: int, replicas: int,
     sync: str,
 ) -> None:  # fmt: skip
-    bucket, job = data.bucket(replicas), data.new_job()
+    bucket, job = pipeline_data.bucket(replicas), pipeline_data.new_job()
     with ExitStack() as stack:
         servers = (
             stack.enter_context(stage_servers(stages, replicas, job)) if sync == "ps" else None
@@ -56,23 +42,23 @@ def test_pipeline_matches_single_process_sgd(
             for r in range(replicas)
         ]  # fmt: skip
         results = run_link(events)
-        got = final_params(data.s3, bucket, events, ITERATIONS, servers)
+        got = final_params(pipeline_data.s3, bucket, events, ITERATIONS, servers)
 
     assert all(r["done"] and r["iteration"] == ITERATIONS for r in results)
-    want = data.reference(events[0], ITERATIONS)
-    initial = data.reference(events[0], 0)
+    want = pipeline_data.reference(events[0], ITERATIONS)
+    initial = pipeline_data.reference(events[0], 0)
     assert got.shape == want.shape
     assert np.abs(want - initial).max() > 1e-3  # training moved them, to the same place
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     # Every boundary object was read and deleted; nothing was listed to find them.
-    assert keys_under(data.s3, bucket, f"{job}/pipe/") == []
+    assert keys_under(pipeline_data.s3, bucket, f"{job}/pipe/") == []
     assert all(r["boundary_requests"]["list"] == 0 for r in results)
 
 
-def test_stage_results_carry_the_stage_terms(data: SharedData, tmpdir_cache: None) -> None:
+def test_stage_results_carry_the_stage_terms(pipeline_data: SharedData, shard_cache: Path) -> None:
     """Each stage's summary and record: its stage, its boundary seconds beside compute and
     sync, a record of its own (stages share a rank), the loss on the last stage only."""
-    bucket, job = data.bucket(1), data.new_job()
+    bucket, job = pipeline_data.bucket(1), pipeline_data.new_job()
     with stage_servers(3, 1, job) as servers:
         events = [
             stage_event(bucket, "ps", s, 0, stages=3, replicas=1, micro_batches=2, iterations=2,
@@ -88,6 +74,6 @@ def test_stage_results_carry_the_stage_terms(data: SharedData, tmpdir_cache: Non
         assert {"boundary_wait_s", "communication_s", "wait_s", "push_s"} <= set(timings)
         assert result["next_event"]["stage"] == events[s]["stage"]
         assert result["next_event"]["start_iteration"] == 2
-        losses = link_losses(data.s3, bucket, result)
+        losses = link_losses(pipeline_data.s3, bucket, result)
         assert [it for it, _ in losses] == [0, 1]
         assert all((loss is not None) == (s == 2) for _, loss in losses)

@@ -8,6 +8,7 @@ import io
 import json
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,23 +21,11 @@ from functions.ps.server import ParameterServer
 
 from .conftest import SECRET, endpoints
 from .helpers import worker_event
-from .pipeline_helpers import SharedData, run_link, stage_event, weed_s3
+from .pipeline_helpers import SharedData, run_link, stage_event
 
 ITERATIONS = 3
 STAGES = 2
 REPLICAS = 2
-
-
-@pytest.fixture(scope="module")
-def data() -> Iterator[SharedData]:
-    with weed_s3() as s3:
-        yield SharedData(s3)
-
-
-@pytest.fixture()
-def tmpdir_cache(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Workers cache shards under TMPDIR; each test its own."""
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
 
 
 @contextmanager
@@ -80,12 +69,12 @@ def stored_model(s3: Any, bucket: str, event: dict[str, Any]) -> np.ndarray:
 
 @pytest.mark.parametrize("sync", ["s3", "ps"])
 def test_finalize_joins_the_stages_into_the_single_process_model(
-    data: SharedData, tmpdir_cache: None, sync: str
+    pipeline_data: SharedData, shard_cache: Path, sync: str
 ) -> None:
-    bucket, job = data.bucket(REPLICAS), data.new_job()
+    bucket, job = pipeline_data.bucket(REPLICAS), pipeline_data.new_job()
     with ExitStack() as stack:
         servers = (
-            stack.enter_context(checkpointing_servers(data.s3, bucket, job))
+            stack.enter_context(checkpointing_servers(pipeline_data.s3, bucket, job))
             if sync == "ps"
             else None
         )
@@ -103,10 +92,14 @@ def test_finalize_joins_the_stages_into_the_single_process_model(
     assert report["iteration"] == ITERATIONS and report["complete"] and report["stages"] == STAGES
     if sync == "ps":
         assert report["ps_checkpoint_acks"] == [ITERATIONS] * (2 * STAGES)
-    want = data.reference(events[0], ITERATIONS)
+    want = pipeline_data.reference(events[0], ITERATIONS)
     assert report["parameters"] == want.size
-    np.testing.assert_allclose(stored_model(data.s3, bucket, event), want, rtol=1e-4, atol=1e-5)
-    stored = json.loads(data.s3.get_object(Bucket=bucket, Key=f"{job}/report.json")["Body"].read())
+    np.testing.assert_allclose(
+        stored_model(pipeline_data.s3, bucket, event), want, rtol=1e-4, atol=1e-5
+    )
+    stored = json.loads(
+        pipeline_data.s3.get_object(Bucket=bucket, Key=f"{job}/report.json")["Body"].read()
+    )
     workers = stored["workers"]
     assert [(w["stage"], w["rank"]) for w in workers] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     links = [link for w in workers for link in w["links"]]

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from functions.s3sync import (
-    DELETE_BATCH,
     ArrivalEstimate,
     RequestCounts,
+    counted_delete,
     counted_get,
     exchange_base,
     poll_for,
@@ -131,10 +131,7 @@ class Boundaries:
         """Delete micro-batches 0..micros-1 of one iteration on each (boundary, kind) of
         `inbound`, in one request (keys already gone cost nothing more)."""
         keys = [self.key(b, kind, iteration, m) for b, kind in inbound for m in range(micros)]
-        for i in range(0, len(keys), DELETE_BATCH):
-            batch = [{"Key": k} for k in keys[i : i + DELETE_BATCH]]
-            self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
-            self.counts.add("delete")
+        counted_delete(self.s3, self.bucket, keys, self.counts)
 
     def close(self) -> None:
         """Waits in flight end at their next back-off (the link is ending)."""

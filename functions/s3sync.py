@@ -328,6 +328,15 @@ def counted_get(
     return response["Body"].read(), answered
 
 
+def counted_delete(s3: Any, bucket: str, keys: list[str], counts: RequestCounts) -> None:
+    """DELETE `keys` in batches of DELETE_BATCH, one counted request each (keys already gone
+    cost nothing more)."""
+    for i in range(0, len(keys), DELETE_BATCH):
+        batch = [{"Key": k} for k in keys[i : i + DELETE_BATCH]]
+        s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+        counts.add("delete")
+
+
 @dataclass
 class S3Exchange:
     """One worker's side of the S3 exchange (the Exchange interface of functions.exchange)."""
@@ -432,10 +441,7 @@ class S3Exchange:
         return polled.value
 
     def _delete(self, keys: list[str]) -> None:
-        for i in range(0, len(keys), DELETE_BATCH):
-            batch = [{"Key": k} for k in keys[i : i + DELETE_BATCH]]
-            self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
-            self.counts.add("delete")
+        counted_delete(self.s3, self.bucket, keys, self.counts)
 
     def _list(self) -> list[str]:
         keys: list[str] = []

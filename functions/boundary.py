@@ -2,7 +2,7 @@
 
 Boundary b sits between stage b and stage b+1. Stage s PUTs `act` on boundary s and `grad` on
 boundary s-1; it GETs `act` of boundary s-1 and `grad` of boundary s with the S3 exchange's
-deadline-bounded poll (functions.s3sync: each recurring wait learns when its object tends to
+deadline-bounded poll (functions.polling: each recurring wait learns when its object tends to
 arrive), and deletes what it read once the iteration's stage sync is done. Keys
 (docs/CONTRACTS.md, "Pipeline stage"):
 
@@ -23,14 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from functions.s3sync import (
-    ArrivalEstimate,
-    RequestCounts,
-    counted_delete,
-    counted_get,
-    exchange_base,
-    poll_for,
-)
+from functions.polling import ArrivalEstimate, poll_for
+from functions.s3requests import RequestCounts, counted_delete, counted_get
+from functions.s3sync import exchange_base
 
 KINDS = ("act", "grad")  # an activation going forward, its gradient coming back
 
@@ -86,7 +81,7 @@ class Boundaries:
     run_id: str
     replica: int
     timeout_s: float
-    gap_s: float  # a learned wait's poll gap (functions.s3sync.cost_balanced_gap_s)
+    gap_s: float  # a learned wait's poll gap (functions.polling.cost_balanced_gap_s)
     counts: RequestCounts = field(default_factory=RequestCounts)
     # Each recurring wait's arrival, by (kind, micro-batch): one wait of each per iteration.
     _arrivals: dict[tuple[str, int], ArrivalEstimate] = field(default_factory=dict, init=False)

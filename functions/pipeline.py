@@ -27,8 +27,8 @@ import torch
 from functions import datasets, models
 from functions.blocks import stage_module
 from functions.boundary import Boundaries, BoundaryTimings
+from functions.polling import cost_balanced_gap_s
 from functions.runs import links_prefix
-from functions.s3sync import cost_balanced_gap_s
 from functions.task import StageTask, WorkerTask
 
 

@@ -91,7 +91,7 @@ def s3_link_requests(n: Arr, reducers: Arr, links: Arr | float) -> tuple[Arr, Ar
     return puts, gets, lists
 
 
-# The runtime's waits (functions/s3sync.py, tests/provisioner/test_s3_polls_model.py holds them
+# The runtime's waits (functions/polling.py, tests/provisioner/test_s3_polls_model.py holds them
 # equal): a wait nothing is known about polls at 0, 5 ms, then gaps × 1.5 up to 200 ms; a
 # recurring wait learns where its object comes and then misses about every other time. A
 # reducer has GATHER_WINDOW gradient waits in flight: the next starts when one is answered.
@@ -157,7 +157,7 @@ def s3_cold_waits_s(
 
 def s3_first_iteration_misses(n: Arr, reducers: Arr, grad_wait_s: Arr, state_wait_s: Arr) -> Arr:
     """Extension: the GETs that find nothing in a link's first iteration, where every wait is
-    cold (s3sync.ArrivalEstimate knows nothing yet) and backs off from its start.
+    cold (polling.ArrivalEstimate knows nothing yet) and backs off from its start.
 
     Reducer j's first GATHER_WINDOW gradient waits start with its exchange and back off over
     the peers' PUT (grad_wait_s); each later one starts when an earlier one was answered, all

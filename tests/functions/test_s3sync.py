@@ -102,57 +102,6 @@ def test_stale_keys_are_a_partitions_old_gradients_and_states() -> None:
     assert s3sync.stale_keys(keys, BASE, 0, 5) == [keys[0], keys[3]]
 
 
-class FakeClock:
-    """A monotonic clock the test drives: sleeping advances it, nothing really waits."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-def test_poll_backs_off_exponentially_and_honours_the_deadline() -> None:
-    clock, tries = FakeClock(), []
-
-    def never() -> None:
-        tries.append(clock.now)
-
-    with pytest.raises(s3sync.ExchangeTimeout, match=r"^s3://b/k did not appear within 2 s$"):
-        s3sync.poll(
-            never,
-            timeout_s=2.0,
-            what="s3://b/k",
-            clock=clock,
-            sleep=clock.sleep,
-            first_delay_s=0.1,
-            max_delay_s=0.5,
-            growth=2.0,
-        )
-    assert clock.sleeps == pytest.approx([0.1, 0.2, 0.4, 0.5, 0.5, 0.3])
-    assert clock.now == pytest.approx(102.0)  # never past the deadline
-    assert tries[-1] == pytest.approx(102.0)  # one last try at the deadline
-    assert issubclass(s3sync.ExchangeTimeout, worker.wire.PSTimeout)  # the loop's "ps_timeout"
-
-
-def test_poll_returns_what_appears() -> None:
-    clock, answers = FakeClock(), iter([None, None, b"x"])
-    got = s3sync.poll(lambda: next(answers), timeout_s=5, what="k", clock=clock, sleep=clock.sleep)
-    assert got == b"x" and len(clock.sleeps) == 2
-
-
-def test_poll_stops_when_the_exchange_closes() -> None:
-    stop = threading.Event()
-    stop.set()
-    with pytest.raises(s3sync.ExchangeClosed):
-        s3sync.poll(lambda: None, timeout_s=60, what="k", sleep=stop.wait)
-
-
 def test_update_is_the_ps_update_and_torch_sgd() -> None:
     """Reducer arithmetic == a PS shard's (bit for bit) == torch.optim.SGD (float tolerance)."""
     rng = np.random.default_rng(0)

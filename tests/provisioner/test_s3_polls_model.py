@@ -6,18 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from functions import s3sync
+from functions import polling, s3sync
 from provisioner import s3exchange
 from provisioner.costs import s3_exchange_usd
 from provisioner.s3exchange import backoff_misses, s3_exchange_misses
-from tests.functions.test_s3sync import FakeClock
+from tests.functions.test_polling import FakeClock
 
 
 def test_the_model_polls_as_the_runtime_does() -> None:
     assert (s3exchange.POLL_FIRST_S, s3exchange.POLL_GROWTH, s3exchange.POLL_MAX_S) == (
-        s3sync.POLL_FIRST_S,
-        s3sync.POLL_GROWTH,
-        s3sync.POLL_MAX_S,
+        polling.POLL_FIRST_S,
+        polling.POLL_GROWTH,
+        polling.POLL_MAX_S,
     )
 
 
@@ -28,7 +28,7 @@ def test_a_cold_wait_misses_the_back_offs_polls_before_its_object() -> None:
     got = backoff_misses(waits)
     for wait_s, misses in zip(waits, got, strict=True):
         sent = [0.0]
-        for gap in s3sync.backoff_delays_s():
+        for gap in polling.backoff_delays_s():
             if sent[-1] >= wait_s:
                 break
             sent.append(sent[-1] + gap)
@@ -37,13 +37,13 @@ def test_a_cold_wait_misses_the_back_offs_polls_before_its_object() -> None:
 
 
 def cold_wait_misses(wait_s: float) -> int:
-    """The runtime's own poll loop (s3sync.poll_for, a cold ArrivalEstimate's back-off) on a
+    """The runtime's own poll loop (polling.poll_for, a cold ArrivalEstimate's back-off) on a
     fake clock, for an object that appears wait_s after the wait begins: its empty GETs."""
     clock = FakeClock()
     appears = clock.now + wait_s
-    polled = s3sync.poll_for(
+    polled = polling.poll_for(
         lambda: b"x" if clock.now >= appears else None,
-        s3sync.ArrivalEstimate(gap_s=0.005).delays_s(),
+        polling.ArrivalEstimate(gap_s=0.005).delays_s(),
         timeout_s=60,
         what="k",
         clock=clock,

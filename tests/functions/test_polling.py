@@ -1,13 +1,30 @@
-"""The S3 exchange's learned waits: a recurring wait sleeps until its object is expected, then
-polls at the cost-balanced gap. Driven by a fake clock: nothing really waits."""
+"""Waiting for an S3 object: the back-off, the deadline, cancellation, and the learned waits (a
+recurring wait sleeps until its object is expected, then polls at the cost-balanced gap). Driven
+by a fake clock: nothing really waits."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from functions import s3sync
-from functions.s3sync import ArrivalEstimate
-from tests.functions.test_s3sync import FakeClock
+from functions import polling, wire
+from functions.polling import ArrivalEstimate
+
+
+class FakeClock:
+    """A monotonic clock the test drives: sleeping advances it, nothing really waits."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
 
 
 def appears_at(clock: FakeClock, at: float) -> object:
@@ -17,7 +34,7 @@ def appears_at(clock: FakeClock, at: float) -> object:
 
 def test_poll_for_sleeps_until_the_first_poll_then_counts_its_misses() -> None:
     clock = FakeClock()
-    polled = s3sync.poll_for(
+    polled = polling.poll_for(
         appears_at(clock, 100.25),  # type: ignore[arg-type]
         iter([0.1] * 20),
         timeout_s=5,
@@ -37,16 +54,16 @@ def test_poll_for_keeps_the_deadline_when_the_first_poll_is_past_it() -> None:
     def never() -> None:
         tries.append(clock.now)
 
-    with pytest.raises(s3sync.ExchangeTimeout):
-        s3sync.poll_for(never, iter([0.1] * 20), timeout_s=1, what="k", clock=clock,
+    with pytest.raises(polling.ExchangeTimeout):
+        polling.poll_for(never, iter([0.1] * 20), timeout_s=1, what="k", clock=clock,
                         sleep=clock.sleep, first_poll_s=5.0)  # fmt: skip
     assert tries == [pytest.approx(101.0)]  # slept to the deadline, one try, no more
 
 
 def test_a_cold_estimate_starts_at_the_last_miss_and_backs_off_until_then() -> None:
     arrival = ArrivalEstimate(gap_s=0.01)
-    assert next(arrival.delays_s()) == s3sync.POLL_FIRST_S  # nothing known: back off from now
-    arrival.learn(s3sync.Polled(b"x", misses=6, last_miss_s=0.066, found_s=0.104))
+    assert next(arrival.delays_s()) == polling.POLL_FIRST_S  # nothing known: back off from now
+    arrival.learn(polling.Polled(b"x", misses=6, last_miss_s=0.066, found_s=0.104))
     assert arrival.first_poll_s == pytest.approx(0.085)  # the middle of the back-off's gap
     delays = arrival.delays_s()  # the gap, then (it is late) a back-off from the gap
     assert [next(delays) for _ in range(4)] == pytest.approx([0.01, 0.01, 0.015, 0.0225])
@@ -54,13 +71,13 @@ def test_a_cold_estimate_starts_at_the_last_miss_and_backs_off_until_then() -> N
 
 def test_steps_double_in_a_row_and_start_over_when_the_direction_turns() -> None:
     arrival = ArrivalEstimate(gap_s=0.01, first_poll_s=0.2)
-    hit = s3sync.Polled(b"x", misses=0, last_miss_s=None, found_s=0.2)
+    hit = polling.Polled(b"x", misses=0, last_miss_s=None, found_s=0.2)
     for want in (0.195, 0.185, 0.165):  # half a gap, then twice as far each time in a row
         arrival.learn(hit)
         assert arrival.first_poll_s == pytest.approx(want)
-    arrival.learn(s3sync.Polled(b"x", misses=9, last_miss_s=0.4, found_s=0.5))
+    arrival.learn(polling.Polled(b"x", misses=9, last_miss_s=0.4, found_s=0.5))
     assert arrival.first_poll_s == pytest.approx(0.17)  # an outlier moves it half a gap only
-    arrival.learn(s3sync.Polled(b"x", misses=1, last_miss_s=0.17, found_s=0.18))
+    arrival.learn(polling.Polled(b"x", misses=1, last_miss_s=0.17, found_s=0.18))
     assert arrival.first_poll_s == pytest.approx(0.175)  # never past the last miss's gap
     for _ in range(10):
         arrival.learn(hit)
@@ -78,7 +95,7 @@ def test_a_steady_wait_misses_about_every_other_time_and_is_late_by_under_a_gap(
     misses, late = [], []
     for _ in range(41):
         begun = clock.now
-        polled = s3sync.poll_for(appears_at(clock, begun + arrives_s), arrival.delays_s(),  # type: ignore[arg-type]
+        polled = polling.poll_for(appears_at(clock, begun + arrives_s), arrival.delays_s(),  # type: ignore[arg-type]
                                  timeout_s=5, what="k", clock=clock, sleep=clock.sleep,
                                  first_poll_s=arrival.first_poll_s or 0.0)  # fmt: skip
         arrival.learn(polled)
@@ -91,8 +108,44 @@ def test_a_steady_wait_misses_about_every_other_time_and_is_late_by_under_a_gap(
 
 
 def test_the_gap_prices_a_miss_at_the_fleets_time_it_saves() -> None:
-    assert s3sync.cost_balanced_gap_s(384, 12) == pytest.approx(0.0053, abs=1e-4)
-    assert s3sync.cost_balanced_gap_s(1769, 2) == pytest.approx(0.0069, abs=1e-4)
-    assert s3sync.cost_balanced_gap_s(128, 1) == pytest.approx(0.192, abs=1e-3)
-    assert s3sync.cost_balanced_gap_s(64, 1) == s3sync.POLL_MAX_S  # clipped above
-    assert s3sync.cost_balanced_gap_s(10240, 1000) == s3sync.POLL_FIRST_S  # clipped below
+    assert polling.cost_balanced_gap_s(384, 12) == pytest.approx(0.0053, abs=1e-4)
+    assert polling.cost_balanced_gap_s(1769, 2) == pytest.approx(0.0069, abs=1e-4)
+    assert polling.cost_balanced_gap_s(128, 1) == pytest.approx(0.192, abs=1e-3)
+    assert polling.cost_balanced_gap_s(64, 1) == polling.POLL_MAX_S  # clipped above
+    assert polling.cost_balanced_gap_s(10240, 1000) == polling.POLL_FIRST_S  # clipped below
+
+
+def test_poll_backs_off_exponentially_and_honours_the_deadline() -> None:
+    clock, tries = FakeClock(), []
+
+    def never() -> None:
+        tries.append(clock.now)
+
+    with pytest.raises(polling.ExchangeTimeout, match=r"^s3://b/k did not appear within 2 s$"):
+        polling.poll(
+            never,
+            timeout_s=2.0,
+            what="s3://b/k",
+            clock=clock,
+            sleep=clock.sleep,
+            first_delay_s=0.1,
+            max_delay_s=0.5,
+            growth=2.0,
+        )
+    assert clock.sleeps == pytest.approx([0.1, 0.2, 0.4, 0.5, 0.5, 0.3])
+    assert clock.now == pytest.approx(102.0)  # never past the deadline
+    assert tries[-1] == pytest.approx(102.0)  # one last try at the deadline
+    assert issubclass(polling.ExchangeTimeout, wire.PSTimeout)  # the loop's "ps_timeout"
+
+
+def test_poll_returns_what_appears() -> None:
+    clock, answers = FakeClock(), iter([None, None, b"x"])
+    got = polling.poll(lambda: next(answers), timeout_s=5, what="k", clock=clock, sleep=clock.sleep)
+    assert got == b"x" and len(clock.sleeps) == 2
+
+
+def test_poll_stops_when_the_exchange_closes() -> None:
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(polling.ExchangeClosed):
+        polling.poll(lambda: None, timeout_s=60, what="k", sleep=stop.wait)

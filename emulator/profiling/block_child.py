@@ -3,7 +3,8 @@
 It imports the worker module before anything else, as a worker's cold start does, and reads its
 resident set then: the runtime's memory before any model (runtime_memory_mb). Then it enters its
 CPU group (the share holds from the build on, as in emulator.profiling.child), builds the model,
-times its start-up as that child does, measures the blocks one by one on the dataset's first
+times its start-up as that child does, checks that its blocks compose to it
+(functions.blocks.check_blocks_compose), measures the blocks one by one on the dataset's first
 `batch` samples (emulator.profiling.block_measure), and prints one JSON line for the parent.
 """
 
@@ -27,7 +28,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
 
     from emulator.profiling.block_measure import measure_blocks
     from functions import datasets, models
-    from functions.blocks import block_names, model_blocks
+    from functions.blocks import block_names, check_blocks_compose, model_blocks
 
     if args.cpu_group_procs:
         Path(args.cpu_group_procs).write_text(str(os.getpid()))
@@ -37,6 +38,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     built_at_s = time.perf_counter()
     model = models.build(args.model, list(x.shape[1:]), int(y.max()) + 1, seed=0)
     startup_s = worker.IMPORT_S + time.perf_counter() - built_at_s
+    # blocks that do not compute the model would give a plan whose stages train another model
+    check_blocks_compose(model, list(x.shape[1:]))
     batch = torch.from_numpy(x[: args.batch])
     measured = measure_blocks(
         model_blocks(model), batch, min_steps=args.min_steps, measure_s=args.measure_s

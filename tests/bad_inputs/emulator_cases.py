@@ -5,6 +5,23 @@ from __future__ import annotations
 from provisioner.parse import MAX_SYNTHETIC_SAMPLES
 from tests.bad_inputs.case import DROP, Case, emu
 
+
+def two_stages(stop: int) -> dict[str, object]:
+    """A pipeline member cutting the zoo's 6-block MLP at `stop`, second stage [stop, 6)."""
+
+    def stage(index: int, first: int, end: int) -> dict[str, object]:
+        return {
+            "index": index, "first_block": first, "stop_block": end,
+            "block_names": [f"{b}:block" for b in range(first, end)], "memory_mb": 512,
+            "vcpu_share": 0.29, "parameter_bytes": 1, "memory_needed_mb": 1,
+            "compute_per_micro_batch_s": 0.001, "boundary_per_micro_batch_s": 0.01,
+            "sync_per_iteration_s": 0.01,
+        }  # fmt: skip
+
+    return {"stages": [stage(0, 0, stop), stage(1, stop, stop)], "micro_batches": 2,
+            "reason": "cheaper"}  # fmt: skip
+
+
 CASES = [
     # python -m emulator plan.json
     Case("emulator", ("{dir}/missing.json",), 2, "cannot read plan"),
@@ -75,4 +92,8 @@ CASES = [
     emu("--iterations-per-invocation", "9223372036854775808",
         says="bad --iterations-per-invocation '9223372036854775808' is not a whole number >= 0 "
         "and <= 1000000000"),
+    # a pipelined plan (provisioner/pipeline_plan.py)
+    emu(plan={"pipeline": two_stages(6)}, says="plan field 'pipeline.stages[1].stop_block': 6 "
+        "leaves the stage empty; use more than first_block (6)",
+        given="plan.json: pipeline of 2 stages, blocks [0, 6) and [6, 6)"),
 ]  # fmt: skip

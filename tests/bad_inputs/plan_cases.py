@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.bad_inputs.case import DIGITS, HOUR, Case, plan_case
+from tests.bad_inputs.case import DIGITS, HOUR, REPO, Case, plan_case
 from tests.local_catalog import local_catalog_dict
 
 
@@ -24,6 +24,19 @@ def interval_case(value: Any, says: str) -> Case:
     )  # fmt: skip
 
 
+def too_big_without_blocks() -> Case:
+    """`plan` for a profile that needs more memory than any function and declares no blocks."""
+    doc = json.loads((REPO / "profiles" / "digits-mlp.json").read_text())
+    doc.update(name="too-big", min_memory_mb=20_000)
+    name = "too-big.json"
+    return Case(
+        "plan", ("plan", "--workload", f"{{dir}}/{name}", "--deadline", "1h"), 3,
+        "workload too-big needs ≥ 20000 MB but a function of catalog lambda-2025 has at most "
+        "10240 MB, and its profile declares no blocks",
+        given=f"{name}: min_memory_mb 20000, no blocks", files=((name, json.dumps(doc)),),
+    )  # fmt: skip
+
+
 CASES = [
     # a catalog's prediction_interval (provisioner/interval.py)
     interval_case({"low": 1.1, "high": 1.3}, says="orchestration.prediction_interval: {'low': "
@@ -33,6 +46,7 @@ CASES = [
     interval_case([0.9, 1.2], says="orchestration.prediction_interval: [0.9, 1.2] is not "
                   "understood"),
     # python -m provisioner plan|frontier
+    too_big_without_blocks(),
     plan_case("plan", *DIGITS, "--deadline", "soon", says="duration 'soon' is not understood"),
     plan_case("plan", *DIGITS, "--budget", "-5", says="amount '-5' is not understood"),
     plan_case("plan", *DIGITS, says="give --deadline (e.g. 2h) or --budget (e.g. 5) or both"),

@@ -162,3 +162,32 @@ def test_the_cli_measures_a_tiny_gpt2_in_cpu_groups_and_derives_its_profile(
 def test_a_token_profile_is_timed_on_generated_token_sequences() -> None:
     assert dataset_source("synthetic-tokens", 4096) == "synthetic-tokens:2048"
     assert dataset_source("synthetic-tokens", 8) == "synthetic-tokens:8"
+
+
+class _Broken(nn.Module):
+    """Declares blocks whose shapes do not chain: 64 features, then a layer expecting 10."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(64, 32), nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x.flatten(1)))
+
+    def pipeline_blocks(self) -> list[nn.Module]:
+        return [nn.Flatten(), nn.Linear(10, 32), self.b]
+
+
+def test_a_model_whose_blocks_do_not_compose_is_one_line_and_no_figures(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The block child refuses the declaration before measuring anything (exit 2, one line)."""
+    from emulator.profiling import block_child
+
+    monkeypatch.setattr(models, "build", lambda *_, **__: _Broken())
+    code = block_child.main(["--model=mlp", "--source=builtin:digits", "--batch=2",
+                             "--min-steps=1", "--measure-s=0"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("block 1 (Linear) fails on the previous block's output shaped (2, 64)")

@@ -6,10 +6,42 @@ import math
 
 from provisioner.catalog import Catalog
 from provisioner.parse import format_duration_s, format_usd
+from provisioner.pipeline_search import MAX_REPLICAS, MAX_STAGES, search_pipeline
 from provisioner.plan import Goal, Plan
 from provisioner.profile import WorkloadProfile
 from provisioner.search import fastest_cell, solve_deadline
-from provisioner.space import Space
+from provisioner.space import Limits, Space
+
+
+def goal_words(goal: Goal) -> str:
+    """The goal as the user gave it: `deadline 4h00m00s and budget $5.00`."""
+    wanted = []
+    if goal.deadline_s is not None:
+        wanted.append(f"deadline {format_duration_s(goal.deadline_s)}{reserve_words(goal)}")
+    if goal.budget_usd is not None:
+        wanted.append(f"budget {format_usd(goal.budget_usd)}")
+    return " and ".join(wanted)
+
+
+def pipeline_infeasible_message(
+    profile: WorkloadProfile, catalog: Catalog, goal: Goal, limits: Limits
+) -> str:
+    """Why no plan meets `goal` for a model that must be cut (it fits no one function): the
+    fastest pipelined plan the limits allow, so the user knows what to ask for instead."""
+    text = (
+        f"no plan meets {goal_words(goal)} for {profile.name} on {catalog.name} under these "
+        f"limits: it needs ≥ {profile.min_memory_mb} MB, more than a function's "
+        f"{catalog.memory_max_mb} MB, so it is cut into 2-{MAX_STAGES} stages of its "
+        f"{len(profile.blocks)} blocks with up to {MAX_REPLICAS} replicas each"
+    )
+    fast = search_pipeline(profile, catalog, limits, None, None)
+    if fast is None:
+        return text + ", and no cut fits its stages into functions under these limits"
+    return text + (
+        f"; fastest achievable {format_duration_s(fast.figures.total_s)} "
+        f"({len(fast.stages)} stages × {fast.replicas} replicas, "
+        f"{format_usd(fast.figures.total_usd)})"
+    )
 
 
 def infeasible_message(
@@ -25,13 +57,8 @@ def infeasible_message(
             f"{catalog.invocation_timeout_s} s, or the dataset shard does not fit in /tmp"
         )
     cheap = solve_deadline(profile, catalog, space, math.inf)
-    wanted = []
-    if goal.deadline_s is not None:
-        wanted.append(f"deadline {format_duration_s(goal.deadline_s)}{reserve_words(goal)}")
-    if goal.budget_usd is not None:
-        wanted.append(f"budget {format_usd(goal.budget_usd)}")
     text = (
-        f"no plan meets {' and '.join(wanted)} for {profile.name} on {catalog.name} under "
+        f"no plan meets {goal_words(goal)} for {profile.name} on {catalog.name} under "
         f"these limits: fastest achievable {format_duration_s(fast_s)} "
         f"(n={fast.n_workers}, {fast.memory_mb} MB, {fast.arch}, "
         + (f"S3 k={fast.reducers})" if fast.sync == "s3" else f"{fast.ps_type}×{fast.ps_count})")

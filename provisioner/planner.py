@@ -17,11 +17,17 @@ import numpy as np
 from provisioner import runaway
 from provisioner.catalog import Catalog
 from provisioner.cells import Axis, Cells
-from provisioner.explain import alternatives_rule, infeasible_message, reserve_words, sync_note
+from provisioner.explain import (
+    alternatives_rule,
+    infeasible_message,
+    pipeline_infeasible_message,
+    reserve_words,
+    sync_note,
+)
 from provisioner.idle import idle_cost
 from provisioner.model import evaluate
 from provisioner.parse import MAX_SLACK, SLACK_FORMS
-from provisioner.pipeline_plans import needs_blocks_message, pipelined_instead
+from provisioner.pipeline_plans import may_pipeline, needs_blocks_message, pipelined_instead
 from provisioner.plan import CostBreakdown, Goal, Plan, Prediction, TrainingSpec
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
@@ -413,8 +419,12 @@ def plan_job(
         cut = pipelined_instead(profile, catalog, goal, limits, job, None)
         if cut is not None:
             return PlanResult(plan=cut)
-        if not profile.blocks and profile.min_memory_mb > catalog.memory_max_mb:
-            raise Infeasible(needs_blocks_message(profile, catalog)) from None
+        if profile.min_memory_mb > catalog.memory_max_mb:
+            if not profile.blocks:
+                raise Infeasible(needs_blocks_message(profile, catalog)) from None
+            if may_pipeline(profile, catalog):
+                message = pipeline_infeasible_message(profile, catalog, goal, limits)
+                raise Infeasible(message) from None
         raise
     flat = flatten(profile, catalog, space)
     res = solve_goal(profile, catalog, space, goal, flat)

@@ -61,6 +61,22 @@ def test_a_model_that_fits_no_function_without_blocks_is_refused() -> None:
     )
 
 
+def test_a_model_no_cut_can_train_in_time_names_the_fastest_cut() -> None:
+    """Infeasible, one line: why it must be cut, and the fastest pipelined plan the limits allow
+    (which takes longer than the deadline asked)."""
+    fastest = plan_job(too_big(), catalog(), Goal(budget_usd=1e6), LIMITS, "big").plan
+    with pytest.raises(Infeasible) as err:
+        plan_job(too_big(), catalog(), Goal(deadline_s=60.0), LIMITS, "big")
+    said = str(err.value)
+    assert said.startswith(
+        "no plan meets deadline 1m00s for test-workload on lambda-2025 under these limits: it "
+        "needs ≥ 1400 MB, more than a function's 1280 MB, so it is cut into 2-4 stages of its "
+        "4 blocks with up to 16 replicas each; fastest achievable "
+    )
+    assert fastest.prediction.total_s > 60.0
+    assert f"({len(fastest.pipeline.stages)} stages × {fastest.n_workers} replicas" in said
+
+
 def test_a_local_catalog_is_never_pipelined() -> None:
     local = dataclasses.replace(catalog(), total_vcpu=2.0)
     assert local_machine.applies(local)

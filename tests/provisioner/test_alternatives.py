@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from provisioner.catalog import Catalog, load_catalog
-from provisioner.cli import render_alternatives
 from provisioner.plan import Goal
 from provisioner.planner import PlanResult, plan_job
 from provisioner.profile import WorkloadProfile, load_profile
 from provisioner.search import exhaustive_per_n, fastest_cell
 from provisioner.space import Infeasible, Limits, build_space
+from provisioner.summary import render_alternatives
 from tests.provisioner.conftest import make_profile, small_catalog
 from tests.provisioner.test_planner_exact import GRIDS, LIMITS, workload
 

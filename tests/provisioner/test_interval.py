@@ -13,11 +13,11 @@ import pytest
 
 from provisioner import Goal, Limits, Plan, load_catalog, load_profile, plan_job
 from provisioner.catalog import Catalog, catalog_from_dict
-from provisioner.cli import render_plan
 from provisioner.interval import PredictionInterval, interval_words
 from provisioner.plan import check_plan_sense, load_plan
 from provisioner.search import exhaustive
 from provisioner.space import Infeasible
+from provisioner.summary import render_plan
 from tests.local_catalog import local_catalog_dict
 
 SPREAD = PredictionInterval(low=0.87, high=1.14, source="test")

@@ -101,7 +101,7 @@ def test_a_small_model_keeps_its_one_stage_plan_unless_cutting_beats_it() -> Non
 
 
 def test_the_cli_summary_lists_every_stage() -> None:
-    from provisioner.cli import render_plan
+    from provisioner.summary import render_plan
 
     plan = plan_job(too_big(), catalog(), Goal(deadline_s=4 * 3600.0), LIMITS, "big").plan
     assert plan.pipeline is not None

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from provisioner import Goal, load_catalog, load_profile
 from provisioner.catalog import catalog_from_dict
-from provisioner.cli import render_plan
 from provisioner.costs import s3_exchange_usd, s3_storage_usd
 from provisioner.plan import Plan
 from provisioner.planner import plan_job, predict
@@ -30,6 +29,7 @@ from provisioner.s3exchange import (
     s3_reduce_mb_s,
 )
 from provisioner.space import Choice, Limits
+from provisioner.summary import render_plan
 from tests.local_catalog import local_catalog, local_catalog_dict
 from tests.provisioner.test_alternatives import _check_random
 from tests.provisioner.test_planner_exact import SYNC_GRIDS, SYNC_LIMITS, workload

@@ -25,7 +25,7 @@ from provisioner.profile import WorkloadProfile
 from provisioner.replan_figures import (
     corrected_catalog,
     corrected_profile,
-    factors,
+    fitted_factors,
     remaining_profile,
 )
 from provisioner.replan_pace import AHEAD, BEHIND, PaceCheck, Progress, check_pace
@@ -115,8 +115,9 @@ def decide(
     ahead with `scale_down`, to a cheaper one that still meets it, if it saves more than the
     switch costs. `profile` and `catalog` are the plan's own (uncorrected)."""
     left = max(0, plan.training.iterations - progress.iterations_done)
-    f = factors(plan, progress)
-    rest_profile = corrected_profile(remaining_profile(profile, plan, max(left, 1)), f)
+    rest = remaining_profile(profile, plan, max(left, 1))
+    f = fitted_factors(plan, rest, catalog, progress)
+    rest_profile = corrected_profile(rest, f)
     rest_catalog = corrected_catalog(catalog, f)
     sw_s = switch_s(rest_catalog, reshard_s)
     pace = check_pace(plan, catalog, progress, sw_s)

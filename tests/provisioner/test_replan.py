@@ -160,3 +160,28 @@ def test_a_pace_behind_the_plan_but_within_the_deadline_keeps_it(case) -> None:
     loose = dataclasses.replace(plan, goal=dataclasses.replace(plan.goal, deadline_s=1000.0))
     d = decide(loose, profile, catalog, at_pace(plan, catalog, 2, 1.5), envelope)
     assert d.pace.status == ON_TRACK and d.action == KEEP and d.meets_deadline
+
+
+def test_an_s3_exchange_plan_replans_on_the_s3_exchange(case) -> None:
+    profile, catalog, _, _ = case
+    plan = plan_job(
+        profile, catalog, Goal(deadline_s=300.0), Limits(sync="s3"), "t", frontier_points=0,
+        alternatives=0,
+    ).plan  # fmt: skip
+    envelope = default_envelope(plan, catalog, min_memory_mb=profile.min_memory_mb)
+    assert plan.sync == "s3"
+    progress = at_pace(plan, catalog, 2, 1.5)
+    d = decide(plan, profile, catalog, progress, envelope)
+    assert d.pace.status == BEHIND and d.action == SWITCH and d.meets_deadline
+    assert d.plan is not None and d.plan.sync == "s3" and d.plan.ps_count == 0
+    assert 1 <= d.plan.reducers <= d.plan.n_workers
+    assert d.plan.n_workers * d.plan.training.local_batch == plan.training.global_batch
+    assert progress.elapsed_s + d.new_s <= 300.0
+
+
+def test_a_budget_plan_has_no_deadline_to_fall_behind(case) -> None:
+    profile, catalog, plan, envelope = case
+    budget = dataclasses.replace(plan, goal=Goal(budget_usd=1.0))
+    d = decide(budget, profile, catalog, at_pace(plan, catalog, 2, 3.0), envelope)
+    assert d.pace.status == ON_TRACK and d.action == KEEP
+    assert " of " not in d.story  # no deadline to finish within

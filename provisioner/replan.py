@@ -23,6 +23,7 @@ from provisioner.plan import Goal, Plan
 from provisioner.planner import build_plan
 from provisioner.profile import WorkloadProfile
 from provisioner.replan_figures import (
+    Factors,
     corrected_catalog,
     corrected_profile,
     fitted_factors,
@@ -49,6 +50,18 @@ class Decision:
     new_usd: float
     meets_deadline: bool  # whether the chosen way's predicted finish is within the deadline
     story: str  # one line for the report
+    # measured / predicted against the figures `decide` was given; after a switch the next
+    # check passes figures_after(...) of them with the new plan and the progress since the switch
+    factors: Factors = Factors()
+
+
+def figures_after(
+    profile: WorkloadProfile, catalog: Catalog, decision: Decision
+) -> tuple[WorkloadProfile, Catalog]:
+    """The figures the decision's new plan was made from (the given ones, corrected)."""
+    return corrected_profile(profile, decision.factors), corrected_catalog(
+        catalog, decision.factors
+    )
 
 
 def switch_s(catalog: Catalog, reshard_s: float) -> float:
@@ -65,14 +78,25 @@ def switch_usd(plan: Plan, catalog: Catalog, seconds: float) -> float:
     return hourly * seconds / 3600.0
 
 
+def rest_goal(pace: PaceCheck, elapsed_s: float, switch_s_: float) -> Goal:
+    """The new plan's goal, for the checks after a switch (their progress counted from the
+    switch): the deadline less the time spent, holding back the reserve still left and the
+    switch's own time, so the next check's target is this one's."""
+    if pace.deadline_s is None or pace.deadline_s <= elapsed_s:
+        return Goal()  # no deadline, or one already passed: nothing left to hold back from
+    left_s = pace.deadline_s - elapsed_s
+    held_s = pace.deadline_s - pace.target_s + switch_s_
+    return Goal(deadline_s=left_s, slack=min(held_s / left_s, 1.0), interval_high=1.0)
+
+
 def _rest_plan(
     profile: WorkloadProfile, catalog: Catalog, plan: Plan, envelope: Envelope, choice: Choice,
-    deadline_s: float | None, left: int,
+    goal: Goal, left: int,
 ) -> Plan:  # fmt: skip
     """The Plan of `choice` for the remaining `left` iterations, its training the run's own (the
     dataset, epochs and global batch stay; the local batch is b_g / n)."""
     rest = build_plan(
-        profile, catalog, choice, Goal(deadline_s=deadline_s), envelope_limits(plan, envelope),
+        profile, catalog, choice, goal, envelope_limits(plan, envelope),
         plan.job, (f"re-planned for the remaining {left} iterations",),
     )  # fmt: skip
     b_g = plan.training.global_batch
@@ -122,7 +146,9 @@ def decide(
     sw_s = switch_s(rest_catalog, reshard_s)
     pace = check_pace(plan, catalog, progress, sw_s)
     try:
-        kept = _rest_plan(rest_profile, rest_catalog, plan, envelope, plan_choice(plan), None, left)
+        kept = _rest_plan(
+            rest_profile, rest_catalog, plan, envelope, plan_choice(plan), Goal(), left
+        )
         keep_s, keep_usd = kept.prediction.total_s, kept.cost.total_usd
     except Infeasible:  # at the measured pace not one iteration fits a link
         keep_s, keep_usd = math.inf, math.inf
@@ -132,7 +158,7 @@ def decide(
     def keep(meets: bool) -> Decision:
         return Decision(KEEP, pace, None, progress.iterations_done, keep_s, keep_usd, keep_s,
                         keep_usd, meets, _story(progress.links_done, pace, plan, None, 0.0,
-                                                keep_finish))  # fmt: skip
+                                                keep_finish), f)  # fmt: skip
 
     on_time = deadline is None or keep_finish <= deadline
     wants = pace.status == BEHIND or (pace.status == AHEAD and scale_down)
@@ -147,7 +173,8 @@ def decide(
         choice = None
     if choice is None or choice == plan_choice(plan):
         return keep(on_time)
-    new = _rest_plan(rest_profile, rest_catalog, plan, envelope, choice, time_left_s, left)
+    goal = rest_goal(pace, progress.elapsed_s, sw_s)
+    new = _rest_plan(rest_profile, rest_catalog, plan, envelope, choice, goal, left)
     extra_usd = switch_usd(plan, catalog, sw_s)
     new_s, new_usd = sw_s + new.prediction.total_s, extra_usd + new.cost.total_usd
     no_gain = new_s >= keep_s if pace.status == BEHIND else new_usd >= keep_usd
@@ -166,4 +193,5 @@ def decide(
         new_usd=new_usd,
         meets_deadline=deadline is None or finish <= deadline,
         story=story,
+        factors=f,
     )

@@ -32,6 +32,18 @@ class Factors:
     gap_s: float | None = None  # the measured gap between links; None = the catalog's
 
 
+def compose(first: Factors, then: Factors) -> Factors:
+    """The factors of two corrections in turn (a later check corrects the figures an earlier
+    switch planned with): corrected_*(corrected_*(x, first), then) = corrected_*(x, compose(..))."""
+    return Factors(
+        compute=first.compute * then.compute,
+        exchange=first.exchange * then.exchange,
+        startup=first.startup * then.startup,
+        load=first.load * then.load,
+        gap_s=then.gap_s if then.gap_s is not None else first.gap_s,
+    )
+
+
 def _ratio(measured: float, predicted: float) -> float:
     """measured / predicted where both are positive, else 1 (no correction without a reading)."""
     return measured / predicted if measured > 0 and predicted > 0 else 1.0

@@ -17,7 +17,7 @@ from provisioner.catalog import Catalog
 from provisioner.envelope import Envelope, default_envelope
 from provisioner.plan import Plan
 from provisioner.profile import WorkloadProfile
-from provisioner.replan import KEEP, SWITCH, decide
+from provisioner.replan import KEEP, SWITCH, decide, figures_after
 from provisioner.replan_pace import AHEAD, BEHIND, ON_TRACK, Progress
 from provisioner.replan_search import fastest_within
 from tests.provisioner.conftest import make_profile, small_catalog
@@ -185,3 +185,27 @@ def test_a_budget_plan_has_no_deadline_to_fall_behind(case) -> None:
     d = decide(budget, profile, catalog, at_pace(plan, catalog, 2, 3.0), envelope)
     assert d.pace.status == ON_TRACK and d.action == KEEP
     assert " of " not in d.story  # no deadline to finish within
+
+
+def test_after_a_switch_the_new_plan_at_its_own_pace_is_on_track_for_the_same_deadline(
+    case,
+) -> None:
+    profile, catalog, plan, envelope = case
+    progress = at_pace(plan, catalog, 2, 1.5)
+    first = decide(plan, profile, catalog, progress, envelope)
+    assert first.action == SWITCH and first.plan is not None
+    new = first.plan
+    # the new plan's deadline is what was left of the run's, its reserve the one left + the switch
+    assert new.goal.deadline_s == pytest.approx(DEADLINE_S - progress.elapsed_s)
+    assert new.goal.planning_deadline_s == pytest.approx(
+        first.pace.target_s - progress.elapsed_s - (first.new_s - new.prediction.total_s)
+    )
+    # the next check: the figures the new plan was made from, the progress since the switch
+    seg_profile, seg_catalog = figures_after(profile, catalog, first)
+    seg_envelope = default_envelope(plan, catalog, min_memory_mb=profile.min_memory_mb)
+    later = at_pace(new, seg_catalog, 3, 1.0)
+    second = decide(new, seg_profile, seg_catalog, later, seg_envelope)
+    assert second.pace.pace_ratio == pytest.approx(1.0)
+    assert second.pace.status == ON_TRACK and second.action == KEEP and second.meets_deadline
+    # the rest of the new plan at its own pace lands on its own predicted total
+    assert later.elapsed_s + second.keep_s == pytest.approx(new.prediction.total_s, rel=1e-3)

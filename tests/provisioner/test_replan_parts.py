@@ -12,6 +12,8 @@ from provisioner import Goal, Limits, plan_job
 from provisioner.envelope import default_envelope, envelope_worst_case_usd, worker_counts
 from provisioner.planner import build_plan
 from provisioner.replan_figures import (
+    Factors,
+    compose,
     corrected_catalog,
     corrected_profile,
     factors,
@@ -132,3 +134,20 @@ def test_a_replan_keeps_the_image_the_exchange_and_the_ps(planned) -> None:
     _, catalog, plan = planned
     limits = envelope_limits(plan, default_envelope(plan, catalog))
     assert (limits.arch, limits.sync, limits.ps_types) == (plan.arch, plan.sync, (plan.ps_type,))
+
+
+def test_corrections_compose(planned) -> None:
+    profile, catalog, _ = planned
+    a = Factors(compute=1.5, exchange=2.0, startup=1.2, load=0.8, gap_s=0.7)
+    b = Factors(compute=1.1, exchange=0.5, startup=1.0, load=2.0, gap_s=None)
+    twice = corrected_catalog(corrected_catalog(catalog, a), b)
+    once = corrected_catalog(catalog, compose(a, b))
+    for field in dataclasses.fields(catalog):
+        x, y = getattr(twice, field.name), getattr(once, field.name)
+        assert x == (pytest.approx(y) if isinstance(y, float) else y) or field.name == "ps_types"
+    for x, y in zip(twice.ps_types, once.ps_types, strict=True):
+        assert x.baseline_gbps == pytest.approx(y.baseline_gbps)
+    p2 = corrected_profile(corrected_profile(profile, a), b)
+    p1 = corrected_profile(profile, compose(a, b))
+    assert p2.rates[0].samples_per_s == pytest.approx(p1.rates[0].samples_per_s)
+    assert p2.startup_s == pytest.approx(p1.startup_s)

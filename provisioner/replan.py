@@ -137,7 +137,14 @@ def decide(
     """Keep the plan, or switch the rest of the run: behind, to the cheapest configuration of the
     envelope that meets the deadline (else the fastest, if it beats the plan as it is); well
     ahead with `scale_down`, to a cheaper one that still meets it, if it saves more than the
-    switch costs. `profile` and `catalog` are the plan's own (uncorrected)."""
+    switch costs. `profile` and `catalog`: the figures the plan was made from (the plan's own;
+    after a switch, figures_after). A pipelined plan is refused (one line): its stages are
+    re-planned by nothing here."""
+    if plan.pipeline is not None:
+        raise ValueError(
+            f"plan {plan.job!r} is pipelined ({len(plan.pipeline.stages)} stages); re-planning "
+            "covers one-stage plans"
+        )
     left = max(0, plan.training.iterations - progress.iterations_done)
     rest = remaining_profile(profile, plan, max(left, 1))
     f = fitted_factors(plan, rest, catalog, progress)
@@ -162,7 +169,7 @@ def decide(
 
     on_time = deadline is None or keep_finish <= deadline
     wants = pace.status == BEHIND or (pace.status == AHEAD and scale_down)
-    if left == 0 or plan.pipeline is not None or not wants:
+    if left == 0 or not wants:
         return keep(on_time)
     time_left_s = pace.target_s - progress.elapsed_s - sw_s
     try:

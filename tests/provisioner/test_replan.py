@@ -9,6 +9,7 @@ for the links done at that pace.
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
@@ -209,3 +210,10 @@ def test_after_a_switch_the_new_plan_at_its_own_pace_is_on_track_for_the_same_de
     assert second.pace.status == ON_TRACK and second.action == KEEP and second.meets_deadline
     # the rest of the new plan at its own pace lands on its own predicted total
     assert later.elapsed_s + second.keep_s == pytest.approx(new.prediction.total_s, rel=1e-3)
+
+
+def test_a_pipelined_plan_is_refused_in_one_line(case) -> None:
+    profile, catalog, plan, envelope = case
+    piped = dataclasses.replace(plan, pipeline=SimpleNamespace(stages=(0, 1)))
+    with pytest.raises(ValueError, match=r"^plan 't' is pipelined \(2 stages\); re-planning"):
+        decide(piped, profile, catalog, at_pace(plan, catalog, 2, 1.5), envelope)

@@ -54,7 +54,8 @@ def case_lines(workload: str, deadline_s: float) -> list[str]:
         f"{format_usd(plan.worst_case_usd)} as planned, "
         f"{format_usd(envelope_worst_case_usd(plan, catalog, env))} at the envelope's ceiling.",
         "",
-        "| slowdown | fixed: finish | met | cost | re-planned: finish | met | cost | first re-plan |",
+        "| slowdown | fixed: finish | met | cost | re-planned: finish | met | cost "
+        "| first re-plan |",
         "|---:|---:|---|---:|---:|---|---:|---|",
     ]
     for slowdown in SLOWDOWNS:

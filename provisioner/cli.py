@@ -24,6 +24,7 @@ from provisioner.catalog import Catalog, load_catalog, read_data_json
 from provisioner.files import replace_atomically, write_text_atomically
 from provisioner.idle import idle_line
 from provisioner.interval import interval_note
+from provisioner.local_ceiling import parse_ceiling_mb, with_memory_ceiling
 from provisioner.parse import (
     format_duration_s,
     format_usd,
@@ -159,6 +160,11 @@ def _parser() -> argparse.ArgumentParser:
             type=_iteration_cap,
             default=0,
             help="plan for invocations that also end after this many iterations (0: no cap)",
+        )
+        p.add_argument(
+            "--memory-ceiling",
+            help="the local machine's catalog only: the most MB one function may hold (default: "
+            "the catalog's memory_ceiling_mb); a model above it is cut into pipeline stages",
         )
         p.add_argument("--out", type=json_file, help="also write the plan.json document here")
         if name == "frontier":
@@ -471,6 +477,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
         profile = load_profile(args.workload)
         catalog = run_rules_catalog(load_catalog(args.catalog), args)
+        if args.memory_ceiling is not None:
+            catalog = with_memory_ceiling(catalog, parse_ceiling_mb(args.memory_ceiling))
         result = plan_job(
             profile,
             catalog,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from provisioner import pipeline_local
 from provisioner.blocks_profile import BlockProfile
 from provisioner.catalog import Catalog, gbps_to_mb_s
 from provisioner.costs import (
@@ -196,6 +197,10 @@ class RunFigures:
     boundary_usd: float
     total_usd: float
     ephemeral_mb: int
+    # The first link's start-up of S·r workers at once, and the least an iteration takes on
+    # the local machine's shared cores (0 on AWS): pipeline_local.py.
+    startup_s: float = 0.0
+    iteration_floor_s: float = 0.0
 
 
 def boundary_requests(shape: RunShape) -> tuple[float, float]:
@@ -215,10 +220,14 @@ def run_figures(
 ) -> RunFigures:
     """T and its costs for a pipelined run (model.timeline and model.costs' terms, with S·r
     functions): start-up and the shard's load, iterations until an invocation's usable time is
-    spent, a checkpoint per link, chaining; every stage billed for the run's billed time."""
+    spent, a checkpoint per link, chaining; every stage billed for the run's billed time. On
+    the local machine the start-up and the iteration are corrected for the shared cores
+    (pipeline_local.py), by figures of S and r alone."""
     s, r, k = shape.stages, shape.replicas, shape.iterations
     ps = shape.route.sync == "ps"
-    it = iteration_s(shape.micro_batches, s, max_slot_s, max_sync_s)
+    floor = pipeline_local.iteration_floor_s(profile, catalog, r)
+    it = max(iteration_s(shape.micro_batches, s, max_slot_s, max_sync_s), floor)
+    startup = pipeline_local.startup_s(profile, catalog, s * r)
     model_mb = profile.model_bytes / 1e6
     low = np.array([catalog.memory_min_mb])
     s3_low = s3_bandwidth_mb_s(
@@ -240,7 +249,7 @@ def run_figures(
     every = int(checkpoint_every_iterations(np.array([it]), interval)[0])
     step = it + float(periodic_checkpoint_s(np.array([checkpoint]), np.array([every]))[0])
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
-    link_overhead = profile.startup_s + load
+    link_overhead = startup + load
     per_inv = int(
         iterations_per_invocation(usable, np.array([link_overhead + checkpoint]),
                                   np.array([step]), np.array([k]))[0]
@@ -262,7 +271,8 @@ def run_figures(
     if not feasible:
         inf = float("inf")
         return RunFigures(it, inf, inf, load, links, per_inv, checkpoint, every,
-                          inf, inf, inf, inf, inf, inf, inf, inf, inf, inf, eph)  # fmt: skip
+                          inf, inf, inf, inf, inf, inf, inf, inf, inf, inf, eph, startup,
+                          floor)  # fmt: skip
     items = run_costs(catalog, shape, memory_sum_mb, total, billed, links, every, eph)
     lam, req, ephc, psc, sfn, s3c, net, exch, bnd = items
     cost = sum(items)
@@ -271,7 +281,7 @@ def run_figures(
         iterations_per_invocation=per_inv, checkpoint_s=checkpoint, checkpoint_every=every,
         lambda_usd=lam, requests_usd=req, ephemeral_usd=ephc, ps_usd=psc, sfn_usd=sfn,
         s3_usd=s3c, endpoints_usd=net, exchange_usd=exch, boundary_usd=bnd, total_usd=cost,
-        ephemeral_mb=eph,
+        ephemeral_mb=eph, startup_s=startup, iteration_floor_s=floor,
     )  # fmt: skip
 
 

@@ -355,14 +355,16 @@ def report_date(path: str) -> str:
 
 def report_profile(report: Any, path: str) -> str:
     """The profile a report is a run of: the one it names, else the only one of its model and
-    dataset in profiles/ (a run report names the model and dataset, not always the profile)."""
+    dataset in profiles/ (a run report names the model and dataset, not always the profile),
+    the one without blocks where the others are its copies with blocks (digits-mlp-blocks:
+    the same whole-model figures, the model's cut added)."""
     plan = report.get("plan") if isinstance(report, dict) else None
     if not isinstance(plan, dict):
         return "?"  # calibrate() names what is wrong with such a report
     if isinstance(plan.get("workload"), str):
         return str(plan["workload"])
     model, dataset = plan.get("model"), plan.get("dataset")
-    matches = []
+    matches, plain = [], []
     for candidate in sorted(PROFILE_DIR.glob("*.json")):
         try:
             doc = json.loads(candidate.read_text(encoding="utf-8"))
@@ -370,6 +372,9 @@ def report_profile(report: Any, path: str) -> str:
             continue  # a profile that cannot be read is no candidate; --profile names it
         if isinstance(doc, dict) and (doc.get("model"), doc.get("dataset")) == (model, dataset):
             matches.append(candidate.stem)
+            plain += [] if "blocks" in doc else [candidate.stem]
+    if len(matches) > 1 and len(plain) == 1:
+        return plain[0]
     if len(matches) != 1:
         found = ", ".join(matches) or "none"
         raise ValueError(

@@ -44,12 +44,10 @@ def iteration_floor_s(profile: WorkloadProfile, catalog: Catalog, replicas: int)
                           profile.max_global_batch)[0])  # fmt: skip
     per_sample = []
     for arch in profile.architectures:
-        curves = [b.rate(arch) for b in profile.blocks]
-        if all(c is not None for c in curves):
-            per_sample.append(sum(
-                1.0 / float(training_rate_samples_s(c, one, one * catalog.mb_per_vcpu)[0])
-                for c in curves
-            ))  # fmt: skip
+        curves = [c for b in profile.blocks if (c := b.rate(arch)) is not None]
+        if len(curves) == len(profile.blocks):
+            rates = [training_rate_samples_s(c, one, one * catalog.mb_per_vcpu) for c in curves]
+            per_sample.append(sum(1.0 / float(r[0]) for r in rates))
     if not per_sample:
         return 0.0
     return replicas * b_l * min(per_sample) / cores

@@ -10,9 +10,13 @@ figures (max slot, max sync, Σ memory) still order the plans (pipeline_search.p
   runs each block's forward and backward on its b_l samples once an iteration, at no more than
   one core's rate, so r·b_l·Σ_b 1/R_b(1 vCPU) / C (local_machine.shared_cpu_iteration_s's form).
 
-Not corrected: the boundary transfers' and the exchange's CPU on the same cores (the S3 server
-and the PS shards share them), crowded and cold first steps, lockstep waits, and the steps of
-stages computing at once slowing each other (parallel_speed).
+And one that depends on a stage's memory only, as the boundary's latency does: a boundary
+request's CPU, the client's in the worker's process at its quota share and the S3 server's
+(the catalog's s3_request_cpu_s and s3_server_cpu_s, as local_s3.s3_cpu_floor_s reads them).
+
+Not corrected: the exchange's CPU on the same cores (the PS shards share them), crowded and
+cold first steps, lockstep waits, the steps of stages computing at once slowing each other
+(parallel_speed), and the S3 server's CPU shared by the stages' requests at once.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import numpy as np
 from provisioner import local_machine
 from provisioner.catalog import Catalog
 from provisioner.profile import WorkloadProfile
-from provisioner.terms import local_batch, training_rate_samples_s
+from provisioner.quota import vcpu_share
+from provisioner.s3exchange import STEADY_MISSES_PER_WAIT
+from provisioner.terms import Arr, local_batch, training_rate_samples_s
 
 
 def startup_s(profile: WorkloadProfile, catalog: Catalog, functions: int) -> float:
@@ -51,3 +57,19 @@ def iteration_floor_s(profile: WorkloadProfile, catalog: Catalog, replicas: int)
     if not per_sample:
         return 0.0
     return replicas * b_l * min(per_sample) / cores
+
+
+def boundary_side_cpu_s(catalog: Catalog, memory_mb: Arr) -> Arr:
+    """The CPU of one boundary side's requests a micro-batch on the local machine (0 on AWS):
+    a PUT and a GET that finds its object, and the GET's STEADY_MISSES_PER_WAIT empty polls,
+    each the client's CPU at the worker's share (at most one core: one Python thread) and the
+    server's. Measured on 2 cores: 83 ms of boundary an iteration for each stage of 2 digits
+    stages at 0.145 vCPU, where the latencies alone said 11 (docs/pipeline.md, Locally)."""
+    mem = np.asarray(memory_mb, dtype=np.float64)
+    client, server = catalog.s3_request_cpu_s, catalog.s3_server_cpu_s
+    if not local_machine.applies(catalog) or (client is None and server is None):
+        return np.zeros(mem.shape)
+    share = np.minimum(vcpu_share(mem, catalog.mb_per_vcpu, catalog.max_vcpu), 1.0)
+    requests = 2.0 + STEADY_MISSES_PER_WAIT
+    with np.errstate(divide="ignore"):
+        return np.asarray(requests * ((client or 0.0) / share + (server or 0.0)), dtype=np.float64)

@@ -113,7 +113,8 @@ def boundary_transfer_s(catalog: Catalog, in_bytes: float, out_bytes: float, mem
     """A stage's S3 transfers of one micro-batch, each one request latency plus its bytes over
     B_s(m) (s3_communication_s's pricing): forward, GET the activation in and PUT the one out;
     backward, GET the gradient of its output and PUT the gradient of its input (the same sizes).
-    `in_bytes` is 0 for the first stage, `out_bytes` for the last."""
+    `in_bytes` is 0 for the first stage, `out_bytes` for the last. On the local machine each
+    side's requests also cost their CPU (pipeline_local.boundary_side_cpu_s)."""
     get_mb_s = s3_bandwidth_mb_s(
         memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
     )
@@ -124,6 +125,7 @@ def boundary_transfer_s(catalog: Catalog, in_bytes: float, out_bytes: float, mem
             mb = size / 1e6
             total = total + catalog.s3_request_s + mb / get_mb_s
             total = total + catalog.put_latency_s + mb / put_mb_s
+            total = total + pipeline_local.boundary_side_cpu_s(catalog, memory_mb)
     return total
 
 

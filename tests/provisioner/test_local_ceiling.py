@@ -12,7 +12,7 @@ import pytest
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.catalog import catalog_from_dict
 from provisioner.local_ceiling import largest_block_need_mb, parse_ceiling_mb, with_memory_ceiling
-from provisioner.pipeline_local import iteration_floor_s, startup_s
+from provisioner.pipeline_local import boundary_side_cpu_s, iteration_floor_s, startup_s
 from provisioner.terms import training_rate_samples_s
 from tests.local_catalog import shared_core_catalog_dict
 
@@ -78,3 +78,15 @@ def test_the_shared_core_corrections_hold_on_the_local_machine_only() -> None:
     )
     # 2 replicas of local batch 16, at one core each, on 2 cores
     assert iteration_floor_s(profile, local, 2) == pytest.approx(2 * 16 * per_sample / 2.0)
+
+
+def test_a_boundary_sides_requests_cost_their_cpu_on_the_local_machine_only() -> None:
+    mem = np.array([256, 1769, 2653])
+    assert not boundary_side_cpu_s(load_catalog("lambda-2025"), mem).any()
+    local = dataclasses.replace(
+        catalog_from_dict(shared_core_catalog_dict()), s3_request_cpu_s=0.002, s3_server_cpu_s=0.001
+    )
+    # a PUT, a GET and half an empty GET: the client's CPU at the share (one core at most)
+    share = np.array([256 / 1769, 1.0, 1.0])
+    expected = 2.5 * (0.002 / share + 0.001)
+    np.testing.assert_allclose(boundary_side_cpu_s(local, mem), expected)

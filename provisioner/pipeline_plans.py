@@ -5,8 +5,8 @@ a profile with blocks is ever cut, and only when today's one-stage planner finds
 model does not fit one function: "does-not-fit") or the pipelined optimum beats its plan for
 the goal ("cheaper"). On the local machine's catalog (shared cores) only "does-not-fit" cuts:
 there the stage terms are corrected for the shared cores only in their simplest form
-(pipeline_model.shared_core_iteration_floor_s), too little to call a cut cheaper than a
-one-stage plan the full local model predicts, so a model that fits (the demo) is never cut.
+(pipeline_local.py), too little to call a cut cheaper than a one-stage plan the full local
+model predicts, so a model that fits (the demo) is never cut.
 """
 
 from __future__ import annotations

@@ -20,9 +20,10 @@ from emulator.naming import run_dir
 from emulator.options import REPO_ROOT, Options
 from emulator.orchestrator import run
 from emulator.procs import Interrupted
-from emulator.records import EmulatorError
+from emulator.records import EmulatorError, check_memory_ceiling
 from emulator.run_lock import RunFolderBusy
 from provisioner.cli import OneLineParser
+from provisioner.local_ceiling import parse_ceiling_mb
 from provisioner.parse import parse_iteration_cap
 from provisioner.plan import load_plan
 from provisioner.profile import load_profile
@@ -106,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
+        "--memory-ceiling",
+        help="the most MB one function may hold here (python -m provisioner plan "
+        "--memory-ceiling): a plan with a function above it is refused",
+    )
+    parser.add_argument(
         "--workload",
         help="the plan's profile, a name in profiles/ or a path (default: the plan's workload "
         "name); the report predicts from it",
@@ -125,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             load_profile(args.workload)
         if scale is not None:
             check_cpu_scale(args.cpu_scale, scale, plan.memory_mb)
+        ceiling_mb = None
+        if args.memory_ceiling is not None:
+            ceiling_mb = parse_ceiling_mb(args.memory_ceiling)
+            check_memory_ceiling(plan, ceiling_mb)
         out_dir = run_dir(plan.job, args.out, REPO_ROOT / "runs")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -138,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         quiet=args.quiet,
         iterations_per_invocation=per_invocation,
         workload=args.workload,
+        memory_ceiling_mb=ceiling_mb,
     )
     try:
         run(plan, options)

@@ -49,6 +49,9 @@ class Options:
     # The catalog the report predicts this machine on (a name in catalog/ or a path): a
     # benchmark round that read some of its figures again (bench.predict) passes its own.
     local_catalog: str = LOCAL_CATALOG
+    # The most MB one function may hold here (`--memory-ceiling`): a plan with a function above
+    # it is refused before anything starts (records.check_memory_ceiling). None: no ceiling.
+    memory_ceiling_mb: int | None = None
 
 
 def default_safety_margin_s(limit_s: float) -> float:

@@ -37,6 +37,7 @@ from emulator.progress import ProgressBar
 from emulator.records import (
     EmulatorError,
     RunRecord,
+    check_memory_ceiling,
     stage_keys,
     worker_label,
     worker_memory_mb,
@@ -173,6 +174,7 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
     for the run and stopped with it. A failed run still leaves a report.json saying what failed.
     A run folder another run holds is refused (emulator.run_lock.RunFolderBusy).
     """
+    check_memory_ceiling(plan, options.memory_ceiling_mb)  # ValueError before anything starts
     out_dir = run_dir(plan.job, options.out_dir, REPO_ROOT / "runs")  # before anything is deleted
     with run_folder_lock(out_dir):  # RunFolderBusy (nothing touched) while another run holds it
         return _run_locked(plan, options, out_dir, endpoint)

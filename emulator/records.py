@@ -75,6 +75,24 @@ def worker_memory_mb(plan: Plan, stage: int | None) -> int:
     )
 
 
+def check_memory_ceiling(plan: Plan, ceiling_mb: int | None) -> None:
+    """ValueError, one line, where a function of the plan holds more than the local memory
+    ceiling (`--memory-ceiling`; None: no ceiling): such a plan was not made for this machine's
+    functions (`python -m provisioner plan --memory-ceiling` makes one that is)."""
+    if ceiling_mb is None:
+        return
+    stages = range(len(plan.pipeline.stages)) if plan.pipeline is not None else [None]
+    for stage in stages:
+        memory = worker_memory_mb(plan, stage)
+        if memory > ceiling_mb:
+            where = "the plan's functions" if stage is None else f"stage {stage}'s functions"
+            raise ValueError(
+                f"bad --memory-ceiling {ceiling_mb}: {where} hold {memory} MB; accepted: a "
+                f"ceiling of at least {memory} MB, or a plan made under it (python -m "
+                f"provisioner plan --memory-ceiling {ceiling_mb})"
+            )
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """What happened, in the raw: the report module turns it into predicted vs measured."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +182,10 @@ class Catalog:
     # and a request's CPU is small beside its latency).
     s3_request_cpu_s: float | None = None
     s3_server_cpu_s: float | None = None
+    # The most memory one function may hold on the local machine, below what its cores buy
+    # (provisioner/local_ceiling.py): memory_max_mb is lowered to it at load. None = no ceiling
+    # beyond memory_max_mb (every AWS catalog, and a local one calibrated without a ceiling).
+    memory_ceiling_mb: int | None = None
 
     @property
     def put_latency_s(self) -> float:
@@ -437,6 +441,16 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         s3_request_cpu_s=float(nf("s3_request_cpu_s")) if "s3_request_cpu_s" in net else None,
         s3_server_cpu_s=float(nf("s3_server_cpu_s")) if "s3_server_cpu_s" in net else None,
     )
+    if "memory_ceiling_mb" in lam:  # a function holds no more than the ceiling
+        ceiling = int(lf("memory_ceiling_mb"))
+        if not cat.memory_min_mb <= ceiling:
+            raise ValueError(
+                f"catalog {cat.name}: lambda.memory_ceiling_mb {ceiling} is below "
+                f"memory_min_mb {cat.memory_min_mb}"
+            )
+        top = min(cat.memory_max_mb, ceiling)
+        top -= (top - cat.memory_min_mb) % cat.memory_step_mb
+        cat = replace(cat, memory_max_mb=top, memory_ceiling_mb=ceiling)
     _validate(cat)
     return cat
 

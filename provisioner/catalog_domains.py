@@ -37,6 +37,7 @@ CATALOG_DOMAINS: dict[str, Domain] = {
     "lambda.memory_min_mb": whole(1, MAX_MEMORY_MB),
     "lambda.memory_max_mb": whole(1, MAX_MEMORY_MB),
     "lambda.memory_step_mb": whole(1, MAX_MEMORY_MB),
+    "lambda.memory_ceiling_mb": whole(1, MAX_MEMORY_MB),
     "lambda.mb_per_vcpu": positive(MAX_MEMORY_MB),
     "lambda.max_vcpu": _CORES,
     "lambda.total_vcpu": _CORES,

@@ -21,6 +21,7 @@ from functions.oneline import OneLineParser
 from provisioner.calibrate import Calibration, calibrate, is_aws_report, report_of_aws_run
 from provisioner.catalog import Catalog, load_catalog, read_data_json
 from provisioner.files import write_text_atomically
+from provisioner.local_ceiling import parse_ceiling_mb, with_memory_ceiling
 from provisioner.parse import (
     parse_duration_s,
     parse_iteration_cap,
@@ -153,6 +154,11 @@ def _parser() -> argparse.ArgumentParser:
             default=0,
             help="plan for invocations that also end after this many iterations (0: no cap)",
         )
+        p.add_argument(
+            "--memory-ceiling",
+            help="the local machine's catalog only: the most MB one function may hold (default: "
+            "the catalog's memory_ceiling_mb); a model above it is cut into pipeline stages",
+        )
         p.add_argument("--out", type=json_file, help="also write the plan.json document here")
         if name == "frontier":
             p.add_argument("--png", required=True, type=png_file, help="output PNG path")
@@ -181,14 +187,16 @@ def report_date(path: str) -> str:
 
 def report_profile(report: Any, path: str) -> str:
     """The profile a report is a run of: the one it names, else the only one of its model and
-    dataset in profiles/ (a run report names the model and dataset, not always the profile)."""
+    dataset in profiles/ (a run report names the model and dataset, not always the profile),
+    the one without blocks where the others are its copies with blocks (digits-mlp-blocks:
+    the same whole-model figures, the model's cut added)."""
     plan = report.get("plan") if isinstance(report, dict) else None
     if not isinstance(plan, dict):
         return "?"  # calibrate() names what is wrong with such a report
     if isinstance(plan.get("workload"), str):
         return str(plan["workload"])
     model, dataset = plan.get("model"), plan.get("dataset")
-    matches = []
+    matches, plain = [], []
     for candidate in sorted(PROFILE_DIR.glob("*.json")):
         try:
             doc = json.loads(candidate.read_text(encoding="utf-8"))
@@ -196,6 +204,9 @@ def report_profile(report: Any, path: str) -> str:
             continue  # a profile that cannot be read is no candidate; --profile names it
         if isinstance(doc, dict) and (doc.get("model"), doc.get("dataset")) == (model, dataset):
             matches.append(candidate.stem)
+            plain += [] if "blocks" in doc else [candidate.stem]
+    if len(matches) > 1 and len(plain) == 1:
+        return plain[0]
     if len(matches) != 1:
         found = ", ".join(matches) or "none"
         raise ValueError(
@@ -303,6 +314,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
         profile = load_profile(args.workload)
         catalog = run_rules_catalog(load_catalog(args.catalog), args)
+        if args.memory_ceiling is not None:
+            catalog = with_memory_ceiling(catalog, parse_ceiling_mb(args.memory_ceiling))
         result = plan_job(
             profile,
             catalog,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from provisioner import pipeline_local
 from provisioner.blocks_profile import BlockProfile
 from provisioner.catalog import Catalog, gbps_to_mb_s
 from provisioner.costs import (
@@ -112,7 +113,8 @@ def boundary_transfer_s(catalog: Catalog, in_bytes: float, out_bytes: float, mem
     """A stage's S3 transfers of one micro-batch, each one request latency plus its bytes over
     B_s(m) (s3_communication_s's pricing): forward, GET the activation in and PUT the one out;
     backward, GET the gradient of its output and PUT the gradient of its input (the same sizes).
-    `in_bytes` is 0 for the first stage, `out_bytes` for the last."""
+    `in_bytes` is 0 for the first stage, `out_bytes` for the last. On the local machine each
+    side's requests also cost their CPU (pipeline_local.boundary_side_cpu_s)."""
     get_mb_s = s3_bandwidth_mb_s(
         memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
     )
@@ -123,6 +125,7 @@ def boundary_transfer_s(catalog: Catalog, in_bytes: float, out_bytes: float, mem
             mb = size / 1e6
             total = total + catalog.s3_request_s + mb / get_mb_s
             total = total + catalog.put_latency_s + mb / put_mb_s
+            total = total + pipeline_local.boundary_side_cpu_s(catalog, memory_mb)
     return total
 
 
@@ -196,6 +199,10 @@ class RunFigures:
     boundary_usd: float
     total_usd: float
     ephemeral_mb: int
+    # The first link's start-up of S·r workers at once, and the least an iteration takes on
+    # the local machine's shared cores (0 on AWS): pipeline_local.py.
+    startup_s: float = 0.0
+    iteration_floor_s: float = 0.0
 
 
 def boundary_requests(shape: RunShape) -> tuple[float, float]:
@@ -215,10 +222,14 @@ def run_figures(
 ) -> RunFigures:
     """T and its costs for a pipelined run (model.timeline and model.costs' terms, with S·r
     functions): start-up and the shard's load, iterations until an invocation's usable time is
-    spent, a checkpoint per link, chaining; every stage billed for the run's billed time."""
+    spent, a checkpoint per link, chaining; every stage billed for the run's billed time. On
+    the local machine the start-up and the iteration are corrected for the shared cores
+    (pipeline_local.py), by figures of S and r alone."""
     s, r, k = shape.stages, shape.replicas, shape.iterations
     ps = shape.route.sync == "ps"
-    it = iteration_s(shape.micro_batches, s, max_slot_s, max_sync_s)
+    floor = pipeline_local.iteration_floor_s(profile, catalog, r)
+    it = max(iteration_s(shape.micro_batches, s, max_slot_s, max_sync_s), floor)
+    startup = pipeline_local.startup_s(profile, catalog, s * r)
     model_mb = profile.model_bytes / 1e6
     low = np.array([catalog.memory_min_mb])
     s3_low = s3_bandwidth_mb_s(
@@ -240,7 +251,7 @@ def run_figures(
     every = int(checkpoint_every_iterations(np.array([it]), interval)[0])
     step = it + float(periodic_checkpoint_s(np.array([checkpoint]), np.array([every]))[0])
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
-    link_overhead = profile.startup_s + load
+    link_overhead = startup + load
     per_inv = int(
         iterations_per_invocation(usable, np.array([link_overhead + checkpoint]),
                                   np.array([step]), np.array([k]))[0]
@@ -262,7 +273,8 @@ def run_figures(
     if not feasible:
         inf = float("inf")
         return RunFigures(it, inf, inf, load, links, per_inv, checkpoint, every,
-                          inf, inf, inf, inf, inf, inf, inf, inf, inf, inf, eph)  # fmt: skip
+                          inf, inf, inf, inf, inf, inf, inf, inf, inf, inf, eph, startup,
+                          floor)  # fmt: skip
     items = run_costs(catalog, shape, memory_sum_mb, total, billed, links, every, eph)
     lam, req, ephc, psc, sfn, s3c, net, exch, bnd = items
     cost = sum(items)
@@ -271,7 +283,7 @@ def run_figures(
         iterations_per_invocation=per_inv, checkpoint_s=checkpoint, checkpoint_every=every,
         lambda_usd=lam, requests_usd=req, ephemeral_usd=ephc, ps_usd=psc, sfn_usd=sfn,
         s3_usd=s3c, endpoints_usd=net, exchange_usd=exch, boundary_usd=bnd, total_usd=cost,
-        ephemeral_mb=eph,
+        ephemeral_mb=eph, startup_s=startup, iteration_floor_s=floor,
     )  # fmt: skip
 
 

@@ -1,9 +1,12 @@
 """A pipelined candidate as a Plan, and the choice between today's plan and a pipelined one.
 
 plan_job (provisioner/planner.py) asks `pipelined_choice` whether the model should be cut: only
-a profile with blocks is ever cut, never on a LOCAL catalog (the emulator cannot run stages
-yet), and only when today's one-stage planner finds nothing (the model does not fit one
-function: "does-not-fit") or the pipelined optimum beats its plan for the goal ("cheaper").
+a profile with blocks is ever cut, and only when today's one-stage planner finds nothing (the
+model does not fit one function: "does-not-fit") or the pipelined optimum beats its plan for
+the goal ("cheaper"). On the local machine's catalog (shared cores) only "does-not-fit" cuts:
+there the stage terms are corrected for the shared cores only in their simplest form
+(pipeline_local.py), too little to call a cut cheaper than a one-stage plan the full local
+model predicts, so a model that fits (the demo) is never cut.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import numpy as np
 from provisioner import local_machine, runaway
 from provisioner.catalog import Catalog
 from provisioner.idle import idle_cost
+from provisioner.local_ceiling import check_blocks_fit
 from provisioner.pipeline_model import RunShape, boundary_requests
 from provisioner.pipeline_plan import Pipeline, Stage
 from provisioner.pipeline_search import PipelineCandidate, search_pipeline
@@ -25,10 +29,10 @@ from provisioner.s3exchange import s3_exchange_requests
 from provisioner.space import Limits
 
 
-def may_pipeline(profile: WorkloadProfile, catalog: Catalog) -> bool:
-    """Whether plan_job considers cutting the model: it declares blocks and the platform is not
-    the local emulator's (which runs one-stage plans only, for now)."""
-    return len(profile.blocks) >= 2 and not local_machine.applies(catalog)
+def may_pipeline(profile: WorkloadProfile, catalog: Catalog, fits: bool) -> bool:
+    """Whether plan_job considers cutting the model: it declares blocks, and on the local
+    machine's catalog it does not fit one function (its memory ceiling, local_ceiling.py)."""
+    return len(profile.blocks) >= 2 and (not fits or not local_machine.applies(catalog))
 
 
 def needs_blocks_message(profile: WorkloadProfile, catalog: Catalog) -> str:
@@ -97,7 +101,10 @@ def pipelined_plan(
     f, route, r = candidate.figures, candidate.route, candidate.replicas
     s = len(candidate.stages)
     slow = max(candidate.stages, key=lambda x: x.slot_s)
+    # the iteration's compute: the slowest stage's M + S − 1 slots, or on the local machine's
+    # shared cores the CPU floor where it holds the iteration longer (pipeline_local.py)
     comp_it = (candidate.micro_batches + s - 1) * slow.compute_s
+    comp_it = min(f.iteration_s, max(comp_it, f.iteration_floor_s))
     stages = tuple(
         Stage(
             index=i, first_block=c.first, stop_block=c.stop,
@@ -118,7 +125,7 @@ def pipelined_plan(
     ps = route.sync == "ps"
     prediction = Prediction(
         load_s=f.load_s, compute_s=k * comp_it, communication_s=k * (f.iteration_s - comp_it),
-        ps_aggregation_s=0.0, startup_s=profile.startup_s,
+        ps_aggregation_s=0.0, startup_s=f.startup_s,
         chaining_s=f.links * f.checkpoint_s + (f.links - 1) * catalog.restart_s,
         total_s=f.total_s, iteration_s=f.iteration_s, compute_per_iteration_s=comp_it,
         communication_per_iteration_s=f.iteration_s - comp_it, ps_bandwidth_mb_s=0.0,
@@ -191,14 +198,16 @@ def pipelined_instead(
     plan: Plan | None,
 ) -> Plan | None:
     """The pipelined plan plan_job returns instead of today's `plan` (None: today's found none
-    meeting the goal), or None where it keeps today's: no blocks, a local catalog, no pipelined
-    plan meeting the goal, or one no better."""
-    if not may_pipeline(profile, catalog):
+    meeting the goal), or None where it keeps today's: no blocks, a local catalog the model
+    fits, no pipelined plan meeting the goal, or one no better. ValueError where the local
+    memory ceiling is below what the largest block needs alone."""
+    fits = profile.min_memory_mb <= catalog.memory_max_mb
+    if not may_pipeline(profile, catalog, fits):
         return None
+    check_blocks_fit(profile, catalog)
     candidate = pipelined_choice(profile, catalog, goal, limits, plan)
     if candidate is None or (plan is not None and not beats(goal, candidate, plan)):
         return None
-    fits = profile.min_memory_mb <= catalog.memory_max_mb
     reason = "cheaper" if fits else "does-not-fit"
     if plan is None and fits:
         note = (

@@ -50,3 +50,17 @@ def write_local_catalog(path: Path) -> Path:
     """Write the document to `path` (a test's tmp folder, never the repo's catalog/)."""
     path.write_text(json.dumps(local_catalog_dict(), indent=2))
     return path
+
+
+def shared_core_catalog_dict(ceiling_mb: int | None = None) -> dict[str, Any]:
+    """The local catalog document as the calibrator writes it on a 2-core machine: the workers'
+    1.5 vCPU on 2 shared cores (local_machine.applies), 8 functions at once, and the function
+    memory ceiling `ceiling_mb` (None: none below what the cores buy)."""
+    data = local_catalog_dict()
+    lam = data["lambda"]
+    for key, value in (("total_vcpu", 1.5), ("max_vcpu", 1.5), ("compute_cores", 2.0),
+                       ("memory_max_mb", 2653), ("concurrency_limit", 8)):  # fmt: skip
+        lam[key] = {**lam["max_vcpu"], "value": value, "tag": "measured", "source": "test fixture"}
+    if ceiling_mb is not None:
+        lam["memory_ceiling_mb"] = {**lam["memory_max_mb"], "value": ceiling_mb, "tag": "policy"}
+    return data

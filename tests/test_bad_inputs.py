@@ -48,6 +48,7 @@ from tests.bad_inputs import (
     ps_cases,
 )
 from tests.bad_inputs.case import DROP, FILES, HOUR, PROGRAMS, REPO, Case
+from tests.local_catalog import shared_core_catalog_dict
 from tests.stacks.conftest import run_synth
 
 TABLE = REPO / "docs" / "bad-inputs.md"
@@ -178,6 +179,20 @@ def test_there_are_at_least_40_cases_and_the_table_lists_each() -> None:
         "docs/bad-inputs.md lacks rows (python -m tests.test_bad_inputs prints them):\n"
         + "\n".join(missing)
     )
+
+
+def test_a_refused_memory_ceiling_writes_no_plan(tmp_path: Path) -> None:
+    """The ceiling below the largest block is refused after the planner read the profile: the
+    plan --out names is still not written."""
+    catalog = tmp_path / "local.json"
+    catalog.write_text(json.dumps(shared_core_catalog_dict()), encoding="utf-8")
+    out = tmp_path / "plan.json"
+    args = ["plan", "--workload", "digits-mlp-blocks", "--deadline", "1h", "--catalog",
+            str(catalog), "--memory-ceiling", "200", "--out", str(out)]  # fmt: skip
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        assert provisioner_run(args) == 2
+    assert "needs 224 MB alone" in err.getvalue()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local.json"]
 
 
 def test_the_synthetic_bound_is_the_same_in_the_image() -> None:

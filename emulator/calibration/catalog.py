@@ -117,6 +117,14 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
             memory_max_mb(m.total_vcpu), "MB", f"floor(total_vcpu × 1769); {cores_method}"
         ),
         "memory_step_mb": policy(1, "MB", "Lambda's 1 MB step, kept"),
+        # no ceiling below what the cores buy: a small model fits one function, as before
+        "memory_ceiling_mb": policy(
+            memory_max_mb(m.total_vcpu),
+            "MB",
+            "no ceiling beyond memory_max_mb; lower it (or "
+            "`python -m provisioner plan --memory-ceiling MB`) to make the planner cut a model "
+            "into pipeline stages locally (docs/pipeline.md, Locally)",
+        ),
         "mb_per_vcpu": policy(cpu.MB_PER_VCPU, "MB", "1 local core = 1 Lambda vCPU (cpu_scale 1)"),
         "max_vcpu": measured(m.total_vcpu, "vCPU", cores_method),
         "total_vcpu": measured(m.total_vcpu, "vCPU", cores_method),

@@ -135,6 +135,11 @@ def parser() -> argparse.ArgumentParser:
         help="also derive model_bytes, training_rate and min_memory_mb from the blocks",
     )
     p.add_argument("--output", type=Path, help="where to write (default: print only)")
+    p.add_argument(
+        "--name",
+        help="the written profile's name (default: the workload's own), e.g. for a "
+        "copy of a profile with blocks beside the one without",
+    )
     p.add_argument("--write", action="store_true", help="update the workload's own file")
     return p
 
@@ -173,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         round_, target = round_of(args)
         doc = document(round_, round_.run(), derive=args.derive, when=when)
+        if args.name is not None:
+            doc = {**doc, "name": args.name}
     except (ValueError, RuntimeError) as err:
         print(f"error: {err}; no profile written", file=sys.stderr)
         return 2 if isinstance(err, ValueError) else 1

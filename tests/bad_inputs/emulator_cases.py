@@ -55,6 +55,11 @@ CASES = [
     emu("--max-attempts", "x", says="bad --max-attempts 'x': expected a whole number, 1 or more"),
     emu("--max-attempts", "0", says="bad --max-attempts '0'"),
     emu("--s3", "minio", says="argument --s3: invalid choice: 'minio'"),
+    emu("--memory-ceiling", "lots",
+        says="bad --memory-ceiling 'lots': expected a whole number of MB above 0"),
+    emu("--memory-ceiling", "128",
+        says="bad --memory-ceiling 128: the plan's functions hold 629 MB; accepted: a ceiling "
+        "of at least 629 MB"),
     emu("--out", "{dir}/a-file", says="a-file' is not a folder", given="a-file: a file"),
     emu("--out", "{dir}/a-file/run", says="a-file' is a file)", given="a-file: a file"),
     # a plan's figures against each other and its catalog (provisioner.plan.check_plan_sense)

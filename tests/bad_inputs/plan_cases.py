@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from tests.bad_inputs.case import DIGITS, HOUR, REPO, Case, plan_case
-from tests.local_catalog import local_catalog_dict
+from tests.local_catalog import local_catalog_dict, shared_core_catalog_dict
 
 
 def interval_case(value: Any, says: str) -> Case:
@@ -37,7 +37,40 @@ def too_big_without_blocks() -> Case:
     )  # fmt: skip
 
 
+SHARED_CORES = "shared-cores-local.json"
+
+
+def ceiling_case(*args: str, says: str, catalog_ceiling_mb: int | None = None) -> Case:
+    """`plan` of digits-mlp-blocks (a profile with blocks) on the local machine's catalog (2
+    shared cores), its memory_ceiling_mb `catalog_ceiling_mb` (None: none)."""
+    doc = shared_core_catalog_dict(catalog_ceiling_mb)
+    given = f"{SHARED_CORES}: the local machine's catalog (shared cores)"
+    if catalog_ceiling_mb is not None:
+        given += f", lambda.memory_ceiling_mb {catalog_ceiling_mb}"
+    return Case(
+        "plan", ("plan", "--workload", "digits-mlp-blocks", "--deadline", "1h", "--catalog",
+                 f"{{dir}}/{SHARED_CORES}", *args), 2, says,
+        given=given, files=((SHARED_CORES, json.dumps(doc)),),
+    )  # fmt: skip
+
+
 CASES = [
+    # the local memory ceiling (provisioner/local_ceiling.py)
+    ceiling_case("--memory-ceiling", "lots",
+                 says="bad --memory-ceiling 'lots': expected a whole number of MB above 0"),
+    ceiling_case("--memory-ceiling", "0",
+                 says="bad --memory-ceiling '0': expected a whole number of MB above 0"),
+    ceiling_case("--memory-ceiling", "-320",
+                 says="bad --memory-ceiling '-320': expected a whole number of MB above 0"),
+    ceiling_case("--memory-ceiling", "64",
+                 says="bad --memory-ceiling 64: expected MB from 128 to 2653"),
+    ceiling_case("--memory-ceiling", "200", says="bad memory ceiling 200 MB: block '0:Flatten' of "
+                 "workload digits-mlp-blocks needs 224 MB alone (the runtime's 223 MB and the "
+                 "block); accepted: a ceiling of at least 224 MB"),
+    ceiling_case(says="bad memory ceiling 200 MB: block '0:Flatten' of workload "
+                 "digits-mlp-blocks needs 224 MB alone", catalog_ceiling_mb=200),
+    plan_case("plan", *HOUR, "--memory-ceiling", "320", says="bad --memory-ceiling 320: a memory "
+              "ceiling applies to the local machine's catalog only"),
     # a catalog's prediction_interval (provisioner/interval.py)
     interval_case({"low": 1.1, "high": 1.3}, says="orchestration.prediction_interval: {'low': "
                   "1.1, 'high': 1.3} is out of range (accepted: {\"low\": r05, \"high\": r95}"),

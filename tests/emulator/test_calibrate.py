@@ -301,6 +301,7 @@ def test_catalog_loads_with_the_local_platforms_fixed_choices() -> None:
     assert cat.name == "local"
     assert cat.mb_per_vcpu == 1769
     assert cat.max_vcpu == 1.5 and cat.memory_max_mb == 2653 and cat.memory_step_mb == 1
+    assert cat.memory_ceiling_mb == 2653  # written: no ceiling below what the cores buy
     assert [p.name for p in cat.ps_types] == ["loopback"] and cat.ps_default_type == "loopback"
     assert cat.ps_type("loopback").baseline_gbps == cat.ps_type("loopback").peak_gbps == 12.0
     assert cat.interface_endpoints == () and cat.endpoint_usd_per_hour == 0

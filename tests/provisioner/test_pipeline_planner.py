@@ -77,11 +77,21 @@ def test_a_model_no_cut_can_train_in_time_names_the_fastest_cut() -> None:
     assert f"({len(fastest.pipeline.stages)} stages × {fastest.n_workers} replicas" in said
 
 
-def test_a_local_catalog_is_never_pipelined() -> None:
+def test_a_local_catalog_cuts_a_model_only_where_it_does_not_fit() -> None:
     local = dataclasses.replace(catalog(), total_vcpu=2.0)
     assert local_machine.applies(local)
-    with pytest.raises(Infeasible, match="no memory size fits"):
-        plan_job(too_big(), local, Goal(deadline_s=4 * 3600.0), LIMITS, "big")
+    plan = plan_job(too_big(), local, Goal(deadline_s=4 * 3600.0), LIMITS, "big").plan
+    assert plan.pipeline is not None and plan.pipeline.reason == "does-not-fit"
+    assert plan.memory_mb <= local.memory_max_mb
+    # a model that fits keeps the one-stage plan its profile without blocks gets: never "cheaper"
+    blocks = [block_dict(f"{i}:Layer", 1_000_000, 4_000, 40_000, 300.0) for i in range(3)]
+    fits = blocks_profile(blocks, dataset_samples=2000, epochs=1, profiled_local_batch=8)
+    kept = plan_job(fits, local, Goal(deadline_s=3600.0), LIMITS, "small").plan
+    plain = plan_job(
+        dataclasses.replace(fits, blocks=(), runtime_memory_mb=None),
+        local, Goal(deadline_s=3600.0), LIMITS, "small",
+    ).plan  # fmt: skip
+    assert kept.pipeline is None and kept == plain
 
 
 def test_a_small_model_keeps_its_one_stage_plan_unless_cutting_beats_it() -> None:

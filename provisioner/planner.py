@@ -422,7 +422,7 @@ def plan_job(
         if profile.min_memory_mb > catalog.memory_max_mb:
             if not profile.blocks:
                 raise Infeasible(needs_blocks_message(profile, catalog)) from None
-            if may_pipeline(profile, catalog):
+            if may_pipeline(profile, catalog, fits=False):
                 message = pipeline_infeasible_message(profile, catalog, goal, limits)
                 raise Infeasible(message) from None
         raise

@@ -28,17 +28,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from provisioner.catalog import Catalog
-from provisioner.pipeline_model import RunFigures, RunShape, SyncRoute, run_figures
+from provisioner.costs import ps_usd
+from provisioner.pipeline_model import RunFigures, RunShape, SyncRoute, run_costs, run_figures
 from provisioner.pipeline_tables import (
+    Keep,
     RangeTables,
+    StageTables,
+    cut_floors,
     inverse_rates,
+    range_floors,
     range_options,
     range_syncs,
     stage_labels,
+    stage_tables,
 )
 from provisioner.profile import WorkloadProfile
 from provisioner.space import FIRST_PASS_REDUCERS, Limits, concurrency_cap, dominated_ps_types
-from provisioner.terms import Arr, iterations, local_batch
+from provisioner.terms import Arr, ephemeral_storage_mb, iterations, local_batch
 
 # The space's caps, stated: more stages or replicas than these are not searched (the exact
 # search is not yet fast enough for the full space; docs/pipeline.md, "Solve time").
@@ -129,11 +135,26 @@ def meets(deadline_s: float | None, budget_usd: float | None, f: RunFigures) -> 
     return bool(ok)
 
 
-def compute_cost_floor(grid: np.ndarray, inv_rate: Arr) -> float:
-    """Σ_b min_m m·(1/R_b(m)) in MB·s per sample: no stage computes a sample for less (a sum's
-    minimum is at least the sum of its parts' minima), whatever the cut and memories."""
-    per_block = np.diff(inv_rate, axis=0) * grid[np.newaxis, :]
-    return float(np.sum(np.min(per_block, axis=1)))
+# Floors are compared against the bar after this relative shave, so that float rounding in a
+# floor computed in another order than the plan's own figures can never drop a plan equal to
+# the bar (the floors are far from tight: start-up, load and every other cost item are left out).
+FLOOR_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One (r, arch, route, M, S) of the space, with its route-independent floor: `order` is
+    its place in the enumeration (r, arch, route, M, S), the tie-break among equal plans."""
+
+    floor: float
+    order: tuple[int, int, int, int, int]
+    b_l: int
+    k: int
+    arch: str
+    route: SyncRoute
+    m: int
+    lambda_usd: float  # the floor's Lambda part
+    it_s: float  # the least iteration over every cut and memory, without sync
 
 
 def search_pipeline(
@@ -150,9 +171,12 @@ def search_pipeline(
     `ceiling` (US dollars under a deadline, seconds for a budget alone) is a figure the plan
     must not exceed to matter, e.g. the one-stage plan's: it bounds the search from the start.
 
-    Prunings, each a bound no pruned plan can beat (docs/pipeline.md): per (r, M, S) the
-    Lambda compute floor against the bar, per label its iterations against the deadline and
-    its stages' compute over them, with the least memory the rest needs, against the bar.
+    Best first: every (r, arch, route, M, S) gets a floor on the goal's figure that holds for
+    every cut and memory (combo_floors); they are searched cheapest floor first, and the search
+    stops at the first floor above the best plan so far (every later one is no lower). Each
+    searched one is bounded again with its route's sync (range_floors), and its labels by
+    _keeper. Among plans equal on the goal's figures the first in the enumeration order
+    (r, arch, route, M, S, label) wins, as in a plain enumeration.
     """
     if len(profile.blocks) < 2:
         return None
@@ -170,61 +194,172 @@ def _search(
     grid: np.ndarray,
     ceiling: float,
 ) -> PipelineCandidate | None:
-    """search_pipeline over one memory grid, starting from the incumbent `best`."""
+    """search_pipeline over one memory grid."""
     archs = [
         a.arch for a in catalog.architectures
         if profile.rate(a.arch) is not None and limits.arch in ("any", "mixed", a.arch)
     ]  # fmt: skip
     count = len(profile.blocks)
-    top_stages = min(count, max_stages)
+    inv = {arch: inverse_rates(profile, catalog, grid, arch) for arch in archs}
+    stage_cache: dict[tuple[str, int, int], StageTables] = {}
+
+    def stage_of(arch: str, m: int, b_l: int) -> StageTables:
+        key = (arch, m, b_l)
+        if key not in stage_cache:
+            stage_cache[key] = stage_tables(profile, catalog, grid, inv[arch], m, b_l)
+        return stage_cache[key]
+
+    combos = _combos(profile, catalog, limits, deadline_s, budget_usd, max_stages, archs, stage_of)
+    syncs_cache: dict[tuple[int, SyncRoute], Arr] = {}
+    tables_cache: dict[tuple[int, str, SyncRoute, int], RangeTables] = {}
+    best: PipelineCandidate | None = None
+    best_key: tuple = ()
+    for c in combos:
+        bar = _bar(ceiling, best, deadline_s)
+        if c.floor * (1.0 - FLOOR_RTOL) > bar:
+            break  # sorted: no later combination's floor is lower
+        r, stages, slots = c.order[0], c.order[4], c.m + c.order[4] - 1
+        stage = stage_of(c.arch, c.m, c.b_l)
+        price = catalog.arch(c.arch).usd_per_gb_s
+        ps_price = catalog.ps_type(c.route.ps_type).usd_per_hour if c.route.ps_type else 0.0
+        shape = RunShape(stages, r, c.m, c.k, price, c.route, ps_price)
+        # the route's other items at the floor's time, before the route's sync tables
+        others = _other_usd_floor(profile, catalog, shape, c.k * c.it_s)
+        if deadline_s is not None and (c.lambda_usd + others) * (1.0 - FLOOR_RTOL) > bar:
+            continue
+        if budget_usd is not None and (c.lambda_usd + others) * (1.0 - FLOOR_RTOL) > budget_usd:
+            continue
+        if (r, c.route) not in syncs_cache:
+            syncs_cache[(r, c.route)] = range_syncs(profile, catalog, grid, c.route, r)
+        syncs = syncs_cache[(r, c.route)]
+        secs = range_floors(stage, syncs, slots, 0.0)[1]
+        rest_s = cut_floors(secs, stage, count, stages, add=False)
+        it_floor = float(rest_s[stages][0])  # no cut iterates faster
+        rest_mb_s = cut_floors(
+            range_floors(stage, syncs, slots, it_floor)[0], stage, count, stages, add=True
+        )
+        others = _other_usd_floor(profile, catalog, shape, c.k * it_floor)
+        usd = (price * r * c.k / 1024.0 * float(rest_mb_s[stages][0]) + others) * (1.0 - FLOOR_RTOL)
+        floor_s = c.k * it_floor * (1.0 - FLOOR_RTOL)
+        if (budget_usd is not None and usd > budget_usd) or (
+            (usd > bar or floor_s > deadline_s) if deadline_s is not None else floor_s > bar
+        ):
+            continue
+        tkey = (r, c.arch, c.route, c.m)
+        if tkey not in tables_cache:
+            tables_cache[tkey] = range_options(stage, syncs)
+        tables = tables_cache[tkey]
+        rest_mem = cut_floors(tables.least_mb, stage, count, stages, add=True)
+        rest = [(rest_mem[x].tolist(), rest_mb_s[x].tolist(), rest_s[x].tolist())
+                for x in range(stages)]  # fmt: skip
+        keep = _keeper(deadline_s, budget_usd, bar - others, c.k, r, price, slots)
+        for li, (slot, sync, mem, path) in enumerate(
+            stage_labels(tables, count, stages, keep, rest)
+        ):
+            f = run_figures(profile, catalog, shape, slot, sync, mem)
+            if not meets(deadline_s, budget_usd, f) or (
+                (f.total_usd if deadline_s is not None else f.total_s) > ceiling
+            ):
+                continue
+            goal = (f.total_usd, f.total_s) if deadline_s is not None else (f.total_s, f.total_usd)
+            key = (*goal, c.order, li)
+            if best is None or key < best_key:
+                chosen = tuple(
+                    StageChoice(a, b, *_stage(tables.options(a, b)[oi])) for a, b, oi in path
+                )
+                best = PipelineCandidate(c.arch, c.route, r, c.m, c.b_l, chosen, f)
+                best_key = key
+    return best
+
+
+def _combos(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    limits: Limits,
+    deadline_s: float | None,
+    budget_usd: float | None,
+    max_stages: int,
+    archs: list[str],
+    stage_of: Callable[[str, int, int], StageTables],
+) -> list[Combo]:
+    """Every (r, arch, route, M, S) of the space that can meet the goal, cheapest floor first
+    (ties: enumeration order). The floor holds for every route, cut and memory: a plan's
+    Lambda compute is p·r·Σ_s m_s/1024·billed, billed ≥ k·iteration (start-up, load and
+    chaining only add) and the iteration ≥ (M + S − 1)·slot_s of every stage, so it is at least
+    p·r·k/1024 × the least Σ_s m_s·(M + S − 1)·slot_s(m_s) over the cuts (cut_floors), every
+    other cost item ≥ 0; its time likewise at least k × the least over the cuts of the
+    slowest (M + S − 1)·slot_s. A deadline orders by the cost floor and drops a time floor
+    past the deadline; a budget alone orders by the time floor and drops a cost floor past it."""
+    count = len(profile.blocks)
     cap = concurrency_cap(catalog, limits)
     r_max = min(cap // 2, profile.max_global_batch, MAX_REPLICAS)
-    inv = {arch: inverse_rates(profile, catalog, grid, arch) for arch in archs}
-    best: PipelineCandidate | None = None
+    zero = np.zeros((count * (count + 1) // 2, 1))
+    combos: list[Combo] = []
     for r in range(1, r_max + 1):
         b_l = int(local_batch(np.array([r]), profile.profiled_local_batch,
                               profile.max_global_batch)[0])  # fmt: skip
         if b_l < 1:
             continue
         k = int(iterations(profile.dataset_samples, profile.epochs, np.array([r * b_l]))[0])
-        for arch in archs:
+        for ai, arch in enumerate(archs):
             price = catalog.arch(arch).usd_per_gb_s
-            floor = compute_cost_floor(grid, inv[arch]) * price / 1024.0
-            slowest = float(np.max(np.diff(inv[arch], axis=0)[:, -1]))
-            for route in sync_routes(catalog, limits, r, arch):
-                syncs: Arr | None = None
-                ps_price = catalog.ps_type(route.ps_type).usd_per_hour if route.ps_type else 0.0
-                for m in divisors(b_l):
-                    micro = b_l // m
-                    tables: RangeTables | None = None
-                    for stages in range(2, min(top_stages, cap // r) + 1):
-                        slots = k * (m + stages - 1) * micro
-                        if deadline_s is not None and slots * slowest > deadline_s:
+            routes = sync_routes(catalog, limits, r, arch)
+            for mi, m in enumerate(divisors(b_l)):
+                stage = stage_of(arch, m, b_l)
+                for stages in range(2, min(count, max_stages, cap // r) + 1):
+                    mb_s, it_s = _cut_floor(stage, zero, count, stages, m + stages - 1)
+                    lam = price * r * k / 1024.0 * mb_s
+                    time_s = k * it_s * (1.0 - FLOOR_RTOL)
+                    if not math.isfinite(lam) or (deadline_s is not None and time_s > deadline_s):
+                        continue  # no cut fits, or none within the deadline
+                    for ri, route in enumerate(routes):
+                        # a route's PS shards run the whole job: at least its time floor
+                        usd = lam + _ps_usd_floor(catalog, route, stages, k * it_s)
+                        usd *= 1.0 - FLOOR_RTOL
+                        if budget_usd is not None and usd > budget_usd:
                             continue
-                        if deadline_s is not None and r * slots * floor > _bar(
-                            ceiling, best, deadline_s
-                        ):
-                            continue
-                        if syncs is None:
-                            syncs = range_syncs(profile, catalog, grid, route, r)
-                        if tables is None:
-                            tables = range_options(profile, catalog, grid, inv[arch], syncs, m, b_l)
-                        shape = RunShape(stages, r, m, k, price, route, ps_price)
-                        bar = _bar(ceiling, best, deadline_s)
-                        keep = _keeper(deadline_s, budget_usd, bar, k, r, price, m + stages - 1)
-                        for slot, sync, mem, path in stage_labels(tables, count, stages, keep):
-                            f = run_figures(profile, catalog, shape, slot, sync, mem)
-                            if not meets(deadline_s, budget_usd, f) or (
-                                (f.total_usd if deadline_s is not None else f.total_s) > ceiling
-                            ):
-                                continue
-                            if best is None or better(deadline_s, f, best.figures):
-                                chosen = tuple(
-                                    StageChoice(a, b, *_stage(tables.options(a, b)[oi]))
-                                    for a, b, oi in path
-                                )
-                                best = PipelineCandidate(arch, route, r, m, b_l, chosen, f)
-    return best
+                        floor = usd if deadline_s is not None else time_s
+                        order = (r, ai, ri, mi, stages)
+                        combos.append(Combo(floor, order, b_l, k, arch, route, m, lam, it_s))
+    combos.sort(key=lambda c: (c.floor, c.order))
+    return combos
+
+
+def _cut_floor(
+    stage: StageTables, syncs: Arr, count: int, stages: int, slots: int
+) -> tuple[float, float]:
+    """(least Σ_s m_s·iteration in MB·s, least iteration in s) over every cut into `stages`
+    stages and their memories: the iteration at least the slowest stage's slots·slot + sync
+    and so at least the least such maximum over the cuts (range_floors, cut_floors)."""
+    secs = range_floors(stage, syncs, slots, 0.0)[1]
+    it_s = float(cut_floors(secs, stage, count, stages, add=False)[stages][0])
+    mb_s = range_floors(stage, syncs, slots, it_s)[0]
+    return float(cut_floors(mb_s, stage, count, stages, add=True)[stages][0]), it_s
+
+
+def _ps_usd_floor(catalog: Catalog, route: SyncRoute, stages: int, time_s: float) -> float:
+    """The PS shards' cost of a run lasting at least `time_s` (costs.ps_usd): S·c instances
+    billed the run's time, at least the minimum."""
+    if route.sync != "ps":
+        return 0.0
+    price = catalog.ps_type(route.ps_type).usd_per_hour
+    return float(ps_usd(price, stages * route.ps_count, time_s, catalog.ps_min_billed_s))
+
+
+def _other_usd_floor(
+    profile: WorkloadProfile, catalog: Catalog, shape: RunShape, time_s: float
+) -> float:
+    """Every cost item but Lambda compute of a run of `shape` lasting at least `time_s`
+    (pipeline_model.run_costs): each item grows with the run's time and billed time (billed ≥
+    k·iteration ≥ time_s, the run's time ≥ its billed time), with its links (≥ 1) and with its
+    periodic checkpoints (≥ 0); the exchanges' and the boundaries' requests do not depend on
+    the stages at all. Lambda compute is left at 0 (memory 0): the caller bounds it."""
+    eph = int(
+        ephemeral_storage_mb(profile.dataset_bytes, np.array([shape.replicas]),
+                             profile.model_bytes, catalog.ephemeral_min_mb)[0]
+    )  # fmt: skip
+    items = run_costs(catalog, shape, 0, time_s, time_s, 1, shape.iterations + 1, eph)
+    return float(sum(items))
 
 
 def _bar(ceiling: float, best: PipelineCandidate | None, deadline_s: float | None) -> float:
@@ -243,14 +378,22 @@ def _keeper(
     r: int,
     price: float,
     slots: int,
-) -> Callable[[float, float, float], bool]:
-    """The bound a (partial) label must meet: its k iterations alone within the deadline (or,
-    for a budget, within the bar on time), its stages' Lambda compute over those iterations
-    (billed time is at least the iterations) within the bar on cost (or the budget)."""
+) -> Keep:
+    """The bound a partial label (max slot, max sync, Σ memory so far) must meet, given floors
+    on what its remaining stages add (least Σ memory, least Σ m·(slots·slot + sync), least
+    slots·slot + sync): its k iterations alone within the deadline (or, for a budget, within
+    the bar on time), and its Lambda compute within the bar on cost (or the budget). Placed
+    stages are billed at least the label's iteration; the remaining ones at least both it and
+    their own (range_floors), so at least the larger of the two floors."""
+    usd_per_mb_s = price * r * k / 1024.0 * (1.0 - FLOOR_RTOL)
+    k_floor = k * (1.0 - FLOOR_RTOL)
 
-    def keep(slot: float, sync: float, mem: float) -> bool:
-        floor_s = k * (slots * slot + sync)
-        usd = price * r * mem / 1024.0 * floor_s
+    def keep(slot: float, sync: float, mem: float, rest_mem: float, rest_mb_s: float,
+             rest_s: float) -> bool:  # fmt: skip
+        it = slots * slot + sync
+        floor_s = k_floor * (it if it > rest_s else rest_s)
+        later = rest_mem * it
+        usd = usd_per_mb_s * (mem * it + (later if later > rest_mb_s else rest_mb_s))
         if deadline_s is not None:
             if floor_s > deadline_s or usd > bar:
                 return False

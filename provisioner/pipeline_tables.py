@@ -13,17 +13,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from provisioner.catalog import Catalog
+from provisioner.catalog import Catalog, gbps_to_mb_s
 from provisioner.pipeline_model import (
     SyncRoute,
     boundary_transfer_s,
     stage_compute_per_micro_s,
     stage_memory_needed_mb,
-    stage_sync_s,
 )
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
-from provisioner.terms import Arr
+from provisioner.s3exchange import s3_aggregation_s, s3_communication_s, s3_reduce_mb_s
+from provisioner.terms import (
+    Arr,
+    aggregation_time_s,
+    communication_time_s,
+    ps_bandwidth_mb_s,
+    s3_bandwidth_mb_s,
+)
 
 Option = tuple[float, float, int, float, float, int]
 
@@ -73,6 +79,48 @@ def block_ranges(count: int) -> tuple[Arr, Arr]:
     return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
 
 
+def stage_syncs_s(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    route: SyncRoute,
+    parameter_bytes: Arr,
+    replicas: int,
+    memory_mb: Arr,
+) -> Arr:
+    """pipeline_model.stage_sync_s for many stages at once: (stages, memories), row i
+    stage_sync_s of parameter_bytes[i] by the same element-wise operations, so equal to it bit
+    for bit (test_pipeline_search.py holds it so); one call per route instead of one per
+    stage size."""
+    mem = np.asarray(memory_mb, dtype=np.float64)
+    r = np.array([replicas])
+    params = np.asarray(parameter_bytes, dtype=np.int64)[:, np.newaxis]
+    if route.sync == "s3":
+        model_mb = np.maximum(params, 1) / 1e6  # s3_cell_terms on each stage's derived profile
+        bw = s3_bandwidth_mb_s(
+            mem, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
+        )
+        share = vcpu_share(mem, catalog.mb_per_vcpu, catalog.max_vcpu)
+        reducers = np.array([route.reducers])
+        comm = s3_communication_s(
+            r, reducers, model_mb, bw, catalog.s3_request_s, catalog.put_latency_s,
+            catalog.s3_put_mb_s,
+        )  # fmt: skip
+        reduce = s3_reduce_mb_s(profile.ps_aggregation_mb_s_per_core, share)
+        agg = s3_aggregation_s(r, reducers, model_mb, reduce)
+        return np.asarray(comm + agg, dtype=np.float64)
+    ps = catalog.ps_type(route.ps_type)
+    mb = params / 1e6
+    bw = ps_bandwidth_mb_s(
+        r, catalog.function_ps_mb_s, np.array([ps.baseline_mb_s], dtype=np.float64),
+        np.array([route.ps_count], dtype=np.float64),
+        gbps_to_mb_s(catalog.per_flow_cap_gbps),
+    )  # fmt: skip
+    t = communication_time_s(mb, bw, catalog.function_ps_rtt_s) + aggregation_time_s(
+        r, mb, np.array([route.ps_count], dtype=np.float64), profile.ps_aggregation_mb_s_per_core
+    )
+    return np.broadcast_to(t, (params.shape[0], mem.size)).astype(np.float64)
+
+
 def range_syncs(
     profile: WorkloadProfile,
     catalog: Catalog,
@@ -83,26 +131,36 @@ def range_syncs(
     """(ranges, J): every stage range's sync per iteration at every memory (stage_sync_s)."""
     first, stop = block_ranges(len(profile.blocks))
     params = np.concatenate([[0], np.cumsum([b.parameter_bytes for b in profile.blocks])])
-    memo: dict[int, Arr] = {}
-    rows = []
-    for p in (params[stop] - params[first]).tolist():
-        if p not in memo:
-            memo[p] = stage_sync_s(profile, catalog, route, int(p), replicas, grid)
-        rows.append(memo[p])
-    return np.array(rows)
+    sizes, which = np.unique(params[stop] - params[first], return_inverse=True)
+    return stage_syncs_s(profile, catalog, route, sizes, replicas, grid)[which.reshape(-1)]
 
 
-def range_options(
+@dataclass(frozen=True)
+class StageTables:
+    """What every block range's stage is at every memory, whatever the sync route: slot,
+    compute, boundary (ranges, memories), memory need (ranges,) and which memories fit."""
+
+    first: Arr
+    stop: Arr
+    slot: Arr
+    comp: Arr
+    bnd: Arr
+    need: Arr
+    valid: Arr
+    grid: Arr
+    slot_fits: Arr  # slot where the memory fits, inf where it does not
+
+
+def stage_tables(
     profile: WorkloadProfile,
     catalog: Catalog,
     grid: np.ndarray,
     inv_rate: Arr,
-    syncs: Arr,
     micro_batches: int,
     b_l: int,
-) -> RangeTables:
-    """Every stage range's memory options at once; a memory is dropped where the next smaller
-    one is no worse in slot and in sync (it reaches the same pair for less)."""
+) -> StageTables:
+    """Every stage range's route-independent figures at once (shared by every sync route of
+    one (arch, M, b_l): only the sync column depends on the route)."""
     blocks = profile.blocks
     count = len(blocks)
     micro = b_l // micro_batches
@@ -124,15 +182,58 @@ def range_options(
     )  # fmt: skip
     comp = micro * (inv_rate[stop] - inv_rate[first])
     bnd = side_in[first] + side_out[stop - 1]
-    slot = comp + bnd
     valid = grid[np.newaxis, :] >= need[:, np.newaxis]
+    slot = comp + bnd
+    fits = np.where(valid, slot, np.inf)
+    return StageTables(first, stop, slot, comp, bnd, need, valid, grid, fits)
+
+
+def range_options(stage: StageTables, syncs: Arr) -> RangeTables:
+    """Every stage range's memory options for one sync route; a memory is dropped where the
+    next smaller one is no worse in slot and in sync (it reaches the same pair for less)."""
+    slot, valid, grid = stage.slot, stage.valid, stage.grid
     keep = valid.copy()
     better = (slot[:, 1:] < slot[:, :-1]) | (syncs[:, 1:] < syncs[:, :-1])
     keep[:, 1:] &= better | ~valid[:, :-1]  # the first memory that fits is always an option
     fits = valid.any(axis=1)
     least = np.where(fits, grid[np.argmax(valid, axis=1)], np.inf)
-    rows = {(a, b): i for i, (a, b) in enumerate(zip(first.tolist(), stop.tolist(), strict=True))}
-    return RangeTables(rows, (slot, syncs, comp, bnd), keep, need, least, grid, {})
+    rows = {
+        (a, b): i for i, (a, b) in enumerate(zip(stage.first.tolist(), stage.stop.tolist(),
+                                                 strict=True))
+    }  # fmt: skip
+    return RangeTables(
+        rows, (slot, syncs, stage.comp, stage.bnd), keep, stage.need, least, grid, {}
+    )
+
+
+def range_floors(stage: StageTables, syncs: Arr, slots: int, least_it_s: float) -> tuple[Arr, Arr]:
+    """Per range, over the memories that fit (inf where none does): the least
+    m·max(least_it_s, slots·slot + sync) in MB·s and the least slots·slot + sync in s. A
+    stage's share of a plan's Lambda MB·s per iteration is m·iteration, and the iteration is
+    at least its own slots·slot + sync (it is the slowest stage's) and at least `least_it_s`
+    (a floor on every cut's iteration), so these bound the stage from below."""
+    own = slots * stage.slot_fits + syncs  # inf where the memory does not fit
+    secs = own.min(axis=1)
+    if least_it_s > 0.0:
+        own = np.maximum(own, least_it_s)
+    mb_s = (own * stage.grid[np.newaxis, :]).min(axis=1)
+    return mb_s, secs
+
+
+def cut_floors(values: Arr, stage: StageTables, count: int, stages: int, add: bool) -> list[Arr]:
+    """rest[ℓ][b]: over every cut of blocks [b, count) into ℓ stages, the least Σ (add) or the
+    least max (else) of the ranges' `values`: a floor on what the remaining stages bring,
+    whatever their cut. rest[ℓ][count] is 0 for ℓ = 0 and inf after (a stage needs a block)."""
+    table = np.full((count + 1, count + 1), np.inf)  # table[b, c]: range [b, c) alone
+    table[stage.first, stage.stop] = values
+    rest = np.full(count + 1, np.inf)
+    rest[count] = 0.0
+    out = [rest]
+    for _ in range(stages):
+        both = table + rest[np.newaxis, :] if add else np.maximum(table, rest[np.newaxis, :])
+        rest = np.min(both, axis=1)
+        out.append(rest)
+    return out
 
 
 Label = tuple[float, float, int, tuple[tuple[int, int, int], ...]]
@@ -149,42 +250,35 @@ def _pareto(labels: list[Label]) -> list[Label]:
     return out
 
 
-def least_memory_rest(tables: RangeTables, count: int, stages: int) -> list[list[float]]:
-    """rest[ℓ][b]: the least Σ memory of blocks [b, count) cut into ℓ stages, each at its
-    smallest memory that fits (inf where none): a floor on what a partial label still adds."""
-    least = np.full((count + 1, count + 1), np.inf)  # least[b, c]: range [b, c) alone
-    for (a, c), i in tables.rows.items():
-        least[a, c] = tables.least_mb[i]
-    rest = np.full(count + 1, np.inf)
-    rest[count] = 0.0
-    out = [rest.tolist()]
-    for _ in range(stages):
-        rest = np.min(least + rest[np.newaxis, :], axis=1)
-        out.append(rest.tolist())
-    return out
+Rest = list[tuple[list[float], list[float], list[float]]]
+Keep = Callable[[float, float, float, float, float, float], bool]
 
 
 def stage_labels(
-    tables: RangeTables, count: int, stages: int, keep: Callable[[float, float, float], bool]
+    tables: RangeTables, count: int, stages: int, keep: Keep, rest: Rest
 ) -> list[Label]:
     """The Pareto labels of every cut of `count` blocks into `stages` stages with one memory
     option each; a label's last member lists its stages as (first, stop, option index).
-    `keep(max slot, max sync, Σ memory)` drops a partial label that cannot lead to a better
-    plan: the three figures only grow as stages are added, so a bound on them holds for every
-    completion."""
-    rest = least_memory_rest(tables, count, stages)
+    `keep(max slot, max sync, Σ memory, *rest[ℓ] at b)` drops a partial label covering [0, b)
+    with ℓ stages still to place that cannot lead to a better plan; rest[ℓ] holds per b floors
+    on what those ℓ stages add (least Σ memory, least Σ MB·s per iteration, least iteration).
+    The three figures only grow as stages are added and the floors hold for every cut of the
+    rest, so a bound on them holds for every completion; a label dominated by another has a
+    bound no lower, so dropping it never keeps a label whose dominator was dropped."""
     layer: dict[int, list[Label]] = {0: [(0.0, 0.0, 0, ())]}
     for s in range(stages):
         nxt: dict[int, list[Label]] = {}
         left = stages - s - 1  # each later stage needs a block
+        rest_mem, rest_mb_s, rest_s = rest[left]
         for a, labels in layer.items():
             stops = [count] if left == 0 else range(a + 1, count - left + 1)
             for b in stops:
                 out = nxt.setdefault(b, [])
+                rm, rms, rs = rest_mem[b], rest_mb_s[b], rest_s[b]
                 for oi, (slot, sync, mem, *_rest) in enumerate(tables.options(a, b)):
                     for ls, ly, lm, path in labels:
-                        lab = (max(ls, slot), max(ly, sync), lm + mem)
-                        if keep(lab[0], lab[1], lab[2] + rest[left][b]):
+                        lab = (ls if ls > slot else slot, ly if ly > sync else sync, lm + mem)
+                        if keep(lab[0], lab[1], lab[2], rm, rms, rs):
                             out.append((*lab, (*path, (a, b, oi))))
         layer = {b: _pareto(v) for b, v in nxt.items() if v}
     return layer.get(count, [])

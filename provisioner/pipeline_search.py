@@ -34,6 +34,7 @@ from provisioner.pipeline_tables import (
     Keep,
     RangeTables,
     StageTables,
+    block_ranges,
     cut_floors,
     inverse_rates,
     range_floors,
@@ -154,7 +155,9 @@ class Combo:
     route: SyncRoute
     m: int
     lambda_usd: float  # the floor's Lambda part
-    it_s: float  # the least iteration over every cut and memory, without sync
+    it_s: float  # the least iteration over every cut and memory
+    slot_s: float  # the least slowest slot over every cut and memory
+    sync_s: float  # the least slowest sync over every cut and memory
 
 
 def search_pipeline(
@@ -209,8 +212,26 @@ def _search(
             stage_cache[key] = stage_tables(profile, catalog, grid, inv[arch], m, b_l)
         return stage_cache[key]
 
-    combos = _combos(profile, catalog, limits, deadline_s, budget_usd, max_stages, archs, stage_of)
     syncs_cache: dict[tuple[int, SyncRoute], Arr] = {}
+
+    def syncs_of(r: int, route: SyncRoute) -> Arr:
+        if (r, route) not in syncs_cache:
+            syncs_cache[(r, route)] = range_syncs(profile, catalog, grid, route, r)
+        return syncs_cache[(r, route)]
+
+    sync_floors: dict[tuple[int, SyncRoute], list[Arr]] = {}
+    first, stop = block_ranges(count)
+
+    def sync_floor(r: int, route: SyncRoute, stages: int) -> float:
+        """The least slowest sync over every cut into `stages` and every memory."""
+        if (r, route) not in sync_floors:
+            least = syncs_of(r, route).min(axis=1)
+            sync_floors[(r, route)] = cut_floors(least, first, stop, count, max_stages, add=False)
+        return float(sync_floors[(r, route)][stages][0])
+
+    combos = _combos(
+        profile, catalog, limits, deadline_s, budget_usd, max_stages, archs, stage_of, sync_floor
+    )
     tables_cache: dict[tuple[int, str, SyncRoute, int], RangeTables] = {}
     best: PipelineCandidate | None = None
     best_key: tuple = ()
@@ -229,14 +250,17 @@ def _search(
             continue
         if budget_usd is not None and (c.lambda_usd + others) * (1.0 - FLOOR_RTOL) > budget_usd:
             continue
-        if (r, c.route) not in syncs_cache:
-            syncs_cache[(r, c.route)] = range_syncs(profile, catalog, grid, c.route, r)
-        syncs = syncs_cache[(r, c.route)]
+        syncs = syncs_of(r, c.route)
         secs = range_floors(stage, syncs, slots, 0.0)[1]
-        rest_s = cut_floors(secs, stage, count, stages, add=False)
-        it_floor = float(rest_s[stages][0])  # no cut iterates faster
+        rest_s = cut_floors(secs, stage.first, stage.stop, count, stages, add=False)
+        it_floor = max(float(rest_s[stages][0]), c.it_s)  # no cut iterates faster
         rest_mb_s = cut_floors(
-            range_floors(stage, syncs, slots, it_floor)[0], stage, count, stages, add=True
+            range_floors(stage, syncs, slots, it_floor, c.slot_s, c.sync_s)[0],
+            stage.first,
+            stage.stop,
+            count,
+            stages,
+            add=True,
         )
         others = _other_usd_floor(profile, catalog, shape, c.k * it_floor)
         usd = (price * r * c.k / 1024.0 * float(rest_mb_s[stages][0]) + others) * (1.0 - FLOOR_RTOL)
@@ -249,7 +273,7 @@ def _search(
         if tkey not in tables_cache:
             tables_cache[tkey] = range_options(stage, syncs)
         tables = tables_cache[tkey]
-        rest_mem = cut_floors(tables.least_mb, stage, count, stages, add=True)
+        rest_mem = cut_floors(tables.least_mb, stage.first, stage.stop, count, stages, add=True)
         rest = [(rest_mem[x].tolist(), rest_mb_s[x].tolist(), rest_s[x].tolist())
                 for x in range(stages)]  # fmt: skip
         keep = _keeper(deadline_s, budget_usd, bar - others, c.k, r, price, slots)
@@ -281,6 +305,7 @@ def _combos(
     max_stages: int,
     archs: list[str],
     stage_of: Callable[[str, int, int], StageTables],
+    sync_floor: Callable[[int, SyncRoute, int], float],
 ) -> list[Combo]:
     """Every (r, arch, route, M, S) of the space that can meet the goal, cheapest floor first
     (ties: enumeration order). The floor holds for every route, cut and memory: a plan's
@@ -307,20 +332,36 @@ def _combos(
             for mi, m in enumerate(divisors(b_l)):
                 stage = stage_of(arch, m, b_l)
                 for stages in range(2, min(count, max_stages, cap // r) + 1):
-                    mb_s, it_s = _cut_floor(stage, zero, count, stages, m + stages - 1)
-                    lam = price * r * k / 1024.0 * mb_s
-                    time_s = k * it_s * (1.0 - FLOOR_RTOL)
-                    if not math.isfinite(lam) or (deadline_s is not None and time_s > deadline_s):
-                        continue  # no cut fits, or none within the deadline
+                    slots = m + stages - 1
+                    mb_s, it_s = _cut_floor(stage, zero, count, stages, slots)
+                    slot_s = it_s / slots  # the least slowest slot over the cuts
+                    least_mb = float(
+                        cut_floors(
+                            stage.least_mb, stage.first, stage.stop, count, stages, add=True
+                        )[stages][0]
+                    )
+                    if not math.isfinite(mb_s):
+                        continue  # no cut fits
                     for ri, route in enumerate(routes):
+                        # iteration = slots·max slot + max sync ≥ the least of each over the
+                        # cuts; Σ_s m_s·iteration ≥ the least Σ memory × that
+                        sync_s = sync_floor(r, route, stages)
+                        it = slots * slot_s + sync_s
+                        time_s = k * it * (1.0 - FLOOR_RTOL)
+                        if deadline_s is not None and time_s > deadline_s:
+                            continue
+                        lam = price * r * k / 1024.0 * max(mb_s, least_mb * it)
                         # a route's PS shards run the whole job: at least its time floor
-                        usd = lam + _ps_usd_floor(catalog, route, stages, k * it_s)
-                        usd *= 1.0 - FLOOR_RTOL
+                        usd = (lam + _ps_usd_floor(catalog, route, stages, k * it)) * (
+                            1.0 - FLOOR_RTOL
+                        )
                         if budget_usd is not None and usd > budget_usd:
                             continue
                         floor = usd if deadline_s is not None else time_s
                         order = (r, ai, ri, mi, stages)
-                        combos.append(Combo(floor, order, b_l, k, arch, route, m, lam, it_s))
+                        combos.append(
+                            Combo(floor, order, b_l, k, arch, route, m, lam, it, slot_s, sync_s)
+                        )
     combos.sort(key=lambda c: (c.floor, c.order))
     return combos
 
@@ -332,9 +373,11 @@ def _cut_floor(
     stages and their memories: the iteration at least the slowest stage's slots·slot + sync
     and so at least the least such maximum over the cuts (range_floors, cut_floors)."""
     secs = range_floors(stage, syncs, slots, 0.0)[1]
-    it_s = float(cut_floors(secs, stage, count, stages, add=False)[stages][0])
+    it_s = float(cut_floors(secs, stage.first, stage.stop, count, stages, add=False)[stages][0])
     mb_s = range_floors(stage, syncs, slots, it_s)[0]
-    return float(cut_floors(mb_s, stage, count, stages, add=True)[stages][0]), it_s
+    return float(
+        cut_floors(mb_s, stage.first, stage.stop, count, stages, add=True)[stages][0]
+    ), it_s
 
 
 def _ps_usd_floor(catalog: Catalog, route: SyncRoute, stages: int, time_s: float) -> float:

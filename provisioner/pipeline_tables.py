@@ -149,6 +149,7 @@ class StageTables:
     valid: Arr
     grid: Arr
     slot_fits: Arr  # slot where the memory fits, inf where it does not
+    least_mb: Arr  # (ranges,) the smallest memory that fits, inf where none does
 
 
 def stage_tables(
@@ -185,7 +186,8 @@ def stage_tables(
     valid = grid[np.newaxis, :] >= need[:, np.newaxis]
     slot = comp + bnd
     fits = np.where(valid, slot, np.inf)
-    return StageTables(first, stop, slot, comp, bnd, need, valid, grid, fits)
+    least = np.where(valid.any(axis=1), grid[np.argmax(valid, axis=1)], np.inf)
+    return StageTables(first, stop, slot, comp, bnd, need, valid, grid, fits, least)
 
 
 def range_options(stage: StageTables, syncs: Arr) -> RangeTables:
@@ -195,37 +197,45 @@ def range_options(stage: StageTables, syncs: Arr) -> RangeTables:
     keep = valid.copy()
     better = (slot[:, 1:] < slot[:, :-1]) | (syncs[:, 1:] < syncs[:, :-1])
     keep[:, 1:] &= better | ~valid[:, :-1]  # the first memory that fits is always an option
-    fits = valid.any(axis=1)
-    least = np.where(fits, grid[np.argmax(valid, axis=1)], np.inf)
     rows = {
         (a, b): i for i, (a, b) in enumerate(zip(stage.first.tolist(), stage.stop.tolist(),
                                                  strict=True))
     }  # fmt: skip
     return RangeTables(
-        rows, (slot, syncs, stage.comp, stage.bnd), keep, stage.need, least, grid, {}
+        rows, (slot, syncs, stage.comp, stage.bnd), keep, stage.need, stage.least_mb, grid, {}
     )
 
 
-def range_floors(stage: StageTables, syncs: Arr, slots: int, least_it_s: float) -> tuple[Arr, Arr]:
+def range_floors(
+    stage: StageTables,
+    syncs: Arr,
+    slots: int,
+    least_it_s: float,
+    least_slot_s: float = 0.0,
+    least_sync_s: float = 0.0,
+) -> tuple[Arr, Arr]:
     """Per range, over the memories that fit (inf where none does): the least
-    m·max(least_it_s, slots·slot + sync) in MB·s and the least slots·slot + sync in s. A
-    stage's share of a plan's Lambda MB·s per iteration is m·iteration, and the iteration is
-    at least its own slots·slot + sync (it is the slowest stage's) and at least `least_it_s`
-    (a floor on every cut's iteration), so these bound the stage from below."""
+    m·max(least_it_s, slots·max(slot, least_slot_s) + max(sync, least_sync_s)) in MB·s and the
+    least slots·slot + sync in s. A stage's share of a plan's Lambda MB·s per iteration is
+    m·iteration; the iteration is slots·(slowest slot) + (slowest sync), the slowest at least
+    the stage's own and at least the floors given (floors on every cut's slowest slot and sync,
+    and on its iteration), so these bound the stage from below."""
     own = slots * stage.slot_fits + syncs  # inf where the memory does not fit
     secs = own.min(axis=1)
+    if least_slot_s > 0.0 or least_sync_s > 0.0:
+        own = slots * np.maximum(stage.slot_fits, least_slot_s) + np.maximum(syncs, least_sync_s)
     if least_it_s > 0.0:
         own = np.maximum(own, least_it_s)
     mb_s = (own * stage.grid[np.newaxis, :]).min(axis=1)
     return mb_s, secs
 
 
-def cut_floors(values: Arr, stage: StageTables, count: int, stages: int, add: bool) -> list[Arr]:
+def cut_floors(values: Arr, first: Arr, stop: Arr, count: int, stages: int, add: bool) -> list[Arr]:
     """rest[ℓ][b]: over every cut of blocks [b, count) into ℓ stages, the least Σ (add) or the
     least max (else) of the ranges' `values`: a floor on what the remaining stages bring,
     whatever their cut. rest[ℓ][count] is 0 for ℓ = 0 and inf after (a stage needs a block)."""
     table = np.full((count + 1, count + 1), np.inf)  # table[b, c]: range [b, c) alone
-    table[stage.first, stage.stop] = values
+    table[first, stop] = values
     rest = np.full(count + 1, np.inf)
     rest[count] = 0.0
     out = [rest]

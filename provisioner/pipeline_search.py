@@ -254,20 +254,14 @@ def _search(
         secs = range_floors(stage, syncs, slots, 0.0)[1]
         rest_s = cut_floors(secs, stage.first, stage.stop, count, stages, add=False)
         it_floor = max(float(rest_s[stages][0]), c.it_s)  # no cut iterates faster
-        rest_mb_s = cut_floors(
-            range_floors(stage, syncs, slots, it_floor, c.slot_s, c.sync_s)[0],
-            stage.first,
-            stage.stop,
-            count,
-            stages,
-            add=True,
-        )
+        floor_s = c.k * it_floor * (1.0 - FLOOR_RTOL)
+        if floor_s > (deadline_s if deadline_s is not None else bar):
+            continue
+        mb_s = range_floors(stage, syncs, slots, it_floor, c.slot_s, c.sync_s)[0]
+        rest_mb_s = cut_floors(mb_s, stage.first, stage.stop, count, stages, add=True)
         others = _other_usd_floor(profile, catalog, shape, c.k * it_floor)
         usd = (price * r * c.k / 1024.0 * float(rest_mb_s[stages][0]) + others) * (1.0 - FLOOR_RTOL)
-        floor_s = c.k * it_floor * (1.0 - FLOOR_RTOL)
-        if (budget_usd is not None and usd > budget_usd) or (
-            (usd > bar or floor_s > deadline_s) if deadline_s is not None else floor_s > bar
-        ):
+        if (budget_usd is not None and usd > budget_usd) or (deadline_s is not None and usd > bar):
             continue
         tkey = (r, c.arch, c.route, c.m)
         if tkey not in tables_cache:

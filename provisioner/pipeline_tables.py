@@ -215,13 +215,13 @@ def range_floors(
     least_sync_s: float = 0.0,
 ) -> tuple[Arr, Arr]:
     """Per range, over the memories that fit (inf where none does): the least
-    m·max(least_it_s, slots·max(slot, least_slot_s) + max(sync, least_sync_s)) in MB·s and the
-    least slots·slot + sync in s. A stage's share of a plan's Lambda MB·s per iteration is
-    m·iteration; the iteration is slots·(slowest slot) + (slowest sync), the slowest at least
-    the stage's own and at least the floors given (floors on every cut's slowest slot and sync,
-    and on its iteration), so these bound the stage from below."""
+    m·max(least_it_s, slots·max(slot, least_slot_s) + max(sync, least_sync_s)) in MB·s and
+    (only where least_it_s is 0) the least slots·slot + sync in s. A stage's share of a plan's
+    Lambda MB·s per iteration is m·iteration; the iteration is slots·(slowest slot) + (slowest
+    sync), the slowest at least the stage's own and at least the floors given (floors on every
+    cut's slowest slot and sync, and on its iteration), so these bound the stage from below."""
     own = slots * stage.slot_fits + syncs  # inf where the memory does not fit
-    secs = own.min(axis=1)
+    secs = own.min(axis=1) if least_it_s == 0.0 else np.zeros(0)
     if least_slot_s > 0.0 or least_sync_s > 0.0:
         own = slots * np.maximum(stage.slot_fits, least_slot_s) + np.maximum(syncs, least_sync_s)
     if least_it_s > 0.0:

@@ -338,13 +338,15 @@ def _combos(
                         continue  # no cut fits
                     for ri, route in enumerate(routes):
                         # iteration = slots·max slot + max sync ≥ the least of each over the
-                        # cuts; Σ_s m_s·iteration ≥ the least Σ memory × that
+                        # cuts; Σ_s m_s·iteration ≥ Σ_s m_s·(slots·max(slot_s, the slot
+                        # floor) + the sync floor) ≥ the least of its first part (mb_s) + the
+                        # least Σ memory × the sync floor (a sum's least ≥ its parts' least)
                         sync_s = sync_floor(r, route, stages)
                         it = slots * slot_s + sync_s
                         time_s = k * it * (1.0 - FLOOR_RTOL)
                         if deadline_s is not None and time_s > deadline_s:
                             continue
-                        lam = price * r * k / 1024.0 * max(mb_s, least_mb * it)
+                        lam = price * r * k / 1024.0 * (mb_s + least_mb * sync_s)
                         # a route's PS shards run the whole job: at least its time floor
                         usd = (lam + _ps_usd_floor(catalog, route, stages, k * it)) * (
                             1.0 - FLOOR_RTOL

@@ -47,6 +47,7 @@ class RangeTables:
     least_mb: Arr  # (ranges,) the smallest memory that fits, inf where none does
     grid: Arr
     built: dict[tuple[int, int], list[Option]]
+    light: dict[tuple[int, int], list[tuple[float, float, int]]]
 
     def options(self, a: int, b: int) -> list[Option]:
         found = self.built.get((a, b))
@@ -63,6 +64,20 @@ class RangeTables:
             ]
             self.built[(a, b)] = found
         return found
+
+    def triples(self, a: int, b: int) -> list[tuple[float, float, int]]:
+        """options(a, b)'s (slot, sync, memory), in the same order: what the labels' programme
+        reads, built for every range at once on the first call (one numpy conversion)."""
+        if not self.light:
+            rows, cols = np.nonzero(self.keep)  # row-major: each range's memories ascending
+            found = list(zip(self.arrays[0][rows, cols].tolist(),
+                             self.arrays[1][rows, cols].tolist(),
+                             self.grid[cols].tolist(), strict=True))  # fmt: skip
+            ends = np.searchsorted(rows, np.arange(self.keep.shape[0] + 1)).tolist()
+            self.light.update({
+                ab: found[ends[i]:ends[i + 1]] for ab, i in self.rows.items()
+            })  # fmt: skip
+        return self.light[(a, b)]
 
 
 def inverse_rates(profile: WorkloadProfile, catalog: Catalog, grid: np.ndarray, arch: str) -> Arr:
@@ -202,7 +217,7 @@ def range_options(stage: StageTables, syncs: Arr) -> RangeTables:
                                                  strict=True))
     }  # fmt: skip
     return RangeTables(
-        rows, (slot, syncs, stage.comp, stage.bnd), keep, stage.need, stage.least_mb, grid, {}
+        rows, (slot, syncs, stage.comp, stage.bnd), keep, stage.need, stage.least_mb, grid, {}, {}
     )
 
 
@@ -285,7 +300,7 @@ def stage_labels(
             for b in stops:
                 out = nxt.setdefault(b, [])
                 rm, rms, rs = rest_mem[b], rest_mb_s[b], rest_s[b]
-                for oi, (slot, sync, mem, *_rest) in enumerate(tables.options(a, b)):
+                for oi, (slot, sync, mem) in enumerate(tables.triples(a, b)):
                     for ls, ly, lm, path in labels:
                         lab = (ls if ls > slot else slot, ly if ly > sync else sync, lm + mem)
                         if keep(lab[0], lab[1], lab[2], rm, rms, rs):

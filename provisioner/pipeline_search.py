@@ -368,7 +368,7 @@ def _cut_floor(
     """(least Σ_s m_s·iteration in MB·s, least iteration in s) over every cut into `stages`
     stages and their memories: the iteration at least the slowest stage's slots·slot + sync
     and so at least the least such maximum over the cuts (range_floors, cut_floors)."""
-    secs = range_floors(stage, syncs, slots, 0.0)[1]
+    secs = slots * stage.least_slot_s  # no sync: range_floors' seconds, in O(ranges)
     it_s = float(cut_floors(secs, stage.first, stage.stop, count, stages, add=False)[stages][0])
     mb_s = range_floors(stage, syncs, slots, it_s)[0]
     return float(

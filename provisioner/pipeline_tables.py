@@ -165,6 +165,7 @@ class StageTables:
     grid: Arr
     slot_fits: Arr  # slot where the memory fits, inf where it does not
     least_mb: Arr  # (ranges,) the smallest memory that fits, inf where none does
+    least_slot_s: Arr  # (ranges,) the least slot over the memories that fit
 
 
 def stage_tables(
@@ -202,7 +203,9 @@ def stage_tables(
     slot = comp + bnd
     fits = np.where(valid, slot, np.inf)
     least = np.where(valid.any(axis=1), grid[np.argmax(valid, axis=1)], np.inf)
-    return StageTables(first, stop, slot, comp, bnd, need, valid, grid, fits, least)
+    return StageTables(
+        first, stop, slot, comp, bnd, need, valid, grid, fits, least, fits.min(axis=1)
+    )
 
 
 def range_options(stage: StageTables, syncs: Arr) -> RangeTables:

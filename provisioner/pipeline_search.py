@@ -28,10 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from provisioner.catalog import Catalog
-from provisioner.costs import ps_usd
-from provisioner.pipeline_model import RunFigures, RunShape, SyncRoute, run_costs, run_figures
+from provisioner.pipeline_bounds import (
+    FLOOR_RTOL,
+    cut_floor,
+    keeper,
+    other_usd_floor,
+    ps_usd_floor,
+)
+from provisioner.pipeline_model import RunFigures, RunShape, SyncRoute, run_figures
 from provisioner.pipeline_tables import (
-    Keep,
     RangeTables,
     StageTables,
     block_ranges,
@@ -45,7 +50,7 @@ from provisioner.pipeline_tables import (
 )
 from provisioner.profile import WorkloadProfile
 from provisioner.space import FIRST_PASS_REDUCERS, Limits, concurrency_cap, dominated_ps_types
-from provisioner.terms import Arr, ephemeral_storage_mb, iterations, local_batch
+from provisioner.terms import Arr, iterations, local_batch
 
 # The space's caps, stated: more stages or replicas than these are not searched (the exact
 # search is not yet fast enough for the full space; docs/pipeline.md, "Solve time").
@@ -134,12 +139,6 @@ def meets(deadline_s: float | None, budget_usd: float | None, f: RunFigures) -> 
     if budget_usd is not None:
         ok = ok and f.total_usd <= budget_usd
     return bool(ok)
-
-
-# Floors are compared against the bar after this relative shave, so that float rounding in a
-# floor computed in another order than the plan's own figures can never drop a plan equal to
-# the bar (the floors are far from tight: start-up, load and every other cost item are left out).
-FLOOR_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -245,7 +244,7 @@ def _search(
         ps_price = catalog.ps_type(c.route.ps_type).usd_per_hour if c.route.ps_type else 0.0
         shape = RunShape(stages, r, c.m, c.k, price, c.route, ps_price)
         # the route's other items at the floor's time, before the route's sync tables
-        others = _other_usd_floor(profile, catalog, shape, c.k * c.it_s)
+        others = other_usd_floor(profile, catalog, shape, c.k * c.it_s)
         if deadline_s is not None and (c.lambda_usd + others) * (1.0 - FLOOR_RTOL) > bar:
             continue
         if budget_usd is not None and (c.lambda_usd + others) * (1.0 - FLOOR_RTOL) > budget_usd:
@@ -259,7 +258,7 @@ def _search(
             continue
         mb_s = range_floors(stage, syncs, slots, it_floor, c.slot_s, c.sync_s)[0]
         rest_mb_s = cut_floors(mb_s, stage.first, stage.stop, count, stages, add=True)
-        others = _other_usd_floor(profile, catalog, shape, c.k * it_floor)
+        others = other_usd_floor(profile, catalog, shape, c.k * it_floor)
         usd = (price * r * c.k / 1024.0 * float(rest_mb_s[stages][0]) + others) * (1.0 - FLOOR_RTOL)
         if (budget_usd is not None and usd > budget_usd) or (deadline_s is not None and usd > bar):
             continue
@@ -270,7 +269,7 @@ def _search(
         rest_mem = cut_floors(tables.least_mb, stage.first, stage.stop, count, stages, add=True)
         rest = [(rest_mem[x].tolist(), rest_mb_s[x].tolist(), rest_s[x].tolist())
                 for x in range(stages)]  # fmt: skip
-        keep = _keeper(deadline_s, budget_usd, bar - others, c.k, r, price, slots)
+        keep = keeper(deadline_s, budget_usd, bar - others, c.k, r, price, slots)
         for li, (slot, sync, mem, path) in enumerate(
             stage_labels(tables, count, stages, keep, rest)
         ):
@@ -312,7 +311,6 @@ def _combos(
     count = len(profile.blocks)
     cap = concurrency_cap(catalog, limits)
     r_max = min(cap // 2, profile.max_global_batch, MAX_REPLICAS)
-    zero = np.zeros((count * (count + 1) // 2, 1))
     combos: list[Combo] = []
     for r in range(1, r_max + 1):
         b_l = int(local_batch(np.array([r]), profile.profiled_local_batch,
@@ -327,7 +325,7 @@ def _combos(
                 stage = stage_of(arch, m, b_l)
                 for stages in range(2, min(count, max_stages, cap // r) + 1):
                     slots = m + stages - 1
-                    mb_s, it_s = _cut_floor(stage, zero, count, stages, slots)
+                    mb_s, it_s = cut_floor(stage, count, stages, slots)
                     slot_s = it_s / slots  # the least slowest slot over the cuts
                     least_mb = float(
                         cut_floors(
@@ -348,7 +346,7 @@ def _combos(
                             continue
                         lam = price * r * k / 1024.0 * (mb_s + least_mb * sync_s)
                         # a route's PS shards run the whole job: at least its time floor
-                        usd = (lam + _ps_usd_floor(catalog, route, stages, k * it)) * (
+                        usd = (lam + ps_usd_floor(catalog, route, stages, k * it)) * (
                             1.0 - FLOOR_RTOL
                         )
                         if budget_usd is not None and usd > budget_usd:
@@ -362,85 +360,12 @@ def _combos(
     return combos
 
 
-def _cut_floor(
-    stage: StageTables, syncs: Arr, count: int, stages: int, slots: int
-) -> tuple[float, float]:
-    """(least Σ_s m_s·iteration in MB·s, least iteration in s) over every cut into `stages`
-    stages and their memories: the iteration at least the slowest stage's slots·slot + sync
-    and so at least the least such maximum over the cuts (range_floors, cut_floors)."""
-    secs = slots * stage.least_slot_s  # no sync: range_floors' seconds, in O(ranges)
-    it_s = float(cut_floors(secs, stage.first, stage.stop, count, stages, add=False)[stages][0])
-    mb_s = range_floors(stage, syncs, slots, it_s)[0]
-    return float(
-        cut_floors(mb_s, stage.first, stage.stop, count, stages, add=True)[stages][0]
-    ), it_s
-
-
-def _ps_usd_floor(catalog: Catalog, route: SyncRoute, stages: int, time_s: float) -> float:
-    """The PS shards' cost of a run lasting at least `time_s` (costs.ps_usd): S·c instances
-    billed the run's time, at least the minimum."""
-    if route.sync != "ps":
-        return 0.0
-    price = catalog.ps_type(route.ps_type).usd_per_hour
-    return float(ps_usd(price, stages * route.ps_count, time_s, catalog.ps_min_billed_s))
-
-
-def _other_usd_floor(
-    profile: WorkloadProfile, catalog: Catalog, shape: RunShape, time_s: float
-) -> float:
-    """Every cost item but Lambda compute of a run of `shape` lasting at least `time_s`
-    (pipeline_model.run_costs): each item grows with the run's time and billed time (billed ≥
-    k·iteration ≥ time_s, the run's time ≥ its billed time), with its links (≥ 1) and with its
-    periodic checkpoints (≥ 0); the exchanges' and the boundaries' requests do not depend on
-    the stages at all. Lambda compute is left at 0 (memory 0): the caller bounds it."""
-    eph = int(
-        ephemeral_storage_mb(profile.dataset_bytes, np.array([shape.replicas]),
-                             profile.model_bytes, catalog.ephemeral_min_mb)[0]
-    )  # fmt: skip
-    items = run_costs(catalog, shape, 0, time_s, time_s, 1, shape.iterations + 1, eph)
-    return float(sum(items))
-
-
 def _bar(ceiling: float, best: PipelineCandidate | None, deadline_s: float | None) -> float:
     """What a plan must not exceed to matter: the goal's figure (cost under a deadline, time
     for a budget alone) of the best so far, or the ceiling."""
     if best is None:
         return ceiling
     return min(ceiling, best.figures.total_usd if deadline_s is not None else best.figures.total_s)
-
-
-def _keeper(
-    deadline_s: float | None,
-    budget_usd: float | None,
-    bar: float,
-    k: int,
-    r: int,
-    price: float,
-    slots: int,
-) -> Keep:
-    """The bound a partial label (max slot, max sync, Σ memory so far) must meet, given floors
-    on what its remaining stages add (least Σ memory, least Σ m·(slots·slot + sync), least
-    slots·slot + sync): its k iterations alone within the deadline (or, for a budget, within
-    the bar on time), and its Lambda compute within the bar on cost (or the budget). Placed
-    stages are billed at least the label's iteration; the remaining ones at least both it and
-    their own (range_floors), so at least the larger of the two floors."""
-    usd_per_mb_s = price * r * k / 1024.0 * (1.0 - FLOOR_RTOL)
-    k_floor = k * (1.0 - FLOOR_RTOL)
-
-    def keep(slot: float, sync: float, mem: float, rest_mem: float, rest_mb_s: float,
-             rest_s: float) -> bool:  # fmt: skip
-        it = slots * slot + sync
-        floor_s = k_floor * (it if it > rest_s else rest_s)
-        later = rest_mem * it
-        usd = usd_per_mb_s * (mem * it + (later if later > rest_mb_s else rest_mb_s))
-        if deadline_s is not None:
-            if floor_s > deadline_s or usd > bar:
-                return False
-        elif floor_s > bar:
-            return False
-        return budget_usd is None or usd <= budget_usd
-
-    return keep
 
 
 def _stage(

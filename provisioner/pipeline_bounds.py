@@ -13,7 +13,7 @@ from provisioner.costs import ps_usd
 from provisioner.pipeline_model import RunShape, SyncRoute, run_costs
 from provisioner.pipeline_tables import Keep, StageTables, cut_floors, range_floors
 from provisioner.profile import WorkloadProfile
-from provisioner.terms import Arr, ephemeral_storage_mb
+from provisioner.terms import ephemeral_storage_mb
 
 # Floors are compared against the bar after this relative shave, so that float rounding in a
 # floor computed in another order than the plan's own figures can never drop a plan equal to

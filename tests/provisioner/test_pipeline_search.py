@@ -136,6 +136,11 @@ def test_search_equals_brute_force(
     assert got is not None
     assert math.isclose(got.figures.total_usd, want.total_usd, rel_tol=1e-12)
     assert math.isclose(got.figures.total_s, want.total_s, rel_tol=1e-12)
+    # the best-first bounds keep a plan equal to the ceiling, and drop every plan above it
+    bar = got.figures.total_s if budget else got.figures.total_usd
+    at_bar = search_pipeline(p, cat, LIMITS, *goal, ceiling=bar)
+    assert at_bar is not None and at_bar.figures == got.figures and at_bar.stages == got.stages
+    assert search_pipeline(p, cat, LIMITS, *goal, ceiling=bar * (1 - 1e-6)) is None
 
 
 def test_the_cut_it_reports_prices_as_found() -> None:

@@ -44,8 +44,9 @@ from provisioner.pipeline_tables import (
     inverse_rates,
     range_floors,
     range_options,
-    range_syncs,
+    range_sizes,
     stage_labels,
+    stage_syncs_s,
     stage_tables,
 )
 from provisioner.profile import WorkloadProfile
@@ -211,11 +212,19 @@ def _search(
             stage_cache[key] = stage_tables(profile, catalog, grid, inv[arch], m, b_l)
         return stage_cache[key]
 
+    # a range's sync depends on its parameter bytes alone: computed once per distinct size
+    sizes, which = range_sizes(profile)
+    by_size: dict[tuple[int, SyncRoute], Arr] = {}
     syncs_cache: dict[tuple[int, SyncRoute], Arr] = {}
+
+    def sizes_of(r: int, route: SyncRoute) -> Arr:
+        if (r, route) not in by_size:
+            by_size[(r, route)] = stage_syncs_s(profile, catalog, route, sizes, r, grid)
+        return by_size[(r, route)]
 
     def syncs_of(r: int, route: SyncRoute) -> Arr:
         if (r, route) not in syncs_cache:
-            syncs_cache[(r, route)] = range_syncs(profile, catalog, grid, route, r)
+            syncs_cache[(r, route)] = sizes_of(r, route)[which]
         return syncs_cache[(r, route)]
 
     sync_floors: dict[tuple[int, SyncRoute], list[Arr]] = {}
@@ -224,7 +233,7 @@ def _search(
     def sync_floor(r: int, route: SyncRoute, stages: int) -> float:
         """The least slowest sync over every cut into `stages` and every memory."""
         if (r, route) not in sync_floors:
-            least = syncs_of(r, route).min(axis=1)
+            least = sizes_of(r, route).min(axis=1)[which]
             sync_floors[(r, route)] = cut_floors(least, first, stop, count, max_stages, add=False)
         return float(sync_floors[(r, route)][stages][0])
 

@@ -136,18 +136,14 @@ def stage_syncs_s(
     return np.broadcast_to(t, (params.shape[0], mem.size)).astype(np.float64)
 
 
-def range_syncs(
-    profile: WorkloadProfile,
-    catalog: Catalog,
-    grid: np.ndarray,
-    route: SyncRoute,
-    replicas: int,
-) -> Arr:
-    """(ranges, J): every stage range's sync per iteration at every memory (stage_sync_s)."""
+def range_sizes(profile: WorkloadProfile) -> tuple[Arr, Arr]:
+    """(the distinct parameter bytes of the block ranges, each range's index into them): a
+    range's sync (stage_sync_s) depends on its parameters alone, so stage_syncs_s of the sizes
+    indexed by the second is every range's sync at every memory."""
     first, stop = block_ranges(len(profile.blocks))
     params = np.concatenate([[0], np.cumsum([b.parameter_bytes for b in profile.blocks])])
     sizes, which = np.unique(params[stop] - params[first], return_inverse=True)
-    return stage_syncs_s(profile, catalog, route, sizes, replicas, grid)[which.reshape(-1)]
+    return sizes, which.reshape(-1)
 
 
 @dataclass(frozen=True)

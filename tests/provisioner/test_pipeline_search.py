@@ -162,7 +162,7 @@ def test_the_cut_it_reports_prices_as_found() -> None:
 
 @settings(max_examples=20, deadline=None)
 @given(params=st.lists(st.integers(0, 4_000_000_000), min_size=1, max_size=5), r=st.integers(1, 16))
-def test_range_syncs_equal_stage_sync_bit_for_bit(params: list[int], r: int) -> None:
+def test_stage_syncs_equal_stage_sync_bit_for_bit(params: list[int], r: int) -> None:
     blocks = [block_dict(f"{i}:B", 1000, 100, 100, 100.0) for i in range(2)]
     p = blocks_profile(blocks, dataset_samples=2000, epochs=1, profiled_local_batch=8)
     cat = catalog()

@@ -17,6 +17,14 @@ matches or beats in all three can be dropped: any completion of it is matched or
 same completion of the other); at the end each surviving label is priced and the goal's best
 kept. Per stage, memories whose (slot, sync) a smaller memory reaches are dropped (stage cost
 grows with memory, time is a max). test_pipeline_search.py holds it equal to enumeration.
+
+Why it is fast. Best first: each (r, arch, route, M, S) gets a floor on the goal's figure that
+no cut or memory of it can beat (pipeline_bounds), and they are searched cheapest floor first
+until the next floor is above the best plan found (each later floor is no lower); a searched
+one is bounded again with its route's sync tables before its labels' programme runs, and its
+partial labels by pipeline_bounds.keeper. Floors keep ties (a plan equal to the bar is never
+dropped), and among plans equal on the goal's figures the first in the enumeration order
+(r, arch, route, M, S, label) wins: the plan is the one a plain enumeration would choose.
 """
 
 from __future__ import annotations
@@ -53,8 +61,9 @@ from provisioner.profile import WorkloadProfile
 from provisioner.space import FIRST_PASS_REDUCERS, Limits, concurrency_cap, dominated_ps_types
 from provisioner.terms import Arr, iterations, local_batch
 
-# The space's caps, stated: more stages or replicas than these are not searched (the exact
-# search is not yet fast enough for the full space; docs/pipeline.md, "Solve time").
+# The space's caps, stated: more stages or replicas than these are not searched (the 38-block
+# GPT-2-large shape already takes over a second at these caps; docs/pipeline.md, "Solve time",
+# measures what lifting them costs).
 MAX_STAGES = 4
 MAX_REPLICAS = 16
 PIPELINE_STEP_MB = 128
@@ -175,11 +184,11 @@ def search_pipeline(
     must not exceed to matter, e.g. the one-stage plan's: it bounds the search from the start.
 
     Best first: every (r, arch, route, M, S) gets a floor on the goal's figure that holds for
-    every cut and memory (combo_floors); they are searched cheapest floor first, and the search
+    every cut and memory (_combos); they are searched cheapest floor first, and the search
     stops at the first floor above the best plan so far (every later one is no lower). Each
     searched one is bounded again with its route's sync (range_floors), and its labels by
-    _keeper. Among plans equal on the goal's figures the first in the enumeration order
-    (r, arch, route, M, S, label) wins, as in a plain enumeration.
+    pipeline_bounds.keeper. Among plans equal on the goal's figures the first in the
+    enumeration order (r, arch, route, M, S, label) wins, as in a plain enumeration.
     """
     if len(profile.blocks) < 2:
         return None
@@ -310,13 +319,15 @@ def _combos(
     sync_floor: Callable[[int, SyncRoute, int], float],
 ) -> list[Combo]:
     """Every (r, arch, route, M, S) of the space that can meet the goal, cheapest floor first
-    (ties: enumeration order). The floor holds for every route, cut and memory: a plan's
-    Lambda compute is p·r·Σ_s m_s/1024·billed, billed ≥ k·iteration (start-up, load and
-    chaining only add) and the iteration ≥ (M + S − 1)·slot_s of every stage, so it is at least
-    p·r·k/1024 × the least Σ_s m_s·(M + S − 1)·slot_s(m_s) over the cuts (cut_floors), every
-    other cost item ≥ 0; its time likewise at least k × the least over the cuts of the
-    slowest (M + S − 1)·slot_s. A deadline orders by the cost floor and drops a time floor
-    past the deadline; a budget alone orders by the time floor and drops a cost floor past it."""
+    (ties: enumeration order). The floors hold for every cut and memory. Time: k iterations at
+    least, the iteration (M + S − 1)·(slowest slot) + (slowest sync), each slowest at least its
+    least over the cuts (the slot's without sync, cut_floor; the sync's at any memory,
+    `sync_floor`). Cost: Lambda compute is p·r·Σ_s m_s/1024·billed, billed ≥ k·iteration
+    (start-up, load and chaining only add), so at least p·r·k/1024 × (the least Σ_s
+    m_s·(M + S − 1)·max(slot_s, slot floor) + the least Σ_s m_s × the sync floor); the PS
+    shards at least their price over the time floor (ps_usd_floor); every other item ≥ 0. A
+    deadline orders by the cost floor and drops a time floor past the deadline; a budget alone
+    orders by the time floor and drops a cost floor past the deadline; a budget alone orders by the time floor and drops a cost floor past it."""
     count = len(profile.blocks)
     cap = concurrency_cap(catalog, limits)
     r_max = min(cap // 2, profile.max_global_batch, MAX_REPLICAS)

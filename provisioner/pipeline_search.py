@@ -327,7 +327,7 @@ def _combos(
     m_s·(M + S − 1)·max(slot_s, slot floor) + the least Σ_s m_s × the sync floor); the PS
     shards at least their price over the time floor (ps_usd_floor); every other item ≥ 0. A
     deadline orders by the cost floor and drops a time floor past the deadline; a budget alone
-    orders by the time floor and drops a cost floor past the deadline; a budget alone orders by the time floor and drops a cost floor past it."""
+    orders by the time floor and drops a cost floor past the budget."""
     count = len(profile.blocks)
     cap = concurrency_cap(catalog, limits)
     r_max = min(cap // 2, profile.max_global_batch, MAX_REPLICAS)

@@ -41,7 +41,9 @@ def ps_usd_floor(catalog: Catalog, route: SyncRoute, stages: int, time_s: float)
     if route.sync != "ps":
         return 0.0
     price = catalog.ps_type(route.ps_type).usd_per_hour
-    return float(ps_usd(price, stages * route.ps_count, time_s, catalog.ps_min_billed_s))
+    usd = ps_usd(np.array([price]), np.array([stages * route.ps_count]), np.array([time_s]),
+                 catalog.ps_min_billed_s)  # fmt: skip
+    return float(usd[0])
 
 
 def other_usd_floor(

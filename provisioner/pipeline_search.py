@@ -251,7 +251,7 @@ def _search(
     )
     tables_cache: dict[tuple[int, str, SyncRoute, int], RangeTables] = {}
     best: PipelineCandidate | None = None
-    best_key: tuple = ()
+    best_key: tuple[float, float, tuple[int, int, int, int, int], int] = (0.0, 0.0, (0,) * 5, 0)
     for c in combos:
         bar = _bar(ceiling, best, deadline_s)
         if c.floor * (1.0 - FLOOR_RTOL) > bar:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -110,7 +111,9 @@ def stage_syncs_s(
     r = np.array([replicas])
     params = np.asarray(parameter_bytes, dtype=np.int64)[:, np.newaxis]
     if route.sync == "s3":
-        model_mb = np.maximum(params, 1) / 1e6  # s3_cell_terms on each stage's derived profile
+        # s3_cell_terms on each stage's derived profile; Any: the terms are element-wise, typed
+        # for one model size
+        model_mb: Any = np.maximum(params, 1) / 1e6
         bw = s3_bandwidth_mb_s(
             mem, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
         )
@@ -124,7 +127,7 @@ def stage_syncs_s(
         agg = s3_aggregation_s(r, reducers, model_mb, reduce)
         return np.asarray(comm + agg, dtype=np.float64)
     ps = catalog.ps_type(route.ps_type)
-    mb = params / 1e6
+    mb: Any = params / 1e6  # element-wise, as above
     bw = ps_bandwidth_mb_s(
         r, catalog.function_ps_mb_s, np.array([ps.baseline_mb_s], dtype=np.float64),
         np.array([route.ps_count], dtype=np.float64),

@@ -1,8 +1,10 @@
 """The pipelined search's tables and its dynamic programme over the blocks.
 
-For fixed (arch, sync route, r, M) every block range [a, b)'s useful memories, with their slot,
-sync, compute, boundary and memory need (range_options, built with numpy over all ranges at
-once); and the Pareto labels (max slot, max sync, Σ memory) of every cut into S stages
+For fixed (arch, M, b_l) every block range [a, b)'s slot, compute, boundary and memory need at
+every memory (stage_tables, shared by every sync route); per route every range's sync
+(stage_syncs_s over the distinct stage sizes) and its useful memories (range_options), all
+with numpy over all ranges at once; floors per range and over the cuts (range_floors,
+cut_floors); and the Pareto labels (max slot, max sync, Σ memory) of every cut into S stages
 (stage_labels). provisioner/pipeline_search.py says why this is exact.
 """
 

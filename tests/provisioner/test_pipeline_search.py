@@ -27,6 +27,7 @@ from provisioner.pipeline_search import (
     search_pipeline,
     sync_routes,
 )
+from provisioner.pipeline_tables import stage_syncs_s
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
 from provisioner.space import Limits
@@ -135,6 +136,11 @@ def test_search_equals_brute_force(
     assert got is not None
     assert math.isclose(got.figures.total_usd, want.total_usd, rel_tol=1e-12)
     assert math.isclose(got.figures.total_s, want.total_s, rel_tol=1e-12)
+    # the best-first bounds keep a plan equal to the ceiling, and drop every plan above it
+    bar = got.figures.total_s if budget else got.figures.total_usd
+    at_bar = search_pipeline(p, cat, LIMITS, *goal, ceiling=bar)
+    assert at_bar is not None and at_bar.figures == got.figures and at_bar.stages == got.stages
+    assert search_pipeline(p, cat, LIMITS, *goal, ceiling=bar * (1 - 1e-6)) is None
 
 
 def test_the_cut_it_reports_prices_as_found() -> None:
@@ -152,3 +158,18 @@ def test_the_cut_it_reports_prices_as_found() -> None:
         got.figures.iteration_s,
         (got.micro_batches + len(stages) - 1) * slot + max(s.sync_s for s in stages),
     )
+
+
+@settings(max_examples=20, deadline=None)
+@given(params=st.lists(st.integers(0, 4_000_000_000), min_size=1, max_size=5), r=st.integers(1, 16))
+def test_stage_syncs_equal_stage_sync_bit_for_bit(params: list[int], r: int) -> None:
+    blocks = [block_dict(f"{i}:B", 1000, 100, 100, 100.0) for i in range(2)]
+    p = blocks_profile(blocks, dataset_samples=2000, epochs=1, profiled_local_batch=8)
+    cat = catalog()
+    grid = pipeline_memory_grid(cat, LIMITS)
+    routes = sync_routes(cat, LIMITS, r, "x86_64") + sync_routes(cat, LIMITS, r, "arm64")
+    assert {x.sync for x in routes} == {"ps", "s3"}
+    for route in routes:
+        got = stage_syncs_s(p, cat, route, np.array(params), r, grid)
+        for row, size in zip(got, params, strict=True):
+            assert np.array_equal(row, stage_sync_s(p, cat, route, size, r, grid))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -173,3 +174,27 @@ def test_stage_syncs_equal_stage_sync_bit_for_bit(params: list[int], r: int) -> 
         got = stage_syncs_s(p, cat, route, np.array(params), r, grid)
         for row, size in zip(got, params, strict=True):
             assert np.array_equal(row, stage_sync_s(p, cat, route, size, r, grid))
+
+
+@settings(max_examples=8, deadline=None)
+@given(blocks=st.lists(block, min_size=3, max_size=4), deadline_s=st.floats(200.0, 20_000.0))
+def test_search_equals_brute_force_on_shared_cores(
+    blocks: list[tuple[int, int, int, float]], deadline_s: float
+) -> None:
+    """The local machine's stage corrections (pipeline_local.py: shared start-up, the CPU floor
+    of S·r workers on C cores, the boundary requests' CPU) keep the bounds below every plan."""
+    docs = [block_dict(f"{i}:B", *b) for i, b in enumerate(blocks)]
+    p = blocks_profile(
+        docs, dataset_samples=2000, epochs=1, profiled_local_batch=8, max_global_batch=32
+    )
+    cat = dataclasses.replace(
+        catalog(), total_vcpu=2.0, s3_request_cpu_s=0.004, s3_server_cpu_s=0.002
+    )
+    want = brute_force(p, cat, LIMITS, deadline_s, None)
+    got = search_pipeline(p, cat, LIMITS, deadline_s, None)
+    if want is None:
+        assert got is None
+        return
+    assert got is not None
+    assert math.isclose(got.figures.total_usd, want.total_usd, rel_tol=1e-12)
+    assert math.isclose(got.figures.total_s, want.total_s, rel_tol=1e-12)

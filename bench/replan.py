@@ -3,9 +3,9 @@ re-planning at its link boundaries (provisioner/replan_sim.py), before any emula
 
 Run: `.venv/bin/python -m bench.replan` (writes bench/results/replan.md; seconds).
 
-For each workload on lambda-2025 at its deadline, the plan_job plan with links capped at a tenth
-of its iterations (so the run is checked at least ten times, as docs/replan.md asks of the
-plans that will re-plan), the default envelope (provisioner/envelope.py), and slowdowns 1.0,
+For each workload on lambda-2025 at its deadline, the plan_job plan with links of at most a
+tenth of the deadline (replan_pace.pace_checked_catalog: the run is checked at least that
+often, each extra link priced), the default envelope (provisioner/envelope.py), and slowdowns 1.0,
 1.5, 2.0 and 3.0 × the catalog's compute and exchange. Every figure is the model's: the truth
 of a segment is the model at the slower figures, and a segment cut short by a switch is costed
 pro rata its iterations (an estimate). The emulator's table (the synthesized state machine
@@ -14,13 +14,12 @@ re-planning) comes when the state machine does.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from pathlib import Path
 
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
 from provisioner.envelope import default_envelope, envelope_worst_case_usd
 from provisioner.parse import format_duration_s, format_usd
+from provisioner.replan_pace import pace_checked_catalog
 from provisioner.replan_sim import simulate
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -34,9 +33,7 @@ def case_lines(workload: str, deadline_s: float) -> list[str]:
     profile = load_profile(workload)
     base = load_catalog("lambda-2025")
     goal, limits = Goal(deadline_s=deadline_s), Limits()
-    first = plan_job(profile, base, goal, limits, "bench", alternatives=0, frontier_points=0)
-    cap = math.ceil(first.plan.training.iterations / 10)
-    catalog = dataclasses.replace(base, max_iterations_per_invocation=cap)
+    catalog = pace_checked_catalog(base, deadline_s)
     plan = plan_job(profile, catalog, goal, limits, "bench", alternatives=0,
                     frontier_points=0).plan  # fmt: skip
     env = default_envelope(plan, catalog, min_memory_mb=profile.min_memory_mb)

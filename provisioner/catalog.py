@@ -156,6 +156,9 @@ class Catalog:
     # A rule of the run, not a JSON figure: the emulator's --iterations-per-invocation also ends
     # an invocation after this many iterations (0 = only the time limit does).
     max_iterations_per_invocation: int = 0
+    # A rule of the run too: a link's usable time is at most this (0 = the invocation limit's),
+    # so a run that re-plans is checked at link boundaries often enough (pace_checked_catalog).
+    max_link_s: float = 0.0
     # The S3 gradient exchange (sync "s3"): one GET or PUT's latency, and S3 Standard storage
     # for the exchange's objects while a run lasts; 0 in catalogs made before the S3 exchange.
     s3_request_s: float = 0.0

@@ -218,6 +218,8 @@ def timeline(
     periodic = periodic_checkpoint_s(nt.checkpoint_s, every)
     it = step + periodic
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
+    if catalog.max_link_s > 0:  # links cut short for pace checks: each extra one is priced below
+        usable = min(usable, catalog.max_link_s)
     link_overhead = nt.startup_s + st.load_s
     # A cold process's slower first steps, at the one-vCPU step: a figure per n like start-up,
     # so T(m) keeps its shape in memory (the budget search's bisection relies on it).

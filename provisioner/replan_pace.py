@@ -10,7 +10,7 @@ left. Pure: no clock is read; the caller passes the wall time since the run bega
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from functions.terms import link_timing, orchestration_gap_s, startup_of
@@ -18,6 +18,18 @@ from provisioner.catalog import Catalog
 from provisioner.plan import Plan
 
 ON_TRACK, BEHIND, AHEAD = "on track", "behind", "ahead"
+PACE_CHECKS = 10  # a run that re-plans is checked at least this often over its deadline
+
+
+def pace_checked_catalog(catalog: Catalog, deadline_s: float, checks: int = PACE_CHECKS) -> Catalog:
+    """The catalog whose links last at most deadline / checks (model.timeline's usable time), so
+    a run's boundaries, where the pace is checked, come at least `checks` times before the
+    deadline. Each link this adds is priced as any chained link (a start-up, a shard reload, a
+    checkpoint), so the planner weighs the checks against the deadline like any other cost."""
+    if not (math.isfinite(deadline_s) and deadline_s > 0 and checks >= 1):
+        raise ValueError(f"pace checks: deadline {deadline_s!r} s and {checks!r} checks; use a "
+                         "positive deadline and at least one check")  # fmt: skip
+    return replace(catalog, max_link_s=deadline_s / checks)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from provisioner.pipeline_model import (
     stage_sync_s,
 )
 from provisioner.pipeline_search import (
+    PipelineCandidate,
     better,
     divisors,
     meets,
@@ -106,6 +107,21 @@ def brute_force(
     return best
 
 
+def _equal_to_brute_force(
+    p: WorkloadProfile, cat: Catalog, deadline: float | None, budget: float | None
+) -> PipelineCandidate | None:
+    """The search's plan, asserted to price as brute force's best (both None, or equal)."""
+    want = brute_force(p, cat, LIMITS, deadline, budget)
+    got = search_pipeline(p, cat, LIMITS, deadline, budget)
+    if want is None:
+        assert got is None
+        return None
+    assert got is not None
+    assert math.isclose(got.figures.total_usd, want.total_usd, rel_tol=1e-12)
+    assert math.isclose(got.figures.total_s, want.total_s, rel_tol=1e-12)
+    return got
+
+
 block = st.tuples(
     st.integers(1, 3_000_000),  # parameters
     st.integers(100, 400_000),  # output per sample
@@ -129,14 +145,9 @@ def test_search_equals_brute_force(
     )
     cat = catalog()
     goal = (None, 0.5) if budget else (deadline_s, None)
-    want = brute_force(p, cat, LIMITS, *goal)
-    got = search_pipeline(p, cat, LIMITS, *goal)
-    if want is None:
-        assert got is None
+    got = _equal_to_brute_force(p, cat, *goal)
+    if got is None:
         return
-    assert got is not None
-    assert math.isclose(got.figures.total_usd, want.total_usd, rel_tol=1e-12)
-    assert math.isclose(got.figures.total_s, want.total_s, rel_tol=1e-12)
     # the best-first bounds keep a plan equal to the ceiling, and drop every plan above it
     bar = got.figures.total_s if budget else got.figures.total_usd
     at_bar = search_pipeline(p, cat, LIMITS, *goal, ceiling=bar)
@@ -190,11 +201,4 @@ def test_search_equals_brute_force_on_shared_cores(
     cat = dataclasses.replace(
         catalog(), total_vcpu=2.0, s3_request_cpu_s=0.004, s3_server_cpu_s=0.002
     )
-    want = brute_force(p, cat, LIMITS, deadline_s, None)
-    got = search_pipeline(p, cat, LIMITS, deadline_s, None)
-    if want is None:
-        assert got is None
-        return
-    assert got is not None
-    assert math.isclose(got.figures.total_usd, want.total_usd, rel_tol=1e-12)
-    assert math.isclose(got.figures.total_s, want.total_s, rel_tol=1e-12)
+    _equal_to_brute_force(p, cat, deadline_s, None)

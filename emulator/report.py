@@ -24,7 +24,7 @@ from emulator import cpu
 from emulator.evaluate import held_out_accuracy
 from emulator.options import LOCAL_CATALOG, NO_LOCAL_CATALOG, default_safety_margin_s
 from emulator.records import RunRecord, WorkerState, worker_memory_mb
-from emulator.report_pipeline import predict_local_pipelined
+from emulator.report_pipeline import TERMS_NOTE, predict_local_pipelined, straggler_boundary_s
 from emulator.report_stages import stage_rows
 from emulator.report_table import format_table
 from emulator.s3_client import s3_client_for
@@ -311,7 +311,7 @@ def _predict_local_pipelined(record: RunRecord, catalog: Catalog) -> tuple[Plan 
         f"{catalog.name}, pipelined model: {len(cores)} stages x {describe(local)} "
         f"({per_stage} cores per stage's worker)"
     )
-    return local, label + unread_here_note(record.workload)
+    return local, label + TERMS_NOTE + unread_here_note(record.workload)
 
 
 def unread_here_note(workload: str) -> str:
@@ -393,6 +393,8 @@ def build_report(
     plan = record.plan
     per_worker = [chain_terms(w.links) for w in record.workers]
     measured = measured_terms(per_worker)
+    if plan.pipeline is not None:  # the rest of the straggler's iteration, as predicted
+        measured["communication"] += straggler_boundary_s(record.workers, per_worker)
     # Inside the PS (the workers wait through it): the slowest shard's own update time.
     measured["ps_aggregation"] = aggregation_measured_s(record, per_worker)
     measured["total"] = record.train_wall_s

@@ -13,6 +13,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from emulator.records import WorkerState
+from emulator.report_stages import link_terms_s
+from functions.terms import straggler_index
 from provisioner.catalog import Catalog
 from provisioner.pipeline_model import (
     RunShape,
@@ -116,3 +119,20 @@ def predict_local_pipelined(
     return pipelined_plan(
         profile, catalog, candidate, plan.goal, Limits(), plan.job, (), pipe.reason
     )
+
+
+# What the top table's compute and communication mean for a pipelined plan, said beside it.
+TERMS_NOTE = (
+    "; pipelined terms: predicted compute is the slowest stage's M + S − 1 slots of compute "
+    "(the bubble included), communication the rest of the iteration (boundaries, slowest "
+    "sync); measured communication is the straggler's sync plus its boundary waits and transfers"
+)
+
+
+def straggler_boundary_s(workers: list[WorkerState], per_worker: list[dict[str, float]]) -> float:
+    """The boundary seconds (waits and transfers, report_stages.link_terms_s) of the worker
+    whose communication the top table reads: the straggler (functions.terms.straggler_index)."""
+    if not workers:
+        return 0.0
+    links = workers[straggler_index(per_worker)].links
+    return sum(link_terms_s(link)["boundary"] for link in links)

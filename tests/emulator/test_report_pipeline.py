@@ -44,7 +44,9 @@ def _record(plan: Plan, catalog: Catalog, cpu_scale: float) -> RunRecord:
     for stage in plan.pipeline.stages:
         for rank in range(plan.n_workers):
             worker = WorkerState(rank=rank, event={}, stage=stage.index)
-            worker.links = [link_result([[0, 2.0]], compute_s=3.0, communication_s=1.0)]
+            link = link_result([[0, 2.0]], compute_s=3.0 + stage.index, communication_s=1.0)
+            link["timings"].update(boundary_wait_s=0.5 + rank, boundary_transfer_s=0.25)
+            worker.links = [link]
             workers.append(worker)
     options = Options(
         invocation_limit_s=float(catalog.invocation_timeout_s),
@@ -102,3 +104,18 @@ def test_each_stage_is_priced_at_the_cores_its_workers_got(
     full = _local(build_report(_record(shortened, catalog, 1.0), None, local_catalog=catalog))
     assert local["compute"] is not None and full["compute"] is not None
     assert local["compute"] > full["compute"]
+
+
+def test_a_pipelined_runs_measured_communication_is_the_rest_of_the_stragglers_iteration(
+    catalog: Catalog, cut_plan: Plan
+) -> None:
+    # the straggler computed longest: the last stage's (4 + index s) first replica; its
+    # communication 1 s and its boundary 0.5 s of waits and 0.25 of transfers
+    report = build_report(_record(cut_plan, catalog, 1.0), None, local_catalog=catalog)
+    measured = {row["term"]: row["measured_s"] for row in report["terms"]}
+    assert measured["compute"] == 3.0 + len(cut_plan.pipeline.stages) - 1  # type: ignore[union-attr]
+    assert measured["communication"] == 1.0 + 0.5 + 0.25
+    assert (
+        "measured communication is the straggler's sync plus its boundary"
+        in (report["predictions"]["local"])
+    )

@@ -158,7 +158,7 @@ def stage_sync_s(
         r, mb, _a(route.ps_count), profile.ps_aggregation_mb_s_per_core
     )
     floor = pipeline_local.loopback_sync_floor_s(profile, catalog, mem)
-    return np.maximum(np.broadcast_to(t, mem.shape), floor).astype(np.float64)
+    return np.asarray(np.maximum(np.broadcast_to(t, mem.shape), floor), dtype=np.float64)
 
 
 def iteration_s(micro_batches: int, stages: int, max_slot_s: float, max_sync_s: float) -> float:

@@ -140,7 +140,8 @@ def stage_syncs_s(
         r, mb, np.array([route.ps_count], dtype=np.float64), profile.ps_aggregation_mb_s_per_core
     )
     floor = pipeline_local.loopback_sync_floor_s(profile, catalog, mem.reshape(-1))
-    return np.maximum(np.broadcast_to(t, (params.shape[0], mem.size)), floor).astype(np.float64)
+    table = np.maximum(np.broadcast_to(t, (params.shape[0], mem.size)), floor)
+    return np.asarray(table, dtype=np.float64)
 
 
 def range_sizes(profile: WorkloadProfile) -> tuple[Arr, Arr]:

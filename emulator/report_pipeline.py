@@ -94,6 +94,12 @@ def predict_local_pipelined(
     (Infeasible where the model says it cannot run so)."""
     assert plan.pipeline is not None
     pipe, r, b_l = plan.pipeline, plan.n_workers, plan.training.local_batch
+    if pipe.stages[-1].stop_block != len(profile.blocks):
+        raise ValueError(
+            f"the pipelined model needs the plan's {pipe.stages[-1].stop_block} blocks in the "
+            f"profile, and profile {profile.name!r} declares {len(profile.blocks)}; accepted: "
+            "its profile with blocks (--workload, profiles/README.md)"
+        )
     k = plan.training.iterations if rules.iterations is None else rules.iterations
     # one epoch of k iterations of r·b_l samples (the dataset's bytes, hence load, unchanged)
     profile = replace(profile, epochs=1, dataset_samples=k * r * max(b_l, 1))

@@ -119,3 +119,17 @@ def test_a_pipelined_runs_measured_communication_is_the_rest_of_the_stragglers_i
         "measured communication is the straggler's sync plus its boundary"
         in (report["predictions"]["local"])
     )
+
+
+def test_a_profile_without_the_plans_blocks_leaves_the_local_columns_null_and_says_why(
+    catalog: Catalog, cut_plan: Plan
+) -> None:
+    record = _record(cut_plan, catalog, 1.0)
+    record = dataclasses.replace(record, options=Options(workload="digits-mlp"))
+    report = build_report(record, None, local_catalog=catalog)
+    assert all(v is None for v in _local(report).values())
+    assert report["predictions"]["local"] == (
+        "no local prediction: the pipelined model needs the plan's 6 blocks in the profile, "
+        "and profile 'digits-mlp' declares 0; accepted: its profile with blocks (--workload, "
+        "profiles/README.md)"
+    )

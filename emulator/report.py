@@ -23,7 +23,8 @@ import numpy as np
 from emulator import cpu
 from emulator.evaluate import held_out_accuracy
 from emulator.options import LOCAL_CATALOG, NO_LOCAL_CATALOG, default_safety_margin_s
-from emulator.records import RunRecord, WorkerState
+from emulator.records import RunRecord, WorkerState, worker_memory_mb
+from emulator.report_pipeline import TERMS_NOTE, predict_local_pipelined, straggler_boundary_s
 from emulator.report_stages import stage_rows
 from emulator.report_table import format_table
 from emulator.s3_client import s3_client_for
@@ -274,6 +275,8 @@ def predict_local(record: RunRecord, catalog: Catalog | str | None) -> tuple[Pla
             return None, f"no local prediction: {err}"
     if catalog is None:
         return None, NO_LOCAL_CATALOG
+    if record.plan.pipeline is not None:
+        return _predict_local_pipelined(record, catalog)
     choice = local_choice(record.plan, record.worker_cores, catalog)
     try:
         profile = load_profile(record.workload)
@@ -282,6 +285,33 @@ def predict_local(record: RunRecord, catalog: Catalog | str | None) -> tuple[Pla
         return None, f"no local prediction: {err}"
     label = f"{catalog.name}: {describe(plan)} ({record.worker_cores:.3f} cores per worker)"
     return plan, label + unread_here_note(record.workload)
+
+
+def _predict_local_pipelined(record: RunRecord, catalog: Catalog) -> tuple[Plan | None, str]:
+    """A pipelined run predicted by the pipelined model (report_pipeline.py): each stage at the
+    cores its workers really got, as memory."""
+    from provisioner import load_profile
+
+    plan = record.plan
+    assert plan.pipeline is not None
+    cores = [
+        cpu.local_cores(worker_memory_mb(plan, s.index), record.cpu_scale)
+        for s in plan.pipeline.stages
+    ]
+    memory_mb = [max(1, round(c * catalog.mb_per_vcpu)) for c in cores]
+    try:
+        profile = load_profile(record.workload)
+        local = predict_local_pipelined(
+            profile, catalog, plan, run_rules(record), memory_mb, LOCAL_PS_TYPE
+        )
+    except (OSError, ValueError) as err:  # Infeasible included: the model says it cannot run
+        return None, f"no local prediction: {err}"
+    per_stage = ", ".join(f"{c:.3f}" for c in cores)
+    label = (
+        f"{catalog.name}, pipelined model: {len(cores)} stages x {describe(local)} "
+        f"({per_stage} cores per stage's worker)"
+    )
+    return local, label + TERMS_NOTE + unread_here_note(record.workload)
 
 
 def unread_here_note(workload: str) -> str:
@@ -363,6 +393,8 @@ def build_report(
     plan = record.plan
     per_worker = [chain_terms(w.links) for w in record.workers]
     measured = measured_terms(per_worker)
+    if plan.pipeline is not None:  # the rest of the straggler's iteration, as predicted
+        measured["communication"] += straggler_boundary_s(record.workers, per_worker)
     # Inside the PS (the workers wait through it): the slowest shard's own update time.
     measured["ps_aggregation"] = aggregation_measured_s(record, per_worker)
     measured["total"] = record.train_wall_s

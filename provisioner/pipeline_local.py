@@ -10,12 +10,14 @@ figures (max slot, max sync, Σ memory) still order the plans (pipeline_search.p
   runs each block's forward and backward on its b_l samples once an iteration, at no more than
   one core's rate, so r·b_l·Σ_b 1/R_b(1 vCPU) / C (local_machine.shared_cpu_iteration_s's form).
 
-And one that depends on a stage's memory only, as the boundary's latency does: a boundary
+And two that depend on a stage's memory only, as the boundary's latency does: a boundary
 request's CPU, the client's in the worker's process at its quota share and the S3 server's
-(the catalog's s3_request_cpu_s and s3_server_cpu_s, as local_s3.s3_cpu_floor_s reads them).
+(the catalog's s3_request_cpu_s and s3_server_cpu_s, as local_s3.s3_cpu_floor_s reads them);
+and a PS sync taking at least one worker's exchange through a loopback shard at the stage's
+share (the profile's loop overhead), the figure a search table of (stage size, memory) holds.
 
-Not corrected: the exchange's CPU on the same cores (the PS shards share them), crowded and
-cold first steps, lockstep waits, the steps of stages computing at once slowing each other
+Not corrected: the exchanges of the S·r workers and S shards sharing the same cores, crowded
+and cold first steps, lockstep waits, the steps of stages computing at once slowing each other
 (parallel_speed), and the S3 server's CPU shared by the stages' requests at once.
 """
 
@@ -73,3 +75,21 @@ def boundary_side_cpu_s(catalog: Catalog, memory_mb: Arr) -> Arr:
     requests = 2.0 + STEADY_MISSES_PER_WAIT
     with np.errstate(divide="ignore"):
         return np.asarray(requests * ((client or 0.0) / share + (server or 0.0)), dtype=np.float64)
+
+
+def loopback_sync_floor_s(profile: WorkloadProfile, catalog: Catalog, memory_mb: Arr) -> Arr:
+    """The least a stage's PS sync takes an iteration on the local machine (0 on AWS): the
+    profile's loop overhead (one worker's exchange through a loopback PS shard, wall, beyond its
+    back-to-back step) at the stage's quota share, interpolated, made non-increasing in the
+    share (more memory is never slower) and flat beyond the points measured. On loopback the
+    exchange is CPU under the quota, not wire; the catalog's bandwidth and round trip say
+    0.3 ms where the digits stages measured 12-13 ms an iteration (docs/pipeline.md, Locally).
+    A figure of the stage's memory alone, as the boundary's latency is."""
+    mem = np.asarray(memory_mb, dtype=np.float64)
+    points = profile.loop_overhead
+    if not local_machine.applies(catalog) or not points:
+        return np.zeros(mem.shape)
+    share = vcpu_share(mem, catalog.mb_per_vcpu, catalog.max_vcpu)
+    xs, ys = zip(*points, strict=True)
+    falling = np.minimum.accumulate(np.asarray(ys, dtype=np.float64))
+    return np.asarray(np.interp(share, xs, falling), dtype=np.float64)

@@ -139,7 +139,9 @@ def stage_sync_s(
 ) -> Arr:
     """A stage's exchange among its r replicas per iteration: today's terms over the stage's
     parameters, the PS's at its baseline bandwidth (λDNN t_comm + aggregation) or the S3
-    exchange's at the stage's memory (s3_cell_terms on the stage's derived profile)."""
+    exchange's at the stage's memory (s3_cell_terms on the stage's derived profile). On the
+    local machine a PS sync takes at least the profile's loop overhead at the stage's share
+    (pipeline_local.loopback_sync_floor_s)."""
     mem = np.asarray(memory_mb, dtype=np.float64)
     r = np.array([replicas])
     if route.sync == "s3":
@@ -155,7 +157,8 @@ def stage_sync_s(
     t = communication_time_s(mb, bw, catalog.function_ps_rtt_s) + aggregation_time_s(
         r, mb, _a(route.ps_count), profile.ps_aggregation_mb_s_per_core
     )
-    return np.broadcast_to(t, mem.shape).astype(np.float64)
+    floor = pipeline_local.loopback_sync_floor_s(profile, catalog, mem)
+    return np.asarray(np.maximum(np.broadcast_to(t, mem.shape), floor), dtype=np.float64)
 
 
 def iteration_s(micro_batches: int, stages: int, max_slot_s: float, max_sync_s: float) -> float:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from provisioner import pipeline_local
 from provisioner.catalog import Catalog, gbps_to_mb_s
 from provisioner.pipeline_model import (
     SyncRoute,
@@ -138,7 +139,9 @@ def stage_syncs_s(
     t = communication_time_s(mb, bw, catalog.function_ps_rtt_s) + aggregation_time_s(
         r, mb, np.array([route.ps_count], dtype=np.float64), profile.ps_aggregation_mb_s_per_core
     )
-    return np.broadcast_to(t, (params.shape[0], mem.size)).astype(np.float64)
+    floor = pipeline_local.loopback_sync_floor_s(profile, catalog, mem.reshape(-1))
+    table = np.maximum(np.broadcast_to(t, (params.shape[0], mem.size)), floor)
+    return np.asarray(table, dtype=np.float64)
 
 
 def range_sizes(profile: WorkloadProfile) -> tuple[Arr, Arr]:

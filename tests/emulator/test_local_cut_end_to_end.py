@@ -68,7 +68,8 @@ def test_the_local_planner_cuts_a_model_above_the_ceiling_and_the_emulator_runs_
     )  # fmt: skip
     options = Options(invocation_limit_s=120.0, iterations_per_invocation=PER_INVOCATION,
                       cpu_scale=machine_cpu_scale(plan), quiet=True, out_dir=tmp_path / "run",
-                      workload=WORKLOAD, memory_ceiling_mb=CEILING_MB)  # fmt: skip
+                      workload=WORKLOAD, memory_ceiling_mb=CEILING_MB,
+                      local_catalog=str(tmp_path / "local.json"))  # fmt: skip
     record = run(plan, options, endpoint=s3_endpoint)
 
     stages, r = len(pipe.stages), plan.n_workers
@@ -84,6 +85,10 @@ def test_the_local_planner_cuts_a_model_above_the_ceiling_and_the_emulator_runs_
     assert report["iterations"]["completed"] == ITERATIONS
     # finalize joined the stages' parameters into one model
     s3_client.head_object(Bucket=record.buckets["artifacts"], Key=f"{plan.job}/model.pt")
+    # the top table's "predicted here" is the pipelined model's, not a one-stage plan's
+    assert f"pipelined model: {stages} stages" in report["predictions"]["local"]
+    local_total = [t for t in report["terms"] if t["term"] == "total"][0]["predicted_local_s"]
+    assert local_total is not None and local_total > 0
     # each stage's terms, predicted (the planner's) and measured, side by side
     rows = report["stages"]
     assert [row["stage"] for row in rows] == list(range(stages))

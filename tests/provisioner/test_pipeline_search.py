@@ -193,11 +193,14 @@ def test_search_equals_brute_force_on_shared_cores(
     blocks: list[tuple[int, int, int, float]], deadline_s: float
 ) -> None:
     """The local machine's stage corrections (pipeline_local.py: shared start-up, the CPU floor
-    of S·r workers on C cores, the boundary requests' CPU) keep the bounds below every plan."""
+    of S·r workers on C cores, the boundary requests' CPU, a PS sync's loopback floor at the
+    stage's share) keep the bounds below every plan."""
     docs = [block_dict(f"{i}:B", *b) for i, b in enumerate(blocks)]
     p = blocks_profile(
         docs, dataset_samples=2000, epochs=1, profiled_local_batch=8, max_global_batch=32
     )
+    # a loop overhead above the PS terms at small shares, so the sync floor picks memories
+    p = dataclasses.replace(p, loop_overhead=((0.25, 0.02), (0.5, 0.006), (1.0, 0.001)))
     cat = dataclasses.replace(
         catalog(), total_vcpu=2.0, s3_request_cpu_s=0.004, s3_server_cpu_s=0.002
     )

@@ -53,7 +53,7 @@ def stage_choice(
 ) -> StageChoice:
     """One stage of the plan at `memory_mb` on `catalog`: its slot (compute and boundary of one
     micro-batch), its sync per iteration and its memory need, as the search prices them
-    (pipeline_tables.stage_tables, stage_syncs_s)."""
+    (pipeline_tables.stage_tables, pipeline_model.stage_syncs_s)."""
     assert plan.pipeline is not None
     blocks = profile.blocks[stage.first_block : stage.stop_block]
     b_l, m = plan.training.local_batch, plan.pipeline.micro_batches

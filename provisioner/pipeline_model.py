@@ -18,7 +18,8 @@ per-stage figure, so a pipelined plan never runs longer or costs more than predi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from provisioner.costs import (
     step_functions_usd,
 )
 from provisioner.profile import WorkloadProfile
-from provisioner.s3exchange import STEADY_MISSES_PER_WAIT, s3_cell_terms
+from provisioner.s3exchange import STEADY_MISSES_PER_WAIT, s3_exchange_terms
 from provisioner.terms import (
     MIB,
     Arr,
@@ -139,17 +140,34 @@ def stage_sync_s(
 ) -> Arr:
     """A stage's exchange among its r replicas per iteration: today's terms over the stage's
     parameters, the PS's at its baseline bandwidth (λDNN t_comm + aggregation) or the S3
-    exchange's at the stage's memory (s3_cell_terms on the stage's derived profile). On the
+    exchange's at the stage's memory (s3_cell_terms on the stage's parameters). On the
     local machine a PS sync takes at least the profile's loop overhead at the stage's share
-    (pipeline_local.loopback_sync_floor_s)."""
+    (pipeline_local.loopback_sync_floor_s). The one-stage case of stage_syncs_s."""
     mem = np.asarray(memory_mb, dtype=np.float64)
+    row = stage_syncs_s(profile, catalog, route, np.array([parameter_bytes]), replicas, mem)[0]
+    return np.asarray(row.reshape(mem.shape), dtype=np.float64)
+
+
+def stage_syncs_s(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    route: SyncRoute,
+    parameter_bytes: Arr,
+    replicas: int,
+    memory_mb: Arr,
+) -> Arr:
+    """stage_sync_s for many stages at once: (stages, memories), row i the sync of a stage of
+    parameter_bytes[i] (the pipelined search prices every stage size of a route in one call)."""
+    mem = np.asarray(memory_mb, dtype=np.float64).reshape(-1)
     r = np.array([replicas])
+    params = np.asarray(parameter_bytes, dtype=np.int64)[:, np.newaxis]
     if route.sync == "s3":
-        stage = replace(profile, model_bytes=max(parameter_bytes, 1))
-        comm, agg = s3_cell_terms(stage, catalog, r, np.array([route.reducers]), mem)
-        return np.asarray(comm + agg, dtype=np.float64)
+        model_mb = np.maximum(params, 1) / 1e6
+        comm, agg = s3_exchange_terms(profile, catalog, r, np.array([route.reducers]), model_mb,
+                                      mem)  # fmt: skip
+        return np.asarray(np.broadcast_to(comm + agg, (params.shape[0], mem.size)), np.float64)
     ps = catalog.ps_type(route.ps_type)
-    mb = parameter_bytes / 1e6
+    mb: Any = params / 1e6  # element-wise: the terms are typed for one model size
     bw = ps_bandwidth_mb_s(
         r, catalog.function_ps_mb_s, _a(ps.baseline_mb_s), _a(route.ps_count),
         gbps_to_mb_s(catalog.per_flow_cap_gbps),
@@ -158,7 +176,8 @@ def stage_sync_s(
         r, mb, _a(route.ps_count), profile.ps_aggregation_mb_s_per_core
     )
     floor = pipeline_local.loopback_sync_floor_s(profile, catalog, mem)
-    return np.asarray(np.maximum(np.broadcast_to(t, mem.shape), floor), dtype=np.float64)
+    table = np.maximum(np.broadcast_to(t, (params.shape[0], mem.size)), floor)
+    return np.asarray(table, dtype=np.float64)
 
 
 def iteration_s(micro_batches: int, stages: int, max_slot_s: float, max_sync_s: float) -> float:

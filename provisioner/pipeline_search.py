@@ -43,7 +43,7 @@ from provisioner.pipeline_bounds import (
     other_usd_floor,
     ps_usd_floor,
 )
-from provisioner.pipeline_model import RunFigures, RunShape, SyncRoute, run_figures
+from provisioner.pipeline_model import RunFigures, RunShape, SyncRoute, run_figures, stage_syncs_s
 from provisioner.pipeline_tables import (
     RangeTables,
     StageTables,
@@ -54,7 +54,6 @@ from provisioner.pipeline_tables import (
     range_options,
     range_sizes,
     stage_labels,
-    stage_syncs_s,
     stage_tables,
 )
 from provisioner.profile import WorkloadProfile

@@ -2,37 +2,29 @@
 
 For fixed (arch, M, b_l) every block range [a, b)'s slot, compute, boundary and memory need at
 every memory (stage_tables, shared by every sync route); per route every range's sync
-(stage_syncs_s over the distinct stage sizes) and its useful memories (range_options), all
-with numpy over all ranges at once; floors per range and over the cuts (range_floors,
-cut_floors); and the Pareto labels (max slot, max sync, Σ memory) of every cut into S stages
-(stage_labels). provisioner/pipeline_search.py says why this is exact.
+(pipeline_model.stage_syncs_s over the distinct stage sizes) and its useful memories
+(range_options), all with numpy over all ranges at once; floors per range and over the cuts
+(range_floors, cut_floors); and the Pareto labels (max slot, max sync, Σ memory) of every cut
+into S stages (stage_labels). provisioner/pipeline_search.py says why this is exact.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from provisioner import pipeline_local
-from provisioner.catalog import Catalog, gbps_to_mb_s
+from provisioner.catalog import Catalog
 from provisioner.pipeline_model import (
-    SyncRoute,
     boundary_transfer_s,
     stage_compute_per_micro_s,
     stage_memory_needed_mb,
 )
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
-from provisioner.s3exchange import s3_aggregation_s, s3_communication_s, s3_reduce_mb_s
 from provisioner.terms import (
     Arr,
-    aggregation_time_s,
-    communication_time_s,
-    ps_bandwidth_mb_s,
-    s3_bandwidth_mb_s,
 )
 
 Option = tuple[float, float, int, float, float, int]
@@ -96,52 +88,6 @@ def block_ranges(count: int) -> tuple[Arr, Arr]:
     """(first, stop) of every block range [a, b), a < b ≤ count, in one fixed order."""
     pairs = [(a, b) for a in range(count) for b in range(a + 1, count + 1)]
     return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
-
-
-def stage_syncs_s(
-    profile: WorkloadProfile,
-    catalog: Catalog,
-    route: SyncRoute,
-    parameter_bytes: Arr,
-    replicas: int,
-    memory_mb: Arr,
-) -> Arr:
-    """pipeline_model.stage_sync_s for many stages at once: (stages, memories), row i
-    stage_sync_s of parameter_bytes[i] by the same element-wise operations, so equal to it bit
-    for bit (test_pipeline_search.py holds it so); one call per route instead of one per
-    stage size."""
-    mem = np.asarray(memory_mb, dtype=np.float64)
-    r = np.array([replicas])
-    params = np.asarray(parameter_bytes, dtype=np.int64)[:, np.newaxis]
-    if route.sync == "s3":
-        # s3_cell_terms on each stage's derived profile; Any: the terms are element-wise, typed
-        # for one model size
-        model_mb: Any = np.maximum(params, 1) / 1e6
-        bw = s3_bandwidth_mb_s(
-            mem, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
-        )
-        share = vcpu_share(mem, catalog.mb_per_vcpu, catalog.max_vcpu)
-        reducers = np.array([route.reducers])
-        comm = s3_communication_s(
-            r, reducers, model_mb, bw, catalog.s3_request_s, catalog.put_latency_s,
-            catalog.s3_put_mb_s,
-        )  # fmt: skip
-        reduce = s3_reduce_mb_s(profile.ps_aggregation_mb_s_per_core, share)
-        agg = s3_aggregation_s(r, reducers, model_mb, reduce)
-        return np.asarray(comm + agg, dtype=np.float64)
-    ps = catalog.ps_type(route.ps_type)
-    mb: Any = params / 1e6  # element-wise, as above
-    bw = ps_bandwidth_mb_s(
-        r, catalog.function_ps_mb_s, np.array([ps.baseline_mb_s], dtype=np.float64),
-        np.array([route.ps_count], dtype=np.float64),
-        gbps_to_mb_s(catalog.per_flow_cap_gbps),
-    )  # fmt: skip
-    t = communication_time_s(mb, bw, catalog.function_ps_rtt_s) + aggregation_time_s(
-        r, mb, np.array([route.ps_count], dtype=np.float64), profile.ps_aggregation_mb_s_per_core
-    )
-    floor = pipeline_local.loopback_sync_floor_s(profile, catalog, mem.reshape(-1))
-    table = np.maximum(np.broadcast_to(t, (params.shape[0], mem.size)), floor)
-    return np.asarray(table, dtype=np.float64)
 
 
 def range_sizes(profile: WorkloadProfile) -> tuple[Arr, Arr]:

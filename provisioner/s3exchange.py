@@ -12,6 +12,8 @@ update and a worker all k slices before its next step (BSP), so the critical pat
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from provisioner.catalog import Catalog
@@ -240,7 +242,19 @@ def s3_cell_terms(
 ) -> tuple[Arr, Arr]:
     """(communication, aggregation) per iteration of an S3 exchange at memory m: transfers on
     B_s(m), the reduction at the share's rate (shared cores: local_machine.shared_s3_cell_terms)."""
-    model_mb = profile.model_bytes / 1e6
+    return s3_exchange_terms(profile, catalog, n, reducers, profile.model_bytes / 1e6, memory_mb)
+
+
+def s3_exchange_terms(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    n: Arr,
+    reducers: Arr,
+    model_mb: Any,
+    memory_mb: Arr,
+) -> tuple[Arr, Arr]:
+    """s3_cell_terms of a model of `model_mb` (a number, or an array broadcast element-wise
+    against n, reducers and memory: a pipeline's stages at once)."""
     bw = s3_bandwidth_mb_s(
         memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
     )

@@ -19,6 +19,7 @@ from provisioner.pipeline_model import (
     stage_compute_per_micro_s,
     stage_memory_needed_mb,
     stage_sync_s,
+    stage_syncs_s,
 )
 from provisioner.pipeline_search import (
     PipelineCandidate,
@@ -29,7 +30,6 @@ from provisioner.pipeline_search import (
     search_pipeline,
     sync_routes,
 )
-from provisioner.pipeline_tables import stage_syncs_s
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
 from provisioner.space import Limits

@@ -20,11 +20,8 @@ from provisioner.catalog import Catalog
 from provisioner.pipeline_model import (
     RunShape,
     SyncRoute,
-    boundary_transfer_s,
     run_figures,
-    stage_compute_per_micro_s,
-    stage_memory_needed_mb,
-    stage_sync_s,
+    stage_figures,
 )
 from provisioner.pipeline_plan import Stage
 from provisioner.pipeline_plans import pipelined_plan
@@ -32,7 +29,6 @@ from provisioner.pipeline_search import PipelineCandidate, StageChoice
 from provisioner.plan import Plan
 from provisioner.planner import Infeasible, RunRules, run_catalog
 from provisioner.profile import WorkloadProfile
-from provisioner.quota import vcpu_share
 from provisioner.space import Limits
 
 
@@ -53,33 +49,16 @@ def stage_choice(
 ) -> StageChoice:
     """One stage of the plan at `memory_mb` on `catalog`: its slot (compute and boundary of one
     micro-batch), its sync per iteration and its memory need, as the search prices them
-    (pipeline_tables.stage_tables, pipeline_model.stage_syncs_s)."""
+    (pipeline_model.stage_figures)."""
     assert plan.pipeline is not None
-    blocks = profile.blocks[stage.first_block : stage.stop_block]
-    b_l, m = plan.training.local_batch, plan.pipeline.micro_batches
-    micro = b_l // m
-    mem = np.array([memory_mb], dtype=np.float64)
-    share = vcpu_share(mem, catalog.mb_per_vcpu, catalog.max_vcpu)
-    comp = float(stage_compute_per_micro_s(blocks, plan.arch, micro, share, mem)[0])
-    # stage 0's input comes with the shard and the last stage hands nothing on
-    first = stage.first_block == 0
-    last = stage.stop_block == len(profile.blocks)
-    in_sample = 0 if first else profile.blocks[stage.first_block - 1].output_bytes_per_sample
-    out_sample = 0 if last else blocks[-1].output_bytes_per_sample
-    bnd = float(boundary_transfer_s(catalog, micro * in_sample, 0.0, mem)[0]) + float(
-        boundary_transfer_s(catalog, 0.0, micro * out_sample, mem)[0]
-    )
-    params = sum(b.parameter_bytes for b in blocks)
-    acts = sum(b.activation_bytes_per_sample for b in blocks)
-    sync = float(stage_sync_s(profile, catalog, route, params, plan.n_workers, mem)[0])
-    need = int(
-        stage_memory_needed_mb(
-            profile.runtime_memory_mb or 0, params, acts, in_sample + out_sample, b_l, micro
-        )
-    )
+    f = stage_figures(
+        profile, catalog, plan.arch, route, plan.n_workers, plan.pipeline.micro_batches,
+        plan.training.local_batch, stage.first_block, stage.stop_block, memory_mb,
+    )  # fmt: skip
     return StageChoice(
-        stage.first_block, stage.stop_block, memory_mb, comp + bnd, sync, comp, bnd, need
-    )
+        stage.first_block, stage.stop_block, memory_mb, f.compute_s + f.boundary_s, f.sync_s,
+        f.compute_s, f.boundary_s, f.need_mb,
+    )  # fmt: skip
 
 
 def predict_local_pipelined(

@@ -37,6 +37,7 @@ from provisioner.costs import (
     step_functions_usd,
 )
 from provisioner.profile import WorkloadProfile
+from provisioner.quota import vcpu_share
 from provisioner.s3exchange import STEADY_MISSES_PER_WAIT, s3_exchange_terms
 from provisioner.terms import (
     MIB,
@@ -178,6 +179,50 @@ def stage_syncs_s(
     floor = pipeline_local.loopback_sync_floor_s(profile, catalog, mem)
     table = np.maximum(np.broadcast_to(t, (params.shape[0], mem.size)), floor)
     return np.asarray(table, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class StageFigures:
+    """One stage's figures at one memory: compute and boundary of one micro-batch, its sync per
+    iteration, its memory need."""
+
+    compute_s: float
+    boundary_s: float
+    sync_s: float
+    need_mb: int
+
+
+def stage_figures(
+    profile: WorkloadProfile,
+    catalog: Catalog,
+    arch: str,
+    route: SyncRoute,
+    replicas: int,
+    micro_batches: int,
+    local_batch: int,
+    first: int,
+    stop: int,
+    memory_mb: int,
+) -> StageFigures:
+    """Blocks [first, stop) as a stage at `memory_mb`, one stage at a time from the model's
+    functions (the search prices every range at once: pipeline_tables.stage_tables). Stage 0's
+    input comes with the shard and the last stage hands nothing on."""
+    blocks, micro = profile.blocks[first:stop], local_batch // micro_batches
+    mem = np.array([memory_mb], dtype=np.float64)
+    share = vcpu_share(mem, catalog.mb_per_vcpu, catalog.max_vcpu)
+    comp = float(stage_compute_per_micro_s(blocks, arch, micro, share, mem)[0])
+    in_sample = 0 if first == 0 else profile.blocks[first - 1].output_bytes_per_sample
+    out_sample = 0 if stop == len(profile.blocks) else blocks[-1].output_bytes_per_sample
+    bnd = float(boundary_transfer_s(catalog, micro * in_sample, 0.0, mem)[0]) + float(
+        boundary_transfer_s(catalog, 0.0, micro * out_sample, mem)[0]
+    )
+    params = sum(b.parameter_bytes for b in blocks)
+    acts = sum(b.activation_bytes_per_sample for b in blocks)
+    sync = float(stage_sync_s(profile, catalog, route, params, replicas, mem)[0])
+    need = stage_memory_needed_mb(
+        profile.runtime_memory_mb or 0, params, acts, in_sample + out_sample, local_batch, micro
+    )
+    return StageFigures(comp, bnd, sync, int(need))
 
 
 def iteration_s(micro_batches: int, stages: int, max_slot_s: float, max_sync_s: float) -> float:

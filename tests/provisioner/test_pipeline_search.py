@@ -14,10 +14,8 @@ from provisioner.catalog import Catalog
 from provisioner.pipeline_model import (
     RunFigures,
     RunShape,
-    boundary_transfer_s,
     run_figures,
-    stage_compute_per_micro_s,
-    stage_memory_needed_mb,
+    stage_figures,
     stage_sync_s,
     stage_syncs_s,
 )
@@ -31,7 +29,6 @@ from provisioner.pipeline_search import (
     sync_routes,
 )
 from provisioner.profile import WorkloadProfile
-from provisioner.quota import vcpu_share
 from provisioner.space import Limits
 from provisioner.terms import iterations, local_batch
 from tests.provisioner.conftest import small_catalog
@@ -44,24 +41,13 @@ def catalog() -> Catalog:
     return small_catalog(memory_max_mb=768, shards=1, ps=("c5.large", "c6g.large"))
 
 
-def stage_figures(
+def stage_row(
     p: WorkloadProfile, cat: Catalog, arch: str, route, r: int, m: int, b_l: int, a: int, b: int,
     mem: int,
 ) -> tuple[float, float, int]:  # fmt: skip
     """(slot, sync, need) of blocks [a, b) at one memory, straight from the model's functions."""
-    blocks, micro, grid = p.blocks, b_l // m, np.array([mem])
-    share = vcpu_share(grid, cat.mb_per_vcpu, cat.max_vcpu)
-    comp = stage_compute_per_micro_s(blocks[a:b], arch, micro, share, grid)[0]
-    in_s = 0 if a == 0 else blocks[a - 1].output_bytes_per_sample
-    out_s = 0 if b == len(blocks) else blocks[b - 1].output_bytes_per_sample
-    bnd = boundary_transfer_s(cat, micro * in_s, micro * out_s, grid)[0]
-    params = sum(x.parameter_bytes for x in blocks[a:b])
-    sync = stage_sync_s(p, cat, route, params, r, grid)[0]
-    acts = sum(x.activation_bytes_per_sample for x in blocks[a:b])
-    need = int(
-        stage_memory_needed_mb(p.runtime_memory_mb or 0, params, acts, in_s + out_s, b_l, micro)
-    )
-    return float(comp + bnd), float(sync), need
+    f = stage_figures(p, cat, arch, route, r, m, b_l, a, b, mem)
+    return f.compute_s + f.boundary_s, f.sync_s, f.need_mb
 
 
 def brute_force(
@@ -83,9 +69,7 @@ def brute_force(
                         for m in divisors(b_l):
                             shape = RunShape(stages, r, m, k, price, route, ps_price)
                             table = {
-                                (a, b, mem): stage_figures(
-                                    p, cat, arch, route, r, m, b_l, a, b, mem
-                                )
+                                (a, b, mem): stage_row(p, cat, arch, route, r, m, b_l, a, b, mem)
                                 for a, b in bounds
                                 for mem in grid
                             }

@@ -10,11 +10,12 @@ trajectory to float tolerance) with a whole local batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from provisioner import runaway
 from provisioner.catalog import Catalog
 from provisioner.plan import Plan
+from provisioner.replan_spec import Envelope
 from provisioner.space import Limits, concurrency_cap
 
 # The default ceiling: twice the plan's workers. Doubling n halves each worker's share of the
@@ -22,22 +23,6 @@ from provisioner.space import Limits, concurrency_cap
 # the exchange grows with n and each extra worker buys less, while the worst case (every
 # re-plan at the ceiling) grows with the ceiling.
 CEILING_FACTOR = 2
-
-
-@dataclass(frozen=True)
-class Envelope:
-    """What a re-plan may choose without a new deploy."""
-
-    max_workers: int
-    worker_counts: tuple[int, ...]  # the counts a re-plan may take: divisors of the global batch
-    memory_variants_mb: tuple[int, ...]  # the plan's memory and the synthesized variants
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "max_workers": self.max_workers,
-            "worker_counts": list(self.worker_counts),
-            "memory_variants_mb": list(self.memory_variants_mb),
-        }
 
 
 def worker_counts(global_batch: int, max_workers: int) -> tuple[int, ...]:

@@ -31,6 +31,7 @@ from provisioner.pipeline_plan import (
     pipeline_from_dict,
 )
 from provisioner.profile import DATASET_FORMS, DATASETS, dataset_problem, is_dataset_path
+from provisioner.replan_spec import ReplanSpec, replan_from_dict
 
 # (low, high) of the numbers a runnable plan holds; None is unbounded. Lambda's ranges for memory,
 # timeout and /tmp; at least one of every count.
@@ -211,11 +212,17 @@ class Plan:
     # The model's cut into stages (provisioner/pipeline_plan.py); None for a one-stage plan, and
     # then absent from the JSON, so a one-stage plan serialises as it did before pipelining.
     pipeline: Pipeline | None = None
+    # Re-planning during the run (provisioner/replan_spec.py): the envelope and its worst case;
+    # None (and absent from the JSON) for a plan that runs as it is.
+    replan: ReplanSpec | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        if data["pipeline"] is None:
-            del data["pipeline"]
+        for optional in ("pipeline", "replan"):
+            if data[optional] is None:
+                del data[optional]
+        if self.replan is not None:
+            data["replan"] = self.replan.to_dict()
         return data
 
     def to_json(self) -> str:
@@ -238,6 +245,7 @@ class Plan:
                 "pipeline": (
                     pipeline_from_dict(data["pipeline"]) if data.get("pipeline") else None
                 ),
+                "replan": replan_from_dict(data["replan"]) if data.get("replan") else None,
             }
         )
 
@@ -286,6 +294,9 @@ def _check_object(cls: type, data: Any, where: str) -> None:
         if str(spec.type) == "Pipeline | None":
             if data[name] is not None:
                 check_pipeline_dict(data[name])
+        elif str(spec.type) == "ReplanSpec | None":
+            if data[name] is not None:
+                replan_from_dict(data[name])
         elif nested is not None:
             _check_object(nested, data[name], f"{where}{name}.")
         elif (why := _type_error(data[name], str(spec.type))) is not None:

@@ -17,7 +17,6 @@ import math
 from dataclasses import dataclass, replace
 
 from provisioner.catalog import Catalog
-from provisioner.envelope import Envelope
 from provisioner.parse import format_usd
 from provisioner.plan import Goal, Plan
 from provisioner.planner import build_plan
@@ -31,6 +30,7 @@ from provisioner.replan_figures import (
 )
 from provisioner.replan_pace import AHEAD, BEHIND, PaceCheck, Progress, check_pace
 from provisioner.replan_search import cheapest_within, envelope_limits, fastest_within, plan_choice
+from provisioner.replan_spec import Envelope
 from provisioner.space import Choice, Infeasible
 
 KEEP, SWITCH = "keep", "switch"

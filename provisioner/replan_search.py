@@ -16,9 +16,9 @@ from dataclasses import replace
 import numpy as np
 
 from provisioner.catalog import Catalog
-from provisioner.envelope import Envelope
 from provisioner.plan import Plan
 from provisioner.profile import WorkloadProfile
+from provisioner.replan_spec import Envelope
 from provisioner.search import solve_budget, solve_deadline
 from provisioner.space import (
     Choice,

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from provisioner.catalog import Catalog
-from provisioner.envelope import Envelope
 from provisioner.plan import Goal, Plan
 from provisioner.planner import build_plan
 from provisioner.profile import WorkloadProfile
@@ -26,6 +25,7 @@ from provisioner.replan_figures import (
 )
 from provisioner.replan_pace import Progress
 from provisioner.replan_search import plan_choice
+from provisioner.replan_spec import Envelope
 from provisioner.space import Limits
 
 

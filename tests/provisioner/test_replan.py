@@ -15,12 +15,13 @@ import pytest
 
 from provisioner import Goal, Limits, plan_job
 from provisioner.catalog import Catalog
-from provisioner.envelope import Envelope, default_envelope
+from provisioner.envelope import default_envelope
 from provisioner.plan import Plan
 from provisioner.profile import WorkloadProfile
 from provisioner.replan import KEEP, SWITCH, decide, figures_after
 from provisioner.replan_pace import AHEAD, BEHIND, ON_TRACK, Progress
 from provisioner.replan_search import fastest_within
+from provisioner.replan_spec import Envelope
 from tests.provisioner.conftest import make_profile, small_catalog
 
 DEADLINE_S = 160.0

@@ -1,4 +1,5 @@
-"""`python -m emulator cdk.out/plan.json [--invocation-limit 60s] [--cpu-scale auto] [--out DIR]`.
+"""`python -m emulator cdk.out/plan.json [--invocation-limit 60s] [--cpu-scale auto] [--out DIR]
+[--no-replan]`.
 
 Bad input gets one line naming the bad value and what is accepted, and exit code 2, before any
 server starts or any file is touched (a run folder another live run holds too: the one line
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 from emulator.cpu import check_cpu_scale, parse_cpu_scale
+from emulator.deadline_scale import PREFIX, parse_ratio, scale_for_deadline
 from emulator.naming import run_dir
 from emulator.options import REPO_ROOT, Options
 from emulator.orchestrator import run
@@ -79,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cpu-scale",
         default="auto",
-        help="local cores per Lambda vCPU, or 'auto' to fit the machine",
+        help="local cores per Lambda vCPU, 'auto' to fit the machine, or for-deadline:R, the "
+        "scale at which the plan's local prediction is R × its deadline (1.33: a third over)",
     )
     parser.add_argument("--out", type=Path, default=None, help="report directory (runs/<job>)")
     parser.add_argument(
@@ -107,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
+        "--no-replan",
+        action="store_true",
+        help="run a plan that re-plans as it is (its envelope unused): no pace checks",
+    )
+    parser.add_argument(
         "--memory-ceiling",
         help="the most MB one function may hold here (python -m provisioner plan "
         "--memory-ceiling): a plan with a function above it is refused",
@@ -123,14 +131,22 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         limit_s = parse_limit_s(args.invocation_limit)
-        scale = None if args.cpu_scale == "auto" else parse_cpu_scale(args.cpu_scale)
+        for_deadline = args.cpu_scale.startswith(PREFIX)
+        ratio = parse_ratio(args.cpu_scale) if for_deadline else None
+        scale = None if args.cpu_scale == "auto" or for_deadline else parse_cpu_scale(
+            args.cpu_scale)  # fmt: skip
         per_invocation = parse_iterations_per_invocation(args.iterations_per_invocation)
         max_attempts = parse_attempts(args.max_attempts)
         plan = load_plan(args.plan)
         if args.workload is not None:  # the report predicts from it: refused now, not after
             load_profile(args.workload)
-        if scale is not None:
-            check_cpu_scale(args.cpu_scale, scale, plan.memory_mb)
+        if ratio is not None:
+            scale = scale_for_deadline(plan, ratio, workload=args.workload, limit_s=limit_s,
+                                       iterations_per_invocation=per_invocation)  # fmt: skip
+        if scale is not None:  # every memory a link may run at gets a quota the kernel holds
+            variants = () if plan.replan is None or args.no_replan else (
+                plan.replan.envelope.memory_variants_mb)  # fmt: skip
+            check_cpu_scale(args.cpu_scale, scale, min((plan.memory_mb, *variants)))
         ceiling_mb = None
         if args.memory_ceiling is not None:
             ceiling_mb = parse_ceiling_mb(args.memory_ceiling)
@@ -149,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         iterations_per_invocation=per_invocation,
         workload=args.workload,
         memory_ceiling_mb=ceiling_mb,
+        replan=not args.no_replan,
     )
     try:
         run(plan, options)

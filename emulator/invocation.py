@@ -47,6 +47,7 @@ class Environment:
     proc: subprocess.Popen[bytes]
     log_path: Path
     served: int = 0
+    memory_mb: int = 0  # the function's memory (a link at another memory needs another one)
 
     @property
     def alive(self) -> bool:
@@ -99,7 +100,7 @@ def start_environment(
     if placement is not None and placement.procs_file is not None:
         argv.append(f"--cpu-group-procs={placement.procs_file}")
     proc = supervisor.spawn(argv, env=env, log_path=log_path, stdin_pipe=True)
-    return Environment(name=name, proc=proc, log_path=log_path)
+    return Environment(name=name, proc=proc, log_path=log_path, memory_mb=memory_mb)
 
 
 def submit(

@@ -6,6 +6,7 @@ The plan says what to run; these say how this machine runs it. Nothing here star
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +53,12 @@ class Options:
     # The most MB one function may hold here (`--memory-ceiling`): a plan with a function above
     # it is refused before anything starts (records.check_memory_ceiling). None: no ceiling.
     memory_ceiling_mb: int | None = None
+    # Re-plan at link boundaries when the plan carries `replan` (False: `--no-replan`, the plan
+    # run as it is: its `replan` dropped before the definition is synthesized).
+    replan: bool = True
+    # Tests only: the elapsed seconds a pace check sees, from (its link, the training clock's
+    # seconds), so a check decides on a pace the test chose whatever the machine's speed.
+    pace_clock: Callable[[int, float], float] | None = None
 
 
 def default_safety_margin_s(limit_s: float) -> float:

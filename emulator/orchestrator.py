@@ -32,6 +32,7 @@ from emulator.child_env import child_env
 from emulator.definition import SynthFailed, dataset_of, training_definition
 from emulator.naming import RUN_FILES, RUN_FOLDERS, bucket_name, run_dir
 from emulator.options import LOCAL_CATALOG, REPO_ROOT, Options, default_safety_margin_s
+from emulator.placements import Placements
 from emulator.procs import Interrupted, Supervisor
 from emulator.progress import ProgressBar
 from emulator.records import (
@@ -174,6 +175,8 @@ def run(plan: Plan, options: Options, endpoint: S3Endpoint | None = None) -> Run
     for the run and stopped with it. A failed run still leaves a report.json saying what failed.
     A run folder another run holds is refused (emulator.run_lock.RunFolderBusy).
     """
+    if not options.replan:  # --no-replan: the plan as it is, today's definition
+        plan = dataclasses.replace(plan, replan=None)
     check_memory_ceiling(plan, options.memory_ceiling_mb)  # ValueError before anything starts
     out_dir = run_dir(plan.job, options.out_dir, REPO_ROOT / "runs")  # before anything is deleted
     with run_folder_lock(out_dir):  # RunFolderBusy (nothing touched) while another run holds it
@@ -277,6 +280,9 @@ def _run(
             None if options.quiet else ProgressBar(plan.training.iterations, plan.goal.deadline_s)
         )
         run_timeout_s = options.run_timeout_s or default_run_timeout_s(plan, options)
+        placements = Placements(limiter.place, scale)
+        for s, r in stage_keys(plan):  # the plan's own groups, made before any worker starts
+            placements.get(worker_label(r, s), worker_memory_mb(plan, s), worker_memory_mb(plan, s))
         local = LocalRun(
             supervisor=supervisor,
             plan=plan,
@@ -285,13 +291,7 @@ def _run(
             logs=logs,
             buckets={"dataset": dataset_bucket, "artifacts": artifacts_bucket},
             worker_event_extra=worker_rules(plan, options, margin_s),
-            placements=[
-                limiter.place(
-                    f"worker-{worker_label(r, s)}",
-                    cpu.local_cores(worker_memory_mb(plan, s), scale),
-                )
-                for s, r in stage_keys(plan)
-            ],  # fmt: skip
+            placements=placements,
             read_record=functools.partial(with_losses, s3_client_for(endpoint), artifacts_bucket),
             secret=secret.encode(),
             progress=progress,
@@ -302,9 +302,10 @@ def _run(
         timings = local.timings
         assert timings.train_started_s is not None and timings.train_ended_s is not None
         train_wall_s = timings.train_ended_s - timings.train_started_s
-        labels = [f"worker-{worker_label(r, s)}" for s, r in stage_keys(plan)]
-        throttled = {label: limiter.throttled_s(label) for label in labels}
-        workers, shards = local.workers, local.shards
+        throttled = {name: limiter.throttled_s(name) for name in placements.names()}
+        # the slots of a plan that re-plans that no segment used ran nothing to report
+        workers = [w for w in local.workers if w.links or w.failures]
+        shards = local.shards
         prepare_s, ps_start_s, finalize_s = (
             timings.prepare_s, timings.ps_start_s, timings.finalize_s)  # fmt: skip
         finalize_result, ps_update_s = local.finalize_result, timings.ps_update_s

@@ -55,6 +55,20 @@ def stage_keys(plan: Plan) -> list[tuple[int | None, int]]:
     return [(s, r) for s in stages for r in range(plan.n_workers)]
 
 
+def worker_slots(plan: Plan) -> list[tuple[int | None, int]]:
+    """Every worker a run may need, as (stage, rank): `stage_keys`, or for a plan that re-plans
+    one slot per rank up to the envelope's most workers (a re-plan takes its count from them)."""
+    if plan.replan is None:
+        return stage_keys(plan)
+    return [(None, r) for r in range(max(plan.n_workers, plan.replan.envelope.max_workers))]
+
+
+def segment_workers(workers: list[WorkerState], n_workers: int | None) -> list[WorkerState]:
+    """The workers of the segment that runs now: ranks below its `n_workers` (a re-planning
+    run's slots above it wait for a re-plan that asks for them); every worker when None."""
+    return workers if n_workers is None else [w for w in workers if w.rank < n_workers]
+
+
 def worker_index(plan: Plan, stage: int | None, rank: int) -> int:
     """A worker's place in `stage_keys` (and in the run's list of workers and placements)."""
     return (stage or 0) * plan.n_workers + rank
@@ -84,8 +98,11 @@ def check_memory_ceiling(plan: Plan, ceiling_mb: int | None) -> None:
     stages = range(len(plan.pipeline.stages)) if plan.pipeline is not None else [None]
     for stage in stages:
         memory = worker_memory_mb(plan, stage)
+        where = "the plan's functions" if stage is None else f"stage {stage}'s functions"
+        if plan.replan is not None and stage is None:  # a re-plan may run its largest variant
+            memory = max(memory, *plan.replan.envelope.memory_variants_mb)
+            where = "the plan's re-planning envelope's functions"
         if memory > ceiling_mb:
-            where = "the plan's functions" if stage is None else f"stage {stage}'s functions"
             raise ValueError(
                 f"bad --memory-ceiling {ceiling_mb}: {where} hold {memory} MB; accepted: a "
                 f"ceiling of at least {memory} MB, or a plan made under it (python -m "

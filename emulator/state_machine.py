@@ -11,7 +11,11 @@ Each Task the definition has is dispatched to its local counterpart:
 - `lambda:worker`: one link of one worker, in the rank's (warm) environment, held to its CPU
   share and the emulated invocation limit (emulator.workers.WorkerPool). The Map runs
   the n workers at once, each in its own thread, and the definition's Choice decides whether a
-  worker is done, fails for making no progress or past its link cap, or is invoked again.
+  worker is done, fails for making no progress or past its link cap, or is invoked again. In a
+  plan that re-plans the Map runs one link of each of the segment's n workers (its event's
+  `n_workers`, up to the envelope's most) at the event's `memory_mb` (its CPU share);
+- `lambda:pace`: the pace check between two such Maps, `functions.pace.handler` in this
+  process on the run's local S3 and the training clock (emulator/pace.py).
 The definition's Retry intervals are scaled like the invocation limit (limit / 900 s), and so
 is its bound on a worker's links (orchestrator.links_bound_for_limit). The run
 timeout is the emulator's (the definition's is sized for 900 s links), and so are the names of
@@ -40,11 +44,20 @@ from emulator.options import (
     STEP_LIMIT_S,
     Options,
 )
+from emulator.pace import on_training_clock, pace_note, run_pace
+from emulator.placements import Placements
 from emulator.procs import Supervisor
 from emulator.progress import ProgressBar
 from emulator.ps_shards import PsShard, restart_dead_shards, start_ps_shards
 from emulator.ps_status import current_iteration, update_seconds
-from emulator.records import EmulatorError, WorkerState, event_stage, stage_keys, worker_index
+from emulator.records import (
+    EmulatorError,
+    WorkerState,
+    event_stage,
+    segment_workers,
+    worker_index,
+    worker_slots,
+)
 from emulator.workers import WorkerPool, last_loss, relaunch_note, stall_failure
 from functions import ps_health
 from functions.aws import S3Unreachable
@@ -102,7 +115,7 @@ class LocalRun:
     logs: Path
     buckets: dict[str, str]  # "dataset" / "artifacts" → the local bucket name
     worker_event_extra: dict[str, Any]  # the emulator's rules, added to every worker event
-    placements: list[cpu.Placement]
+    placements: list[cpu.Placement] | Placements
     read_record: Callable[[dict[str, Any]], dict[str, Any]]
     secret: bytes  # the PS handshake key (STATUS requests)
     progress: ProgressBar | None
@@ -117,9 +130,11 @@ class LocalRun:
     _last_status_s: float = -1e9
     _live_iteration: int = 0
     _done_seen_s: float = 0.0  # monotonic: the latest final result seen so far
+    # A plan that re-plans: the workers the segment that runs now has (its events' n_workers)
+    _segment_n: int | None = None
 
     def __post_init__(self) -> None:
-        self.workers = [WorkerState(rank=r, event={}, stage=s) for s, r in stage_keys(self.plan)]
+        self.workers = [WorkerState(rank=r, event={}, stage=s) for s, r in worker_slots(self.plan)]
         self.pool = WorkerPool(self.supervisor, self.plan, self.options, env=self.env,
                                logs=self.logs, placements=self.placements,
                                read_record=self.read_record)  # fmt: skip
@@ -188,6 +203,8 @@ class LocalRun:
             elif role == "run-network":
                 payload = {"endpoints": [], "services": [],
                            "local": "no VPC here: nothing to open or close"}  # fmt: skip
+            elif role == "pace":
+                payload = self.run_pace(event)
             elif role == "ps-wait":
                 payload = ps_health.wait_handler(event, CountdownContext(limit_s=STEP_LIMIT_S))
             elif role == "prepare":
@@ -238,10 +255,31 @@ class LocalRun:
     def endpoints(self) -> list[str]:
         return [ps.endpoint for ps in self.shards]
 
+    def run_pace(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The pace check between two links of a run that re-plans, on the training clock."""
+        started = self.timings.train_started_s
+        elapsed_s = 0.0 if started is None else time.monotonic() - started
+        if self.options.pace_clock is not None:
+            link = int((event.get("pace") or {}).get("invocation", 0))
+            elapsed_s = self.options.pace_clock(link, elapsed_s)
+        pace = run_pace(on_training_clock(event, elapsed_s), self.env)
+        if note := pace_note(event.get("pace") or {}, pace):
+            self._note(note)
+        return pace
+
+    @property
+    def segment(self) -> list[WorkerState]:
+        """The workers of the segment that runs now (all of them in a plan that does not
+        re-plan)."""
+        return segment_workers(self.workers, self._segment_n)
+
     # -- one worker link -----------------------------------------------------------------------
     def run_worker(self, event: dict[str, Any]) -> dict[str, Any]:
         worker = self.workers[worker_index(self.plan, event_stage(event), int(event["rank"]))]
         worker.event = {**event, **self.worker_event_extra}
+        if self.plan.replan is not None:
+            self._segment_n = int(event.get("n_workers", self.plan.n_workers))
+            worker.event["iterations_per_invocation"] = segment_cap(event, self.worker_event_extra)
         if self.timings.train_started_s is None:
             self.timings.train_started_s = time.monotonic()
         self.pool.launch(worker)
@@ -260,7 +298,7 @@ class LocalRun:
         if worker.done:
             # threads record in any order: the end is the latest final result seen
             self._done_seen_s = max(self._done_seen_s, seen_s)
-            if all(w.done for w in self.workers):
+            if all(w.done for w in self.segment):
                 self._training_ended(self._done_seen_s)
         elif failure := stall_failure(worker, worker.event, result):
             self.failure = self.failure or failure  # the definition fails it too; this names why
@@ -279,7 +317,7 @@ class LocalRun:
             started = self.timings.train_started_s or time.monotonic()
             raise self._fail(
                 f"run timeout: training not done after {time.monotonic() - started:.0f} s "
-                f"(workers at iterations {[w.iteration for w in self.workers]})"
+                f"(workers at iterations {[w.iteration for w in self.segment]})"
             )
 
     def _tick(self) -> None:
@@ -300,10 +338,10 @@ class LocalRun:
             live = current_iteration(self.endpoints[0], job_id=self.plan.job,
                                      shards=self.plan.ps_count,
                                      secret=self.secret) if self.shards else None  # fmt: skip
-            reported = min(w.iteration for w in self.workers)
+            reported = min(w.iteration for w in self.segment)
             self._live_iteration = max(self._live_iteration, reported, live or 0)
             started = self.timings.train_started_s or now
-            self.progress.update(self._live_iteration, last_loss(self.workers), now - started)
+            self.progress.update(self._live_iteration, last_loss(self.segment), now - started)
         finally:
             self._tick_lock.release()
 
@@ -311,7 +349,7 @@ class LocalRun:
         self.timings.train_ended_s = seen_s
         if self.progress is not None:
             started = self.timings.train_started_s or self.timings.train_ended_s
-            self.progress.update(self.plan.training.iterations, last_loss(self.workers),
+            self.progress.update(self.plan.training.iterations, last_loss(self.segment),
                                  self.timings.train_ended_s - started, force=True)  # fmt: skip
             self.progress.close()
 
@@ -332,3 +370,11 @@ class LocalRun:
             local = {f"{ps_host(ps.name)}:{PS_PORT}": ps.endpoint for ps in self.shards}
             event["ps_endpoints"] = [local.get(e, e) for e in event["ps_endpoints"]]
         return event
+
+
+def segment_cap(event: dict[str, Any], rules: dict[str, Any]) -> int:
+    """A re-planning run's iterations per link: the segment's own (its plan keeps the pace
+    checks often enough) held to the emulator's cap where one is set (0: none)."""
+    own = int(event.get("iterations_per_invocation") or 0)
+    cap = int(rules.get("iterations_per_invocation") or 0)
+    return min(own, cap) if own and cap else own or cap

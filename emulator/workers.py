@@ -15,6 +15,7 @@ from typing import Any
 from emulator import cpu
 from emulator.invocation import Outcome, poll, start_environment, submit
 from emulator.options import POLL_INTERVAL_S, Options
+from emulator.placements import Placements
 from emulator.procs import Supervisor
 from emulator.progress import ProgressBar, logged_loss
 from emulator.records import EmulatorError, WorkerState, worker_index, worker_memory_mb
@@ -53,7 +54,7 @@ class WorkerPool:
         *,
         env: dict[str, str],
         logs: Path,
-        placements: list[cpu.Placement],
+        placements: list[cpu.Placement] | Placements,
         read_record: Callable[[dict[str, Any]], dict[str, Any]] = dict,
     ) -> None:
         self.supervisor, self.plan, self.options = supervisor, plan, options
@@ -61,23 +62,38 @@ class WorkerPool:
         self.read_record = read_record
         self.lock = threading.RLock()
 
+    def link_memory_mb(self, worker: WorkerState) -> int:
+        """The memory of the function the worker's link runs in: its event's (a re-plan's
+        variant), else its stage's or the plan's."""
+        return int(worker.event.get("memory_mb") or worker_memory_mb(self.plan, worker.stage))
+
+    def _placement(self, worker: WorkerState, memory_mb: int) -> cpu.Placement:
+        if isinstance(self.placements, Placements):
+            plan_mb = worker_memory_mb(self.plan, worker.stage)
+            return self.placements.get(worker.label, memory_mb, plan_mb)
+        return self.placements[worker_index(self.plan, worker.stage, worker.rank)]
+
     def launch(self, worker: WorkerState) -> None:
-        """Submit the worker's current event; start (or reuse) its environment."""
+        """Submit the worker's current event; start (or reuse) its environment. A link at
+        another memory than the environment's runs in a fresh one: on Lambda it is another
+        function (a re-plan's memory variant), whose first invocation starts cold."""
         with self.lock:
             link = int(worker.event.get("invocation", 0))
             name = f"worker-{worker.label}-link-{link}-try-{worker.attempt}"
             env = worker.environment
-            if not (self.options.warm and env is not None and env.alive):
+            memory_mb = self.link_memory_mb(worker)
+            reuse = env is not None and env.alive and env.memory_mb == memory_mb
+            if not (self.options.warm and reuse):
                 if env is not None:
                     self.supervisor.stop(env.proc, grace_s=2.0)
                 worker.environment = start_environment(
                     self.supervisor,
                     name=f"worker-{worker.label}-env-{link}-{worker.attempt}",
                     handler=self.options.worker_handler,
-                    memory_mb=worker_memory_mb(self.plan, worker.stage),
+                    memory_mb=memory_mb,
                     work_dir=self.logs,
                     env=self.env,
-                    placement=self.placements[worker_index(self.plan, worker.stage, worker.rank)],
+                    placement=self._placement(worker, memory_mb),
                 )
             assert worker.environment is not None
             worker.current = submit(

@@ -25,6 +25,7 @@ from emulator.evaluate import held_out_accuracy
 from emulator.options import LOCAL_CATALOG, NO_LOCAL_CATALOG, default_safety_margin_s
 from emulator.records import RunRecord, WorkerState, worker_memory_mb
 from emulator.report_pipeline import TERMS_NOTE, predict_local_pipelined, straggler_boundary_s
+from emulator.report_replan import accuracy_of, replan_report
 from emulator.report_stages import stage_rows
 from emulator.report_table import format_table
 from emulator.s3_client import s3_client_for
@@ -202,15 +203,6 @@ def redone_iterations(workers: list[WorkerState]) -> int:
         seen = [int(it) for link in worker.links for it, _ in link.get("losses") or []]
         most = max(most, len(seen) - len(set(seen)))
     return most
-
-
-def accuracy_of(predicted_s: float | None, measured_s: float | None) -> float | None:
-    """1 − |p − m| / m; None when either is missing or m is 0 or not finite."""
-    if predicted_s is None or measured_s is None or not math.isfinite(predicted_s):
-        return None
-    if not math.isfinite(measured_s) or measured_s <= 0:
-        return None
-    return 1.0 - abs(predicted_s - measured_s) / measured_s
 
 
 def error_share_of_total(
@@ -566,6 +558,7 @@ def finish_report(record: RunRecord, endpoint: S3Endpoint) -> dict[str, Any]:
     report = build_report(record, accuracy, record.options.local_catalog)
     out = record.out_dir
     bucket = record.buckets["artifacts"]
+    report["replan"] = replan_report(record, s3)
     prefix = f"{record.plan.job}/emulator"
     plot_loss(report["loss"]["curve"], out / "loss.png", f"{record.plan.job}: training loss")
     s3.upload_file(str(out / "loss.png"), bucket, f"{prefix}/loss.png")

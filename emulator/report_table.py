@@ -1,6 +1,7 @@
 """The run report as a person reads it: predicted here, measured, how far off, and the AWS
-prediction per term, then the headline facts (the deadline, the S3 exchange, the plan that ran,
-iterations and invocations, the loss, the held-out accuracy, the predicted AWS cost).
+prediction per term, then the headline facts (the S3 exchange, the plan that ran, iterations
+and invocations, the loss, the held-out accuracy, the predicted AWS cost, re-planning's
+decisions), and last whether the run met its deadline.
 
 Works on the JSON report emulator/report.py builds (a dict of plain values), nothing else.
 """
@@ -11,6 +12,7 @@ import math
 from typing import Any
 
 from emulator.options import NO_LOCAL_CATALOG
+from emulator.report_replan import replan_lines
 from emulator.report_stages import stage_lines
 
 
@@ -117,12 +119,6 @@ def format_table(report: dict[str, Any]) -> str:
         f"predicted AWS: {labels.get('aws', 'n/a')}",
     ]
     lines += total_lines(report)
-    verdict = report.get("deadline") or {}
-    if verdict.get("met") is not None:
-        lines.append(
-            f"deadline {verdict['deadline_s']:.1f} s: measured total "
-            f"{verdict['measured_total_s']:.1f} s, " + ("met" if verdict["met"] else "MISSED")
-        )
     lines += exchange_lines(report.get("exchange"))
     lines += stage_lines(report.get("stages") or [])
     local = report.get("compute_predicted_at_local_share_s")
@@ -176,4 +172,16 @@ def format_table(report: dict[str, Any]) -> str:
     lines.append(f"AWS cost of this plan (predicted): ${cost['total_usd']:.4f} ({items})")
     for name, where in report.get("artifacts", {}).items():
         lines.append(f"{name}: {where}")
+    lines += replan_lines(report.get("replan"))
+    lines += deadline_lines(report.get("deadline") or {})  # last: the line a run is judged by
     return "\n".join(lines)
+
+
+def deadline_lines(verdict: dict[str, Any]) -> list[str]:
+    """`deadline 20.0 s: measured total 13.7 s, met` (or MISSED); nothing without a deadline."""
+    if verdict.get("met") is None:
+        return []
+    return [
+        f"deadline {verdict['deadline_s']:.1f} s: measured total "
+        f"{verdict['measured_total_s']:.1f} s, " + ("met" if verdict["met"] else "MISSED")
+    ]

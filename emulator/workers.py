@@ -130,7 +130,7 @@ class WorkerPool:
             worker.current = None
             worker.links.append(
                 {**recorded, "wall_s": outcome.wall_s, "attempt": worker.attempt,
-                 "cold": outcome.cold}
+                 "cold": outcome.cold, "memory_mb": self.link_memory_mb(worker)}
             )  # fmt: skip
             worker.iteration = int(result.get("iteration", worker.iteration))
             worker.attempt = 1

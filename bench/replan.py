@@ -1,7 +1,10 @@
 """Re-planning on the model: a run played at a slowdown of the catalog's speed, with and without
-re-planning at its link boundaries (provisioner/replan_sim.py), before any emulator run.
+re-planning at its link boundaries (provisioner/replan_sim.py), before any emulator run; and in
+the emulator (`--emulator`, bench/replan_emulator.py): the synthesized state machine re-planning
+real runs on this machine.
 
-Run: `.venv/bin/python -m bench.replan` (writes bench/results/replan.md; seconds).
+Run: `.venv/bin/python -m bench.replan` (writes bench/results/replan.md; seconds);
+`.venv/bin/python -m bench.replan --emulator` (bench/results/replan-emulator.md; about 20 min).
 
 For each workload on lambda-2025 at its deadline, the plan_job plan with links of at most a
 tenth of the deadline (replan_pace.pace_checked_catalog: the run is checked at least that
@@ -9,11 +12,12 @@ often, each extra link priced), the default envelope (provisioner/envelope.py), 
 1.5, 2.0 and 3.0 × the catalog's compute and exchange. Every figure is the model's: the truth
 of a segment is the model at the slower figures, and a segment cut short by a switch is costed
 pro rata its iterations (an estimate). The emulator's table (the synthesized state machine
-re-planning) comes when the state machine does.
+re-planning) is bench/results/replan-emulator.md.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from provisioner import Goal, Limits, load_catalog, load_profile, plan_job
@@ -71,7 +75,12 @@ def _yes(met: bool | None) -> str:
     return "–" if met is None else ("yes" if met else "no")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    if "--emulator" in (sys.argv[1:] if argv is None else argv):
+        from bench.replan_emulator import main as emulator_main
+
+        emulator_main()
+        return
     lines = ["## Re-planning on the model", "", f"Regenerate: `{REGENERATE}`. "
              + (__doc__ or "").split("\n\n", 2)[2].replace("\n", " ").strip(), ""]  # fmt: skip
     for workload, deadline_s in CASES:

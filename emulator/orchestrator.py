@@ -51,7 +51,9 @@ from emulator.state_machine import LocalRun
 from emulator.unfinished import unfinished_report, write_report
 from functions.aws import S3Unreachable, naming_s3_failures
 from functions.runs import new_run
+from provisioner.catalog import read_data_json
 from provisioner.plan import Plan
+from provisioner.profile import PROFILE_DIR
 from provisioner.runaway import max_links
 from stacks.context import LOCAL_SOURCE_PREFIX
 
@@ -154,6 +156,14 @@ def worker_rules(plan: Plan, options: Options, margin_s: float) -> dict[str, Any
     if options.iterations_per_invocation or plan.pipeline is None:
         rules["iterations_per_invocation"] = options.iterations_per_invocation
     return rules
+
+
+def profile_document(workload: str | None) -> dict[str, Any] | None:
+    """The `--workload` profile's document (the pace check re-plans from it), None without one."""
+    if workload is None:
+        return None
+    _, doc = read_data_json(workload, PROFILE_DIR, "profile")
+    return doc if isinstance(doc, dict) else None
 
 
 def resolve_cpu_scale(plan: Plan, options: Options) -> float:
@@ -297,6 +307,8 @@ def _run(
             progress=progress,
             deadline_monotonic_s=time.monotonic() + run_timeout_s,
             say=say,
+            cpu_scale=scale,
+            profile_document=profile_document(options.workload),
         )
         local.execute(definition, run)
         timings = local.timings

@@ -1,5 +1,6 @@
 """The pace step of a run that re-plans, on this machine: `functions.pace.handler` called in the
-emulator's process with the run's local S3, on the run's clock.
+emulator's process with the run's local S3, on the run's clock, with the figures of the platform
+the run emulates (the bundle's catalog under the run's rules and cpu scale: local_bundle).
 
 The definition's PaceCheck passes the pace function the execution's start and the state's
 entered time; the handler reads the elapsed time as their difference. Here the elapsed time is
@@ -13,7 +14,9 @@ a pace it chose, whatever the machine's speed.
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime
+import math
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -31,6 +34,48 @@ def iso_after(start_iso: str, seconds: float) -> str:
     start = datetime.datetime.fromisoformat(start_iso.replace("Z", "+00:00"))
     later = start + datetime.timedelta(seconds=seconds)
     return later.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+def run_catalog_document(
+    doc: dict[str, Any], *, cpu_scale: float, limit_s: float, margin_s: float
+) -> dict[str, Any]:
+    """The bundle's catalog (the plan's catalog file) as this run emulates it: the run's
+    invocation limit and safety margin, and on the local platform (a catalog that caps the
+    workers' cores) its cores in vCPU at the run's scale. One vCPU is `cpu_scale` cores here,
+    so the cores the workers share hold 1 / cpu_scale times the vCPU the file says: at scale
+    0.5 two functions of 1,769 MB fit in one core, and a re-plan may take them. The slower
+    vCPU itself is not changed here: the pace check measures it."""
+    out = copy.deepcopy(doc)
+    lam = out["lambda"]
+    timeout_s = math.ceil(limit_s)  # the catalog's timeout is whole seconds (planner.run_catalog)
+    lam["invocation_timeout_s"] = {**lam["invocation_timeout_s"], "value": timeout_s}
+    margin = margin_s + (timeout_s - limit_s)
+    lam["safety_margin_s"] = {**lam["safety_margin_s"], "value": margin}
+    for key in ("total_vcpu", "compute_cores"):  # the shared cores, in vCPU at this scale
+        if key in lam:
+            lam[key] = {**lam[key], "value": float(lam[key]["value"]) / cpu_scale}
+    return out
+
+
+def local_bundle(
+    event: dict[str, Any],
+    *,
+    cpu_scale: float,
+    limit_s: float,
+    margin_s: float,
+    profile: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The pace event with its bundle as this run emulates the plan: the catalog under the
+    run's rules and scale (run_catalog_document) and the run's profile (`--workload`: the one
+    the plan was made from, e.g. a reading of this host), where they differ from the synth's."""
+    bundle = dict(event.get("bundle") or {})
+    if "catalog" in bundle:
+        bundle["catalog"] = run_catalog_document(
+            bundle["catalog"], cpu_scale=cpu_scale, limit_s=limit_s, margin_s=margin_s
+        )
+    if profile is not None:
+        bundle["profile"] = profile
+    return {**event, "bundle": bundle}
 
 
 def on_training_clock(event: dict[str, Any], elapsed_s: float) -> dict[str, Any]:
@@ -79,3 +124,11 @@ def pace_note(before: Mapping[str, Any], after: Mapping[str, Any]) -> str | None
         f"{before.get('memory_mb')} MB → {after.get('n_workers')} × {after.get('memory_mb')} MB "
         f"from iteration {after.get('start_iteration')}"
     )
+
+
+def segment_cap(event: dict[str, Any], rules: dict[str, Any]) -> int:
+    """A re-planning run's iterations per link: the segment's own (its plan keeps the pace
+    checks often enough) held to the emulator's cap where one is set (0: none)."""
+    own = int(event.get("iterations_per_invocation") or 0)
+    cap = int(rules.get("iterations_per_invocation") or 0)
+    return min(own, cap) if own and cap else own or cap

@@ -44,7 +44,7 @@ from emulator.options import (
     STEP_LIMIT_S,
     Options,
 )
-from emulator.pace import on_training_clock, pace_note, run_pace
+from emulator.pace import local_bundle, on_training_clock, pace_note, run_pace, segment_cap
 from emulator.placements import Placements
 from emulator.procs import Supervisor
 from emulator.progress import ProgressBar
@@ -130,6 +130,9 @@ class LocalRun:
     _last_status_s: float = -1e9
     _live_iteration: int = 0
     _done_seen_s: float = 0.0  # monotonic: the latest final result seen so far
+    cpu_scale: float = 1.0  # local cores per Lambda vCPU (the pace check's platform)
+    # the profile the plan was made from as a document (`--workload`), for the pace check
+    profile_document: dict[str, Any] | None = None
     # A plan that re-plans: the workers the segment that runs now has (its events' n_workers)
     _segment_n: int | None = None
 
@@ -262,7 +265,14 @@ class LocalRun:
         if self.options.pace_clock is not None:
             link = int((event.get("pace") or {}).get("invocation", 0))
             elapsed_s = self.options.pace_clock(link, elapsed_s)
-        pace = run_pace(on_training_clock(event, elapsed_s), self.env)
+        event = local_bundle(
+            on_training_clock(event, elapsed_s),
+            cpu_scale=self.cpu_scale,
+            limit_s=self.options.invocation_limit_s,
+            margin_s=float(self.worker_event_extra.get("safety_margin_s", 0.0)),
+            profile=self.profile_document,
+        )
+        pace = run_pace(event, self.env)
         if note := pace_note(event.get("pace") or {}, pace):
             self._note(note)
         return pace
@@ -370,11 +380,3 @@ class LocalRun:
             local = {f"{ps_host(ps.name)}:{PS_PORT}": ps.endpoint for ps in self.shards}
             event["ps_endpoints"] = [local.get(e, e) for e in event["ps_endpoints"]]
         return event
-
-
-def segment_cap(event: dict[str, Any], rules: dict[str, Any]) -> int:
-    """A re-planning run's iterations per link: the segment's own (its plan keeps the pace
-    checks often enough) held to the emulator's cap where one is set (0: none)."""
-    own = int(event.get("iterations_per_invocation") or 0)
-    cap = int(rules.get("iterations_per_invocation") or 0)
-    return min(own, cap) if own and cap else own or cap

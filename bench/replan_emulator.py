@@ -1,0 +1,213 @@
+"""Re-planning in the emulator: the synthesized state machine running a plan that re-plans on this
+machine, at slowdowns of 1, 1.5, 2 and 3 × (the run's cpu scale 1 / slowdown: every worker's CPU
+share that much smaller), with re-planning off (`--no-replan`) and on.
+
+Run: `.venv/bin/python -m bench.replan --emulator` (writes bench/results/replan-emulator.md and
+.json; about 20 minutes on 2 cores).
+
+Each workload is planned on this machine's catalog (catalog/local.json) under the demo's run
+rules (8 s invocations, at most 400 iterations a link) for a deadline its plan meets at 1×, with
+re-planning on (provisioner/replan_attach.py: links cut for the pace checks, the default
+envelope). Per run: the measured total against the deadline and the run's cost priced from what
+it measured (emulator/report_replan.py), and the re-plans' stories. For the 3× case, the
+envelope it would have needed: the smallest ceiling of workers and memory (by its worst case)
+with which the model's run (provisioner/replan_sim.py) at the pace the 3× run measured at its
+first check meets the deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from provisioner import Goal, Limits, load_catalog, load_profile
+from provisioner.catalog import Catalog
+from provisioner.envelope import _on_grid_mb, envelope_worst_case_usd, worker_counts
+from provisioner.parse import format_usd
+from provisioner.plan import Plan
+from provisioner.planner import RunRules, emulator_margin_s, run_catalog
+from provisioner.profile import WorkloadProfile
+from provisioner.replan_attach import plan_with_replan, replan_catalog
+from provisioner.replan_sim import simulate
+from provisioner.replan_spec import Envelope
+
+RESULTS = Path(__file__).resolve().parent / "results"
+COMMAND = ".venv/bin/python -m bench.replan --emulator"
+CASES = (("digits-mlp", 20.0), ("synthetic-cifar-cnn", 60.0))
+SLOWDOWNS = (1.0, 1.5, 2.0, 3.0)
+LIMIT_S, PER_INVOCATION = 8.0, 400  # the demo's run rules
+CEILING_FACTORS = (2, 3, 4, 6, 8)  # worker ceilings tried for the 3× case, × the plan's n
+MEMORY_FACTORS = (1, 2, 3, 4)  # memory ceilings tried, × the plan's (on the catalog's grid)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One workload's plan on this machine and the figures it was made from."""
+
+    workload: str
+    deadline_s: float
+    plan: Plan
+    profile: WorkloadProfile
+    catalog: Catalog  # the pace-checked catalog under the run rules (the plan's)
+
+
+def local_case(workload: str, deadline_s: float) -> Case:
+    """The workload's plan for this machine under the demo's run rules, re-planning on."""
+    profile, goal = load_profile(workload), Goal(deadline_s=deadline_s)
+    base = load_catalog("local")
+    rules = RunRules(LIMIT_S, emulator_margin_s(LIMIT_S, base), PER_INVOCATION)
+    catalog = run_catalog(base, rules)
+    plan = plan_with_replan(profile, catalog, goal, Limits(), f"replan-{workload}", replan="on",
+                            alternatives=0, frontier_points=0).plan  # fmt: skip
+    checked = replan_catalog("on", goal, catalog)
+    assert checked is not None and plan.replan is not None, f"{workload}: no re-planning plan"
+    return Case(workload, deadline_s, plan, profile, checked)
+
+
+def emulate(case: Case, slowdown: float, replan: bool, endpoint: Any, out: Path) -> dict[str, Any]:
+    """One emulator run of the case's plan; its verdict, cost and re-plans (or its failure)."""
+    from emulator.options import Options
+    from emulator.orchestrator import run
+    from emulator.records import EmulatorError
+
+    options = Options(invocation_limit_s=LIMIT_S, iterations_per_invocation=PER_INVOCATION,
+                      cpu_scale=1.0 / slowdown, out_dir=out, quiet=True, print_report=False,
+                      workload=case.workload, replan=replan)  # fmt: skip
+    row: dict[str, Any] = {"slowdown": slowdown, "replan": replan}
+    try:
+        run(case.plan, options, endpoint=endpoint)
+    except EmulatorError as err:
+        return {**row, "failed": str(err)}
+    report = json.loads((out / "report.json").read_text())
+    section = report.get("replan") or {}
+    decisions = section.get("decisions") or []
+    return {
+        **row,
+        "total_s": report["deadline"]["measured_total_s"],
+        "met": report["deadline"]["met"],
+        "cost_usd": section.get("cost_usd", {}).get("measured"),
+        "stories": [s["story"] for s in section.get("switches") or []],
+        "checks": len(decisions),
+        "first_pace": decisions[0]["pace_ratio"] if decisions else None,
+        "loss_last": report["loss"]["last"],
+    }
+
+
+def candidate_envelopes(plan: Plan, catalog: Catalog) -> list[Envelope]:
+    """Envelopes larger than the default: worker ceilings CEILING_FACTORS × n (within the global
+    batch) and memory up to MEMORY_FACTORS × the plan's (on the catalog's grid)."""
+    b_g, found = plan.training.global_batch, {}
+    for factor in CEILING_FACTORS:
+        top = max(plan.n_workers, min(factor * plan.n_workers, b_g))
+        for m_factor in MEMORY_FACTORS:
+            sizes = {plan.memory_mb, _on_grid_mb(m_factor * plan.memory_mb, catalog)}
+            env = Envelope(top, worker_counts(b_g, top), tuple(sorted(sizes)))
+            found[(env.max_workers, env.memory_variants_mb)] = env
+    return list(found.values())
+
+
+def needed_envelope(case: Case, slowdown: float) -> tuple[Envelope, float, float] | None:
+    """The envelope with the smallest worst case whose model run meets the deadline at
+    `slowdown` (envelope, worst case, finish), or None when none tried does."""
+    met = []
+    for env in candidate_envelopes(case.plan, case.catalog):
+        sim = simulate(case.plan, case.profile, case.catalog, env, slowdown)
+        if sim.met:
+            worst = envelope_worst_case_usd(case.plan, case.catalog, env)
+            met.append((worst, env.max_workers, env, sim.finish_s))
+    if not met:
+        return None
+    worst, _, env, finish = min(met, key=lambda m: (m[0], m[1]))
+    return env, worst, finish
+
+
+def _cell(row: dict[str, Any]) -> str:
+    if "failed" in row:
+        return f"failed: {row['failed'][:80]} | – | –"
+    met = "yes" if row["met"] else "no"
+    cost = "–" if row["cost_usd"] is None else format_usd(row["cost_usd"])
+    return f"{row['total_s']:.1f} s | {met} | {cost}"
+
+
+def case_lines(case: Case, rows: list[dict[str, Any]], needed: str) -> list[str]:
+    """One workload's table from its runs (fixed and re-planned per slowdown)."""
+    plan = case.plan
+    assert plan.replan is not None
+    env = plan.replan.envelope
+    lines = [
+        f"### {case.workload}, deadline {case.deadline_s:g} s (this machine)",
+        "",
+        f"Plan: {plan.n_workers} × {plan.memory_mb} MB, "
+        + (f"PS {plan.ps_type} × {plan.ps_count}" if plan.sync == "ps" else f"S3 k = "
+           f"{plan.reducers}")
+        + f", {plan.invocations_per_worker} links of {plan.iterations_per_invocation} iterations;"
+        f" predicted {plan.prediction.total_s:.1f} s, {format_usd(plan.cost.total_usd)}. "
+        f"Envelope: up to {env.max_workers} workers ({', '.join(map(str, env.worker_counts))}), "
+        f"memory {', '.join(map(str, env.memory_variants_mb))} MB; worst case "
+        f"{format_usd(plan.replan.worst_case_usd)}.",
+        "",
+        "| slowdown | cpu scale | fixed: total | met | cost | re-planned: total | met | cost "
+        "| checks | re-plans |",
+        "|---:|---:|---:|---|---:|---:|---|---:|---:|---|",
+    ]  # fmt: skip
+    for slowdown in SLOWDOWNS:
+        fixed = next(r for r in rows if r["slowdown"] == slowdown and not r["replan"])
+        moved = next(r for r in rows if r["slowdown"] == slowdown and r["replan"])
+        stories = "; ".join(moved.get("stories") or []) or "–"
+        lines.append(
+            f"| {slowdown:g}× | {1 / slowdown:.3f} | {_cell(fixed)} | {_cell(moved)} | "
+            f"{moved.get('checks', '–')} | {stories} |"
+        )
+    return [*lines, "", needed, ""]
+
+
+def needed_line(case: Case, rows: list[dict[str, Any]]) -> str:
+    """What envelope the slowest case would have needed, at the pace its run measured."""
+    slowest = max(SLOWDOWNS)
+    moved = next(r for r in rows if r["slowdown"] == slowest and r["replan"])
+    pace = moved.get("first_pace") or slowest
+    found = needed_envelope(case, pace)
+    head = (f"At {slowest:g}× the re-planning run measured a pace {pace:.2f}× the plan's at its "
+            "first check; ")  # fmt: skip
+    if found is None:
+        return head + "no envelope tried (up to 8 × n workers, 4 × the memory) meets the deadline."
+    env, worst, finish = found
+    return head + (
+        f"on the model an envelope of up to {env.max_workers} workers and memory "
+        f"{', '.join(map(str, env.memory_variants_mb))} MB meets it (finish {finish:.1f} s; "
+        f"worst case {format_usd(worst)})."
+    )
+
+
+def main() -> None:
+    from emulator import cpu
+    from emulator.s3server import weed_server
+
+    doc: dict[str, Any] = {"machine": cpu.this_machine(), "cases": []}
+    lines = [
+        "## Re-planning in the emulator",
+        "",
+        f"Regenerate: `{COMMAND}`. Machine: {doc['machine']}. "
+        + (__doc__ or "").split("\n\n", 3)[3].replace("\n", " ").strip(),
+        "",
+    ]
+    with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
+        for workload, deadline_s in CASES:
+            case = local_case(workload, deadline_s)
+            rows = []
+            for slowdown in SLOWDOWNS:
+                for replan in (False, True):
+                    out = Path(tmp) / f"{workload}-{slowdown:g}-{'on' if replan else 'off'}"
+                    rows.append(emulate(case, slowdown, replan, endpoint, out))
+                    print(json.dumps({"workload": workload, **rows[-1]}), file=sys.stderr,
+                          flush=True)  # fmt: skip
+            lines += case_lines(case, rows, needed_line(case, rows))
+            doc["cases"].append({"workload": workload, "deadline_s": deadline_s, "runs": rows})
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "replan-emulator.md").write_text("\n".join(lines))
+    (RESULTS / "replan-emulator.json").write_text(json.dumps(doc, indent=1) + "\n")
+    print("\n".join(lines))

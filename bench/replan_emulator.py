@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,14 +110,32 @@ def candidate_envelopes(plan: Plan, catalog: Catalog) -> list[Envelope]:
     return list(found.values())
 
 
+def at_scale(catalog: Catalog, slowdown: float) -> Catalog:
+    """This machine as a run at cpu scale 1 / slowdown emulates it: its cores hold `slowdown` ×
+    the vCPU (emulator/pace.py gives the pace check the same), so more or larger functions
+    fit, up to Lambda's largest (the slower vCPU is simulate's slowdown)."""
+    if catalog.total_vcpu is None:
+        return catalog
+    aws = load_catalog("lambda-2025")
+    return replace(
+        catalog,
+        total_vcpu=catalog.total_vcpu * slowdown,
+        compute_cores=None if catalog.compute_cores is None else catalog.compute_cores * slowdown,
+        max_vcpu=min(aws.max_vcpu, catalog.max_vcpu * slowdown),
+        memory_max_mb=min(aws.memory_max_mb, round(catalog.memory_max_mb * slowdown)),
+    )
+
+
 def needed_envelope(case: Case, slowdown: float) -> tuple[Envelope, float, float] | None:
     """The envelope with the smallest worst case whose model run meets the deadline at
-    `slowdown` (envelope, worst case, finish), or None when none tried does."""
+    `slowdown` on this machine at that scale (envelope, worst case, finish), or None when none
+    tried does."""
     met = []
-    for env in candidate_envelopes(case.plan, case.catalog):
-        sim = simulate(case.plan, case.profile, case.catalog, env, slowdown)
+    catalog = at_scale(case.catalog, slowdown)
+    for env in candidate_envelopes(case.plan, catalog):
+        sim = simulate(case.plan, case.profile, catalog, env, slowdown)
         if sim.met:
-            worst = envelope_worst_case_usd(case.plan, case.catalog, env)
+            worst = envelope_worst_case_usd(case.plan, catalog, env)
             met.append((worst, env.max_workers, env, sim.finish_s))
     if not met:
         return None

@@ -4,8 +4,9 @@ than the plan's figures would make it).
 
 The prediction is the report's local one (emulator/report.py): the configuration that runs, a
 worker's cores (its Lambda share × the scale) read as memory on the local catalog, under the
-run's invocation limit, safety margin and iteration cap. Its total falls as the scale grows, so
-the scale is found by bisection on a log scale.
+run's invocation limit, safety margin and iteration cap. Its total falls as the scale grows, in
+steps where a link fits fewer iterations, so the scale found (by bisection on a log scale) is the
+slowest whose prediction is at most R × the deadline.
 """
 
 from __future__ import annotations

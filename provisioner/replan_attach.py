@@ -81,6 +81,14 @@ def plan_with_replan(
     return replace(plain, plan=replace(plain.plan, notes=(*plain.plan.notes, note)))
 
 
+def catalog_of_plan(plan: Plan, catalog: Catalog) -> Catalog:
+    """The catalog `plan` was made on from `catalog` (the one it names): the pace-checked one
+    for a plan that re-plans, so its pace checks and re-plans price links as the plan did."""
+    if plan.replan is None or plan.goal.deadline_s is None:
+        return catalog
+    return pace_checked_catalog(catalog, plan.goal.deadline_s)
+
+
 def plan_envelope(plan: Plan, catalog: Catalog, limits: Limits, min_memory_mb: int) -> Envelope:
     """The default envelope within the user's limits: no memory variant above --max-memory-mb;
     an S3-exchange plan keeps its reducers across a switch (k ≤ n), so no count below them."""

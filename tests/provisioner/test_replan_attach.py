@@ -13,7 +13,12 @@ from provisioner.catalog import Catalog
 from provisioner.envelope import default_envelope, envelope_worst_case_usd
 from provisioner.plan import Goal, Plan
 from provisioner.planner import plan_job, predict
-from provisioner.replan_attach import check_replan_mode, plan_envelope, plan_with_replan
+from provisioner.replan_attach import (
+    catalog_of_plan,
+    check_replan_mode,
+    plan_envelope,
+    plan_with_replan,
+)
 from provisioner.replan_pace import pace_checked_catalog
 from provisioner.space import Choice, Limits
 from provisioner.summary import render_plan
@@ -172,3 +177,9 @@ def test_the_summary_states_the_envelope_and_the_worst_case() -> None:
 def test_a_mode_that_is_not_one_is_refused_naming_it(mode: str) -> None:
     with pytest.raises(ValueError, match=f"replan {mode!r} is not accepted; use on"):
         check_replan_mode(mode)
+
+
+def test_the_catalog_a_plan_was_made_on_is_the_pace_checked_one_when_it_replans() -> None:
+    on, off = plan("on"), plan("off")
+    assert catalog_of_plan(on, catalog()) == pace_checked_catalog(catalog(), DEADLINE_S)
+    assert catalog_of_plan(off, catalog()) == catalog()

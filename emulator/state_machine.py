@@ -65,6 +65,7 @@ from provisioner.plan import Plan
 from stacks.events import PS_PORT
 
 INVOKE = "arn:aws:states:::lambda:invoke"
+PACE = "lambda:pace"  # PaceCheck calls its function directly (the payload is its result)
 EC2 = "arn:aws:states:::aws-sdk:ec2:"
 AWS_LINK_LIMIT_S = 900.0  # the definition's Retry intervals are for 900 s links
 # Not retried by the definition (its Retry names States.TaskFailed), caught by its Catch.
@@ -187,6 +188,7 @@ class LocalRun:
     def tasks(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
         return {
             INVOKE: self.invoke,
+            PACE: self.pace_task,
             f"{EC2}startInstances": self.start_ps,
             f"{EC2}stopInstances": self.stop_ps,
         }
@@ -206,8 +208,6 @@ class LocalRun:
             elif role == "run-network":
                 payload = {"endpoints": [], "services": [],
                            "local": "no VPC here: nothing to open or close"}  # fmt: skip
-            elif role == "pace":
-                payload = self.run_pace(event)
             elif role == "ps-wait":
                 payload = ps_health.wait_handler(event, CountdownContext(limit_s=STEP_LIMIT_S))
             elif role == "prepare":
@@ -257,6 +257,15 @@ class LocalRun:
     @property
     def endpoints(self) -> list[str]:
         return [ps.endpoint for ps in self.shards]
+
+    def pace_task(self, params: dict[str, Any]) -> dict[str, Any]:
+        """PaceCheck: the pace function's result is the new `$.pace` (no Payload around it)."""
+        try:
+            return self.run_pace(self._localize(dict(params)))
+        except (EmulatorError, S3Unreachable) as err:
+            raise self._fail(str(err)) from None
+        except Exception as err:  # noqa: BLE001  # a handler's error fails the run in one line
+            raise self._fail(f"pace check failed: {type(err).__name__}: {err}") from None
 
     def run_pace(self, event: dict[str, Any]) -> dict[str, Any]:
         """The pace check between two links of a run that re-plans, on the training clock."""

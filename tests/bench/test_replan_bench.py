@@ -1,16 +1,66 @@
-"""bench.replan's table on the model, so it cannot rot: at the catalog's speed the run keeps its
-plan; at 1.5× slower re-planning meets the deadline the fixed plan misses."""
+"""bench.replan's tables, so they cannot rot: on the model, at the catalog's speed the run keeps
+its plan and at 1.5× slower re-planning meets the deadline the fixed plan misses; the emulator's
+table (from its runs' rows) and the larger envelopes it tries for the slowest case."""
 
 from __future__ import annotations
 
-from bench.replan import case_lines
+from bench.replan import case_lines as model_case_lines
+from bench.replan_emulator import SLOWDOWNS, Case, at_scale, candidate_envelopes, case_lines
+from provisioner.plan import Goal
+from provisioner.replan_attach import plan_with_replan
+from provisioner.space import Limits
 
 
 def test_the_fixed_plan_misses_at_one_and_a_half_and_the_replanned_meets() -> None:
-    lines = case_lines("paper-cifar10-mobilenetv2", 1200.0)
+    lines = model_case_lines("paper-cifar10-mobilenetv2", 1200.0)
     rows = {line.split(" | ")[0]: line.split(" | ") for line in lines if line.startswith("| ")}
     same = rows["| 1×"]
     assert same[2] == same[5] == "yes" and same[1] == same[4] and same[-1] == "– |"
     slow = rows["| 1.5×"]
     assert (slow[2], slow[5]) == ("no", "yes")
     assert slow[-1].startswith("link 1: pace 1.50× the plan's")
+
+
+def _case() -> Case:
+    from provisioner import load_profile
+    from provisioner.catalog import catalog_from_dict
+    from provisioner.replan_pace import pace_checked_catalog
+    from tests.local_catalog import shared_core_catalog_dict
+
+    catalog = pace_checked_catalog(catalog_from_dict(shared_core_catalog_dict()), 20.0)
+    profile = load_profile("digits-mlp")
+    plan = plan_with_replan(profile, catalog, Goal(deadline_s=20.0), Limits(), "bench",
+                            replan="on", alternatives=0, frontier_points=0).plan  # fmt: skip
+    return Case("digits-mlp", 20.0, plan, profile, catalog)
+
+
+def test_the_emulator_table_has_a_row_per_slowdown_fixed_beside_re_planned() -> None:
+    case = _case()
+    rows = []
+    for slowdown in SLOWDOWNS:
+        rows.append({"slowdown": slowdown, "replan": False, "total_s": 14.0 * slowdown,
+                     "met": 14.0 * slowdown <= 20.0, "cost_usd": 0.004, "stories": [],
+                     "checks": 0})  # fmt: skip
+        rows.append({"slowdown": slowdown, "replan": True, "total_s": 14.0, "met": True,
+                     "cost_usd": 0.005, "stories": ["link 1: pace 2.00× the plan's"],
+                     "checks": 14})  # fmt: skip
+    rows[-1] = {"slowdown": 3.0, "replan": True, "failed": "run timeout"}
+    lines = case_lines(case, rows, "needed: more")
+    table = [line for line in lines if line.startswith("| ") and "×" in line.split(" | ")[0]]
+    assert [line.split(" | ")[0] for line in table] == ["| 1×", "| 1.5×", "| 2×", "| 3×"]
+    cells = table[2].split(" | ")  # 2×: the fixed plan misses, the re-planned meets
+    assert cells[1:8] == ["0.500", "28.0 s", "no", "$0.0040", "14.0 s", "yes", "$0.0050"]
+    assert cells[-1] == "link 1: pace 2.00× the plan's |"
+    assert "failed: run timeout" in table[3]
+    assert lines[-2] == "needed: more"
+
+
+def test_larger_envelopes_are_tried_and_this_machine_holds_more_vcpu_at_a_slower_scale() -> None:
+    case = _case()
+    slow = at_scale(case.catalog, 3.0)
+    assert case.catalog.total_vcpu is not None and slow.total_vcpu is not None
+    assert slow.total_vcpu == 3 * case.catalog.total_vcpu
+    envelopes = candidate_envelopes(case.plan, slow)
+    assert max(e.max_workers for e in envelopes) > case.plan.n_workers
+    assert max(max(e.memory_variants_mb) for e in envelopes) > 2 * case.plan.memory_mb
+    assert all(e.max_workers <= case.plan.training.global_batch for e in envelopes)

@@ -124,3 +124,37 @@ def test_workers_of_one_iteration_naming_different_counts_are_refused() -> None:
             state.add_gradient(1, 0, np.ones(3, np.float32), 4)
         with pytest.raises(wire.WireError, match="rank 2 out of range 0..1"):
             state.add_gradient(2, 0, np.ones(3, np.float32), 2)
+
+
+@pytest.mark.parametrize(("first", "then"), [(2, 4), (4, 2)])
+def test_s3_exchange_workers_switching_their_count_match_one_process(
+    s3: Any, bucket: str, shard_cache: Any, first: int, then: int
+) -> None:
+    """The S3 exchange keeps its reducer count (k = 2) across the switch: its states hold the
+    momentum as torch does, so the new count's reducers scale it by their own n."""
+    from functions import finalize
+    from functions.task import WorkerTask
+
+    from .test_s3sync import s3_event
+
+    for n in (first, then):
+        datasets.write_shards(s3, "builtin:digits", n, bucket, f"data-n{n}", seed=1)
+
+    def link(n: int, start: int, invocation: int) -> list[dict]:
+        events = [
+            s3_event(r, n, 2, bucket, dataset_prefix=f"data-n{n}", local_batch=GLOBAL_BATCH // n,
+                     iterations=6, start_iteration=start, invocation=invocation,
+                     iterations_per_invocation=3)
+            for r in range(n)
+        ]  # fmt: skip
+        results = run_threads(worker.handler, [(e, None) for e in events])
+        assert all(r["iteration"] == start + 3 for r in results)
+        return events
+
+    events = link(first, 0, 0)
+    link(then, 3, 1)
+    iteration, got = finalize.assemble_parameters(s3, WorkerTask.from_event(events[0]))
+    assert iteration == 6
+    segments = [(f"data-n{first}", first, 3), (f"data-n{then}", then, 3)]
+    np.testing.assert_allclose(got, reference_segments(s3, bucket, events[0], segments),
+                               rtol=1e-4, atol=1e-5)  # fmt: skip

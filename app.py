@@ -35,7 +35,6 @@ from provisioner import (
     parse_duration_s,
     parse_slack,
     parse_usd,
-    plan_job,
 )
 from provisioner.catalog import LOCAL_CATALOG, Catalog, read_data_json
 from provisioner.files import write_text_atomically
@@ -43,7 +42,9 @@ from provisioner.idle import idle_line
 from provisioner.interval import interval_words
 from provisioner.plan import Plan
 from provisioner.profile import PROFILE_DIR, profile_from_dict
+from provisioner.replan_attach import plan_with_replan
 from provisioner.runaway import bounds_line
+from provisioner.summary import replan_words
 from stacks.context import ContextError, JobContext, read_context
 from stacks.events import sync_summary
 from stacks.image import DOCKERFILE, REPO_ROOT, ImageSpec
@@ -105,7 +106,7 @@ def plan_for(ctx: JobContext) -> PlanResult:
     profile, catalog = load_profile(ctx.workload), load_aws_catalog(ctx.catalog)
     _check_generated_dataset(ctx, profile)
     check_model_file(profile)
-    return plan_job(profile, catalog, goal, limits, ctx.job)
+    return plan_with_replan(profile, catalog, goal, limits, ctx.job, replan=ctx.replan)
 
 
 def profile_run_for(ctx: JobContext) -> ProfileRun:
@@ -241,6 +242,14 @@ def _reserve_words(plan: Plan, user_slack: bool) -> str:
     return f", planned for {limit} ({' and '.join(held)})"
 
 
+def replan_lines(plan: Plan) -> list[str]:
+    """A re-planning plan's envelope and worst case; none for a plan that runs as it is."""
+    if plan.replan is None:
+        return []
+    envelope, worst = replan_words(plan)
+    return [f"re-planning: {envelope}; worst case {worst}"]
+
+
 def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
     """What a user reads after synth: the plan, its prediction and why."""
     plan, p = result.plan, result.plan.prediction
@@ -267,6 +276,7 @@ def summary_lines(ctx: JobContext, result: PlanResult) -> list[str]:
         ),
         image_line(plan),
         f"if it goes wrong: {bounds_line(plan)}",
+        *replan_lines(plan),
         f"between runs: {between_runs(plan)}",
         *(f"why: {note}" for note in plan.notes),
     ]

@@ -36,10 +36,10 @@ from provisioner.planner import (
     Limits,
     RunRules,
     emulator_margin_s,
-    plan_job,
     run_catalog,
 )
 from provisioner.profile import PROFILE_DIR, load_profile, profile_from_dict
+from provisioner.replan_attach import DEFAULT_REPLAN, REPLAN_CHOICES, plan_with_replan
 from provisioner.space import SYNC_CHOICES
 from provisioner.summary import render_alternatives, render_plan, write_frontier_png
 
@@ -158,6 +158,14 @@ def _parser() -> argparse.ArgumentParser:
             "--memory-ceiling",
             help="the local machine's catalog only: the most MB one function may hold (default: "
             "the catalog's memory_ceiling_mb); a model above it is cut into pipeline stages",
+        )
+        p.add_argument(
+            "--replan",
+            default=DEFAULT_REPLAN,
+            choices=REPLAN_CHOICES,
+            help="re-plan during the run when its pace falls behind the deadline: on (the "
+            "default; a deadline goal's one-stage plan, its links cut for the pace checks), off, "
+            "or scale-down (also to a cheaper plan when well ahead)",
         )
         p.add_argument("--out", type=json_file, help="also write the plan.json document here")
         if name == "frontier":
@@ -316,12 +324,13 @@ def run(argv: Sequence[str] | None = None) -> int:
         catalog = run_rules_catalog(load_catalog(args.catalog), args)
         if args.memory_ceiling is not None:
             catalog = with_memory_ceiling(catalog, parse_ceiling_mb(args.memory_ceiling))
-        result = plan_job(
+        result = plan_with_replan(
             profile,
             catalog,
             goal,
             limits,
             args.job,
+            replan=args.replan,
             frontier_points=12 if args.command == "frontier" or args.json else 0,
         )
     except Infeasible as exc:

@@ -19,6 +19,23 @@ def requests_usd(usd_per_request: float, n: Arr, links: Arr) -> Arr:
     return usd_per_request * (np.asarray(n, dtype=np.float64) * links)
 
 
+# The pace check of a run that re-plans (docs/replan.md): one invocation of the pace function
+# after every link's Map, at the memory stacks give it. Its billed time is a policy figure, not a
+# measurement: the check reads the boundary's link records, runs the envelope's search (about
+# 10 ms of one core on lambda-2025's workloads, bench/replan's plans) and writes its decision;
+# a second covers those requests and a warm start. Its wall time is not in the model's gap
+# between links (docs/known-gaps.md).
+PACE_CHECK_MB = 1024
+PACE_CHECK_BILLED_S = 1.0
+
+
+def pace_checks_usd(usd_per_request: float, usd_per_gb_s: Arr, checks: Arr) -> tuple[Arr, Arr]:
+    """Extension: (GB-s, request) charges of `checks` pace-check invocations."""
+    checks = np.asarray(checks, dtype=np.float64)
+    gb_s = PACE_CHECK_MB / 1024.0 * PACE_CHECK_BILLED_S
+    return np.asarray(usd_per_gb_s * gb_s * checks), np.asarray(usd_per_request * checks)
+
+
 def ephemeral_usd(usd_per_gb_s: float, storage_mb: Arr, free_mb: int, n: Arr, billed_s: Arr) -> Arr:
     """Extension: /tmp above the free 512 MB, per GB-second of every worker."""
     extra_gb = np.maximum(np.asarray(storage_mb, dtype=np.float64) - free_mb, 0.0) / 1024.0

@@ -18,6 +18,7 @@ from provisioner.costs import (
     endpoints_usd,
     ephemeral_usd,
     lambda_compute_usd,
+    pace_checks_usd,
     ps_usd,
     requests_usd,
     s3_exchange_usd,
@@ -218,8 +219,6 @@ def timeline(
     periodic = periodic_checkpoint_s(nt.checkpoint_s, every)
     it = step + periodic
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
-    if catalog.max_link_s > 0:  # links cut short for pace checks: each extra one is priced below
-        usable = min(usable, catalog.max_link_s)
     link_overhead = nt.startup_s + st.load_s
     # A cold process's slower first steps, at the one-vCPU step: a figure per n like start-up,
     # so T(m) keeps its shape in memory (the budget search's bisection relies on it).
@@ -229,6 +228,14 @@ def timeline(
     )
     if catalog.max_iterations_per_invocation > 0:
         per_inv = np.minimum(per_inv, catalog.max_iterations_per_invocation)
+    if catalog.max_link_s > 0:
+        # Links cut for pace checks: a link trains at most max_link_s, so checks come at least
+        # that often in training time. Its fixed part is not held to it: a first link's cold
+        # start may alone exceed a short deadline's tenth while re-invocations start warm.
+        # Each extra link is priced below like any chained one.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            paced = np.floor(catalog.max_link_s / it)
+        per_inv = np.minimum(per_inv, np.where(np.isfinite(paced), paced, 0).astype(np.int64))
     links = invocations(nt.iterations, per_inv)
     feasible = (per_inv >= 1) & nt.ok
     # A re-invocation's start-up: cold (imports, shard reload, warm-up) unless the platform
@@ -295,6 +302,11 @@ def costs(
     with np.errstate(invalid="ignore"):
         lam = lambda_compute_usd(usd_per_gb_s, memory_mb, n, billed)
         req = requests_usd(catalog.usd_per_request, n, links)
+        if catalog.max_link_s > 0:  # links cut for pace checks: one check after every link
+            pace_gb_s_usd, pace_request_usd = pace_checks_usd(
+                catalog.usd_per_request, usd_per_gb_s, links
+            )
+            lam, req = lam + pace_gb_s_usd, req + pace_request_usd
         ephc = ephemeral_usd(
             catalog.ephemeral_usd_per_gb_s, nt.ephemeral_mb, catalog.ephemeral_free_mb, n, billed
         )

@@ -22,10 +22,12 @@ PACE_CHECKS = 10  # a run that re-plans is checked at least this often over its 
 
 
 def pace_checked_catalog(catalog: Catalog, deadline_s: float, checks: int = PACE_CHECKS) -> Catalog:
-    """The catalog whose links last at most deadline / checks (model.timeline's usable time), so
-    a run's boundaries, where the pace is checked, come at least `checks` times before the
-    deadline. Each link this adds is priced as any chained link (a start-up, a shard reload, a
-    checkpoint), so the planner weighs the checks against the deadline like any other cost."""
+    """The catalog whose links train at most deadline / checks (model.timeline caps a link's
+    iterations by it; the link's start-up, load and checkpoint come on top), so a run's
+    boundaries, where the pace is checked, come at least `checks` times in its training. Each
+    link this adds is priced as any chained link (a start-up, a shard reload, a checkpoint) and
+    each check as one invocation of the pace function (costs.pace_checks_usd), so the planner
+    weighs the checks against the deadline like any other cost."""
     if not (math.isfinite(deadline_s) and deadline_s > 0 and checks >= 1):
         raise ValueError(f"pace checks: deadline {deadline_s!r} s and {checks!r} checks; use a "
                          "positive deadline and at least one check")  # fmt: skip

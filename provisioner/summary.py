@@ -75,8 +75,30 @@ def render_plan(plan: Plan) -> str:
         lines += ["if it goes wrong", _row("bounds", runaway.bounds_line(plan))]
     if plan.idle_usd_per_hour:
         lines += [_row("between runs", idle_line(plan))]
+    if plan.replan is not None:
+        envelope, worst = replan_words(plan)
+        lines += ["re-planning during the run", _row("envelope", envelope),
+                  _row("worst case", worst)]  # fmt: skip
     lines += [f"  note: {n}" for n in plan.notes if not n.startswith(SYNC_NOTE)]
     return "\n".join(lines)
+
+
+def replan_words(plan: Plan) -> tuple[str, str]:
+    """A re-planning plan's envelope (what a re-plan may choose without a new deploy) and its
+    worst case with every re-plan at the envelope's ceiling, in the summary's words."""
+    spec = plan.replan
+    if spec is None:
+        raise ValueError(f"plan {plan.job} does not re-plan")
+    env = spec.envelope
+    counts = ", ".join(str(n) for n in env.worker_counts)
+    variants = ", ".join(str(mb) for mb in env.memory_variants_mb)
+    scale = "on" if spec.scale_down else "off"
+    envelope = (f"up to {env.max_workers} workers ({counts}), memory {variants} MB; "
+                f"scale-down when ahead {scale}")  # fmt: skip
+    worst = (f"{format_usd(spec.worst_case_usd)} if every re-plan goes to the ceiling "
+             f"({env.max_workers} × {max(env.memory_variants_mb)} MB; as planned "
+             f"{format_usd(plan.worst_case_usd)})")  # fmt: skip
+    return envelope, worst
 
 
 def stage_rows(plan: Plan) -> list[str]:

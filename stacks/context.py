@@ -24,6 +24,9 @@ LOCAL_SOURCE_PREFIX = "source"
 
 ARCH_CHOICES = ("x86_64", "arm64", "mixed", "any")  # the last is the default
 SYNC_CHOICES = ("ps", "s3", "auto")  # gradient exchange; auto: the planner picks (the default)
+# Re-planning during the run (provisioner/replan_attach.py), the default last as parse_choice
+# takes it: on, off, or scale-down (on, and a run well ahead may switch to a cheaper plan).
+REPLAN_CHOICES = ("off", "scale-down", "on")
 MEMORY_MB_MIN, MEMORY_MB_MAX = LAMBDA_MEMORY_MB
 INSTANCE_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -50,6 +53,7 @@ KNOWN_KEYS = (
     "profile_iterations",
     "profile_memory",
     "ps_types",
+    "replan",
     "reserve_concurrency",
     "slack",
     "sync",
@@ -120,6 +124,7 @@ class JobContext:
     # -c sync: force "ps" or "s3" gradient exchange, or let the planner pick ("auto"). Read and
     # checked here; app.py passes it on once provisioner.Limits takes a sync mode.
     sync: str = "auto"
+    replan: str = "on"  # -c replan: on, off or scale-down (provisioner/replan_attach.py)
 
 
 def parse_az(value: object, errors: list[str]) -> str | None:
@@ -447,6 +452,7 @@ def read_context(
         ),
         az=parse_az(values.get("az"), errors),
         sync=parse_choice("sync", values.get("sync"), SYNC_CHOICES, errors),
+        replan=parse_choice("replan", values.get("replan"), REPLAN_CHOICES, errors),
     )
     too_big = [mb for mb in context.profile_memory_mb if mb > (context.max_memory_mb or mb)]
     if too_big:

@@ -16,6 +16,8 @@ CASES = [
     cdk("max_memory_mb=64", says="max_memory_mb='64' is out of range"),
     cdk("arch=sparc", says="arch='sparc' is not accepted; use one of x86_64, arm64, mixed, any"),
     cdk("ps_types=,,,", says="ps_types=',,,' is not accepted"),
+    cdk("replan=maybe", says="replan='maybe' is not accepted; use one of off, scale-down, on"),
+    cdk("replan=", says="replan='' is empty; give a value"),
     cdk("workload=nope", says="workload='nope': profile 'nope' not found"),
     cdk("reserve_concurency=true", says="reserve_concurency='true' is not a context key"),
     cdk("workload={dir}/latin1.json", says="latin1.json' is not UTF-8 text",

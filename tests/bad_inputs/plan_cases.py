@@ -94,6 +94,8 @@ CASES = [
               says="job name '../../victim' is not accepted; use 1-32 letters"),
     plan_case("plan", *HOUR, "--max-memory-mb", "0", says="'0' is not a positive integer"),
     plan_case("plan", *HOUR, "--arch", "sparc", says="invalid choice: 'sparc'"),
+    plan_case("plan", *HOUR, "--replan", "maybe", says="argument --replan: invalid choice: "
+              "'maybe' (choose from 'on', 'off', 'scale-down')"),
     plan_case("plan", *HOUR, "--frobnicate", says="unrecognized arguments: --frobnicate"),
     plan_case("plan", *DIGITS, "--deadline", "1s", code=3,
               says="infeasible: no plan meets deadline 1.0s"),

@@ -32,6 +32,8 @@ SYNTHS: dict[str, dict[str, str]] = {
     "mobilenet-budget": {"workload": "synthetic-cifar-mobilenetv2",
                          "dataset": "synthetic-cifar:4096", "budget": "5"},
     "profile-mode": {"mode": "profile"},
+    # re-planning off: the plan and templates the default synth had before re-planning
+    "default-2h-replan-off": {"deadline": "2h", "replan": "off"},
 }  # fmt: skip
 
 PROFILES = (

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from provisioner import Goal, Limits, load_catalog, load_profile, parse_duration_s, plan_job
+from provisioner import Goal, Limits, load_catalog, load_profile, parse_duration_s
 from provisioner.plan import Plan
+from provisioner.replan_attach import plan_with_replan
 from tests.stacks.conftest import Synth, run_synth
 
 
@@ -47,15 +48,17 @@ def assert_template_equals_plan(result: Synth, plan: Plan) -> None:
     assert {i["InstanceType"] for i in instances} == ({plan.ps_type} if plan.ps_count else set())
 
 
-def planner(workload: str, deadline: str, **limits: Any) -> Plan:
-    """The plan the app makes: both exchanges searched (`-c sync` defaults to auto)."""
+def planner(workload: str, deadline: str, replan: str = "on", **limits: Any) -> Plan:
+    """The plan the app makes: both exchanges searched (`-c sync` defaults to auto), re-planning
+    on (`-c replan` defaults to on)."""
     limits = {"sync": "auto", **limits}
-    return plan_job(
+    return plan_with_replan(
         load_profile(workload),
         load_catalog("lambda-2025"),
         Goal(deadline_s=parse_duration_s(deadline)),
         Limits(**limits),
         "x",
+        replan=replan,
     ).plan
 
 
@@ -85,11 +88,32 @@ def test_default_synth_prints_the_plan_writes_plan_json_and_builds_it(
     assert lines[4].startswith(
         "if it goes wrong: links must advance (one stall is retried); at most 5 links"
     )
-    assert lines[5].startswith(f"between runs: ${plan.idle_usd_per_hour:.4f}/h until")
+    assert plan.replan is not None
+    env = plan.replan.envelope
+    assert lines[5].startswith(f"re-planning: up to {env.max_workers} workers (")
+    assert f"worst case ${plan.replan.worst_case_usd:.4f} if every re-plan goes" in lines[5]
+    assert lines[6].startswith(f"between runs: ${plan.idle_usd_per_hour:.4f}/h until")
     pinned = any(ln.startswith("PS AMI: not pinned (no AWS account at synth)") for ln in lines)
     assert pinned == (plan.sync == "ps")  # no PS, no AMI to pin
     stacks = ["digits-demo-data", "digits-demo-ps", "digits-demo-training"]
     assert sorted(result.templates) == [s for s in stacks if plan.sync == "ps" or "-ps" not in s]
+    assert_template_equals_plan(result, plan)
+
+
+@pytest.mark.parametrize("replan", ["off", "scale-down"])
+def test_replan_off_plans_as_without_it_and_scale_down_allows_it(synth: Any, replan: str) -> None:
+    result = synth(deadline="2h", replan=replan)
+    assert result.code == 0, result.stderr
+    plan = Plan.from_dict(result.plan_json()["plan"])
+    want = planner("digits-mlp", "2h", replan=replan)
+    assert dataclasses.replace(plan, job="x") == dataclasses.replace(want, notes=plan.notes)
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("re-planning: ")]
+    if replan == "off":
+        assert plan.replan is None and not lines
+        assert "replan" not in result.plan_json()["plan"]
+    else:
+        assert plan.replan is not None and plan.replan.scale_down
+        assert lines and lines[0].endswith(")") and "scale-down when ahead on" in lines[0]
     assert_template_equals_plan(result, plan)
 
 

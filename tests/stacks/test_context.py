@@ -79,6 +79,11 @@ def test_sync_forces_a_mode_or_leaves_the_choice_to_the_planner() -> None:
     assert [read(sync=v).sync for v in ("ps", " s3 ", ...)] == ["ps", "s3", "auto"]
 
 
+def test_replan_is_on_unless_turned_off_or_to_scale_down() -> None:
+    assert [read(replan=v).replan for v in ("on", " off ", "scale-down", ...)] == [
+        "on", "off", "scale-down", "on"]  # fmt: skip
+
+
 def test_budget_alone_does_not_pull_in_the_default_deadline() -> None:
     ctx = read(budget="$2.50")
     assert (ctx.deadline_s, ctx.budget_usd) == (None, 2.5)
@@ -247,9 +252,12 @@ def test_a_local_dataset_the_prepare_step_could_not_read_is_rejected(
         ({"deadlin": "2h"},
          "deadlin='2h' is not a context key of this app; accepted keys: arch, az, budget, catalog, "
          "dataset, deadline, default_deadline, job, max_concurrency, max_memory_mb, mode, "
-         "profile_iterations, profile_memory, ps_types, reserve_concurrency, slack, sync, "
-         "workload"),
+         "profile_iterations, profile_memory, ps_types, replan, reserve_concurrency, slack, "
+         "sync, workload"),
         ({"sync": "fast"}, "sync='fast' is not accepted; use one of ps, s3, auto"),
+        ({"replan": "maybe"},
+         "replan='maybe' is not accepted; use one of off, scale-down, on"),
+        ({"replan": "ON"}, "replan='ON' is not accepted; use one of off, scale-down, on"),
     ],
 )  # fmt: skip
 def test_each_message_names_key_value_and_what_is_accepted(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from functions.runs import links_prefix, runs_prefix
+from functions.runs import links_prefix, replan_record_key
 from provisioner.plan import Plan
 from stacks.functions import ImageFunction, VpcPlacement
 from stacks.grants import BucketRef
@@ -31,9 +31,9 @@ def worker_concurrency(plan: Plan) -> int:
 
 
 def replan_records_prefix(job: str, run_id: str) -> str:
-    """The folder of one run's decision records (ends in '/'): beside its link records, as
-    functions.runs.replan_record_key names each (`<invocation:05d>.json`)."""
-    return f"{runs_prefix(job)}/{run_id}/replan/"
+    """The folder of one run's decision records (ends in '/'), where
+    functions.runs.replan_record_key puts each, beside the run's link records."""
+    return replan_record_key(job, run_id, 0).rpartition("/")[0] + "/"
 
 
 def memory_variants(plan: Plan, scope: Construct, worker: ImageFunction, *, image: ImageSpec,

@@ -1,17 +1,18 @@
 """The training state machine's re-planning loop, for a plan that re-plans (`plan.replan`).
 
-One Distributed Map per link instead of one that chains every worker's links: `PaceStart` sets
-the pace (`$.pace`, provisioner/replan_step.py) to the plan's own values → `Links` runs one link
-of each of `$.pace.n_workers` workers, each on the function of its memory variant → `PaceCheck`
-(the pace function) reads the boundary's link records, checks the pace and, when the run is
-behind, switches to a re-plan inside the envelope → `PaceVerdict`: done → the rest of the run;
-past the link cap or a second stall in a row → fail, as a worker of a plan that runs as it is
-would; otherwise `Links` again with the new pace. Every count and memory a re-plan may take is
-synthesized here, so a switch needs no deploy: the Map's concurrency is the envelope's ceiling
-and its Choice knows every variant's function.
+One Distributed Map per link instead of one that chains every worker's links: `PaceStart`
+sets the pace (`$.pace`, provisioner/replan_step.py's `initial_pace`) to the plan's own
+values → `Links` runs one link of each of `$.pace.n_workers` workers, each on the function of
+its memory variant → `PaceCheck` (the pace function) reads the boundary's link records, checks
+the pace and, when the run is behind, switches to a re-plan inside the envelope →
+`PaceVerdict`: done → the rest of the run; past the link cap or a second stall in a row →
+fail, as a worker of a plan that runs as it is would; otherwise `Links` again with the new
+pace. Every count and memory a re-plan may take is synthesized here, so a switch needs no
+deploy: the Map's concurrency is the envelope's ceiling and its Choice knows every variant's
+function.
 
-The pace function gets the plan, its profile and its catalog in its payload (the bundle), as
-they were at synth: a re-plan is the planner's own search on the same figures.
+The pace function gets the plan, its profile and its catalog file in its payload (the
+bundle), as they were at synth: a re-plan is the planner's own search on the same figures.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from constructs import Construct
 from provisioner.catalog import CATALOG_DIR, read_data_json
 from provisioner.plan import Plan
 from provisioner.profile import PROFILE_DIR
+from provisioner.replan_step import initial_pace
 from provisioner.runaway import LINK_RETRIES
-from stacks.events import PACE_EVENT_KEYS, replan_event_base, shards_prefix
+from stacks.events import PACE_EVENT_KEYS, replan_event_base
 from stacks.worker_loop import RUN_FROM_STATE, invoke
 
 PACE_MEMORY_MB = 1024  # numpy and the planner's search; no torch
@@ -42,31 +44,6 @@ LINK_RESULT = {
     "start_iteration.$": "$.Payload.next_event.start_iteration",
     "invocation.$": "$.Payload.next_event.invocation",
 }
-
-
-def initial_pace(plan: Plan) -> dict[str, Any]:
-    """The pace before the first link: the plan's own values (provisioner/replan_step.py's
-    `initial_pace` once it lands; this is its shape, docs/replan.md)."""
-    return {
-        "done": False,
-        "n_workers": plan.n_workers,
-        "memory_mb": plan.memory_mb,
-        "local_batch": plan.training.local_batch,
-        "iterations_per_invocation": plan.iterations_per_invocation,
-        "dataset_prefix": shards_prefix(plan),
-        "start_iteration": 0,
-        "invocation": 0,
-        "ranks": list(range(plan.n_workers)),
-        "stalls": 0,
-        "switches": 0,
-        "segment": {
-            "plan": None,
-            "factors": None,
-            "first_invocation": 0,
-            "start_iteration": 0,
-            "started_s": 0.0,
-        },  # fmt: skip
-    }
 
 
 def with_nulls(value: Any) -> Any:

@@ -16,12 +16,13 @@ from provisioner import load_catalog
 from provisioner.envelope import default_envelope, envelope_worst_case_usd
 from provisioner.plan import Plan
 from provisioner.replan_spec import ReplanSpec
+from provisioner.replan_step import initial_pace
 from provisioner.runaway import LINK_RETRIES, plan_bounds
 from stacks.context import DatasetSource
 from stacks.events import PACE_EVENT_KEYS, replan_event_base, worker_event
 from stacks.job import JobStacks, add_job_stacks
 from stacks.nag import unacknowledged_findings
-from stacks.replan_loop import initial_pace, plan_documents
+from stacks.replan_loop import plan_documents
 from tests.stacks.conftest import make_plan, new_app
 from tests.stacks.test_cfn_lint import lint_problems
 

@@ -64,11 +64,13 @@ def local_bundle(
     limit_s: float,
     margin_s: float,
     profile: dict[str, Any] | None,
+    plan: dict[str, Any],
 ) -> dict[str, Any]:
-    """The pace event with its bundle as this run emulates the plan: the catalog under the
-    run's rules and scale (run_catalog_document) and the run's profile (`--workload`: the one
+    """The pace event with its bundle as this run emulates the plan: the plan as given (the
+    synth ran it with a stand-in for the local PS type, which no EC2 type is), the catalog under
+    the run's rules and scale (run_catalog_document) and the run's profile (`--workload`: the one
     the plan was made from, e.g. a reading of this host), where they differ from the synth's."""
-    bundle = dict(event.get("bundle") or {})
+    bundle = {**(event.get("bundle") or {}), "plan": plan}
     if "catalog" in bundle:
         bundle["catalog"] = run_catalog_document(
             bundle["catalog"], cpu_scale=cpu_scale, limit_s=limit_s, margin_s=margin_s

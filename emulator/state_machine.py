@@ -280,6 +280,7 @@ class LocalRun:
             limit_s=self.options.invocation_limit_s,
             margin_s=float(self.worker_event_extra.get("safety_margin_s", 0.0)),
             profile=self.profile_document,
+            plan=self.plan.to_dict(),
         )
         pace = run_pace(event, self.env)
         if note := pace_note(event.get("pace") or {}, pace):

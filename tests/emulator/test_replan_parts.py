@@ -90,7 +90,9 @@ def test_the_pace_step_sees_the_training_clock_and_the_run_s_platform() -> None:
     clocked = on_training_clock(event, 12.5)
     now = datetime.datetime.fromisoformat(clocked["now"].replace("Z", "+00:00"))
     assert now == datetime.datetime(2026, 1, 1, 0, 0, 12, 500000, tzinfo=datetime.UTC)
-    out = local_bundle(clocked, cpu_scale=0.5, limit_s=7.5, margin_s=1.875, profile={"b": 2})
+    out = local_bundle(clocked, cpu_scale=0.5, limit_s=7.5, margin_s=1.875, profile={"b": 2},
+                       plan={"p": 3})  # fmt: skip
+    assert out["bundle"]["plan"] == {"p": 3}
     catalog = catalog_from_dict(out["bundle"]["catalog"])
     assert catalog.invocation_timeout_s == 8  # whole seconds, the margin takes the rest
     assert catalog.safety_margin_s == pytest.approx(2.375)

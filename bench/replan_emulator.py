@@ -9,10 +9,12 @@ Each workload is planned on this machine's catalog (catalog/local.json) under th
 rules (8 s invocations, at most 400 iterations a link) for a deadline its plan meets at 1×, with
 re-planning on (provisioner/replan_attach.py: links cut for the pace checks, the default
 envelope). Per run: the measured total against the deadline and the run's cost priced from what
-it measured (emulator/report_replan.py), and the re-plans' stories. For the 3× case, the
-envelope it would have needed: the smallest ceiling of workers and memory (by its worst case)
-with which the model's run (provisioner/replan_sim.py) at the pace the 3× run measured at its
-first check meets the deadline.
+it measured (emulator/report_replan.py); for the re-planning run its pace checks, the pace its
+first check measured (measured / predicted seconds per iteration: the slowdown the run really
+had, which a cpu scale gives only where the CPU quota binds) and the re-plans' stories. For
+the 3× case, the envelope it would have needed: the smallest ceiling of workers and memory (by
+its worst case) with which the model's run (provisioner/replan_sim.py) at the pace the 3× run
+measured at its first check meets the deadline.
 """
 
 from __future__ import annotations
@@ -169,16 +171,18 @@ def case_lines(case: Case, rows: list[dict[str, Any]], needed: str) -> list[str]
         f"{format_usd(plan.replan.worst_case_usd)}.",
         "",
         "| slowdown | cpu scale | fixed: total | met | cost | re-planned: total | met | cost "
-        "| checks | re-plans |",
-        "|---:|---:|---:|---|---:|---:|---|---:|---:|---|",
+        "| checks | pace at link 1 | re-plans |",
+        "|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---|",
     ]  # fmt: skip
     for slowdown in SLOWDOWNS:
         fixed = next(r for r in rows if r["slowdown"] == slowdown and not r["replan"])
         moved = next(r for r in rows if r["slowdown"] == slowdown and r["replan"])
         stories = "; ".join(moved.get("stories") or []) or "–"
+        pace = moved.get("first_pace")
         lines.append(
             f"| {slowdown:g}× | {1 / slowdown:.3f} | {_cell(fixed)} | {_cell(moved)} | "
-            f"{moved.get('checks', '–')} | {stories} |"
+            f"{moved.get('checks', '–')} | {'–' if pace is None else f'{pace:.2f}×'} | "
+            f"{stories} |"
         )
     return [*lines, "", needed, ""]
 

@@ -169,6 +169,18 @@ def _out_of_time(run: _Run, context: Any) -> bool:
     return left_s is not None and left_s < reserve_s
 
 
+def _hold_waits_to_the_limit(run: _Run, context: Any) -> None:
+    """A PS wait ends by the invocation's safety margin (a PSTimeout: the link returns). In a
+    run that re-plans a Map runs one link of each worker, so a peer whose link ended at its time
+    limit comes back only after this link ends: waiting for its gradient would last until the
+    invocation is killed, and each retry the same."""
+    left_s = remaining_s(context)
+    client = getattr(run.exchange, "client", None)
+    if left_s is None or not isinstance(client, PSClient):
+        return
+    client.timeout_s = min(run.task.ps_timeout_s, max(1.0, left_s - run.task.safety_margin_s))
+
+
 def _iteration_cap_reached(run: _Run) -> bool:
     """The event's `iterations_per_invocation` steps are done in this invocation."""
     cap = run.task.iterations_per_invocation
@@ -184,6 +196,7 @@ def _train(run: _Run, context: Any) -> tuple[int, str]:
             return iteration, "iteration_limit"
         if _out_of_time(run, context):
             return iteration, "time_limit"
+        _hold_waits_to_the_limit(run, context)
         try:
             _step(run, iteration)
             iteration += 1

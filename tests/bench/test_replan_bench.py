@@ -43,14 +43,14 @@ def test_the_emulator_table_has_a_row_per_slowdown_fixed_beside_re_planned() -> 
                      "checks": 0})  # fmt: skip
         rows.append({"slowdown": slowdown, "replan": True, "total_s": 14.0, "met": True,
                      "cost_usd": 0.005, "stories": ["link 1: pace 2.00× the plan's"],
-                     "checks": 14})  # fmt: skip
+                     "checks": 14, "first_pace": 2.0})  # fmt: skip
     rows[-1] = {"slowdown": 3.0, "replan": True, "failed": "run timeout"}
     lines = case_lines(case, rows, "needed: more")
     table = [line for line in lines if line.startswith("| ") and "×" in line.split(" | ")[0]]
     assert [line.split(" | ")[0] for line in table] == ["| 1×", "| 1.5×", "| 2×", "| 3×"]
     cells = table[2].split(" | ")  # 2×: the fixed plan misses, the re-planned meets
     assert cells[1:8] == ["0.500", "28.0 s", "no", "$0.0040", "14.0 s", "yes", "$0.0050"]
-    assert cells[-1] == "link 1: pace 2.00× the plan's |"
+    assert cells[-3:] == ["14", "2.00×", "link 1: pace 2.00× the plan's |"]
     assert "failed: run timeout" in table[3]
     assert lines[-2] == "needed: more"
 

@@ -214,7 +214,7 @@ def main() -> None:
         "## Re-planning in the emulator",
         "",
         f"Regenerate: `{COMMAND}`. Machine: {doc['machine']}. "
-        + (__doc__ or "").split("\n\n", 3)[3].replace("\n", " ").strip(),
+        + (__doc__ or "").split("\n\n", 2)[2].replace("\n", " ").strip(),
         "",
     ]
     with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:

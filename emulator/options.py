@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from provisioner.runaway import LINK_RETRIES
 from stacks import events
@@ -56,9 +57,10 @@ class Options:
     # Re-plan at link boundaries when the plan carries `replan` (False: `--no-replan`, the plan
     # run as it is: its `replan` dropped before the definition is synthesized).
     replan: bool = True
-    # Tests only: the elapsed seconds a pace check sees, from (its link, the training clock's
-    # seconds), so a check decides on a pace the test chose whatever the machine's speed.
-    pace_clock: Callable[[int, float], float] | None = None
+    # Tests only: called with each pace check's event just before the pace function gets it
+    # (the event returned is the one it gets), so a test fixes what a check sees (its clock, the
+    # link records it reads) and the check decides the same whatever the machine's speed.
+    pace_hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 def default_safety_margin_s(limit_s: float) -> float:

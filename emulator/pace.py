@@ -7,8 +7,8 @@ entered time; the handler reads the elapsed time as their difference. Here the e
 the training clock's (from the first worker's launch, as the report measures the total against
 the deadline): the emulator's prepare step and PS start are not part of the plan's prediction
 (its set-up is 0 on the local catalog), and on the execution's clock they would count against
-the deadline as if they were. A test may map that clock (`Options.pace_clock`), so a check sees
-a pace it chose, whatever the machine's speed.
+the deadline as if they were. A test may fix what a check sees (`Options.pace_hook`: its clock,
+the records it reads), so the check decides the same whatever the machine's speed.
 """
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ def factors_from_dict(data: Any) -> Factors:
         ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
         if not (ok and math.isfinite(value)) and not (key == "gap_s" and value is None):
             raise ValueError(f"pace factors: {key} = {value!r} is not a positive number")
-    return Factors(**{k: (None if v is None else float(v)) for k, v in data.items()})
+    values: dict[str, Any] = {k: (None if v is None else float(v)) for k, v in data.items()}
+    return Factors(**values)
 
 
 def figures_of(
@@ -140,7 +141,10 @@ def _decision_record(
     story: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     new = None if d is None else d.plan
-    finite = lambda x: float(x) if math.isfinite(x) else None  # noqa: E731 (JSON has no inf)
+
+    def finite(x: float) -> float | None:  # JSON has no inf
+        return float(x) if math.isfinite(x) else None
+
     return {
         "link": invocation,
         "iterations_done": done,

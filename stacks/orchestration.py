@@ -17,6 +17,9 @@ starts).
 A pipelined plan runs one function per stage: the Map's items are every replica of every stage,
 all at once (stacks/worker_loop.py), and each stage's links are chained and bound as above.
 
+A plan that re-plans runs one Map per link instead, with a pace check between Maps that may
+switch the next Map's workers and memory (stacks/replan_loop.py); the bounds and catches stay.
+
 An S3-sync plan has no PS and no endpoints: name the run → prepare → workers → finalize, and a
 failure just fails the execution; nothing bills by the hour, so nothing needs stopping when a
 run is cut off (its exchange objects expire by the artifacts bucket's lifecycle rule).

@@ -307,3 +307,94 @@ def test_the_emulator_resolves_every_function_of_the_loop_to_its_role() -> None:
     assert {items[f"RunWorkerMb{mb}"]["Parameters"]["FunctionName"] for mb in variants} == {
         "lambda:worker"
     }
+
+
+class LoopStubs:
+    """The loop's tasks as the ASL interpreter runs them: a worker link advances its event by
+    its `iterations_per_invocation`; the pace check switches once to the envelope's ceiling at
+    the largest variant (`switch`), or stalls (`stall`), and is done when every link is."""
+
+    def __init__(self, plan: Plan, *, stall: bool = False) -> None:
+        self.plan, self.stall = plan, stall
+        self.links: list[dict[str, Any]] = []  # every worker event
+        self.checks: list[dict[str, Any]] = []  # every pace event
+
+    def invoke(self, params: dict[str, Any]) -> Any:
+        role, event = params["FunctionName"], params["Payload"]
+        if role != "lambda:worker":
+            return {"Payload": {}}  # prepare, finalize
+        self.links.append(event)
+        start = min(event["start_iteration"] + event["iterations_per_invocation"],
+                    event["iterations"])  # fmt: skip
+        next_event = {**event, "start_iteration": 0 if self.stall else start,
+                      "invocation": event["invocation"] + 1}  # fmt: skip
+        done = not self.stall and start >= event["iterations"]
+        return {"Payload": {"done": done, "next_event": next_event}}
+
+    def pace(self, event: dict[str, Any]) -> dict[str, Any]:
+        self.checks.append(event)
+        pace, links = event["pace"], event["links"]
+        start = min(link["start_iteration"] for link in links)
+        new = {**pace, "done": all(link["done"] for link in links), "start_iteration": start,
+               "invocation": max(link["invocation"] for link in links),
+               "stalls": pace["stalls"] + 1 if start <= pace["start_iteration"] else 0}  # fmt: skip
+        envelope = self.plan.replan.envelope  # type: ignore[union-attr]
+        if not pace["switches"]:
+            n = envelope.max_workers
+            new.update(n_workers=n, memory_mb=max(envelope.memory_variants_mb),
+                       local_batch=self.plan.training.global_batch // n, ranks=list(range(n)),
+                       iterations_per_invocation=100, dataset_prefix=f"demo/shards-n{n}",
+                       switches=1)  # fmt: skip
+        return new
+
+
+# Three links of 100 iterations (of 281) at the plan's configuration.
+CHAINED = dataclasses.replace(S3_PLAN, iterations_per_invocation=100, invocations_per_worker=3)
+
+
+@pytest.fixture(scope="module")
+def s3_definition() -> dict[str, Any]:
+    from emulator.definition import synthesized_definition
+
+    return synthesized_definition(CHAINED, "builtin:digits")
+
+
+def _run(definition: dict[str, Any], stubs: LoopStubs) -> Any:
+    from emulator.asl import Interpreter
+
+    tasks = {"arn:aws:states:::lambda:invoke": stubs.invoke, "lambda:pace": stubs.pace}
+    return Interpreter(definition, tasks)
+
+
+def test_the_loop_runs_links_until_the_pace_says_done_switching_as_it_says(
+    s3_definition: dict[str, Any],
+) -> None:
+    stubs = LoopStubs(CHAINED)
+    interpreter = _run(s3_definition, stubs)
+    interpreter.run({}, name="run-1", start_time="2026-01-01T00:00:00.000Z")
+    # the first link: the plan's 4 workers at its memory; then 8 at 4,096 MB until done
+    first, rest = stubs.links[:4], stubs.links[4:]
+    assert sorted(e["rank"] for e in first) == [0, 1, 2, 3]
+    assert {(e["n_workers"], e["memory_mb"], e["dataset_prefix"]) for e in first} == {
+        (4, 2048, "demo/shards-n4")
+    }
+    assert {(e["n_workers"], e["memory_mb"], e["local_batch"]) for e in rest} == {(8, 4096, 16)}
+    # after the switch: 8 workers from iteration 100, 100 at a time, to 281
+    assert sorted({e["start_iteration"] for e in rest}) == [100, 200]
+    assert len(rest) == 2 * 8 and sorted(e["rank"] for e in rest[:8]) == list(range(8))
+    assert "RunWorkerMb4096" in interpreter.trace.states
+    assert interpreter.trace.states[-2:] == ["Finalize", "TrainingFinished"]
+    check = stubs.checks[0]
+    assert check["now"].startswith("2026-01-01T00:00:") and check["run_id"] == "run-1"
+    assert len(check["links"]) == 4 and check["bundle"]["plan"]["job"] == CHAINED.job
+    assert len(stubs.checks) == 3 and [len(c["links"]) for c in stubs.checks] == [4, 8, 8]
+
+
+def test_a_second_stall_fails_the_run(s3_definition: dict[str, Any]) -> None:
+    from emulator.asl import StatesError
+
+    stubs = LoopStubs(CHAINED, stall=True)
+    interpreter = _run(s3_definition, stubs)
+    with pytest.raises(StatesError, match="LinkMadeNoProgress"):
+        interpreter.run({})
+    assert len(stubs.checks) == 2  # stalled once, the same event again, stalled twice

@@ -15,7 +15,7 @@ export MPLBACKEND := Agg
 # node on import, and the machine's Node 20 is end-of-life.
 export PATH := $(CURDIR)/$(VENV)/node-bin:$(PATH)
 
-.PHONY: setup demo example test rehearse lint synth diff bench clean calibrate lock
+.PHONY: setup demo replan-demo example test rehearse lint synth diff bench clean calibrate lock
 
 # The demo's defaults: digits-mlp trains in well under a minute. `cdk synth` writes the AWS plan
 # (cdk.out/plan.json) and the deploy artifact; the local run is a plan the planner chose for this
@@ -74,6 +74,30 @@ demo: synth catalog/local.json
 	$(PY) -m emulator $(LOCAL_PLAN) --workload $(DEMO_PROFILE) \
 		--invocation-limit $(INVOCATION_LIMIT) \
 		--iterations-per-invocation $(ITERATIONS_PER_INVOCATION)
+
+# Re-planning (docs/replan.md) on this machine: a plan that re-plans, run on a platform slower
+# than its figures (REPLAN_CPU_SCALE local cores per Lambda vCPU; `--cpu-scale for-deadline:R`
+# picks the scale whose local prediction is R × the deadline) as it is (`--no-replan`) and
+# re-planning. Each report ends with the re-plans' stories and whether the run met its deadline.
+# The CNN's slowdown is compute, which more workers and memory recover; the digits MLP's under a
+# smaller quota shows in its exchange, which the re-plan's model does not credit to memory.
+REPLAN_WORKLOAD ?= synthetic-cifar-cnn
+REPLAN_DEADLINE ?= 60s
+REPLAN_CPU_SCALE ?= 0.25
+REPLAN_DIR := runs/replan-demo
+replan-demo: catalog/local.json
+	mkdir -p $(REPLAN_DIR)
+	$(PY) -m provisioner plan --workload $(REPLAN_WORKLOAD) --catalog local \
+		--deadline $(REPLAN_DEADLINE) --invocation-limit $(INVOCATION_LIMIT) \
+		--iterations-per-invocation $(ITERATIONS_PER_INVOCATION) --job replan-demo \
+		--out $(REPLAN_DIR)/plan.json
+	$(PY) -m emulator $(REPLAN_DIR)/plan.json --workload $(REPLAN_WORKLOAD) \
+		--invocation-limit $(INVOCATION_LIMIT) --iterations-per-invocation \
+		$(ITERATIONS_PER_INVOCATION) --cpu-scale $(REPLAN_CPU_SCALE) --no-replan \
+		--out $(REPLAN_DIR)/fixed
+	$(PY) -m emulator $(REPLAN_DIR)/plan.json --workload $(REPLAN_WORKLOAD) \
+		--invocation-limit $(INVOCATION_LIMIT) --iterations-per-invocation \
+		$(ITERATIONS_PER_INVOCATION) --cpu-scale $(REPLAN_CPU_SCALE) --out $(REPLAN_DIR)/replanned
 
 # Train your own model (README): a user's model file and image folder, profiled here, planned and
 # synthesized for AWS, then planned for this machine and trained in the emulator.

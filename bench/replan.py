@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     if "--emulator" in (sys.argv[1:] if argv is None else argv):
         from bench.replan_emulator import main as emulator_main
 
-        emulator_main()
+        emulator_main([a for a in (sys.argv[1:] if argv is None else argv) if a != "--emulator"])
         return
     lines = ["## Re-planning on the model", "", f"Regenerate: `{REGENERATE}`. "
              + (__doc__ or "").split("\n\n", 2)[2].replace("\n", " ").strip(), ""]  # fmt: skip

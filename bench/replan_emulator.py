@@ -188,48 +188,72 @@ def case_lines(case: Case, rows: list[dict[str, Any]], needed: str) -> list[str]
 
 
 def needed_line(case: Case, rows: list[dict[str, Any]]) -> str:
-    """What envelope the slowest case would have needed, at the pace its run measured."""
+    """What envelope the slowest case would have needed on the model: at the nominal slowdown
+    and at the pace its re-planning run measured at its first check."""
     slowest = max(SLOWDOWNS)
     moved = next(r for r in rows if r["slowdown"] == slowest and r["replan"])
-    pace = moved.get("first_pace") or slowest
-    found = needed_envelope(case, pace)
-    head = (f"At {slowest:g}× the re-planning run measured a pace {pace:.2f}× the plan's at its "
-            "first check; ")  # fmt: skip
-    if found is None:
-        return head + "no envelope tried (up to 8 × n workers, 4 × the memory) meets the deadline."
-    env, worst, finish = found
-    return head + (
-        f"on the model an envelope of up to {env.max_workers} workers and memory "
-        f"{', '.join(map(str, env.memory_variants_mb))} MB meets it (finish {finish:.1f} s; "
-        f"worst case {format_usd(worst)})."
-    )
+    measured = moved.get("first_pace")
+    assert case.plan.replan is not None
+    default = case.plan.replan.envelope
+    parts = []
+    for label, pace in (("nominal", slowest), ("measured", measured)):
+        if pace is None:
+            continue
+        found = needed_envelope(case, pace)
+        if found is None:
+            parts.append(f"at the {label} {pace:.2f}× no envelope tried (up to 8 × n workers, "
+                         "4 × the memory) meets the deadline")  # fmt: skip
+            continue
+        env, worst, finish = found
+        within = (env.max_workers <= default.max_workers
+                  and set(env.memory_variants_mb) <= set(default.memory_variants_mb))  # fmt: skip
+        parts.append(
+            f"at the {label} {pace:.2f}× an envelope of up to {env.max_workers} workers and "
+            f"memory {', '.join(map(str, env.memory_variants_mb))} MB meets it (finish "
+            f"{finish:.1f} s, worst case {format_usd(worst)}"
+            + ("; the default envelope holds it)" if within else ")")
+        )
+    return f"What the {slowest:g}× case needed, on the model: " + "; ".join(parts) + "."
 
 
-def main() -> None:
-    from emulator import cpu
-    from emulator.s3server import weed_server
-
-    doc: dict[str, Any] = {"machine": cpu.this_machine(), "cases": []}
+def render(doc: dict[str, Any]) -> str:
+    """The markdown of a finished round (its rows in `doc`)."""
     lines = [
         "## Re-planning in the emulator",
         "",
-        f"Regenerate: `{COMMAND}`. Machine: {doc['machine']}. "
-        + (__doc__ or "").split("\n\n", 2)[2].replace("\n", " ").strip(),
+        f"Regenerate: `{COMMAND}` (`--render` rewrites this file from the .json). Machine: "
+        f"{doc['machine']}. " + (__doc__ or "").split("\n\n", 2)[2].replace("\n", " ").strip(),
         "",
     ]
-    with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
-        for workload, deadline_s in CASES:
-            case = local_case(workload, deadline_s)
-            rows = []
-            for slowdown in SLOWDOWNS:
-                for replan in (False, True):
-                    out = Path(tmp) / f"{workload}-{slowdown:g}-{'on' if replan else 'off'}"
-                    rows.append(emulate(case, slowdown, replan, endpoint, out))
-                    print(json.dumps({"workload": workload, **rows[-1]}), file=sys.stderr,
-                          flush=True)  # fmt: skip
-            lines += case_lines(case, rows, needed_line(case, rows))
-            doc["cases"].append({"workload": workload, "deadline_s": deadline_s, "runs": rows})
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "replan-emulator.md").write_text("\n".join(lines))
-    (RESULTS / "replan-emulator.json").write_text(json.dumps(doc, indent=1) + "\n")
-    print("\n".join(lines))
+    for entry in doc["cases"]:
+        case = local_case(entry["workload"], entry["deadline_s"])
+        lines += case_lines(case, entry["runs"], needed_line(case, entry["runs"]))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from emulator import cpu
+    from emulator.s3server import weed_server
+
+    args = sys.argv[1:] if argv is None else argv
+    if "--render" in args:  # the table again from the last round's rows (no runs)
+        doc = json.loads((RESULTS / "replan-emulator.json").read_text())
+    else:
+        doc = {"machine": cpu.this_machine(), "cases": []}
+        with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
+            for workload, deadline_s in CASES:
+                case = local_case(workload, deadline_s)
+                rows = []
+                for slowdown in SLOWDOWNS:
+                    for replan in (False, True):
+                        out = Path(tmp) / f"{workload}-{slowdown:g}-{'on' if replan else 'off'}"
+                        rows.append(emulate(case, slowdown, replan, endpoint, out))
+                        print(json.dumps({"workload": workload, **rows[-1]}), file=sys.stderr,
+                              flush=True)  # fmt: skip
+                doc["cases"].append({"workload": workload, "deadline_s": deadline_s,
+                                     "runs": rows})  # fmt: skip
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "replan-emulator.json").write_text(json.dumps(doc, indent=1) + "\n")
+    text = render(doc)
+    (RESULTS / "replan-emulator.md").write_text(text + "\n")
+    print(text)

@@ -61,11 +61,19 @@ def with_nulls(value: Any) -> Any:
 
 def plan_documents(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     """(profile JSON, catalog JSON) the plan was made from, read by name as the app reads them
-    (profiles/<workload>.json, catalog/<catalog>.json); ValueError (one line) when either is
-    missing."""
-    _, profile = read_data_json(plan.workload, PROFILE_DIR, "profile")
-    _, catalog = read_data_json(plan.catalog, CATALOG_DIR, "catalog")
-    return profile, catalog
+    (profiles/<workload>.json, catalog/<catalog>.json). A document the name does not find (a
+    profile given by path: the plan keeps only its name) is {}: `cdk synth` passes both as the
+    context named them (app.py), and the emulator's pace step puts in the run's `--workload`."""
+
+    def by_name(name: str, directory: Any, kind: str) -> dict[str, Any]:
+        try:
+            document: dict[str, Any] = read_data_json(name, directory, kind)[1]
+        except ValueError:
+            return {}
+        return document
+
+    return (by_name(plan.workload, PROFILE_DIR, "profile"),
+            by_name(plan.catalog, CATALOG_DIR, "catalog"))  # fmt: skip
 
 
 def pace_item_selector(worker_event: Mapping[str, Any]) -> dict[str, Any]:

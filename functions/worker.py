@@ -166,15 +166,16 @@ def next_iteration_estimate_s(recent_s: list[float], window: int = 9) -> float:
 def _out_of_time(run: _Run, context: Any) -> bool:
     left_s = remaining_s(context)
     reserve_s = run.task.safety_margin_s + next_iteration_estimate_s(run.iteration_s)
+    _hold_waits_to_the_limit(run, left_s)
     return left_s is not None and left_s < reserve_s
 
 
-def _hold_waits_to_the_limit(run: _Run, context: Any) -> None:
+def _hold_waits_to_the_limit(run: _Run, left_s: float | None) -> None:
     """A PS wait ends by the invocation's safety margin (a PSTimeout: the link returns). In a
     run that re-plans a Map runs one link of each worker, so a peer whose link ended at its time
     limit comes back only after this link ends: waiting for its gradient would last until the
-    invocation is killed, and each retry the same."""
-    left_s = remaining_s(context)
+    invocation is killed, and each retry the same. `left_s`: the invocation's time left (None
+    without a Lambda context: no deadline to keep)."""
     client = getattr(run.exchange, "client", None)
     if left_s is None or not isinstance(client, PSClient):
         return
@@ -196,7 +197,6 @@ def _train(run: _Run, context: Any) -> tuple[int, str]:
             return iteration, "iteration_limit"
         if _out_of_time(run, context):
             return iteration, "time_limit"
-        _hold_waits_to_the_limit(run, context)
         try:
             _step(run, iteration)
             iteration += 1

@@ -366,10 +366,40 @@ def batch_indices(
 
 
 # -- entry points ----------------------------------------------------------------------------
+def _layouts(event: Mapping[str, Any]) -> list[tuple[int, str]]:
+    """The event's optional `layouts` (a run that re-plans: one per worker count it may take),
+    checked; DatasetError names the bad entry and what is accepted."""
+    value = event.get("layouts", [])
+    expected = 'a list of {"n_shards": integer >= 1, "dataset_prefix": non-empty string}'
+    if not isinstance(value, list):
+        raise DatasetError(f"prepare event key 'layouts' = {value!r}: expected {expected}")
+    out = []
+    for entry in value:
+        ok = isinstance(entry, dict) and set(entry) == {"n_shards", "dataset_prefix"}
+        n, prefix = (entry.get("n_shards"), entry.get("dataset_prefix")) if ok else (None, None)
+        if not (type(n) is int and n >= 1 and isinstance(prefix, str) and prefix):
+            raise DatasetError(f"prepare event 'layouts' entry {entry!r}: expected {expected}")
+        out.append((n, prefix))
+    return out
+
+
+def _prepared(s3: Any, bucket: str, prefix: str, source: str, n: int, seed: int) -> bool:
+    """Whether `prefix` already holds this layout (its manifest names the source, the count
+    and the seed): a re-run of the prepare step does not write it again."""
+    try:
+        manifest = read_manifest(s3, bucket, prefix)
+    except Exception:  # noqa: BLE001  # no manifest, or an unreadable one: prepare it
+        return False
+    return (manifest.get("source"), manifest.get("n_shards"), manifest.get("seed")) == (
+        source, n, seed)  # fmt: skip
+
+
 def prepare_handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     """Lambda/emulator step: {source, n_shards, dataset_bucket, dataset_prefix, seed?,
-    test_fraction?, model?} → the manifest (also written to S3). `model`, a user's model file,
-    brings its `read_dataset` if it defines one."""
+    test_fraction?, model?, layouts?} → the manifest (also written to S3). `model`, a user's
+    model file, brings its `read_dataset` if it defines one. `layouts`: further
+    {n_shards, dataset_prefix} of the same data and seed (the worker counts a re-plan may
+    take), each prepared unless already there."""
     from functions.aws import naming_s3_failures, s3_client
 
     try:
@@ -379,22 +409,26 @@ def prepare_handler(event: Mapping[str, Any], context: Any = None) -> dict[str, 
         prefix = str(event["dataset_prefix"])
     except KeyError as exc:
         raise DatasetError(f"prepare event is missing key {exc.args[0]!r}") from None
+    layouts = _layouts(event)
+    seed = int(event.get("seed", 0))
     reader = None
     if event.get("model"):
         from functions import models  # torch: only for a user's file
 
         reader = models.dataset_reader(str(event["model"]))
     with naming_s3_failures():
-        return write_shards(
-            s3_client(),
-            source,
-            n_shards,
-            bucket,
-            prefix,
-            seed=int(event.get("seed", 0)),
-            test_fraction=float(event.get("test_fraction", 0.2)),
-            reader=reader,
-        )
+        s3 = s3_client()
+
+        def write(n: int, at: str) -> dict[str, Any]:
+            return write_shards(s3, source, n, bucket, at, seed=seed,
+                                test_fraction=float(event.get("test_fraction", 0.2)),
+                                reader=reader)  # fmt: skip
+
+        manifest = write(n_shards, prefix)
+        for n, at in layouts:
+            if at != prefix and not _prepared(s3, bucket, at, source, n, seed):
+                write(n, at)
+        return manifest
 
 
 def main(argv: list[str] | None = None) -> int:

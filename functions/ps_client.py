@@ -53,6 +53,9 @@ class PSClient:
     # The run this client belongs to (functions.runs); required of workers by the PS.
     run_id: str | None = None
     run_started: str | None = None
+    # The workers each iteration averages over (the worker's event's n_workers); None: the PS's
+    # --workers (a control client, or an old worker).
+    n_workers: int | None = None
     _shards: list[_Shard] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
@@ -111,6 +114,7 @@ class PSClient:
                 "momentum": self.momentum,
                 "run_id": self.run_id,
                 "run_started": self.run_started,
+                "n_workers": self.n_workers,
             }
         ).encode()
         mac = wire.hello_mac(self.secret, nonce, hello)

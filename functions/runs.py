@@ -65,6 +65,12 @@ def links_prefix(job_id: str, run_id: str) -> str:
     return f"{runs_prefix(job_id)}/{run_id}/links/"
 
 
+def replan_record_key(job_id: str, run_id: str, invocation: int) -> str:
+    """Where the pace check after link `invocation` writes its decision record (keep or switch,
+    with its story and figures), beside the run's link records: the report reads them."""
+    return f"{runs_prefix(job_id)}/{run_id}/replan/{invocation:05d}.json"
+
+
 def runs_prefix(job_id: str) -> str:
     """The job's per-run records (not checkpoints: workers may write here, the PS there)."""
     return f"{job_id}/runs"

@@ -334,6 +334,9 @@ def make_exchange(task: WorkerTask, s3: Any, total_params: int) -> Exchange:
         momentum=task.momentum,
         run_id=task.run_id,
         run_started=task.run_started,
+        # a one-stage worker names the count its iterations average over (a re-plan may change
+        # it; the PS's --workers is the ceiling); a stage's workers keep the PS's own count
+        n_workers=task.n_workers if task.stage is None else None,
     )
     return PSExchange(client, task.rank)
 

@@ -16,7 +16,7 @@ from provisioner.catalog import Catalog
 from provisioner.plan import Goal, Plan
 from provisioner.planner import build_plan
 from provisioner.profile import WorkloadProfile
-from provisioner.replan import SWITCH, decide, figures_after, switch_s, switch_usd
+from provisioner.replan import SWITCH, switch_s, switch_usd
 from provisioner.replan_figures import (
     Factors,
     corrected_catalog,
@@ -25,7 +25,8 @@ from provisioner.replan_figures import (
 )
 from provisioner.replan_pace import Progress
 from provisioner.replan_search import plan_choice
-from provisioner.replan_spec import Envelope
+from provisioner.replan_spec import Envelope, ReplanSpec
+from provisioner.replan_step import check, figures_of
 from provisioner.space import Limits
 
 
@@ -79,29 +80,27 @@ def simulate(
 ) -> SimRun:  # fmt: skip
     """Play `plan` on a platform `slowdown` × slower in compute and exchange, re-planning at its
     boundaries (or not: `replan` False runs the plan as it is)."""
+    if plan.replan is None:
+        plan = replace(plan, replan=ReplanSpec(envelope, 0.0, scale_down))
+    else:
+        plan = replace(plan, replan=replace(plan.replan, envelope=envelope, scale_down=scale_down))
     slow = Factors(compute=slowdown, exchange=slowdown)
-    seg, figures, first = plan, (profile, catalog), True
+    seg, factors, first = plan, None, True
     spent_s, spent_usd, since_s, stories = 0.0, 0.0, 0.0, []
     while True:
         truth = _truth(profile, catalog, plan, seg, slow, first)
         switched = False
         for links in range(1, truth.invocations_per_worker if replan else 1):
             progress = _boundary(truth, corrected_catalog(catalog, slow), links, since_s)
-            d = decide(seg, *figures, progress, envelope, scale_down=scale_down)
+            d, after = check(seg, profile, catalog, factors, progress, plan)
             if d.action != SWITCH or d.plan is None:
                 continue
             share = progress.iterations_done / truth.training.iterations
-            sw_s = switch_s(corrected_catalog(figures[1], d.factors), 0.0)
+            sw_s = switch_s(figures_of(profile, catalog, after)[1], 0.0)
             spent_s += progress.elapsed_s - since_s + sw_s
             spent_usd += share * truth.cost.total_usd + switch_usd(seg, catalog, sw_s)
             stories.append(d.story)
-            seg, figures, first, since_s, switched = (
-                d.plan,
-                figures_after(*figures, d),
-                False,
-                sw_s,
-                True,
-            )
+            seg, factors, first, since_s, switched = d.plan, after, False, sw_s, True
             break
         if not switched:
             finish = spent_s + truth.prediction.total_s

@@ -34,6 +34,9 @@ class Hello:
     learning_rate: float | None = None
     momentum: float | None = None
     run: Run | None = None  # required from workers; control clients may omit it
+    # the workers this worker's iteration averages over (its event's n_workers: a run that
+    # re-plans may change it between iterations); None from an old client: the PS's --workers
+    n_workers: int | None = None
 
 
 def _hello_int(value: dict[str, Any], name: str, default: int | None = None) -> int:
@@ -82,6 +85,7 @@ def parse_hello(raw: bytes) -> Hello:
         learning_rate=_hello_number(value, "learning_rate"),
         momentum=_hello_number(value, "momentum"),
         run=run,
+        n_workers=None if value.get("n_workers") is None else _hello_int(value, "n_workers"),
     )
 
 
@@ -108,8 +112,11 @@ def authenticate(conn: socket.socket, cfg: PSConfig, deadline: float) -> Hello:
             f"worker expects learning rate/momentum {hyper}, this PS runs "
             f"{(cfg.learning_rate, cfg.momentum)}"
         )
-    if not -1 <= rank < cfg.workers:
-        raise wire.WireError(f"rank {rank} out of range -1..{cfg.workers - 1}")
+    n = cfg.workers if hello.n_workers is None else hello.n_workers
+    if not 1 <= n <= cfg.workers:
+        raise wire.WireError(f"n_workers {n} out of range 1..{cfg.workers} (the PS's --workers)")
+    if not -1 <= rank < n:
+        raise wire.WireError(f"rank {rank} out of range -1..{n - 1}")
     if hello.shard != cfg.shard or hello.shards != cfg.shards:
         raise wire.WireError(
             f"client expects shard {hello.shard}/{hello.shards}, "

@@ -279,7 +279,7 @@ class ParameterServer:
                             "shard %d initialised by rank %d (%d floats)", cfg.shard, rank, buf.size
                         )
                 else:
-                    st.add_gradient(rank, it, buf)
+                    st.add_gradient(rank, it, buf, hello.n_workers)
             if kind == MsgType.INIT:
                 # Iteration 0 in S3 at once: a shard that restarts before the first periodic
                 # checkpoint then has a common checkpoint to roll every shard back to.

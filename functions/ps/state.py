@@ -1,5 +1,7 @@
 """The shard's state under BSP: parameters of t and t-1, the momentum buffer, and the gradients
-pushed for t, summed and applied (`sgd_momentum`) once all n ranks are in."""
+pushed for t, summed and applied (`sgd_momentum`) once all n ranks are in. n is the count the
+iteration's workers name (a run that re-plans changes it between iterations), at most the
+PS's --workers, which it is for a worker that names none."""
 
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ class ShardState:
         self.generation = 0  # bumped whenever parameters are (re)installed: ends stale waits
         self.update_s = 0.0  # time spent averaging and applying updates (the model's PS term)
         self.rollbacks = 0
+        self.n = config.workers  # the workers the current iteration averages over
 
     @property
     def received(self) -> set[int]:
@@ -80,9 +83,7 @@ class ShardState:
         self.params = np.ascontiguousarray(params, np.float32).copy()
         self.prev_params = self.params.copy()
         # Held scaled by n (the sum, not the mean, of the gradients goes in): saves a pass.
-        self.momentum_buf = np.ascontiguousarray(momentum, np.float32) * np.float32(
-            self.config.workers
-        )
+        self.momentum_buf = np.ascontiguousarray(momentum, np.float32) * np.float32(self.n)
         self.pending = {}
         self.iteration = it
         self.generation += 1
@@ -101,14 +102,24 @@ class ShardState:
 
     def momentum(self) -> np.ndarray:
         """The momentum buffer as torch.optim.SGD holds it (a copy)."""
-        return self.momentum_buf / np.float32(self.config.workers)
+        return self.momentum_buf / np.float32(self.n)
 
-    def add_gradient(self, rank: int, it: int, grad: np.ndarray) -> bool:
-        """Take one rank's gradient for `it` (by reference); update when all n are in.
+    def _average_over(self, n: int) -> None:
+        """Average the next update over `n` workers: the momentum is held scaled by the count
+        (B = n·buf), so it is rescaled with it. Caller holds the condition, no gradient pending."""
+        if n != self.n and self.momentum_buf.size:
+            self.momentum_buf *= np.float32(n / self.n)
+        self.n = n
+
+    def add_gradient(self, rank: int, it: int, grad: np.ndarray, n: int | None = None) -> bool:
+        """Take one rank's gradient for `it` (by reference); update when all n are in (`n`:
+        the worker's count, None: the PS's --workers). The first gradient of an iteration sets
+        its n; a worker naming another n within it is refused.
 
         Returns False for a duplicate (already applied, or this rank already counted), which
         is ignored. Caller holds the condition.
         """
+        n = self.config.workers if n is None else n
         if it < self.iteration or rank in self.pending:
             self.duplicates_ignored += 1
             return False
@@ -116,8 +127,15 @@ class ShardState:
             raise wire.WireError(
                 f"gradient for iteration {it} but the shard is at {self.iteration}"
             )
+        if not self.pending:
+            self._average_over(n)
+        elif n != self.n:
+            raise wire.WireError(f"rank {rank} averages iteration {it} over {n} workers; "
+                                 f"the others over {self.n}")  # fmt: skip
+        if rank >= n:
+            raise wire.WireError(f"rank {rank} out of range 0..{n - 1}")
         self.pending[rank] = grad
-        if len(self.pending) == self.config.workers:
+        if len(self.pending) == self.n:
             self._apply_update()
         return True
 
@@ -158,7 +176,7 @@ class ShardState:
     ) -> None:
         """The update on [lo, hi), in cache-sized blocks: the passes hit L2, not memory."""
         momentum = np.float32(self.config.momentum)
-        step = np.float32(-self.config.learning_rate / self.config.workers)
+        step = np.float32(-self.config.learning_rate / self.n)
         for start in range(lo, hi, UPDATE_BLOCK):
             block = slice(start, min(start + UPDATE_BLOCK, hi))
             if len(grads) == 1:

@@ -122,3 +122,46 @@ def test_bad_source_and_cli_one_line_error(s3: Any, bucket: str) -> None:
     )
     assert ok.returncode == 0, ok.stderr
     assert datasets.read_manifest(s3, bucket, "cli")["n_shards"] == 2
+
+
+def test_prepare_writes_every_layout_once(
+    s3: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that re-plans prepares the shards of every worker count it may take, from the same
+    data and seed; a layout already there is not written again."""
+    layouts = [{"n_shards": 2, "dataset_prefix": "j/shards-n2"},
+               {"n_shards": 4, "dataset_prefix": "j/shards-n4"}]  # fmt: skip
+    event = {"source": "builtin:digits", "n_shards": 2, "dataset_bucket": bucket,
+             "dataset_prefix": "j/shards-n2", "seed": 5, "layouts": layouts}  # fmt: skip
+    written = []
+    real = datasets.write_shards
+    monkeypatch.setattr(datasets, "write_shards",
+                        lambda s3_, src, n, b, at, **kw: written.append((n, at))
+                        or real(s3_, src, n, b, at, **kw))  # fmt: skip
+    manifest = datasets.prepare_handler(event)
+    assert manifest["n_shards"] == 2 and written == [(2, "j/shards-n2"), (4, "j/shards-n4")]
+    four = datasets.read_manifest(s3, bucket, "j/shards-n4")
+    assert (four["n_shards"], four["seed"]) == (4, 5)
+    # the same data split another way: the same test set, the training samples in equal shards
+    # (a remainder of fewer than n samples is left out)
+    assert four["test_samples"] == manifest["test_samples"]
+    assert 0 <= manifest["samples_per_shard"] * 2 - four["samples_per_shard"] * 4 < 4
+    written.clear()
+    datasets.prepare_handler(event)  # a retried prepare step
+    assert written == [(2, "j/shards-n2")]
+
+
+@pytest.mark.parametrize(
+    "layouts",
+    [{"n_shards": 2}, [{"n_shards": 0, "dataset_prefix": "x"}], [{"n_shards": 2}],
+     [{"n_shards": 2, "dataset_prefix": ""}], [{"n_shards": True, "dataset_prefix": "x"}]],
+)  # fmt: skip
+def test_prepare_refuses_bad_layouts_in_one_line_and_writes_nothing(
+    s3: Any, bucket: str, layouts: Any
+) -> None:
+    event = {"source": "builtin:digits", "n_shards": 2, "dataset_bucket": bucket,
+             "dataset_prefix": "p", "layouts": layouts}  # fmt: skip
+    with pytest.raises(datasets.DatasetError, match="^prepare event .*layouts") as err:
+        datasets.prepare_handler(event)
+    assert "\n" not in str(err.value) and "expected a list of" in str(err.value)
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket)

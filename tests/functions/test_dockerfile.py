@@ -76,6 +76,7 @@ def test_entry_points_import() -> None:
     assert callable(worker.handler)
     for name, attr in [
         ("functions.finalize", "handler"),
+        ("functions.pace", "handler"),
         ("functions.datasets", "prepare_handler"),
         ("functions.ps", "main"),
     ]:

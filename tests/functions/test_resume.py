@@ -298,3 +298,43 @@ def test_shards_apart_without_checkpoints_stop_with_a_clear_error(
         servers[0].state.adopt(total, zeros, zeros, 5)
     with pytest.raises(worker.PSInconsistent, match="ROLLBACK without checkpoints"):
         worker.handler(event, None)
+
+
+def test_a_re_planned_link_resumes_the_checkpoint_at_another_count_and_local_batch(
+    s3: Any, bucket: str, shard_cache: Any, ps_cluster: Any
+) -> None:
+    """A switch of plan: 2 workers at local batch 8 checkpoint iteration 3; the PS restarts from
+    it (--workers 4, the envelope's ceiling) and 4 workers at local batch 4 (the same global
+    batch, their own shards) resume it: the run ends where one process training on the same
+    batches does."""
+    from functions import datasets
+
+    from .test_ps_replan import GLOBAL_BATCH, reference_segments
+
+    for n in (2, 4):
+        datasets.write_shards(s3, "builtin:digits", n, bucket, f"data-n{n}", seed=1)
+    ps_kwargs: dict[str, Any] = dict(learning_rate=0.1, momentum=0.9, artifacts_bucket=bucket,
+                                     checkpoint_prefix="ckpt", checkpoint_every=1)  # fmt: skip
+    servers = ps_cluster(2, 4, **ps_kwargs)
+
+    def link(n: int, start: int, invocation: int) -> list[dict[str, Any]]:
+        events = [
+            worker_event(r, n, endpoints(servers), bucket, dataset_prefix=f"data-n{n}",
+                         local_batch=GLOBAL_BATCH // n, iterations=6, start_iteration=start,
+                         invocation=invocation, iterations_per_invocation=3)
+            for r in range(n)
+        ]  # fmt: skip
+        results = run_threads(worker.handler, [(e, None) for e in events])
+        assert all(r["next_event"]["start_iteration"] == start + 3 for r in results)
+        return events
+
+    events = link(2, 0, 0)
+    ports = [s.address[1] for s in servers]
+    for server in servers:
+        server.stop()
+    servers = ps_cluster(2, 4, ports=ports, **ps_kwargs)
+    link(4, 3, 1)
+    assert [s.restored_iteration for s in servers] == [3, 3]
+    assert all(s.state.updates_applied == 3 and s.state.n == 4 for s in servers)
+    want = reference_segments(s3, bucket, events[0], [("data-n2", 2, 3), ("data-n4", 4, 3)])
+    np.testing.assert_allclose(ps_vector(servers), want, rtol=1e-4, atol=1e-5)

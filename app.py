@@ -16,7 +16,7 @@ import dataclasses
 import json
 import os
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from aws_cdk import App
 
@@ -36,7 +36,7 @@ from provisioner import (
     parse_slack,
     parse_usd,
 )
-from provisioner.catalog import LOCAL_CATALOG, Catalog, read_data_json
+from provisioner.catalog import CATALOG_DIR, LOCAL_CATALOG, Catalog, read_data_json
 from provisioner.files import write_text_atomically
 from provisioner.idle import idle_line
 from provisioner.interval import interval_words
@@ -90,6 +90,16 @@ def check_model_file(profile: WorkloadProfile) -> None:
             f"({profile.model_digest[:15]}… then, {now[:15]}… now): re-profile it with python -m "
             f"emulator.profile --model {spec.text} --dataset {profile.dataset} --output <profile>"
         )
+
+
+def plan_documents(ctx: JobContext, plan: Plan) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The profile and catalog JSON a re-planning plan was made from, as the context names them
+    (a name or a path): its pace function's bundle. None for a plan that runs as it is."""
+    if plan.replan is None:
+        return None
+    _, profile = read_data_json(ctx.workload, PROFILE_DIR, "profile")
+    _, catalog = read_data_json(ctx.catalog, CATALOG_DIR, "catalog")
+    return profile, catalog
 
 
 def plan_for(ctx: JobContext) -> PlanResult:
@@ -327,7 +337,8 @@ def synth_job(app: App, *, err: TextIO) -> int:
     if result.plan.sync != "s3":  # no PS, no AMI
         print(ami_line(env), file=err)
     print(placement_line(result.plan, ctx.az), file=err)
-    add_job_stacks(app, plan=result.plan, dataset=ctx.dataset, env=env, az=ctx.az)
+    add_job_stacks(app, plan=result.plan, dataset=ctx.dataset, env=env, az=ctx.az,
+                   documents=plan_documents(ctx, result.plan))  # fmt: skip
     return 0
 
 

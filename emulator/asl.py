@@ -10,7 +10,8 @@ Just the subset our state machines use, with AWS's semantics for it: Task (Param
 value or a `...Path`), the intrinsic States.ArrayLength, Map (ItemsPath, ItemSelector with
 `$$.Map.Item.Value`, ItemProcessor, items run concurrently up to MaxConcurrency), Parallel
 (Branches run at once, outputs in branch order), Succeed (OutputPath) and Fail. The context
-object has `Execution.Name` and `StartTime`.
+object has `Execution.Name` and `StartTime`, and `State.Name` and `EnteredTime` (ISO-8601, the
+execution's start plus the interpreter's clock since it began: when the state was entered).
 Step Functions' payload limit holds: a task result or a state's output over 256 KiB fails with
 States.DataLimitExceeded, as in AWS.
 Task resources are dispatched to Python callables by resource ARN, so the real handlers run
@@ -21,9 +22,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import datetime
 import json
 import operator
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +42,12 @@ _COMPARISONS = {
     "NumericGreaterThan": operator.gt,
     "NumericGreaterThanEquals": operator.ge,
 }
+
+
+def _parse_time(text: str) -> datetime.datetime:
+    """An execution's StartTime (ISO-8601 with a zone; `Z` for UTC)."""
+    when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return when if when.tzinfo else when.replace(tzinfo=datetime.UTC)
 
 
 def within_payload_limit(value: Any, what: str) -> Any:
@@ -169,16 +178,21 @@ class Interpreter:
     """
 
     def __init__(self, definition: Mapping[str, Any], tasks: Mapping[str, Task],
-                 sleep: Callable[[float], None] = lambda _s: None) -> None:  # fmt: skip
+                 sleep: Callable[[float], None] = lambda _s: None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         self.definition, self.tasks, self.trace = definition, tasks, Trace()
         self.sleep = sleep
         self.abort = threading.Event()
+        # `$$.State.EnteredTime`: the execution's StartTime plus this clock's seconds since run
+        self.monotonic = monotonic
+        self._started: tuple[datetime.datetime, float] | None = None
 
     def run(self, data: Any, *, name: str | None = None,
             start_time: str = "2026-01-01T00:00:00.000Z") -> Any:  # fmt: skip
         """Run an execution called `name` (default: a new unique one, as StartExecution names
         it), started at `start_time` (the context object)."""
         name = name or f"exec-{uuid.uuid4()}"
+        self._started = (_parse_time(start_time), self.monotonic())
         context = {"Execution": {"Name": name, "StartTime": start_time}}
         output, end = self._machine(self.definition, data, context)
         self.trace.end = end
@@ -186,10 +200,11 @@ class Interpreter:
 
     def _machine(self, machine: Mapping[str, Any], data: Any,
                  context: Mapping[str, Any]) -> tuple[Any, str]:  # fmt: skip
-        name = machine["StartAt"]
+        name, outer = machine["StartAt"], context
         while True:
             state = machine["States"][name]
             self.trace.states.append(name)
+            context = {**outer, "State": {"Name": name, "EnteredTime": self._entered_time()}}
             kind = state["Type"]
             if kind == "Succeed":
                 return (get_path(data, state["OutputPath"], context)
@@ -213,6 +228,16 @@ class Interpreter:
             if state.get("End"):
                 return data, name
             name = state["Next"]
+
+    def _entered_time(self) -> str:
+        """Now, as `$$.State.EnteredTime`: ISO-8601 in UTC with milliseconds, as AWS writes it."""
+        if self._started is None:  # a machine run outside `run` (a test's Map item)
+            self._started = (datetime.datetime.now(datetime.UTC), self.monotonic())
+        start, at_s = self._started
+        when = start + datetime.timedelta(seconds=self.monotonic() - at_s)
+        return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + (
+            f"{when.microsecond // 1000:03d}Z"
+        )
 
     def _choose(self, state: Mapping[str, Any], data: Any, context: Mapping[str, Any]) -> str:
         for rule in state["Choices"]:

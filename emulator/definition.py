@@ -4,9 +4,11 @@ would ship it, with CloudFormation's values replaced by local names.
 The plan goes through the same stacks as `cdk synth` (stacks.job.add_job_stacks, offline, no
 cdk-nag), in a child process (the emulator's own never loads the CDK or its node kernel); the
 training stack's DefinitionString is resolved with:
-- Lambda ARNs → `lambda:<role>` (worker, prepare, finalize, run-network, ps-wait), which the
-  emulator's task table dispatches to local invocations (emulator/state_machine.py); a
-  pipelined plan's stage functions are `lambda:worker` too (their events name the stage);
+- Lambda ARNs → `lambda:<role>` (worker, prepare, finalize, run-network, ps-wait, pace), which
+  the emulator's task table dispatches to local invocations (emulator/state_machine.py); a
+  pipelined plan's stage functions are `lambda:worker` too (their events name the stage), and
+  so are a re-planning plan's memory variants (`WorkerFunctionMb<mb>`: their events name the
+  memory);
 - PS instance ids → `i-<name>` and private IPs → `ps<name>.internal`, which the emulator maps
   to its PS processes once they listen; a shard's name is `<shard>`, or in a pipelined plan
   `<stage>-<shard>` (each stage numbers its own shards from 0);
@@ -43,8 +45,10 @@ LOCAL_PS_TYPE = "loopback"  # the local catalog's one PS type (emulator.report.L
 STAND_IN_PS_TYPE = "c5.large"
 SYNTH_TIMEOUT_S = 300.0  # about 6 s here; a cold disk cache and a busy machine take longer
 # Logical-id prefixes of the training stack's functions (stacks/training_stack.py) → role.
+# `WorkerFunction` also prefixes a re-planning plan's variants (`WorkerFunctionMb<mb>...`).
 FUNCTION_ROLES = {
     "WorkerFunction": "worker",
+    "PaceFunction": "pace",
     "StageWorkersStage": "worker",
     "PrepareFunction": "prepare",
     "FinalizeFunction": "finalize",

@@ -43,9 +43,23 @@ def sync_summary(plan: Plan) -> str:
     return f"PS {plan.ps_count} x {plan.ps_type}"
 
 
-def shards_prefix(plan: Plan) -> str:
-    """Shards are one per worker, so the prefix names n: a new n never reads stale shards."""
-    return f"{plan.job}/shards-n{plan.n_workers}"
+def shards_prefix(plan: Plan, n_workers: int | None = None) -> str:
+    """Shards are one per worker, so the prefix names n: a new n never reads stale shards.
+    `n_workers`: another count's (a re-plan's), by default the plan's."""
+    return f"{plan.job}/shards-n{plan.n_workers if n_workers is None else n_workers}"
+
+
+def layout_counts(plan: Plan) -> tuple[int, ...]:
+    """The worker counts whose shards the prepare step writes: every count of the envelope of
+    a plan that re-plans (a switch finds its shards ready), the plan's included; else the plan's."""
+    if plan.replan is None:
+        return (plan.n_workers,)
+    return tuple(sorted({plan.n_workers, *plan.replan.envelope.worker_counts}))
+
+
+def layout_prefixes(plan: Plan) -> tuple[str, ...]:
+    """The shards prefix of every `layout_counts` count."""
+    return tuple(shards_prefix(plan, n) for n in layout_counts(plan))
 
 
 def worker_event(
@@ -192,9 +206,30 @@ def prepare_event(plan: Plan, *, source: str, dataset_bucket: str) -> dict[str, 
         "dataset_prefix": shards_prefix(plan),
         "seed": 0,
     }
+    if plan.replan is not None:  # one layout per envelope count, the same seed
+        event["layouts"] = [{"n_shards": n, "dataset_prefix": shards_prefix(plan, n)}
+                            for n in layout_counts(plan)]  # fmt: skip
     if parse_spec(plan.training.model).zoo_name is None:  # a user's file may read the data
         event["model"] = plan.training.model
     return event
+
+
+def ps_workers(plan: Plan) -> int:
+    """The PS's `--workers`: the ceiling of a plan that re-plans (each HELLO then names its
+    segment's count), the plan's count otherwise."""
+    return plan.replan.envelope.max_workers if plan.replan is not None else plan.n_workers
+
+
+# What the pace (`$.pace`, provisioner/replan_step.py) sets in each link's worker event of a
+# plan that re-plans; the Map's item selector reads them from the pace, with the item's rank.
+PACE_EVENT_KEYS = ("n_workers", "memory_mb", "local_batch", "iterations_per_invocation",
+                   "dataset_prefix", "start_iteration", "invocation")  # fmt: skip
+
+
+def replan_event_base(event: dict[str, Any]) -> dict[str, Any]:
+    """A worker event without its rank and the pace's keys: what every link's event of a plan
+    that re-plans holds whatever the pace says (buckets, endpoints, model, optimizer)."""
+    return {k: v for k, v in event.items() if k != "rank" and k not in PACE_EVENT_KEYS}
 
 
 def ps_command(
@@ -220,7 +255,7 @@ def ps_command(
         "--job-id", plan.job,
         "--shard", str(shard),
         "--shards", str(plan.ps_count),
-        "--workers", str(plan.n_workers),
+        "--workers", str(ps_workers(plan)),
         "--host", host,
         "--port", str(port),
         "--secret-ref", secret_ref,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from aws_cdk import Duration, Size
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
@@ -44,6 +45,7 @@ class ImageFunction(Construct):
         ephemeral_storage_mb: int,
         reserved_concurrency: int | None = None,
         placement: VpcPlacement | None = None,
+        role: iam.IRole | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = stack_log_group(self, "Logs")
@@ -61,6 +63,7 @@ class ImageFunction(Construct):
             vpc=placement.vpc if placement else None,
             vpc_subnets=placement.subnets if placement else None,
             security_groups=[placement.security_group] if placement else None,
+            role=role,  # None: its own (a memory variant shares its worker's)
             # Retries belong to the state machine, which knows where the worker got to.
             retry_attempts=0,
         )

@@ -2,10 +2,11 @@
 
 The workers, the prepare and finalize steps and the parameter servers all run this image, so
 there is one build per CPU architecture. Assets are hashed at synth and built at deploy: synth
-needs no Docker engine. The build context is the repo root (the Dockerfile copies `functions/`
-and the model's file); everything that is not an input of the image is excluded, which also
-keeps the asset hash, and so the template, stable while tests and docs change, and changes it
-when the model file changes (so `cdk diff` shows a new image).
+needs no Docker engine. The build context is the repo root (the Dockerfile copies `functions/`,
+`provisioner/` for the pace function, and the model's file); everything that is not an input
+of the image is excluded, which also keeps the asset hash, and so the template, stable while
+tests and docs change, and changes it when the model file changes (so `cdk diff` shows a new
+image).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ DOCKERFILE = "functions/Dockerfile"
 BUILD_CONTEXT_EXCLUDE = (
     "*",
     "!functions",
+    "!provisioner",  # the pace function re-plans with the planner's library
     "**/__pycache__",
     "**/*.pyc",
 )

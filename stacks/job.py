@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
@@ -69,13 +70,17 @@ def plan_tags(plan: Plan) -> dict[str, str]:
 
 
 def add_job_stacks(app: App, *, plan: Plan, dataset: DatasetSource, nag: bool = True,
-                   env: Environment | None = None, az: str | None = None) -> JobStacks:  # fmt: skip
+                   env: Environment | None = None, az: str | None = None,
+                   documents: tuple[dict[str, Any], dict[str, Any]] | None = None,
+                   ) -> JobStacks:  # fmt: skip
     """The job's Data, ParameterServers and Training stacks, named `<job>-data` etc.; an S3-sync
     plan (`plan.sync == "s3"`) has no ParameterServers stack: no VPC, no instance, no secret.
 
     `env`: the account and region (`deploy_env`), all three stacks the same (they reference
     each other); with one, the PS AMI is pinned in cdk.context.json (stacks/machine_image.py).
     `az`: the one availability zone of the VPC (-c az=); None = the region's first.
+    `documents`: the (profile, catalog) JSON of a plan that re-plans (its pace function's
+    bundle); None reads them by the plan's names (stacks.replan_loop.plan_documents).
     """
     summary = f"n={plan.n_workers} x {plan.memory_mb} MB {plan.arch}, {sync_summary(plan)}"
     if plan.pipeline is not None:
@@ -92,7 +97,7 @@ def add_job_stacks(app: App, *, plan: Plan, dataset: DatasetSource, nag: bool = 
     )  # fmt: skip
     training = TrainingStack(
         app, f"{plan.job}-training", plan=plan, plan_digest=plan_digest(plan),
-        layout=layout, ps=ps, env=env,
+        layout=layout, ps=ps, env=env, documents=documents,
         description=f"λDNN job {plan.job}: workers and orchestration ({summary})",
     )  # fmt: skip
     # Other stacks name our buckets rather than import them: order the deploys explicitly.

@@ -17,6 +17,9 @@ starts).
 A pipelined plan runs one function per stage: the Map's items are every replica of every stage,
 all at once (stacks/worker_loop.py), and each stage's links are chained and bound as above.
 
+A plan that re-plans runs one Map per link instead, with a pace check between Maps that may
+switch the next Map's workers and memory (stacks/replan_loop.py); the bounds and catches stay.
+
 An S3-sync plan has no PS and no endpoints: name the run → prepare → workers → finalize, and a
 failure just fails the execution; nothing bills by the hour, so nothing needs stopping when a
 run is cut off (its exchange objects expire by the artifacts bucket's lifecycle rule).
@@ -25,7 +28,7 @@ run is cut off (its exchange objects expire by the artifacts bucket's lifecycle 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,9 +43,11 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from provisioner.plan import Plan
 from stacks.events import RUN_KEYS_FROM_EXECUTION
 from stacks.nag import acknowledge_invoking_machine
 from stacks.provider_logs import stack_log_group
+from stacks.replan_loop import ReplanLoop
 from stacks.run_network import PsWait, RunNetwork
 from stacks.worker_loop import (
     RUN_FROM_STATE,
@@ -99,9 +104,23 @@ def _stop_ps_after_failure(scope: Construct, ps: PsSteps, failed: sfn.Fail,
     return stop_after_failure
 
 
+@dataclass(frozen=True)
+class ReplanFunctions:
+    """What a plan that re-plans runs its links on (stacks/replan_loop.py): a worker function
+    per memory variant of the envelope (MB → function), the pace function, and the plan's
+    profile and catalog JSON for the pace function's payload."""
+
+    plan: Plan
+    workers: Mapping[int, lambda_.IFunction]
+    pace: lambda_.IFunction
+    documents: tuple[dict[str, Any], dict[str, Any]]
+
+
 class TrainingOrchestration(Construct):
     """Attributes: `state_machine`, `log_group`. `ps`: the PS steps of a PS plan; None for an
-    S3-sync plan, whose run is name → prepare → workers → finalize (a failure just fails)."""
+    S3-sync plan, whose run is name → prepare → workers → finalize (a failure just fails).
+    `replan`: a plan that re-plans runs its links in the re-planning loop (stacks/replan_loop.py)
+    instead of one Map of chained links; `worker` is then its plan's memory's function."""
 
     def __init__(
         self,
@@ -119,10 +138,13 @@ class TrainingOrchestration(Construct):
         ps: PsSteps | None,
         bounds: tuple[int, int],
         stages: Sequence[tuple[lambda_.IFunction, dict[str, Any]]] = (),
+        replan: ReplanFunctions | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if (worker is None) == (not stages):
             raise ValueError("give one worker (a one-stage plan) or the stages' (a pipelined one)")
+        if replan is not None and stages:
+            raise ValueError("a pipelined plan does not re-plan: give no re-planning functions")
         max_links, timeout_s = bounds  # provisioner.runaway.plan_bounds
         failed = sfn.Fail(self, "TrainingFailed", cause="A step failed; see the execution history.")
         on_failure = _stop_ps_after_failure(self, ps, failed, helper_timeout_s) if ps else failed
@@ -131,15 +153,6 @@ class TrainingOrchestration(Construct):
         # a stopped execution's workers.
         name_run = sfn.Pass(self, "NameRun", parameters=RUN_KEYS_FROM_EXECUTION,
                             result_path="$.run")  # fmt: skip
-        if worker is not None:
-            ranks, fan_out = self._workers(
-                worker, worker_event, n_workers, timeout_s=worker_timeout_s, max_links=max_links
-            )
-        else:
-            ranks, fan_out = self._stage_workers(stages, n_workers, timeout_s=worker_timeout_s,
-                                                 max_links=max_links)  # fmt: skip
-        fan_out.add_catch(on_failure)
-
         prepare_step = invoke(
             self, "PrepareDataset", prepare, timeout_s=helper_timeout_s,
             payload=sfn.TaskInput.from_object(prepare_event), result_path=sfn.JsonPath.DISCARD,
@@ -149,15 +162,34 @@ class TrainingOrchestration(Construct):
             payload=sfn.TaskInput.from_object({**worker_event, **RUN_FROM_STATE}),
             result_path=sfn.JsonPath.DISCARD,
         ).add_catch(on_failure)  # fmt: skip
+        # The workers' part of the run, through finalize.
+        if replan is not None:
+            loop = ReplanLoop(
+                self, plan=replan.plan, workers=replan.workers, pace=replan.pace,
+                worker_event=worker_event, then=finalize_step, documents=replan.documents,
+                max_links=max_links,
+            )  # fmt: skip
+            for step in (loop.links, loop.pace_check):
+                step.add_catch(on_failure)
+            run = loop.chain
+        else:
+            if worker is not None:
+                ranks, fan_out = self._workers(
+                    worker, worker_event, n_workers, timeout_s=worker_timeout_s,
+                    max_links=max_links,
+                )  # fmt: skip
+            else:
+                ranks, fan_out = self._stage_workers(stages, n_workers, timeout_s=worker_timeout_s,
+                                                     max_links=max_links)  # fmt: skip
+            fan_out.add_catch(on_failure)
+            run = ranks.next(fan_out).next(finalize_step)
         if ps is None:
             definition = (
-                name_run.next(prepare_step).next(ranks).next(fan_out).next(finalize_step)
-                .next(sfn.Succeed(self, "TrainingFinished"))
-            )  # fmt: skip
+                name_run.next(prepare_step).next(run).next(sfn.Succeed(self, "TrainingFinished"))
+            )
         else:
             definition = self._around_ps(ps, on_failure, helper_timeout_s, name_run=name_run,
-                                         prepare_step=prepare_step, workers=ranks.next(fan_out),
-                                         finalize_step=finalize_step)  # fmt: skip
+                                         prepare_step=prepare_step, run=run)  # fmt: skip
         self.log_group, self.state_machine = logged_state_machine(
             self, definition, timeout=Duration.seconds(timeout_s)
         )
@@ -211,10 +243,11 @@ class TrainingOrchestration(Construct):
         return listed, fan_out
 
     def _around_ps(self, ps: PsSteps, on_failure: sfn.IChainable, helper_timeout_s: int, *,
-                   name_run: sfn.Pass, prepare_step: sfn.TaskStateBase, workers: sfn.Chain,
-                   finalize_step: sfn.TaskStateBase) -> sfn.Chain:  # fmt: skip
+                   name_run: sfn.Pass, prepare_step: sfn.TaskStateBase,
+                   run: sfn.Chain) -> sfn.Chain:  # fmt: skip
         """A PS plan's run: open the endpoints and start the PS before the shards are prepared,
-        wait for the PS before the workers, stop it and close the endpoints after finalize."""
+        wait for the PS before the workers (`run`: through finalize), stop it and close the
+        endpoints after finalize."""
         ids = {"instance_ids": ps.instance_ids, "instance_arns": ps.instance_arns}
         start_ps = _ec2_call(self, "StartPs", "startInstances", **ids).add_catch(on_failure)
         open_network = invoke(
@@ -231,7 +264,7 @@ class TrainingOrchestration(Construct):
         wait_ps.add_catch(on_failure)
         return (
             name_run.next(open_network).next(start_ps).next(prepare_step).next(wait_ps)
-            .next(workers).next(finalize_step)
+            .next(run)
             .next(_ec2_call(self, "StopPs", "stopInstances", **ids))
             .next(_close_network(self, "CloseNetwork", ps.run_network, helper_timeout_s))
             .next(sfn.Succeed(self, "TrainingFinished"))

@@ -3,6 +3,8 @@ PS plan also the run's endpoint function and PS wait (an S3-sync plan has neithe
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import CfnOutput, Environment, Stack
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
@@ -14,6 +16,7 @@ from stacks.data import DataLayout, grant_prepare
 from stacks.events import (
     checkpoint_prefix,
     exchange_prefix,
+    layout_prefixes,
     prepare_event,
     result_keys,
     shards_prefix,
@@ -24,8 +27,10 @@ from stacks.grants import grant_prefix, grant_s3_sync, put_exact_objects, read_s
 from stacks.image import ImageSpec
 from stacks.nag import acknowledge, acknowledge_invoking_machine, executions_nag_arn
 from stacks.network import INTERFACE_ENDPOINTS
-from stacks.orchestration import PsSteps, StartOnDeploy, TrainingOrchestration
+from stacks.orchestration import PsSteps, ReplanFunctions, StartOnDeploy, TrainingOrchestration
 from stacks.ps_stack import ParameterServerStack
+from stacks.replan_functions import memory_variants, pace_function, worker_concurrency
+from stacks.replan_loop import plan_documents
 from stacks.run_network import PsWait, RunNetwork
 from stacks.stage_workers import StageWorkers
 
@@ -41,11 +46,17 @@ class TrainingStack(Stack):
 
     `ps`: the job's PS stack for a PS plan; None for an S3-sync plan (`plan.sync == "s3"`),
     whose functions run outside any VPC and whose run starts, waits for and stops no PS.
+
+    A plan that re-plans (`plan.replan`) also gets `variants` (MB → worker function, the plan's
+    memory's being `worker`) and `pace` (None otherwise); `documents`: the (profile, catalog)
+    JSON the plan was made from, for the pace function (default: read by the plan's names).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, plan: Plan, plan_digest: str,
                  layout: DataLayout, ps: ParameterServerStack | None, description: str,
-                 env: Environment | None = None) -> None:  # fmt: skip
+                 env: Environment | None = None,
+                 documents: tuple[dict[str, Any], dict[str, Any]] | None = None,
+                 ) -> None:  # fmt: skip
         super().__init__(scope, construct_id, description=description, env=env)
         if (ps is None) != (plan.sync == "s3"):
             raise ValueError(f"plan sync {plan.sync!r} and a PS stack {ps} do not fit: "
@@ -63,7 +74,7 @@ class TrainingStack(Stack):
                 description=f"Training worker of job {plan.job}", memory_mb=plan.memory_mb,
                 timeout_s=plan.invocation_timeout_s,
                 ephemeral_storage_mb=plan.ephemeral_storage_mb,
-                reserved_concurrency=plan.n_workers if plan.reserve_concurrency else None,
+                reserved_concurrency=worker_concurrency(plan) if plan.reserve_concurrency else None,
                 placement=in_vpc,
             )  # fmt: skip
             self.workers = [self.worker]
@@ -87,6 +98,15 @@ class TrainingStack(Stack):
             memory_mb=HELPER_MEMORY_MB, timeout_s=HELPER_TIMEOUT_S,
             ephemeral_storage_mb=plan.ephemeral_storage_mb, placement=in_vpc,
         )  # fmt: skip
+        self.pace: ImageFunction | None = None
+        self.variants: dict[int, ImageFunction] = {}
+        if plan.replan is not None:
+            self.variants = memory_variants(plan, self, self.worker, image=image, placement=in_vpc)
+            self.workers = [
+                self.worker,
+                *(f for f in self.variants.values() if f is not self.worker),
+            ]
+            self.pace = pace_function(plan, self, image=image, artifacts=layout.artifacts)
         steps = self._ps_steps(plan, image, ps, in_vpc) if ps and in_vpc else None
         self.run_network = steps.run_network if steps else None
         self.ps_wait = steps.ps_wait if steps else None
@@ -109,6 +129,7 @@ class TrainingStack(Stack):
             prepare_event=prepare_event(plan, source=layout.source,
                                         dataset_bucket=layout.dataset.name),
             helper_timeout_s=HELPER_TIMEOUT_S, ps=steps, bounds=plan_bounds(plan),
+            replan=self._replan_functions(plan, documents),
         )  # fmt: skip
         executions = self._acknowledge_orchestration()
         machine = self.orchestration.state_machine
@@ -127,6 +148,16 @@ class TrainingStack(Stack):
             "with AWS's minimal managed policy.",
         )
         self._outputs(plan, layout, machine.state_machine_arn)
+
+    def _replan_functions(self, plan: Plan, documents: tuple[dict[str, Any], dict[str, Any]]
+                          | None) -> ReplanFunctions | None:  # fmt: skip
+        """The re-planning loop's functions and bundle; None for a plan that runs as it is."""
+        if plan.replan is None or self.pace is None:
+            return None
+        return ReplanFunctions(
+            plan=plan, workers={mb: f.function for mb, f in self.variants.items()},
+            pace=self.pace.function, documents=documents or plan_documents(plan),
+        )  # fmt: skip
 
     def _ps_steps(self, plan: Plan, image: ImageSpec, ps: ParameterServerStack,
                   in_vpc: VpcPlacement) -> PsSteps:  # fmt: skip
@@ -193,6 +224,12 @@ class TrainingStack(Stack):
             shards,
             reason="Writes this run's shards and manifest under one prefix.",
         )
+        for prefix in layout_prefixes(plan):  # a plan that re-plans: every envelope count's
+            if prefix != shards:
+                grant_prefix(self.prepare.function, self.prepare, layout.dataset, prefix,
+                             read=False, write=True,
+                             reason="Writes the shards and manifest of a worker count a re-plan "
+                             "may switch to, under one prefix.")  # fmt: skip
         if secret is not None:
             # A pipelined plan's stage workers read the secret by their own grants.
             readers = [self.finalize] if self.stage_workers else [self.worker, self.finalize]
@@ -200,15 +237,17 @@ class TrainingStack(Stack):
                 fn.function.add_to_role_policy(read_secret_value(secret.secret_arn))
 
     def _grant_worker(self, plan: Plan, layout: DataLayout) -> None:
-        """A one-stage plan's worker: its shard, its link records, an S3 plan's sync."""
-        grant_prefix(
-            self.worker.function,
-            self.worker,
-            layout.dataset,
-            shards_prefix(plan),
-            write=False,
-            reason="Reads its shard; keys are listed in the run's manifest.",
-        )
+        """A one-stage plan's worker: its shard, its link records, an S3 plan's sync. A plan
+        that re-plans: the shards of every envelope count (its variants share the role)."""
+        for prefix in layout_prefixes(plan):
+            grant_prefix(
+                self.worker.function,
+                self.worker,
+                layout.dataset,
+                prefix,
+                write=False,
+                reason="Reads its shard; keys are listed in the run's manifest.",
+            )
         grant_prefix(
             self.worker.function,
             self.worker,
@@ -230,7 +269,8 @@ class TrainingStack(Stack):
     def _acknowledge_orchestration(self) -> str:
         """Acknowledge the state machine's findings; return its executions' nag ARN form."""
         machine = self.orchestration.state_machine
-        invoked = (*self.workers, self.prepare, self.finalize, self.run_network, self.ps_wait)
+        invoked = (*self.workers, self.prepare, self.finalize, self.run_network, self.ps_wait,
+                   self.pace)  # fmt: skip
         acknowledge_invoking_machine(machine, (f.function for f in invoked if f is not None))
         executions = executions_nag_arn(machine)
         for suffix in (":*", "/*:*"):

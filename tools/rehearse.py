@@ -58,9 +58,11 @@ from tools.rehearse_checks import (
 
 WORK_DIR = Path(REPO_ROOT) / "cdk.out" / "rehearsal"
 ACCOUNT = "123456789012"
-# 2h -> 3m38s takes the digits plan from 2 to 3 workers: the PS instance is replaced (its boot
-# script names the worker count, so CDK gives it a new logical id), the training stack's
-# definitions and grants change, the data stack only in its tags.
+# 2h -> 3m38s takes the digits plan from 2 × 629 MB to 5 × 605 MB workers, both re-planning
+# (re-planning is on by default): the PS instance is replaced (its boot script names the
+# envelope's ceiling of workers, so CDK gives it a new logical id), the twice-the-memory
+# variant is replaced by the new one, the training stack's definitions and grants change, the
+# data stack only in its tags.
 FROM_DEADLINE, TO_DEADLINE = "2h", "3m38s"
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 CLI_TIMEOUT_S = 600

@@ -3,8 +3,9 @@
 Synths cover the stacks (both exchanges, both AWS catalogs, the profiling mode, several
 workloads); plans cover the planner more widely and cheaply (every shipped profile, several
 deadlines, both AWS catalogs and the test stand-in for this machine's catalog). The container
-image's asset hash is a hash of the functions/ sources, so a reshaping of those files changes it
-by design, and with it the PS instances' logical IDs (their user data names the image). So the
+image's asset hash is a hash of the functions/ and provisioner/ sources, so a reshaping of those
+files changes it by design, and with it the PS instances' logical IDs (their user data names the
+image). So the
 golden synths hash the image without its Python sources (the Dockerfile and the requirements
 still count), and what hashes remain are replaced by a placeholder; nothing else is.
 """
@@ -62,7 +63,9 @@ def synth_files(name: str) -> dict[str, str]:
     from tests.stacks.conftest import run_synth
 
     exclude = ImageSpec.exclude.fget  # type: ignore[attr-defined]
-    without_sources = property(lambda spec: [*exclude(spec), "functions/**/*.py"])
+    without_sources = property(
+        lambda spec: [*exclude(spec), "functions/**/*.py", "provisioner/**/*.py"]
+    )
     with (
         tempfile.TemporaryDirectory() as outdir,
         mock.patch.object(ImageSpec, "exclude", without_sources),

@@ -16,12 +16,14 @@ import pytest
 from provisioner import Goal, Limits, load_catalog, load_profile, parse_duration_s
 from provisioner.plan import Plan
 from provisioner.replan_attach import plan_with_replan
+from stacks.replan_functions import worker_concurrency
 from tests.stacks.conftest import Synth, run_synth
 
 
 def worker(result: Synth) -> dict[str, Any]:
-    (fn,) = [r["Properties"] for r in result.template("training")["Resources"].values()
-             if r["Type"] == "AWS::Lambda::Function"
+    """The plan's worker function (a re-planning plan's memory variants left out)."""
+    (fn,) = [r["Properties"] for lid, r in result.template("training")["Resources"].items()
+             if r["Type"] == "AWS::Lambda::Function" and not lid.startswith("WorkerFunctionMb")
              and r["Properties"].get("ImageConfig", {}).get("Command") == [
                  "functions.worker.handler"]]  # fmt: skip
     return fn  # type: ignore[no-any-return]
@@ -41,8 +43,16 @@ def assert_template_equals_plan(result: Synth, plan: Plan) -> None:
     assert fn["Timeout"] == plan.invocation_timeout_s
     assert fn["EphemeralStorage"] == {"Size": plan.ephemeral_storage_mb}
     assert fn.get("ReservedConcurrentExecutions") == (
-        plan.n_workers if plan.reserve_concurrency else None
+        worker_concurrency(plan) if plan.reserve_concurrency else None
     )
+    # a re-planning plan: one more worker function per other memory variant
+    variants = plan.replan.envelope.memory_variants_mb if plan.replan else (plan.memory_mb,)
+    memories = sorted(
+        r["Properties"]["MemorySize"]
+        for lid, r in result.template("training")["Resources"].items()
+        if lid.startswith("WorkerFunction") and r["Type"] == "AWS::Lambda::Function"
+    )
+    assert memories == sorted(variants)
     instances = ps_instances(result)
     assert len(instances) == plan.ps_count
     assert {i["InstanceType"] for i in instances} == ({plan.ps_type} if plan.ps_count else set())

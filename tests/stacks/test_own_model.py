@@ -69,7 +69,10 @@ def test_the_users_file_is_in_the_image_and_its_hash(tmp_path: Path, project_mod
     staged = Path(first.outdir) / image["source"]["directory"]
     assert (staged / relative).read_bytes() == project_model.read_bytes()
     # only the model's file of its folder, and nothing else of the project beyond functions/
-    assert sorted(p.name for p in staged.iterdir()) == sorted({"functions", relative.split("/")[0]})
+    # and provisioner/ (the pace function's planner)
+    assert sorted(p.name for p in staged.iterdir()) == sorted(
+        {"functions", "provisioner", relative.split("/")[0]}
+    )
     assert [p.name for p in (staged / relative).parent.iterdir()] == ["model.py"]
     # the PS runs the same image: one build
     (ps_manifest,) = Path(first.outdir).glob("*-ps.assets.json")

@@ -20,6 +20,7 @@ from provisioner.catalog import Catalog
 from provisioner.plan import Plan
 from provisioner.profile import WorkloadProfile
 from provisioner.replan import SWITCH, Decision, decide
+from provisioner.replan_attach import catalog_of_plan
 from provisioner.replan_figures import Factors, compose, corrected_catalog, corrected_profile
 from provisioner.replan_pace import Progress, progress_from_links
 from provisioner.space import Infeasible
@@ -171,7 +172,9 @@ def next_pace(
     """The pace after a Map of links, and the decision record of its check (None when the run is
     done or the links did not advance: a stall runs the same event again, unchecked).
     `records`: the segment's link records per rank (records_wanted's invocations), `elapsed_s`:
-    the run's wall time so far."""
+    the run's wall time so far. `catalog`: the one the plan names; a re-plan prices its links
+    on the pace-checked one the plan was made on (replan_attach.catalog_of_plan)."""
+    catalog = catalog_of_plan(plan, catalog)
     out = {**pace, "segment": dict(pace["segment"])}
     done, start, invocation = _link_counts(links)
     if done:

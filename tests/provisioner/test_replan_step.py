@@ -15,6 +15,7 @@ from provisioner.catalog import Catalog
 from provisioner.plan import Plan
 from provisioner.profile import WorkloadProfile
 from provisioner.replan import KEEP, SWITCH, decide, figures_after
+from provisioner.replan_attach import catalog_of_plan
 from provisioner.replan_figures import Factors, compose
 from provisioner.replan_pace import Progress
 from provisioner.replan_spec import ReplanSpec
@@ -113,7 +114,9 @@ def test_on_pace_it_keeps_and_counts_the_links(run) -> None:
 def test_behind_it_switches_to_the_re_plan(run) -> None:
     profile, catalog, plan = run
     pace, record, progress = step(run, initial_pace(plan), 2, 1.5)
-    d = decide(plan, profile, catalog, progress, plan.replan.envelope)
+    # a re-plan prices links as the plan was made: on its pace-checked catalog
+    checked = catalog_of_plan(plan, catalog)
+    d = decide(plan, profile, checked, progress, plan.replan.envelope)
     assert d.action == SWITCH and record["action"] == SWITCH and record["status"] == "behind"
     new = d.plan
     assert record["to"] == {"n_workers": new.n_workers, "memory_mb": new.memory_mb}

@@ -12,6 +12,7 @@ from typing import Any
 from functions.model_spec import parse_spec
 from provisioner.pipeline_plan import Stage
 from provisioner.plan import Plan
+from provisioner.replan_step import shards_prefix as count_shards_prefix
 
 PS_PORT = 7070  # one TCP port per PS instance; only the workers' security group may reach it
 SAFETY_MARGIN_S = 30.0  # the worker stops this long before its invocation time runs out
@@ -46,7 +47,7 @@ def sync_summary(plan: Plan) -> str:
 def shards_prefix(plan: Plan, n_workers: int | None = None) -> str:
     """Shards are one per worker, so the prefix names n: a new n never reads stale shards.
     `n_workers`: another count's (a re-plan's), by default the plan's."""
-    return f"{plan.job}/shards-n{plan.n_workers if n_workers is None else n_workers}"
+    return count_shards_prefix(plan.job, plan.n_workers if n_workers is None else n_workers)
 
 
 def layout_counts(plan: Plan) -> tuple[int, ...]:

@@ -166,7 +166,8 @@ class TrainingOrchestration(Construct):
         if replan is not None:
             loop = ReplanLoop(
                 self, plan=replan.plan, workers=replan.workers, pace=replan.pace,
-                worker_event=worker_event, then=finalize_step, documents=replan.documents,
+                worker_event=worker_event, then=finalize_step, on_failure=on_failure,
+                documents=replan.documents,
                 max_links=max_links,
             )  # fmt: skip
             for step in (loop.links, loop.pace_check):

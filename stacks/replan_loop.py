@@ -6,8 +6,9 @@ values → `Links` runs one link of each of `$.pace.n_workers` workers, each on 
 its memory variant → `PaceCheck` (the pace function) reads the boundary's link records, checks
 the pace and, when the run is behind, switches to a re-plan inside the envelope →
 `PaceVerdict`: done → the rest of the run; past the link cap or a second stall in a row →
-fail, as a worker of a plan that runs as it is would; otherwise `Links` again with the new
-pace. Every count and memory a re-plan may take is synthesized here, so a switch needs no
+fail through the run's own failure path (a PS plan stops its instances and closes its
+endpoints first), as a worker of a plan that runs as it is would; otherwise `Links` again with
+the new pace. Every count and memory a re-plan may take is synthesized here, so a switch needs no
 deploy: the Map's concurrency is the envelope's ceiling and its Choice knows every variant's
 function.
 
@@ -103,15 +104,25 @@ def _variant_links(scope: Construct, workers: Mapping[int, lambda_.IFunction],
     )  # fmt: skip
 
 
+def guard(scope: Construct, name: str, cause: str, on_failure: sfn.IChainable) -> sfn.Pass:
+    """A runaway guard that fails the run: a Pass named for the error that leaves the state as a
+    Catch would (`{"Error", "Cause"}`) and goes on to the run's failure path, so a PS plan's
+    instances are stopped by the run itself, not later by the rule on a failed execution."""
+    failing = sfn.Pass(scope, name, result=sfn.Result.from_object({"Error": name, "Cause": cause}),
+                       result_path="$")  # fmt: skip
+    failing.next(on_failure)
+    return failing
+
+
 class ReplanLoop:
     """The loop's states, from `start` (PaceStart) to `verdict` (PaceVerdict), whose done branch
-    goes to `then`. Attributes: `start`, `links` (the Map), `pace_check`, `verdict`, and `chain`:
+    goes to `then` and whose guards go to `on_failure`. Attributes: `start`, `links` (the Map), `pace_check`, `verdict`, and `chain`:
     PaceStart to `then`, to chain on from (`then` is its one end)."""
 
     def __init__(self, scope: Construct, *, plan: Plan,
                  workers: Mapping[int, lambda_.IFunction], pace: lambda_.IFunction,
                  worker_event: Mapping[str, Any], then: sfn.TaskStateBase,
-                 documents: tuple[dict[str, Any], dict[str, Any]],
+                 on_failure: sfn.IChainable, documents: tuple[dict[str, Any], dict[str, Any]],
                  max_links: int) -> None:  # fmt: skip
         if plan.replan is None:
             raise ValueError(f"plan {plan.job} does not re-plan: it has no envelope")
@@ -140,12 +151,11 @@ class ReplanLoop:
             .when(cond.boolean_equals("$.pace.done", True), then)
             # The cap spans segments: a switch keeps counting the links.
             .when(cond.number_greater_than_equals("$.pace.invocation", max_links),
-                  sfn.Fail(scope, "TooManyLinks", error="TooManyLinks",
-                           cause=f"A worker ran {max_links} links, the plan's bound."))
+                  guard(scope, "TooManyLinks",
+                        f"A worker ran {max_links} links, the plan's bound.", on_failure))
             .when(cond.number_greater_than_equals("$.pace.stalls", STALLS_TO_FAIL),
-                  sfn.Fail(scope, "LinkMadeNoProgress", error="LinkMadeNoProgress",
-                           cause="Two links in a row ended without advancing; see the workers' "
-                           "logs."))
+                  guard(scope, "LinkMadeNoProgress", "Two links in a row ended without "
+                        "advancing; see the workers' logs.", on_failure))
             .otherwise(self.links)
         )  # fmt: skip
         self.start.next(self.links).next(self.pace_check).next(self.verdict)

@@ -251,7 +251,7 @@ def rescore(
         **kept,
         "command": command,
         "platform": f"those of the run re-scored (bench/results/{name}-platform/)",
-        "rescored": "the current model's predictions held to the run's measurements "
+        "rescored": "predictions made again, held to the measurements of the run "
         f"(`{data['meta']['command']}`)"
         + (f"; the run's catalog with {', '.join(what)}" if what else ""),
     }

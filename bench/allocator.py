@@ -20,7 +20,6 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +82,7 @@ def write_results(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     summary = summarise(runs)
     fixed, default = summary["fixed"], summary["defaults"]
     lines = [
-        f"# malloc's thresholds fixed vs glibc's defaults ({meta['date']})",
+        "# malloc's thresholds fixed vs glibc's defaults",
         "",
         "| way | runs | compute ms/step (median) | minor faults/step | total s |",
         "|---|---|---|---|---|",
@@ -140,8 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = one_run(way, endpoint, Path(tmp) / f"{way}-{k}", args.iterations)
                 runs.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
-    meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": cpu.this_machine(), "repeats": args.repeats,
+    meta = {"machine": cpu.this_machine(), "repeats": args.repeats,
             "iterations": args.iterations}  # fmt: skip
     print(write_results(runs, meta))
     return 0

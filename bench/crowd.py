@@ -22,7 +22,6 @@ import json
 import os
 import statistics
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +64,7 @@ def row_of(
 def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """bench/results/crowd.{json,md,png}; returns the markdown."""
     lines = [
-        f"# {meta['workload']}: crowds through one loopback shard on {meta['cores']:g} cores "
-        f"({meta['date']})",
+        f"# {meta['workload']}: crowds through one loopback shard on {meta['cores']:g} cores",
         "",
         f"| children | vCPU each | step CPU ÷ alone (median of {meta['repeats']}) | "
         "iteration ÷ ideal (step × max(1/share, count/cores)) |",
@@ -182,7 +180,6 @@ def main(argv: list[str] | None = None) -> int:
         status = limiter.status()
     rows = [row_of(c, s, r, cores) for (c, s), r in rounds.items()]
     meta = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "workload": args.workload,
         "cores": cores,
         "repeats": args.repeats,

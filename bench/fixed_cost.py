@@ -19,7 +19,6 @@ import os
 import statistics
 import sys
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +53,7 @@ def row_of(case: bp.Case, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
-        f"# MobileNetV2, n = 8 on {meta['cores']} cores: where the excess lies ({meta['date']})",
+        f"# MobileNetV2, n = 8 on {meta['cores']} cores: where the excess lies",
         "",
         f"| case | k | compute pred./meas. s (median of {meta['repeats']}) | compute excess s "
         "| total pred./meas. s | total excess s |",
@@ -109,7 +108,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{case.label}, k={case.iterations}: compute {compute_s:.2f} s",
                       file=sys.stderr)  # fmt: skip
     meta = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cores": len(os.sched_getaffinity(0)),
         "repeats": args.repeats,
         "profile": str(PROFILE.relative_to(bp.REPO_ROOT)),

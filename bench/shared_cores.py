@@ -22,7 +22,6 @@ import json
 import os
 import statistics
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +60,7 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     (RESULTS / "shared-cores.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     cores = meta["cores"]
     lines = [
-        f"# k training processes at once on {cores:g} cores, each at {meta['share']:.3f} vCPU "
-        f"({meta['date']})",
+        f"# k training processes at once on {cores:g} cores, each at {meta['share']:.3f} vCPU",
         "",
         f"| workload | k | samples/s each (median of {meta['repeats']}) | runs | "
         f"÷ ideal, C = {cores:g} cores | ÷ ideal, C = {0.75 * cores:g} (catalog) |",
@@ -164,7 +162,6 @@ def main(argv: list[str] | None = None) -> int:
             rows += [row_of(workload, k, runs[k], alone, args.share, cores) for k in runs]
         status = limiter.status()
     meta = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cores": cores,
         "share": args.share,
         "repeats": args.repeats,

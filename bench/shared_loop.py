@@ -17,7 +17,6 @@ crowded_step_ratio, the extra a step costs once the workers outnumber the cores.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import statistics
@@ -66,7 +65,7 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     (RESULTS / "shared-loop.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     cores = meta["cores"]
     lines = [
-        f"# The BSP loop of {meta['workload']} on {cores:g} shared cores ({meta['date']})",
+        f"# The BSP loop of {meta['workload']} on {cores:g} shared cores",
         "",
         "| n | shards | iteration ms | worker loop CPU ms | step CPU ms (÷ alone) | "
         f"shards' CPU ms | CPU bound ms, C = {cores:g} | bound ÷ measured |",
@@ -194,7 +193,6 @@ def main(argv: list[str] | None = None) -> int:
                 )
         status = limiter.status()
     meta = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "workload": args.workload,
         "cores": cores,
         "iterations": args.iterations,

@@ -258,7 +258,7 @@ def write_markdown(
             "",
             f"Regenerate: `{REGENERATE}` (writes this file, `bench/results/sync.png` and "
             "`bench/results/sync.json`; took "
-            f"{seconds:.0f} s here, {time.strftime('%Y-%m-%d', time.gmtime())}).",
+            f"{seconds:.0f} s here).",
             "",
             f"Machine: {cpu_model()} ({platform.machine()}), {os.cpu_count()} CPUs, Python "
             f"{platform.python_version()}; all processes on one machine over 127.0.0.1, so the "

@@ -36,7 +36,7 @@ def loop_anchored(
     doc: dict[str, Any], figures: dict[str, float], read: str, where: Provenance
 ) -> dict[str, Any]:
     """A copy of the catalog document `doc` with the network's loop `figures` (loop_figures) set
-    as `read` (e.g. "round 3's anchor of bench.predict" and when) `where`."""
+    as `read` (e.g. "round 3's anchor of bench.predict, read just before the round") `where`."""
     held = {f: (round(v, 6), LOOP_UNITS[f]) for f, v in figures.items()}
     return measured_in(doc, "network", held, f"{read}: {loop_method()}", where)
 
@@ -80,6 +80,6 @@ def load_anchored(
     doc: dict[str, Any], load_cpu_s: float, read: str, where: Provenance
 ) -> dict[str, Any]:
     """A copy of the catalog document `doc` with lambda.load_cpu_s set to `load_cpu_s` as
-    `read` (e.g. "round 3's anchor of bench.predict" and when) `where`."""
+    `read` (e.g. "round 3's anchor of bench.predict, read just before the round") `where`."""
     held = {"load_cpu_s": (round(load_cpu_s, 4), "s")}
     return measured_in(doc, "lambda", held, f"{read}: {load_method()}", where)

@@ -23,7 +23,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +75,7 @@ def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, d
     else the committed one) moved to it at `out`; (the path, the speed factor over the
     profile's per anchored share)."""
     source = base or REPO_ROOT / "profiles" / f"{workload}.json"
-    moved = write_anchored(
-        json.loads(source.read_text()), out, time.strftime("%Y-%m-%d", time.gmtime())
-    )
+    moved = write_anchored(json.loads(source.read_text()), out, f"read just before {out.stem}")
     return out, dict(moved["anchor"]["speed_factor_by_share"])
 
 
@@ -91,9 +88,8 @@ def anchor_catalog(start: Path, endpoint: Any, work: Path, out: Path, k: int) ->
     work.mkdir(parents=True, exist_ok=True)
     figures = measure_loop_now(endpoint, work, float(doc["network"]["function_ps_mb_s"]["value"]))
     load_cpu_s = measure_load_now(endpoint, work / "load")
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     out.parent.mkdir(parents=True, exist_ok=True)
-    read = f"round {k}'s anchor of bench.predict, {when}"
+    read = f"round {k}'s anchor of bench.predict, read just before the round"
     where = here_today()
     anchored = load_anchored(loop_anchored(doc, figures, read, where), load_cpu_s, read, where)
     write_catalog(anchored, out)

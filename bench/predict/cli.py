@@ -7,7 +7,6 @@ import argparse
 import random
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -324,7 +323,6 @@ def run_rounds(
     runs = grid.runs()
     rows = [median_row(r) for r in runs]
     meta: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": cpu.this_machine(),
         "loadavg": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
         "cpu_share": rows[0]["cpu_share"] if rows else "",

@@ -182,8 +182,7 @@ def table(
         + " | accuracy (total) | interval (each run) | S3 requests/iteration meas./priced |"
     )
     lines = [
-        f"# Held-out prediction on {meta['host']['cpu_model']}, {meta['host']['cores']} cores "
-        f"({meta['date']})",
+        f"# Held-out prediction on {meta['host']['cpu_model']}, {meta['host']['cores']} cores",
         "",
         f"Host: {host_text(meta['host'])}.",
         "",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
@@ -247,12 +246,13 @@ def rescore(
     if anchor_weight is not None:
         what.append(f"its anchors applied at weight {anchor_weight:g}")
     what += [f"the profile {p} in place of its start profile" for p in profiles or []]
+    kept = {k: v for k, v in data["meta"].items() if k != "date"}  # older results carry one
     meta = {
-        **data["meta"],
+        **kept,
         "command": command,
         "platform": f"those of the run re-scored (bench/results/{name}-platform/)",
-        "rescored": f"predictions of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
-        f"held to the measurements of {data['meta']['date']} (`{data['meta']['command']}`)"
+        "rescored": "predictions made again, held to the measurements of the run "
+        f"(`{data['meta']['command']}`)"
         + (f"; the run's catalog with {', '.join(what)}" if what else ""),
     }
     return rows, meta

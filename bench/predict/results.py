@@ -151,7 +151,7 @@ def table(
     head = "| case | k | links | " + " | ".join(f"{c} pred./meas. s" for c in COLUMNS)
     head += " | accuracy (total) | deadline met |"
     lines = [
-        f"# Predicted (local catalog) vs measured on the emulator ({meta['date']})",
+        "# Predicted (local catalog) vs measured on the emulator",
         "",
         head,
         "|" + "---|" * (len(COLUMNS) + 5),

@@ -180,7 +180,7 @@ def test_a_run_without_intervals_says_so_and_the_table_renders_from_the_json(
     for r in rows:
         r.pop("intervals_local")
     meta = {
-        "protocol": "held-out", "date": "d", "loadavg": "1 1 1", "cpu_share": "s",
+        "protocol": "held-out", "loadavg": "1 1 1", "cpu_share": "s",
         "command": "c", "repeats": 2,
         "host": {"id": "amd-epyc-2c", "cpu_model": "AMD EPYC", "cores": 2, "memory_gib": 23.5,
                  "python": "3.11", "torch": "2", "cgroup": "v1"},

@@ -40,7 +40,7 @@ def test_the_table_is_the_median_of_each_way_and_their_ratio(
     summary = ba.summarise(runs)
     assert summary["fixed"]["compute_ms_per_step"] == 130.0
     assert summary["defaults"]["faults_per_step"] == 6000.0
-    text = ba.write_results(runs, {"date": "d", "machine": "m", "repeats": 3, "iterations": 60})
+    text = ba.write_results(runs, {"machine": "m", "repeats": 3, "iterations": 60})
     assert "| fixed | 3 | 130.0 | 1 | 13.00 |" in text
     assert f"**{160.0 / 130.0:.3f}**" in text
     assert len(json.loads((tmp_path / "allocator.json").read_text())["runs"]) == 6

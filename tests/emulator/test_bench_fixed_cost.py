@@ -37,7 +37,7 @@ def test_a_row_is_the_median_and_its_excess(
                                             "excess_s": 7.0})  # fmt: skip
     assert row["total"]["excess_s"] == pytest.approx(8.0)
     monkeypatch.setattr(fc, "RESULTS", tmp_path)
-    meta = {"date": "d", "cores": 2, "repeats": 3, "profile": "p", "machine": "m", "command": "c"}
+    meta = {"cores": 2, "repeats": 3, "profile": "p", "machine": "m", "command": "c"}
     text = fc.write_results([row], meta)
     assert "| 8 | 9.50/16.50 | 7.00 | 16.00/24.00 | 8.00 |" in text
     assert json.loads((tmp_path / "fixed-cost.json").read_text())["rows"] == [row]

@@ -93,7 +93,7 @@ def test_results_are_written_as_table_json_and_png(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bp, "RESULTS", tmp_path)
-    meta = {"date": "d", "machine": "m", "loadavg": "0 0 0", "cpu_share": "s", "command": "c"}
+    meta = {"machine": "m", "loadavg": "0 0 0", "cpu_share": "s", "command": "c"}
     text = bp.write_results([_row("a", 0.9, 0.8), _row("p", 0.95, 0.9, planned=True)], meta)
     assert "| a | 100 | 2 | 1.00/1.00" in text and "| total | 0.925 | 0.900 | 2 |" in text
     assert "Deadlines met by plans the planner chose on the local catalog: 1/1." in text
@@ -301,6 +301,7 @@ def test_rescore_predicts_the_configuration_that_ran_again_against_its_measureme
     assert again["accuracy_local"]["total"] == pytest.approx(expected)
     text = (tmp_path / "predict-quick-rescored.md").read_text()
     assert "Re-scored, nothing measured" in text and "`python -m bench.predict --quick`" in text
+    assert "date" not in out["meta"] and "then" not in text  # the old run's date is not carried
     # the source run's files are untouched
     assert json.loads((tmp_path / "predict-quick.json").read_text())["rows"][0] == row
 
@@ -354,6 +355,7 @@ def _earlier_run(
     row.update(n=case.n, memory_mb=case.memory_mb, ps_count=case.ps_count,
                iterations=case.iterations)  # fmt: skip
     row["terms"]["total"].update(predicted_local_s=999.0, measured_s=measured_s)
+    # an older run's meta, with the date the renderers no longer write: it still re-scores
     meta = {"date": "then", "machine": "m", "loadavg": "0 0 0", "cpu_share": "s",
             "command": "python -m bench.predict --quick"}  # fmt: skip
     (tmp_path / "predict-quick.json").write_text(json.dumps({"meta": meta, "rows": [row]}))
@@ -789,7 +791,7 @@ def test_the_table_reads_the_grid_against_its_ceiling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bp, "RESULTS", tmp_path)
-    meta = {"date": "d", "machine": "m", "loadavg": "0 0 0", "cpu_share": "s", "command": "c"}
+    meta = {"machine": "m", "loadavg": "0 0 0", "cpu_share": "s", "command": "c"}
     text = bp.write_results(_spread_rows([10.0, 10.0, 10.0], count=2), meta)
     assert (
         "Ceiling (noise_ceiling): a model exact on every case's mean, held to the median of 3 "

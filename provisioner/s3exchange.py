@@ -101,15 +101,17 @@ def s3_link_requests(n: Arr, reducers: Arr, links: Arr | float) -> tuple[Arr, Ar
 POLL_FIRST_S, POLL_GROWTH, POLL_MAX_S = 0.005, 1.5, 0.2
 GATHER_WINDOW = 4
 # A steady wait's object arrives around its learned estimate with the iteration's jitter (its
-# peers' compute and requests on shared cores, a throttled step). Read on the 2-core host over
-# 6,500 steady waits of digits-mlp and the CNN at n = 2-10, k = 1-3 (bench/s3_requests.py's
-# poll log, bench/results/s3-requests.md): 28-38% of them missed at their first GET, and a
-# late object came a median 0.17-0.21 of the iteration after it (0.04 at n = 2 on 2 cores).
-# Priced as an exponential lateness of mean 0.18 of the iteration: the one figure at which
-# those runs' steady misses per wait came out between 0.73 and 1.24 of measured (a larger
-# mean, the exponential's reading of the median, over-priced all but one).
+# peers' requests and compute on shared cores, a throttled step). Read on the 2-core host over
+# 11 runs of digits-mlp and the CNN at n = 2-10, k = 1-3 (bench/results/s3-requests.md): 23-40%
+# of the steady waits missed at their first GET, and a late object came a median 0.17-0.22 of
+# the iteration after it where the iteration is the exchange (digits-mlp), 0.04-0.18 where it
+# is mostly compute (the CNN): the exchange jitters more than the compute. Priced as an
+# exponential lateness of mean 0.15 of the exchange plus 0.04 of the rest of the iteration:
+# the figures at which those runs' steady misses per wait came out closest (0.5-1.5 of
+# measured, the same configuration's runs 0.7-1.5 apart).
 STEADY_LATE_SHARE = 0.36
-LATENESS_PER_ITERATION = 0.18
+LATENESS_PER_EXCHANGE_S = 0.15
+LATENESS_PER_COMPUTE_S = 0.04
 # Where the request count is priced without the iteration's time (the local CPU floor of
 # local_s3 and pipeline_local): the runtime's rule with no jitter, a miss every other wait.
 STEADY_MISSES_PER_WAIT = 0.5
@@ -137,11 +139,14 @@ def late_wait_misses(lateness_s: Arr, gap_s: Arr, get_s: Arr | float) -> Arr:
     return np.asarray(np.where(late > 0, out, 1.0), dtype=np.float64)
 
 
-def steady_misses_per_wait(iteration_s: Arr, gap_s: Arr, get_s: Arr | float) -> Arr:
+def steady_misses_per_wait(
+    exchange_s: Arr, compute_s: Arr, gap_s: Arr | float, get_s: Arr | float
+) -> Arr:
     """Extension: the GETs that find nothing per steady wait: STEADY_LATE_SHARE of the waits
-    miss at their first GET and then poll over a lateness of LATENESS_PER_ITERATION of the
-    iteration (late_wait_misses)."""
-    lateness = LATENESS_PER_ITERATION * np.asarray(iteration_s, dtype=np.float64)
+    miss at their first GET and then poll over a lateness of LATENESS_PER_EXCHANGE_S of the
+    iteration's exchange plus LATENESS_PER_COMPUTE_S of the rest (late_wait_misses)."""
+    lateness = LATENESS_PER_EXCHANGE_S * np.asarray(exchange_s, dtype=np.float64)
+    lateness = lateness + LATENESS_PER_COMPUTE_S * np.asarray(compute_s, dtype=np.float64)
     return STEADY_LATE_SHARE * late_wait_misses(lateness, gap_s, get_s)
 
 
@@ -278,7 +283,8 @@ def s3_cell_misses(
 ) -> Arr:
     """s3_exchange_misses of cells at memory m, their waits cut from exchange_s (the timeline's
     communication + aggregation per iteration) at the catalog's S3 figures (s3_cold_waits_s),
-    the steady ones priced over the iteration's time (iteration_s, steady_misses_per_wait) at
+    the steady ones priced over the exchange and the rest of the iteration (iteration_s, the
+    whole iteration; steady_misses_per_wait) at
     the runtime's poll gap and a GET's round trip: its latency and, where measured (the local
     machine), its CPU on the client and on the server."""
     get_mb_s = s3_bandwidth_mb_s(
@@ -297,7 +303,10 @@ def s3_cell_misses(
     get_s = (
         catalog.s3_request_s + (catalog.s3_request_cpu_s or 0.0) + (catalog.s3_server_cpu_s or 0.0)
     )
-    steady = steady_misses_per_wait(iteration_s, POLL_FIRST_S, get_s)
+    exchange = np.asarray(exchange_s, dtype=np.float64)
+    rest_s = np.maximum(np.asarray(iteration_s, dtype=np.float64) - exchange, 0.0)
+    with np.errstate(invalid="ignore"):  # an infeasible cell's inf - inf
+        steady = steady_misses_per_wait(exchange, np.nan_to_num(rest_s), POLL_FIRST_S, get_s)
     return s3_exchange_misses(n, reducers, grad_s, state_s, iterations, links, steady)
 
 

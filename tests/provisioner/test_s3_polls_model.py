@@ -166,15 +166,20 @@ def test_a_late_wait_misses_the_runtimes_polls_before_its_object(
 
 
 def test_a_steady_wait_misses_more_as_its_iteration_jitters_more() -> None:
-    iteration_s = np.array([0.0, 0.05, 0.2, 1.0, 5.0])
-    per_wait = s3exchange.steady_misses_per_wait(iteration_s, 0.005, 0.01)
+    exchange_s = np.array([0.0, 0.05, 0.2, 1.0, 5.0])
+    per_wait = s3exchange.steady_misses_per_wait(exchange_s, 0.0, 0.005, 0.01)
     assert float(per_wait[0]) == s3exchange.STEADY_LATE_SHARE  # no jitter: the first GET only
     assert all(np.diff(per_wait) > 0)
+    # the exchange jitters more than the compute: a second of it costs more misses
+    exchange, compute = (
+        s3exchange.steady_misses_per_wait(*x, 0.005, 0.01) for x in ((1, 0), (0, 1))
+    )
+    assert float(exchange) > float(compute) > s3exchange.STEADY_LATE_SHARE
     # past the back-off's ramp every poll is 200 ms + a GET apart: a long lateness's extra
     # seconds are as many polls as 210 ms go into them
-    long = s3exchange.steady_misses_per_wait(np.array([50.0, 100.0]), 0.005, 0.01)
+    long = s3exchange.steady_misses_per_wait(np.array([50.0, 100.0]), 0.0, 0.005, 0.01)
     more = float(long[1] - long[0]) / s3exchange.STEADY_LATE_SHARE
-    assert more == pytest.approx(s3exchange.LATENESS_PER_ITERATION * 50.0 / 0.21, rel=0.02)
+    assert more == pytest.approx(s3exchange.LATENESS_PER_EXCHANGE_S * 50.0 / 0.21, rel=0.02)
 
 
 def test_a_second_iteration_never_prices_fewer_misses_than_a_steady_one() -> None:

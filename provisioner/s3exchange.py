@@ -117,7 +117,7 @@ LATENESS_PER_COMPUTE_S = 0.04
 STEADY_MISSES_PER_WAIT = 0.5
 
 
-def late_wait_misses(lateness_s: Arr, gap_s: Arr, get_s: Arr | float) -> Arr:
+def late_wait_misses(lateness_s: Arr, gap_s: Arr | float, get_s: Arr | float) -> Arr:
     """Expected GETs that find nothing in a steady wait whose first GET missed, its object
     late by an exponential time of mean lateness_s: the first GET, then each later poll of
     functions.polling.expected_delays_s (gap, gap, × POLL_GROWTH up to max(gap, POLL_MAX_S)),

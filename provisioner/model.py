@@ -346,6 +346,7 @@ def costs(
                     tl.communication_s + tl.aggregation_s,
                     nt.iterations,
                     links,
+                    tl.iteration_s,
                 ),
                 links,
             )

@@ -188,6 +188,7 @@ def build_plan(
                 c.communication_per_iteration_s + c.aggregation_per_iteration_s,
                 c.iterations,
                 c.invocations,
+                c.iteration_s,
             )
         ),
         exchange_link_puts=_i(link_puts),

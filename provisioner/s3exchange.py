@@ -95,11 +95,59 @@ def s3_link_requests(n: Arr, reducers: Arr, links: Arr | float) -> tuple[Arr, Ar
 
 # The runtime's waits (functions/polling.py, tests/provisioner/test_s3_polls_model.py holds them
 # equal): a wait nothing is known about polls at 0, 5 ms, then gaps × 1.5 up to 200 ms; a
-# recurring wait learns where its object comes and then misses about every other time. A
-# reducer has GATHER_WINDOW gradient waits in flight: the next starts when one is answered.
+# recurring wait learns where its object comes and sends its first GET there, every gap_s
+# after it while late (× 1.5 per miss up to 200 ms). A reducer has GATHER_WINDOW gradient
+# waits in flight: the next starts when one is answered.
 POLL_FIRST_S, POLL_GROWTH, POLL_MAX_S = 0.005, 1.5, 0.2
-STEADY_MISSES_PER_WAIT = 0.5
 GATHER_WINDOW = 4
+# A steady wait's object arrives around its learned estimate with the iteration's jitter (its
+# peers' requests and compute on shared cores, a throttled step). Read on the 2-core host over
+# 11 runs of digits-mlp and the CNN at n = 2-10, k = 1-3 (bench/results/s3-requests.md): 23-40%
+# of the steady waits missed at their first GET, and a late object came a median 0.17-0.22 of
+# the iteration after it where the iteration is the exchange (digits-mlp), 0.04-0.18 where it
+# is mostly compute (the CNN): the exchange jitters more than the compute. Priced as an
+# exponential lateness of mean 0.15 of the exchange plus 0.04 of the rest of the iteration:
+# the figures at which those runs' steady misses per wait came out closest (0.5-1.5 of
+# measured, the same configuration's runs 0.7-1.5 apart).
+STEADY_LATE_SHARE = 0.36
+LATENESS_PER_EXCHANGE_S = 0.15
+LATENESS_PER_COMPUTE_S = 0.04
+# Where the request count is priced without the iteration's time (the local CPU floor of
+# local_s3 and pipeline_local): the runtime's rule with no jitter, a miss every other wait.
+STEADY_MISSES_PER_WAIT = 0.5
+
+
+def late_wait_misses(lateness_s: Arr, gap_s: Arr | float, get_s: Arr | float) -> Arr:
+    """Expected GETs that find nothing in a steady wait whose first GET missed, its object
+    late by an exponential time of mean lateness_s: the first GET, then each later poll of
+    functions.polling.expected_delays_s (gap, gap, × POLL_GROWTH up to max(gap, POLL_MAX_S)),
+    sent one gap plus one GET's round trip (get_s) after the one before, that goes out before
+    the object: 1 + Σ_j exp(−t_j / lateness)."""
+    late = np.asarray(lateness_s, dtype=np.float64)
+    gap = np.asarray(gap_s, dtype=np.float64)
+    cap = np.maximum(gap, POLL_MAX_S)
+    shape = np.broadcast(late, gap, np.asarray(get_s)).shape
+    sent, delay, total = np.zeros(shape), gap, np.ones(shape)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for j in range(16):  # past ~10 polls the gap is at its cap: a geometric tail
+            sent = sent + delay + get_s
+            total = total + np.exp(-sent / late)
+            delay = delay if j == 0 else np.minimum(delay * POLL_GROWTH, cap)
+        step = cap + get_s  # every later poll
+        tail = np.exp(-(sent + step) / late) / -np.expm1(-step / late)
+        out = total + np.where(late > 0, tail, 0.0)
+    return np.asarray(np.where(late > 0, out, 1.0), dtype=np.float64)
+
+
+def steady_misses_per_wait(
+    exchange_s: Arr, compute_s: Arr, gap_s: Arr | float, get_s: Arr | float
+) -> Arr:
+    """Extension: the GETs that find nothing per steady wait: STEADY_LATE_SHARE of the waits
+    miss at their first GET and then poll over a lateness of LATENESS_PER_EXCHANGE_S of the
+    iteration's exchange plus LATENESS_PER_COMPUTE_S of the rest (late_wait_misses)."""
+    lateness = LATENESS_PER_EXCHANGE_S * np.asarray(exchange_s, dtype=np.float64)
+    lateness = lateness + LATENESS_PER_COMPUTE_S * np.asarray(compute_s, dtype=np.float64)
+    return STEADY_LATE_SHARE * late_wait_misses(lateness, gap_s, get_s)
 
 
 def backoff_poll_times_s() -> np.ndarray:
@@ -174,18 +222,26 @@ def s3_first_iteration_misses(n: Arr, reducers: Arr, grad_wait_s: Arr, state_wai
 
 
 def s3_exchange_misses(
-    n: Arr, reducers: Arr, grad_wait_s: Arr, state_wait_s: Arr, iterations: Arr, links: Arr
+    n: Arr,
+    reducers: Arr,
+    grad_wait_s: Arr,
+    state_wait_s: Arr,
+    iterations: Arr,
+    links: Arr,
+    steady_per_wait: Arr | float = STEADY_MISSES_PER_WAIT,
 ) -> Arr:
     """Extension: the exchange's GETs per iteration that find nothing (S3 bills them too).
 
     Each of the 2·n·k GETs of an iteration is a wait: a reducer's for a gradient, a worker's
     for a state slice. A link's first iteration polls with the back-off
     (s3_first_iteration_misses); the waits that found nothing there learn in the second (one
-    more miss each, not half); every other iteration's waits miss STEADY_MISSES_PER_WAIT.
+    miss each, or the steady count if more); every other iteration's waits miss
+    steady_per_wait (steady_misses_per_wait).
     """
     n = np.asarray(n, dtype=np.float64)
     k = np.asarray(reducers, dtype=np.float64)
     its = np.asarray(iterations, dtype=np.float64)
+    steady = np.asarray(steady_per_wait, dtype=np.float64)
     links_f = np.minimum(np.asarray(links, dtype=np.float64), its)
     waits = 2.0 * n * k
     cold = s3_first_iteration_misses(n, k, grad_wait_s, state_wait_s)
@@ -195,8 +251,8 @@ def s3_exchange_misses(
     with np.errstate(divide="ignore", invalid="ignore"):  # a PS cell (k = 0) or k_iter = 0
         total = (
             links_f * cold
-            + later * waits * STEADY_MISSES_PER_WAIT
-            + second * learning * (1.0 - STEADY_MISSES_PER_WAIT)
+            + later * waits * steady
+            + second * learning * np.maximum(1.0 - steady, 0.0)
         )
         per_iteration = np.where(its > 0, total / its, 0.0)
     return np.asarray(np.where(k > 0, per_iteration, 0.0))
@@ -223,9 +279,14 @@ def s3_cell_misses(
     exchange_s: Arr,
     iterations: Arr,
     links: Arr,
+    iteration_s: Arr,
 ) -> Arr:
     """s3_exchange_misses of cells at memory m, their waits cut from exchange_s (the timeline's
-    communication + aggregation per iteration) at the catalog's S3 figures (s3_cold_waits_s)."""
+    communication + aggregation per iteration) at the catalog's S3 figures (s3_cold_waits_s),
+    the steady ones priced over the exchange and the rest of the iteration (iteration_s, the
+    whole iteration; steady_misses_per_wait) at
+    the runtime's poll gap and a GET's round trip: its latency and, where measured (the local
+    machine), its CPU on the client and on the server."""
     get_mb_s = s3_bandwidth_mb_s(
         memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
     )
@@ -234,7 +295,19 @@ def s3_cell_misses(
         n, reducers, model_mb, get_mb_s, put_mb_s, catalog.s3_request_s, catalog.put_latency_s,
         exchange_s,
     )  # fmt: skip
-    return s3_exchange_misses(n, reducers, grad_s, state_s, iterations, links)
+    # The runtime polls every cost_balanced_gap_s: POLL_FIRST_S from a fleet of 4.8 GB up (a
+    # smaller one polls less often, so this prices it a few misses high), and a GET's round
+    # trip is at least its latency and its CPU at a full core. Both kept apart from the
+    # memory so a cell's misses never grow with it: the search bounds a pair's cost from
+    # below by its non-Lambda cost at the top memory (search._deadline_pass).
+    get_s = (
+        catalog.s3_request_s + (catalog.s3_request_cpu_s or 0.0) + (catalog.s3_server_cpu_s or 0.0)
+    )
+    exchange = np.asarray(exchange_s, dtype=np.float64)
+    rest_s = np.maximum(np.asarray(iteration_s, dtype=np.float64) - exchange, 0.0)
+    with np.errstate(invalid="ignore"):  # an infeasible cell's inf - inf
+        steady = steady_misses_per_wait(exchange, np.nan_to_num(rest_s), POLL_FIRST_S, get_s)
+    return s3_exchange_misses(n, reducers, grad_s, state_s, iterations, links, steady)
 
 
 def s3_cell_terms(

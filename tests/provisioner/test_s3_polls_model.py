@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from functions import polling, s3sync
-from provisioner import s3exchange
+from provisioner import load_catalog, s3exchange
 from provisioner.costs import s3_exchange_usd
 from provisioner.s3exchange import backoff_misses, s3_exchange_misses
 from tests.functions.test_polling import FakeClock
@@ -121,3 +121,81 @@ def test_the_exchange_prices_its_misses_as_gets() -> None:
     hits_only = s3_exchange_usd(4e-7, 5e-6, n, k, iterations)
     with_misses = s3_exchange_usd(4e-7, 5e-6, n, k, iterations, np.array([12.5]))
     assert float(with_misses[0] - hits_only[0]) == pytest.approx(468 * 12.5 * 4e-7)
+
+
+# --- steady waits: priced from the iteration's lateness over the runtime's poll gap --------------
+
+
+def test_the_model_polls_at_the_runtimes_gap_of_a_fleet_from_4_8_gb() -> None:
+    """The model prices every cell at the gap's floor: the runtime's gap of 4.8 GB or more
+    of functions (a smaller fleet polls less often: fewer misses than priced)."""
+    assert polling.cost_balanced_gap_s(1024, 5) == s3exchange.POLL_FIRST_S
+    assert polling.cost_balanced_gap_s(448, 4) > s3exchange.POLL_FIRST_S
+
+
+def late_wait_runtime_misses(late_s: float, gap_s: float, get_s: float) -> int:
+    """A learned wait as the runtime polls it (polling.poll_for over expected_delays_s) on a
+    fake clock where each GET takes get_s, its first GET sent at the estimate and its object
+    there late_s after: the empty GETs."""
+    clock = FakeClock()
+    appears = clock.now + late_s
+
+    def fetch() -> bytes | None:
+        found = clock.now >= appears  # the GET sees what was there when it was sent
+        clock.now += get_s
+        return b"x" if found else None
+
+    return polling.poll_for(fetch, polling.expected_delays_s(gap_s), timeout_s=600, what="k",
+                            clock=clock, sleep=clock.sleep).misses  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mean_s", "gap_s", "get_s"),
+    [(0.01, 0.005, 0.0), (0.05, 0.005, 0.012), (0.2, 0.0069, 0.03), (1.5, 0.005, 0.01)],
+)
+def test_a_late_wait_misses_the_runtimes_polls_before_its_object(
+    mean_s: float, gap_s: float, get_s: float
+) -> None:
+    """The closed form against the runtime's own loop, averaged over 4,000 quantiles of the
+    exponential lateness (a miss counted at least once: the wait is late)."""
+    quantiles = (np.arange(4000) + 0.5) / 4000
+    lateness = -mean_s * np.log1p(-quantiles)
+    runtime = np.mean([max(1, late_wait_runtime_misses(x, gap_s, get_s)) for x in lateness])
+    model = float(s3exchange.late_wait_misses(np.array([mean_s]), gap_s, get_s)[0])
+    assert model == pytest.approx(runtime, rel=0.03)
+
+
+def test_a_steady_wait_misses_more_as_its_iteration_jitters_more() -> None:
+    exchange_s = np.array([0.0, 0.05, 0.2, 1.0, 5.0])
+    per_wait = s3exchange.steady_misses_per_wait(exchange_s, 0.0, 0.005, 0.01)
+    assert float(per_wait[0]) == s3exchange.STEADY_LATE_SHARE  # no jitter: the first GET only
+    assert all(np.diff(per_wait) > 0)
+    # the exchange jitters more than the compute: a second of it costs more misses
+    exchange, compute = (
+        s3exchange.steady_misses_per_wait(*x, 0.005, 0.01) for x in ((1, 0), (0, 1))
+    )
+    assert float(exchange) > float(compute) > s3exchange.STEADY_LATE_SHARE
+    # past the back-off's ramp every poll is 200 ms + a GET apart: a long lateness's extra
+    # seconds are as many polls as 210 ms go into them
+    long = s3exchange.steady_misses_per_wait(np.array([50.0, 100.0]), 0.0, 0.005, 0.01)
+    more = float(long[1] - long[0]) / s3exchange.STEADY_LATE_SHARE
+    assert more == pytest.approx(s3exchange.LATENESS_PER_EXCHANGE_S * 50.0 / 0.21, rel=0.02)
+
+
+def test_a_second_iteration_never_prices_fewer_misses_than_a_steady_one() -> None:
+    """Where a steady wait misses more than once, the second iteration's waits that learn
+    miss as steady ones do: the (1 − steady) correction never goes negative."""
+    n, k = np.array([12]), np.array([3])
+    cold = float(s3exchange.s3_first_iteration_misses(n, k, 0.09, 1.1)[0])
+    two = s3_exchange_misses(n, k, 0.09, 1.1, np.array([2]), np.array([1]), 1.7)
+    assert float(two[0]) == pytest.approx((cold + 72 * 1.7) / 2)
+
+
+def test_the_cells_steady_misses_follow_their_iteration_time() -> None:
+    catalog = load_catalog("lambda-2025")
+    args = (catalog, np.array([8, 8]), np.array([2, 2]), 1.0, np.array([2048, 2048]),
+            np.array([0.5, 0.5]), np.array([1000, 1000]), np.array([1, 1]))  # fmt: skip
+    short, long = s3exchange.s3_cell_misses(*args, np.array([0.6, 6.0]))
+    assert long > short > 32 * s3exchange.STEADY_LATE_SHARE
+    more = np.array([2048, 3008])  # the same iteration at more memory: never more misses
+    assert np.ptp(s3exchange.s3_cell_misses(*args[:4], more, *args[5:], np.array([1.0, 1.0]))) == 0

@@ -19,7 +19,7 @@ from provisioner.costs import s3_exchange_usd, s3_storage_usd
 from provisioner.plan import Plan
 from provisioner.planner import plan_job, predict
 from provisioner.s3exchange import (
-    STEADY_MISSES_PER_WAIT,
+    STEADY_LATE_SHARE,
     s3_aggregation_s,
     s3_cell_misses,
     s3_communication_s,
@@ -122,8 +122,11 @@ def test_an_s3_cell_has_no_ps_no_endpoints_and_prices_its_exchange() -> None:
     memory = np.array([float(S3_CHOICE.memory_mb)])
     model_mb = profile.model_bytes / 1e6
     misses = float(
-        s3_cell_misses(catalog, 4, 2, model_mb, memory, exchange_s, c.iterations, c.invocations)[0]
-    )
+        s3_cell_misses(
+            catalog, 4, 2, model_mb, memory, exchange_s, c.iterations, c.invocations,
+            c.iteration_s,
+        )[0]
+    )  # fmt: skip
     assert misses > 0  # the GETs that find nothing yet are billed too
     requests = k * (10 * catalog.s3_usd_per_put + (16 + misses) * catalog.s3_usd_per_get)
     link_puts, link_gets, link_lists = (x[0] for x in s3_link_requests(4, 2, c.invocations))
@@ -156,7 +159,7 @@ def test_an_s3_plan_fills_its_fields_and_round_trips() -> None:
     n, k = plan.n_workers, plan.reducers
     p = plan.prediction
     assert (p.exchange_puts_per_iteration, p.exchange_gets_per_iteration) == (n * k + k, 2 * n * k)
-    assert p.exchange_get_misses_per_iteration >= 2 * n * k * STEADY_MISSES_PER_WAIT
+    assert p.exchange_get_misses_per_iteration >= 2 * n * k * STEADY_LATE_SHARE
     assert plan.other_sync_usd is None  # forced: the other mode was not searched
     assert Plan.from_json(plan.to_json()) == plan
 

@@ -97,13 +97,16 @@ def _compute_step(
     predicted_s: float,
 ) -> Factors:  # fmt: skip
     """f corrected toward the measured compute: on shared cores by fewer cores per MB where that
-    moves the prediction (a slower run only: a faster one is the rate's), else by the rate."""
+    moves the prediction, else by the rate. A faster run is the rate's once the CPU factor is
+    back at 1. The CPU's step is Newton's in log terms: the compute is not proportional to the
+    cores (the rate curve's slope, the quota), so a trial step measures how much it moves."""
     ratio = _ratio(measured_s, predicted_s)
-    if ratio > 1.0 and local_machine.applies(catalog):
-        tried = replace(f, cpu=f.cpu * ratio)
-        moved_s = _predicted_terms(plan, profile, catalog, tried)[0]
-        if np.log(_ratio(moved_s, predicted_s)) >= CPU_ELASTICITY * np.log(ratio):
-            return tried
+    if local_machine.applies(catalog) and (ratio > 1.0 or f.cpu > 1.0):
+        step = ratio if ratio > 1.0 else max(ratio, 1.0 / f.cpu)
+        moved_s = _predicted_terms(plan, profile, catalog, replace(f, cpu=f.cpu * step))[0]
+        moved = np.log(_ratio(moved_s, predicted_s)) / np.log(step) if step != 1.0 else 0.0
+        if moved >= CPU_ELASTICITY:
+            return replace(f, cpu=max(1.0, float(f.cpu * step ** (1.0 / moved))))
     return replace(f, compute=f.compute * ratio)
 
 

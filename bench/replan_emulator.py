@@ -1,25 +1,34 @@
 """Re-planning in the emulator: the synthesized state machine running a plan that re-plans on this
-machine, at slowdowns of 1, 1.5, 2 and 3 × (the run's cpu scale 1 / slowdown: every worker's CPU
-share that much smaller), with re-planning off (`--no-replan`) and on.
+machine, at slowdowns of 1, 1.5, 2 and 3 × its deadline, with re-planning off (`--no-replan`)
+and on.
 
 Run: `.venv/bin/python -m bench.replan --emulator` (writes bench/results/replan-emulator.md and
-.json; about 20 minutes on 2 cores).
+.json; about 25 minutes on 2 cores).
 
-Each workload is planned on this machine's catalog (catalog/local.json) under the demo's run
-rules (8 s invocations, at most 400 iterations a link) for a deadline its plan meets at 1×, with
-re-planning on (provisioner/replan_attach.py: links cut for the pace checks, the default
-envelope). Per run: the measured total against the deadline and the run's cost priced from what
-it measured (emulator/report_replan.py); for the re-planning run its pace checks, the pace its
-first check measured (measured / predicted seconds per iteration: the slowdown the run really
-had, which a cpu scale gives only where the CPU quota binds) and the re-plans' stories. For
-the 3× case, the envelope it would have needed: the smallest ceiling of workers and memory (by
-its worst case) with which the model's run (provisioner/replan_sim.py) at the pace the 3× run
-measured at its first check meets the deadline.
+Each workload's profile is first read again on this machine (`python -m emulator.profile
+--anchor`, as `make demo` does: its rate at 0.5 and 1 vCPU and its start-up, so the model
+predicts this machine's speed now; the committed profile where no CPU group holds the shares),
+then planned on this machine's catalog (catalog/local.json) under the demo's run rules (8 s
+invocations, at most 400 iterations a link) with re-planning on (provisioner/replan_attach.py:
+links cut for the pace checks, the default envelope). How the deadline was chosen: the slowdown
+is set relative to it. A row's slowdown R runs the plan at the cpu scale whose local prediction
+of the plan's configuration is R × the deadline (`--cpu-scale for-deadline:R`,
+emulator/deadline_scale.py), so at 1× the plan as it is only just meets its deadline on the
+model (its reserve spent), and at 1.5× and more it misses it by that much. Per run: the
+measured total against the deadline and the run's cost priced from what it measured
+(emulator/report_replan.py); for the re-planning run its pace checks, the pace its first check
+measured (measured / predicted seconds per iteration, against the plan's figures at the
+catalog's speed) and the re-plans' stories. For the 3× case, the envelope it would have needed:
+the smallest ceiling of workers and memory (by its worst case) with which the model's run
+(provisioner/replan_sim.py: on this machine, fewer cores per MB) meets the deadline, at the 3×
+row's cpu scale and at the pace its first check measured.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, replace
@@ -57,9 +66,29 @@ class Case:
     catalog: Catalog  # the pace-checked catalog under the run rules (the plan's)
 
 
+def profile_path(workload: str) -> Path:
+    """Where the round keeps the workload's profile as read on this machine (anchor_profile)."""
+    return RESULTS / f"replan-emulator-{workload}.profile.json"
+
+
+def anchor_profile(workload: str) -> str:
+    """The workload's profile read again on this machine (`emulator.profile --anchor`, as `make
+    demo` does), else the committed one; which of the two, for the results."""
+    out = profile_path(workload)
+    cmd = [sys.executable, "-m", "emulator.profile", "--workload", workload, "--anchor",
+           "--output", str(out)]  # fmt: skip
+    if subprocess.run(cmd, check=False).returncode == 0:
+        return "read again on this machine (emulator.profile --anchor)"
+    shutil.copy(Path(__file__).resolve().parents[1] / "profiles" / f"{workload}.json", out)
+    return "the committed profile (no CPU group here to read it again)"
+
+
 def local_case(workload: str, deadline_s: float) -> Case:
-    """The workload's plan for this machine under the demo's run rules, re-planning on."""
-    profile, goal = load_profile(workload), Goal(deadline_s=deadline_s)
+    """The workload's plan for this machine under the demo's run rules, re-planning on (its
+    profile as the round read it, where it did)."""
+    path = profile_path(workload)
+    profile = load_profile(str(path) if path.exists() else workload)
+    goal = Goal(deadline_s=deadline_s)
     base = load_catalog("local")
     rules = RunRules(LIMIT_S, emulator_margin_s(LIMIT_S, base), PER_INVOCATION)
     catalog = run_catalog(base, rules)
@@ -70,16 +99,31 @@ def local_case(workload: str, deadline_s: float) -> Case:
     return Case(workload, deadline_s, plan, profile, checked)
 
 
-def emulate(case: Case, slowdown: float, replan: bool, endpoint: Any, out: Path) -> dict[str, Any]:
-    """One emulator run of the case's plan; its verdict, cost and re-plans (or its failure)."""
+def cpu_scale_for(case: Case, slowdown: float) -> float:
+    """The cpu scale whose local prediction of the plan is `slowdown` × its deadline."""
+    from emulator.deadline_scale import scale_for_deadline
+
+    path = profile_path(case.workload)
+    return scale_for_deadline(case.plan, slowdown, workload=str(path) if path.exists() else
+                              case.workload, limit_s=LIMIT_S,
+                              iterations_per_invocation=PER_INVOCATION)  # fmt: skip
+
+
+def emulate(
+    case: Case, slowdown: float, scale: float, replan: bool, endpoint: Any, out: Path
+) -> dict[str, Any]:
+    """One emulator run of the case's plan at cpu scale `scale`; its verdict, cost and re-plans
+    (or its failure)."""
     from emulator.options import Options
     from emulator.orchestrator import run
     from emulator.records import EmulatorError
 
+    path = profile_path(case.workload)
     options = Options(invocation_limit_s=LIMIT_S, iterations_per_invocation=PER_INVOCATION,
-                      cpu_scale=1.0 / slowdown, out_dir=out, quiet=True, print_report=False,
-                      workload=case.workload, replan=replan)  # fmt: skip
-    row: dict[str, Any] = {"slowdown": slowdown, "replan": replan}
+                      cpu_scale=scale, out_dir=out, quiet=True, print_report=False,
+                      workload=str(path) if path.exists() else case.workload,
+                      replan=replan)  # fmt: skip
+    row: dict[str, Any] = {"slowdown": slowdown, "cpu_scale": scale, "replan": replan}
     try:
         run(case.plan, options, endpoint=endpoint)
     except EmulatorError as err:
@@ -180,7 +224,8 @@ def case_lines(case: Case, rows: list[dict[str, Any]], needed: str) -> list[str]
         stories = "; ".join(moved.get("stories") or []) or "–"
         pace = moved.get("first_pace")
         lines.append(
-            f"| {slowdown:g}× | {1 / slowdown:.3f} | {_cell(fixed)} | {_cell(moved)} | "
+            f"| {slowdown:g}× | {fixed.get('cpu_scale', 1 / slowdown):.3f} | {_cell(fixed)} | "
+            f"{_cell(moved)} | "
             f"{moved.get('checks', '–')} | {'–' if pace is None else f'{pace:.2f}×'} | "
             f"{stories} |"
         )
@@ -188,15 +233,18 @@ def case_lines(case: Case, rows: list[dict[str, Any]], needed: str) -> list[str]
 
 
 def needed_line(case: Case, rows: list[dict[str, Any]]) -> str:
-    """What envelope the slowest case would have needed on the model: at the nominal slowdown
-    and at the pace its re-planning run measured at its first check."""
+    """What envelope the slowest case would have needed on the model: at its row's cpu scale
+    (1 / scale × fewer cores per MB) and at the pace its re-planning run measured at its first
+    check."""
     slowest = max(SLOWDOWNS)
     moved = next(r for r in rows if r["slowdown"] == slowest and r["replan"])
     measured = moved.get("first_pace")
     assert case.plan.replan is not None
     default = case.plan.replan.envelope
     parts = []
-    for label, pace in (("nominal", slowest), ("measured", measured)):
+    nominal = 1.0 / moved.get("cpu_scale", 1.0 / slowest)
+    for label, pace in ((f"row's cpu scale ({moved.get('cpu_scale', 1 / slowest):.3f}):", nominal),
+                        ("measured", measured)):  # fmt: skip
         if pace is None:
             continue
         found = needed_envelope(case, pace)
@@ -225,9 +273,14 @@ def render(doc: dict[str, Any]) -> str:
         f"{doc['machine']}. " + (__doc__ or "").split("\n\n", 2)[2].replace("\n", " ").strip(),
         "",
     ]
+    if doc.get("note"):
+        lines += [doc["note"], ""]
     for entry in doc["cases"]:
         case = local_case(entry["workload"], entry["deadline_s"])
         lines += case_lines(case, entry["runs"], needed_line(case, entry["runs"]))
+        if entry.get("profile"):
+            lines.insert(-3, f"Profile: {entry['profile']}.")
+            lines.insert(-3, "")
     return "\n".join(lines)
 
 
@@ -242,16 +295,18 @@ def main(argv: list[str] | None = None) -> None:
         doc = {"machine": cpu.this_machine(), "cases": []}
         with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
             for workload, deadline_s in CASES:
+                source = anchor_profile(workload)
                 case = local_case(workload, deadline_s)
                 rows = []
                 for slowdown in SLOWDOWNS:
+                    scale = cpu_scale_for(case, slowdown)
                     for replan in (False, True):
                         out = Path(tmp) / f"{workload}-{slowdown:g}-{'on' if replan else 'off'}"
-                        rows.append(emulate(case, slowdown, replan, endpoint, out))
+                        rows.append(emulate(case, slowdown, scale, replan, endpoint, out))
                         print(json.dumps({"workload": workload, **rows[-1]}), file=sys.stderr,
                               flush=True)  # fmt: skip
                 doc["cases"].append({"workload": workload, "deadline_s": deadline_s,
-                                     "runs": rows})  # fmt: skip
+                                     "profile": source, "runs": rows})  # fmt: skip
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "replan-emulator.json").write_text(json.dumps(doc, indent=1) + "\n")
     text = render(doc)

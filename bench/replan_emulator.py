@@ -11,10 +11,12 @@ predicts this machine's speed now; the committed profile where no CPU group hold
 then planned on this machine's catalog (catalog/local.json) under the demo's run rules (8 s
 invocations, at most 400 iterations a link) with re-planning on (provisioner/replan_attach.py:
 links cut for the pace checks, the default envelope). How the deadline was chosen: the slowdown
-is set relative to it. A row's slowdown R runs the plan at the cpu scale whose local prediction
-of the plan's configuration is R × the deadline (`--cpu-scale for-deadline:R`,
-emulator/deadline_scale.py), so at 1× the plan as it is only just meets its deadline on the
-model (its reserve spent), and at 1.5× and more it misses it by that much. Per run: the
+is set relative to it, so the plan as it is only just meets it at 1× and misses it by R at R×.
+The model's prediction at a fraction of a core runs long here, so one calibration run first
+measures the fixed plan at the cpu scale whose local prediction is the deadline (`--cpu-scale
+for-deadline:1`, emulator/deadline_scale.py): its measured total over the deadline is k. A row's
+slowdown R then runs at the scale whose local prediction is R / k × the deadline
+(for-deadline:R/k), the one at which the fixed plan should take R × the deadline. Per run: the
 measured total against the deadline and the run's cost priced from what it measured
 (emulator/report_replan.py); for the re-planning run its pace checks, the pace its first check
 measured (measured / predicted seconds per iteration, against the plan's figures at the
@@ -31,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -100,7 +103,8 @@ def local_case(workload: str, deadline_s: float) -> Case:
 
 
 def cpu_scale_for(case: Case, slowdown: float) -> float:
-    """The cpu scale whose local prediction of the plan is `slowdown` × its deadline."""
+    """The cpu scale whose local prediction of the plan is `slowdown` × its deadline (R of
+    for-deadline:R)."""
     from emulator.deadline_scale import scale_for_deadline
 
     path = profile_path(case.workload)
@@ -279,7 +283,13 @@ def render(doc: dict[str, Any]) -> str:
         case = local_case(entry["workload"], entry["deadline_s"])
         lines += case_lines(case, entry["runs"], needed_line(case, entry["runs"]))
         if entry.get("profile"):
-            lines.insert(-3, f"Profile: {entry['profile']}.")
+            cal = entry.get("calibration") or {}
+            lines.insert(
+                -3,
+                f"Profile: {entry['profile']}. Calibration: the fixed plan at "
+                f"for-deadline:1 (cpu scale {cal.get('cpu_scale', 0):.3f}) took "
+                f"{cal.get('total_s', 0):.1f} s, k = {entry.get('k', 1):.2f}.",
+            )
             lines.insert(-3, "")
     return "\n".join(lines)
 
@@ -297,18 +307,25 @@ def main(argv: list[str] | None = None) -> None:
             for workload, deadline_s in CASES:
                 source = anchor_profile(workload)
                 case = local_case(workload, deadline_s)
-                rows = []
+                out = Path(tmp) / f"{workload}-calibration"
+                calibration = emulate(case, 1.0, cpu_scale_for(case, 1.0), False, endpoint, out)
+                print(json.dumps({"workload": workload, "calibration": calibration}),
+                      file=sys.stderr, flush=True)  # fmt: skip
+                k = calibration.get("total_s", deadline_s) / deadline_s
+                rows, started = [], time.monotonic()
                 for slowdown in SLOWDOWNS:
-                    scale = cpu_scale_for(case, slowdown)
+                    scale = cpu_scale_for(case, slowdown / k)
                     for replan in (False, True):
                         out = Path(tmp) / f"{workload}-{slowdown:g}-{'on' if replan else 'off'}"
                         rows.append(emulate(case, slowdown, scale, replan, endpoint, out))
                         print(json.dumps({"workload": workload, **rows[-1]}), file=sys.stderr,
                               flush=True)  # fmt: skip
                 doc["cases"].append({"workload": workload, "deadline_s": deadline_s,
-                                     "profile": source, "runs": rows})  # fmt: skip
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "replan-emulator.json").write_text(json.dumps(doc, indent=1) + "\n")
+                                     "profile": source, "calibration": calibration, "k": k,
+                                     "runs_wall_s": round(time.monotonic() - started),
+                                     "runs": rows})  # fmt: skip
+                RESULTS.mkdir(exist_ok=True)  # each case as it ends: a late round keeps its first
+                (RESULTS / "replan-emulator.json").write_text(json.dumps(doc, indent=1) + "\n")
     text = render(doc)
     (RESULTS / "replan-emulator.md").write_text(text + "\n")
     print(text)

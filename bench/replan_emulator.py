@@ -291,7 +291,45 @@ def render(doc: dict[str, Any]) -> str:
                 f"{cal.get('total_s', 0):.1f} s, k = {entry.get('k', 1):.2f}.",
             )
             lines.insert(-3, "")
+        for earlier in doc.get("earlier", []):
+            if earlier["workload"] == entry["workload"]:
+                lines += [earlier_line(earlier), ""]
     return "\n".join(lines)
+
+
+def run_case(workload: str, deadline_s: float, endpoint: Any, tmp: Path) -> dict[str, Any]:
+    """One workload's round: its profile read again, the calibration run, the rows."""
+    source = anchor_profile(workload)
+    case = local_case(workload, deadline_s)
+    out = tmp / f"{workload}-calibration"
+    calibration = emulate(case, 1.0, cpu_scale_for(case, 1.0), False, endpoint, out)
+    print(json.dumps({"workload": workload, "calibration": calibration}), file=sys.stderr,
+          flush=True)  # fmt: skip
+    k = calibration.get("total_s", deadline_s) / deadline_s
+    rows, started = [], time.monotonic()
+    for slowdown in SLOWDOWNS:
+        scale = cpu_scale_for(case, slowdown / k)
+        for replan in (False, True):
+            out = tmp / f"{workload}-{slowdown:g}-{'on' if replan else 'off'}"
+            rows.append(emulate(case, slowdown, scale, replan, endpoint, out))
+            print(json.dumps({"workload": workload, **rows[-1]}), file=sys.stderr, flush=True)
+    return {"workload": workload, "deadline_s": deadline_s, "profile": source,
+            "calibration": calibration, "k": k,
+            "runs_wall_s": round(time.monotonic() - started), "runs": rows}  # fmt: skip
+
+
+def earlier_line(entry: dict[str, Any]) -> str:
+    """An earlier round of a workload that `--only` ran again: its totals, so none is hidden."""
+
+    def totals(replan: bool) -> str:
+        return ", ".join(
+            f"{r['slowdown']:g}× {r['total_s']:.1f} s" if "total_s" in r else f"{r['slowdown']:g}× "
+            "failed" for r in entry["runs"] if r["replan"] is replan
+        )  # fmt: skip
+
+    return (f"An earlier round of {entry['workload']} (k = {entry.get('k', 1):.2f}, run again "
+            f"with `--only`): fixed {totals(False)}; re-planned {totals(True)} (deadline "
+            f"{entry['deadline_s']:g} s).")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -299,33 +337,24 @@ def main(argv: list[str] | None = None) -> None:
     from emulator.s3server import weed_server
 
     args = sys.argv[1:] if argv is None else argv
+    path = RESULTS / "replan-emulator.json"
     if "--render" in args:  # the table again from the last round's rows (no runs)
-        doc = json.loads((RESULTS / "replan-emulator.json").read_text())
+        doc = json.loads(path.read_text())
     else:
-        doc = {"machine": cpu.this_machine(), "cases": []}
+        # `--only W`: that workload's round again, the earlier one kept beside it
+        only = args[args.index("--only") + 1] if "--only" in args else None
+        doc = json.loads(path.read_text()) if only else {"machine": cpu.this_machine(), "cases": []}
         with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
             for workload, deadline_s in CASES:
-                source = anchor_profile(workload)
-                case = local_case(workload, deadline_s)
-                out = Path(tmp) / f"{workload}-calibration"
-                calibration = emulate(case, 1.0, cpu_scale_for(case, 1.0), False, endpoint, out)
-                print(json.dumps({"workload": workload, "calibration": calibration}),
-                      file=sys.stderr, flush=True)  # fmt: skip
-                k = calibration.get("total_s", deadline_s) / deadline_s
-                rows, started = [], time.monotonic()
-                for slowdown in SLOWDOWNS:
-                    scale = cpu_scale_for(case, slowdown / k)
-                    for replan in (False, True):
-                        out = Path(tmp) / f"{workload}-{slowdown:g}-{'on' if replan else 'off'}"
-                        rows.append(emulate(case, slowdown, scale, replan, endpoint, out))
-                        print(json.dumps({"workload": workload, **rows[-1]}), file=sys.stderr,
-                              flush=True)  # fmt: skip
-                doc["cases"].append({"workload": workload, "deadline_s": deadline_s,
-                                     "profile": source, "calibration": calibration, "k": k,
-                                     "runs_wall_s": round(time.monotonic() - started),
-                                     "runs": rows})  # fmt: skip
+                if only not in (None, workload):
+                    continue
+                entry = run_case(workload, deadline_s, endpoint, Path(tmp))
+                earlier = [c for c in doc["cases"] if c["workload"] == workload]
+                doc["earlier"] = doc.get("earlier", []) + earlier
+                doc["cases"] = [c for c in doc["cases"] if c["workload"] != workload] + [entry]
+                doc["cases"].sort(key=lambda c: [w for w, _ in CASES].index(c["workload"]))
                 RESULTS.mkdir(exist_ok=True)  # each case as it ends: a late round keeps its first
-                (RESULTS / "replan-emulator.json").write_text(json.dumps(doc, indent=1) + "\n")
+                path.write_text(json.dumps(doc, indent=1) + "\n")
     text = render(doc)
     (RESULTS / "replan-emulator.md").write_text(text + "\n")
     print(text)

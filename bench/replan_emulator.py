@@ -86,10 +86,10 @@ def anchor_profile(workload: str) -> str:
     return "the committed profile (no CPU group here to read it again)"
 
 
-def local_case(workload: str, deadline_s: float) -> Case:
+def local_case(workload: str, deadline_s: float, profile_file: str | None = None) -> Case:
     """The workload's plan for this machine under the demo's run rules, re-planning on (its
-    profile as the round read it, where it did)."""
-    path = profile_path(workload)
+    profile as the round read it, where it did; `profile_file`: a repeat's, under RESULTS)."""
+    path = RESULTS / profile_file if profile_file else profile_path(workload)
     profile = load_profile(str(path) if path.exists() else workload)
     goal = Goal(deadline_s=deadline_s)
     base = load_catalog("local")
@@ -233,7 +233,7 @@ def case_lines(case: Case, rows: list[dict[str, Any]], needed: str) -> list[str]
             f"{moved.get('checks', '–')} | {'–' if pace is None else f'{pace:.2f}×'} | "
             f"{stories} |"
         )
-    return [*lines, "", needed, ""]
+    return [*lines, "", needed, ""]  # render puts the case's profile line before `needed`
 
 
 def needed_line(case: Case, rows: list[dict[str, Any]]) -> str:
@@ -246,24 +246,25 @@ def needed_line(case: Case, rows: list[dict[str, Any]]) -> str:
     assert case.plan.replan is not None
     default = case.plan.replan.envelope
     parts = []
-    nominal = 1.0 / moved.get("cpu_scale", 1.0 / slowest)
-    for label, pace in ((f"row's cpu scale ({moved.get('cpu_scale', 1 / slowest):.3f}):", nominal),
-                        ("measured", measured)):  # fmt: skip
-        if pace is None:
-            continue
+    scale = moved.get("cpu_scale", 1.0 / slowest)
+    tries = [(f"at the row's cpu scale {scale:.3f} ({1 / scale:.2f}× fewer cores per MB than the "
+              "catalog)", 1.0 / scale)]  # fmt: skip
+    if measured is not None:
+        tries.append((f"at the pace its first check measured ({measured:.2f}×)", measured))
+    for label, pace in tries:
         found = needed_envelope(case, pace)
         if found is None:
-            parts.append(f"at the {label} {pace:.2f}× no envelope tried (up to 8 × n workers, "
-                         "4 × the memory) meets the deadline")  # fmt: skip
+            parts.append(f"{label} no envelope tried (up to 8 × n workers, 4 × the memory) "
+                         "meets the deadline")  # fmt: skip
             continue
         env, worst, finish = found
         within = (env.max_workers <= default.max_workers
                   and set(env.memory_variants_mb) <= set(default.memory_variants_mb))  # fmt: skip
         parts.append(
-            f"at the {label} {pace:.2f}× an envelope of up to {env.max_workers} workers and "
-            f"memory {', '.join(map(str, env.memory_variants_mb))} MB meets it (finish "
-            f"{finish:.1f} s, worst case {format_usd(worst)}"
-            + ("; the default envelope holds it)" if within else ")")
+            f"{label} an envelope of up to {env.max_workers} workers and memory "
+            f"{', '.join(map(str, env.memory_variants_mb))} MB meets it (finish {finish:.1f} s, "
+            f"worst case {format_usd(worst)}"
+            + ("; the default envelope holds it)" if within else ")")  # fmt: skip
         )
     return f"What the {slowest:g}× case needed, on the model: " + "; ".join(parts) + "."
 
@@ -279,21 +280,23 @@ def render(doc: dict[str, Any]) -> str:
     ]
     if doc.get("note"):
         lines += [doc["note"], ""]
-    for entry in doc["cases"]:
-        case = local_case(entry["workload"], entry["deadline_s"])
-        lines += case_lines(case, entry["runs"], needed_line(case, entry["runs"]))
+    for entry in [*doc["cases"], *doc.get("repeats", [])]:
+        case = local_case(entry["workload"], entry["deadline_s"], entry.get("profile_file"))
+        table = case_lines(case, entry["runs"], needed_line(case, entry["runs"]))
+        if entry.get("profile_file"):
+            table[0] += ", run again (its profile read again: another plan)"
         if entry.get("profile"):
             cal = entry.get("calibration") or {}
-            lines.insert(
-                -3,
+            table[-2:-2] = [
                 f"Profile: {entry['profile']}. Calibration: the fixed plan at "
                 f"for-deadline:1 (cpu scale {cal.get('cpu_scale', 0):.3f}) took "
-                f"{cal.get('total_s', 0):.1f} s, k = {entry.get('k', 1):.2f}.",
-            )
-            lines.insert(-3, "")
-        for earlier in doc.get("earlier", []):
-            if earlier["workload"] == entry["workload"]:
-                lines += [earlier_line(earlier), ""]
+                f"{cal.get('total_s', 0):.1f} s, k = {entry.get('k', 1):.2f}; the rows took "
+                f"{entry.get('runs_wall_s', 0) / 60:.1f} min.",
+                "",
+            ]
+        if entry.get("remark"):
+            table[-2:-2] = [entry["remark"], ""]
+        lines += table
     return "\n".join(lines)
 
 
@@ -318,20 +321,6 @@ def run_case(workload: str, deadline_s: float, endpoint: Any, tmp: Path) -> dict
             "runs_wall_s": round(time.monotonic() - started), "runs": rows}  # fmt: skip
 
 
-def earlier_line(entry: dict[str, Any]) -> str:
-    """An earlier round of a workload that `--only` ran again: its totals, so none is hidden."""
-
-    def totals(replan: bool) -> str:
-        return ", ".join(
-            f"{r['slowdown']:g}× {r['total_s']:.1f} s" if "total_s" in r else f"{r['slowdown']:g}× "
-            "failed" for r in entry["runs"] if r["replan"] is replan
-        )  # fmt: skip
-
-    return (f"An earlier round of {entry['workload']} (k = {entry.get('k', 1):.2f}, run again "
-            f"with `--only`): fixed {totals(False)}; re-planned {totals(True)} (deadline "
-            f"{entry['deadline_s']:g} s).")  # fmt: skip
-
-
 def main(argv: list[str] | None = None) -> None:
     from emulator import cpu
     from emulator.s3server import weed_server
@@ -341,18 +330,25 @@ def main(argv: list[str] | None = None) -> None:
     if "--render" in args:  # the table again from the last round's rows (no runs)
         doc = json.loads(path.read_text())
     else:
-        # `--only W`: that workload's round again, the earlier one kept beside it
+        # `--only W`: that workload's round again, beside the first (its profile kept apart)
         only = args[args.index("--only") + 1] if "--only" in args else None
         doc = json.loads(path.read_text()) if only else {"machine": cpu.this_machine(), "cases": []}
         with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
             for workload, deadline_s in CASES:
                 if only not in (None, workload):
                     continue
+                first = profile_path(workload)
+                kept = first.read_bytes() if only and first.exists() else None
                 entry = run_case(workload, deadline_s, endpoint, Path(tmp))
-                earlier = [c for c in doc["cases"] if c["workload"] == workload]
-                doc["earlier"] = doc.get("earlier", []) + earlier
-                doc["cases"] = [c for c in doc["cases"] if c["workload"] != workload] + [entry]
-                doc["cases"].sort(key=lambda c: [w for w, _ in CASES].index(c["workload"]))
+                if only:
+                    repeats = doc.setdefault("repeats", [])
+                    name = f"replan-emulator-{workload}-again{len(repeats) + 1}.profile.json"
+                    first.replace(RESULTS / name)
+                    if kept is not None:
+                        first.write_bytes(kept)
+                    repeats.append({**entry, "profile_file": name})
+                else:
+                    doc["cases"].append(entry)
                 RESULTS.mkdir(exist_ok=True)  # each case as it ends: a late round keeps its first
                 path.write_text(json.dumps(doc, indent=1) + "\n")
     text = render(doc)

@@ -77,15 +77,3 @@ def test_a_rows_cpu_scale_is_the_one_it_ran_at_for_its_deadline_ratio() -> None:
                          "checks": 3, "first_pace": 1.0})  # fmt: skip
     table = [line for line in case_lines(case, rows, "") if line.startswith("| 1.5×")]
     assert table[0].split(" | ")[1] == "0.600"
-
-
-def test_an_earlier_round_run_again_is_listed_with_its_totals() -> None:
-    from bench.replan_emulator import earlier_line
-
-    runs = [{"slowdown": 1.0, "replan": False, "total_s": 17.5},
-            {"slowdown": 1.0, "replan": True, "total_s": 10.1},
-            {"slowdown": 2.0, "replan": False, "total_s": 19.1},
-            {"slowdown": 2.0, "replan": True, "failed": "boom"}]  # fmt: skip
-    line = earlier_line({"workload": "digits-mlp", "deadline_s": 20.0, "k": 0.89, "runs": runs})
-    assert "fixed 1× 17.5 s, 2× 19.1 s; re-planned 1× 10.1 s, 2× failed" in line
-    assert "k = 0.89" in line

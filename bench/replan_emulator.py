@@ -3,7 +3,7 @@ machine, at slowdowns of 1, 1.5, 2 and 3 × its deadline, with re-planning off (
 and on.
 
 Run: `.venv/bin/python -m bench.replan --emulator` (writes bench/results/replan-emulator.md and
-.json; about 25 minutes on 2 cores).
+.json; about 20 minutes on 2 cores; `--only W` runs one workload again beside the first).
 
 Each workload's profile is first read again on this machine (`python -m emulator.profile
 --anchor`, as `make demo` does: its rate at 0.5 and 1 vCPU and its start-up, so the model

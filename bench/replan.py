@@ -4,7 +4,8 @@ the emulator (`--emulator`, bench/replan_emulator.py): the synthesized state mac
 real runs on this machine.
 
 Run: `.venv/bin/python -m bench.replan` (writes bench/results/replan.md; seconds);
-`.venv/bin/python -m bench.replan --emulator` (bench/results/replan-emulator.md; about 20 min).
+`.venv/bin/python -m bench.replan --emulator` (bench/results/replan-emulator.md; about 20 min
+on 2 cores; `--only W` one workload again).
 
 For each workload on lambda-2025 at its deadline, the plan_job plan with links of at most a
 tenth of the deadline (replan_pace.pace_checked_catalog: the run is checked at least that

@@ -1,27 +1,39 @@
 """Re-planning in the emulator: the synthesized state machine running a plan that re-plans on this
-machine, at slowdowns of 1, 1.5, 2 and 3 × (the run's cpu scale 1 / slowdown: every worker's CPU
-share that much smaller), with re-planning off (`--no-replan`) and on.
+machine, at slowdowns of 1, 1.5, 2 and 3 × its deadline, with re-planning off (`--no-replan`)
+and on.
 
 Run: `.venv/bin/python -m bench.replan --emulator` (writes bench/results/replan-emulator.md and
-.json; about 20 minutes on 2 cores).
+.json; about 20 minutes on 2 cores; `--only W` runs one workload again beside the first).
 
-Each workload is planned on this machine's catalog (catalog/local.json) under the demo's run
-rules (8 s invocations, at most 400 iterations a link) for a deadline its plan meets at 1×, with
-re-planning on (provisioner/replan_attach.py: links cut for the pace checks, the default
-envelope). Per run: the measured total against the deadline and the run's cost priced from what
-it measured (emulator/report_replan.py); for the re-planning run its pace checks, the pace its
-first check measured (measured / predicted seconds per iteration: the slowdown the run really
-had, which a cpu scale gives only where the CPU quota binds) and the re-plans' stories. For
-the 3× case, the envelope it would have needed: the smallest ceiling of workers and memory (by
-its worst case) with which the model's run (provisioner/replan_sim.py) at the pace the 3× run
-measured at its first check meets the deadline.
+Each workload's profile is first read again on this machine (`python -m emulator.profile
+--anchor`, as `make demo` does: its rate at 0.5 and 1 vCPU and its start-up, so the model
+predicts this machine's speed now; the committed profile where no CPU group holds the shares),
+then planned on this machine's catalog (catalog/local.json) under the demo's run rules (8 s
+invocations, at most 400 iterations a link) with re-planning on (provisioner/replan_attach.py:
+links cut for the pace checks, the default envelope). How the deadline was chosen: the slowdown
+is set relative to it, so the plan as it is only just meets it at 1× and misses it by R at R×.
+The model's prediction at a fraction of a core runs long here, so one calibration run first
+measures the fixed plan at the cpu scale whose local prediction is the deadline (`--cpu-scale
+for-deadline:1`, emulator/deadline_scale.py): its measured total over the deadline is k. A row's
+slowdown R then runs at the scale whose local prediction is R / k × the deadline
+(for-deadline:R/k), the one at which the fixed plan should take R × the deadline. Per run: the
+measured total against the deadline and the run's cost priced from what it measured
+(emulator/report_replan.py); for the re-planning run its pace checks, the pace its first check
+measured (measured / predicted seconds per iteration, against the plan's figures at the
+catalog's speed) and the re-plans' stories. For the 3× case, the envelope it would have needed:
+the smallest ceiling of workers and memory (by its worst case) with which the model's run
+(provisioner/replan_sim.py: on this machine, fewer cores per MB) meets the deadline, at the 3×
+row's cpu scale and at the pace its first check measured.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -57,9 +69,29 @@ class Case:
     catalog: Catalog  # the pace-checked catalog under the run rules (the plan's)
 
 
-def local_case(workload: str, deadline_s: float) -> Case:
-    """The workload's plan for this machine under the demo's run rules, re-planning on."""
-    profile, goal = load_profile(workload), Goal(deadline_s=deadline_s)
+def profile_path(workload: str) -> Path:
+    """Where the round keeps the workload's profile as read on this machine (anchor_profile)."""
+    return RESULTS / f"replan-emulator-{workload}.profile.json"
+
+
+def anchor_profile(workload: str) -> str:
+    """The workload's profile read again on this machine (`emulator.profile --anchor`, as `make
+    demo` does), else the committed one; which of the two, for the results."""
+    out = profile_path(workload)
+    cmd = [sys.executable, "-m", "emulator.profile", "--workload", workload, "--anchor",
+           "--output", str(out)]  # fmt: skip
+    if subprocess.run(cmd, check=False).returncode == 0:
+        return "read again on this machine (emulator.profile --anchor)"
+    shutil.copy(Path(__file__).resolve().parents[1] / "profiles" / f"{workload}.json", out)
+    return "the committed profile (no CPU group here to read it again)"
+
+
+def local_case(workload: str, deadline_s: float, profile_file: str | None = None) -> Case:
+    """The workload's plan for this machine under the demo's run rules, re-planning on (its
+    profile as the round read it, where it did; `profile_file`: a repeat's, under RESULTS)."""
+    path = RESULTS / profile_file if profile_file else profile_path(workload)
+    profile = load_profile(str(path) if path.exists() else workload)
+    goal = Goal(deadline_s=deadline_s)
     base = load_catalog("local")
     rules = RunRules(LIMIT_S, emulator_margin_s(LIMIT_S, base), PER_INVOCATION)
     catalog = run_catalog(base, rules)
@@ -70,16 +102,32 @@ def local_case(workload: str, deadline_s: float) -> Case:
     return Case(workload, deadline_s, plan, profile, checked)
 
 
-def emulate(case: Case, slowdown: float, replan: bool, endpoint: Any, out: Path) -> dict[str, Any]:
-    """One emulator run of the case's plan; its verdict, cost and re-plans (or its failure)."""
+def cpu_scale_for(case: Case, slowdown: float) -> float:
+    """The cpu scale whose local prediction of the plan is `slowdown` × its deadline (R of
+    for-deadline:R)."""
+    from emulator.deadline_scale import scale_for_deadline
+
+    path = profile_path(case.workload)
+    return scale_for_deadline(case.plan, slowdown, workload=str(path) if path.exists() else
+                              case.workload, limit_s=LIMIT_S,
+                              iterations_per_invocation=PER_INVOCATION)  # fmt: skip
+
+
+def emulate(
+    case: Case, slowdown: float, scale: float, replan: bool, endpoint: Any, out: Path
+) -> dict[str, Any]:
+    """One emulator run of the case's plan at cpu scale `scale`; its verdict, cost and re-plans
+    (or its failure)."""
     from emulator.options import Options
     from emulator.orchestrator import run
     from emulator.records import EmulatorError
 
+    path = profile_path(case.workload)
     options = Options(invocation_limit_s=LIMIT_S, iterations_per_invocation=PER_INVOCATION,
-                      cpu_scale=1.0 / slowdown, out_dir=out, quiet=True, print_report=False,
-                      workload=case.workload, replan=replan)  # fmt: skip
-    row: dict[str, Any] = {"slowdown": slowdown, "replan": replan}
+                      cpu_scale=scale, out_dir=out, quiet=True, print_report=False,
+                      workload=str(path) if path.exists() else case.workload,
+                      replan=replan)  # fmt: skip
+    row: dict[str, Any] = {"slowdown": slowdown, "cpu_scale": scale, "replan": replan}
     try:
         run(case.plan, options, endpoint=endpoint)
     except EmulatorError as err:
@@ -180,38 +228,43 @@ def case_lines(case: Case, rows: list[dict[str, Any]], needed: str) -> list[str]
         stories = "; ".join(moved.get("stories") or []) or "–"
         pace = moved.get("first_pace")
         lines.append(
-            f"| {slowdown:g}× | {1 / slowdown:.3f} | {_cell(fixed)} | {_cell(moved)} | "
+            f"| {slowdown:g}× | {fixed.get('cpu_scale', 1 / slowdown):.3f} | {_cell(fixed)} | "
+            f"{_cell(moved)} | "
             f"{moved.get('checks', '–')} | {'–' if pace is None else f'{pace:.2f}×'} | "
             f"{stories} |"
         )
-    return [*lines, "", needed, ""]
+    return [*lines, "", needed, ""]  # render puts the case's profile line before `needed`
 
 
 def needed_line(case: Case, rows: list[dict[str, Any]]) -> str:
-    """What envelope the slowest case would have needed on the model: at the nominal slowdown
-    and at the pace its re-planning run measured at its first check."""
+    """What envelope the slowest case would have needed on the model: at its row's cpu scale
+    (1 / scale × fewer cores per MB) and at the pace its re-planning run measured at its first
+    check."""
     slowest = max(SLOWDOWNS)
     moved = next(r for r in rows if r["slowdown"] == slowest and r["replan"])
     measured = moved.get("first_pace")
     assert case.plan.replan is not None
     default = case.plan.replan.envelope
     parts = []
-    for label, pace in (("nominal", slowest), ("measured", measured)):
-        if pace is None:
-            continue
+    scale = moved.get("cpu_scale", 1.0 / slowest)
+    tries = [(f"at the row's cpu scale {scale:.3f} ({1 / scale:.2f}× fewer cores per MB than the "
+              "catalog)", 1.0 / scale)]  # fmt: skip
+    if measured is not None:
+        tries.append((f"at the pace its first check measured ({measured:.2f}×)", measured))
+    for label, pace in tries:
         found = needed_envelope(case, pace)
         if found is None:
-            parts.append(f"at the {label} {pace:.2f}× no envelope tried (up to 8 × n workers, "
-                         "4 × the memory) meets the deadline")  # fmt: skip
+            parts.append(f"{label} no envelope tried (up to 8 × n workers, 4 × the memory) "
+                         "meets the deadline")  # fmt: skip
             continue
         env, worst, finish = found
         within = (env.max_workers <= default.max_workers
                   and set(env.memory_variants_mb) <= set(default.memory_variants_mb))  # fmt: skip
         parts.append(
-            f"at the {label} {pace:.2f}× an envelope of up to {env.max_workers} workers and "
-            f"memory {', '.join(map(str, env.memory_variants_mb))} MB meets it (finish "
-            f"{finish:.1f} s, worst case {format_usd(worst)}"
-            + ("; the default envelope holds it)" if within else ")")
+            f"{label} an envelope of up to {env.max_workers} workers and memory "
+            f"{', '.join(map(str, env.memory_variants_mb))} MB meets it (finish {finish:.1f} s, "
+            f"worst case {format_usd(worst)}"
+            + ("; the default envelope holds it)" if within else ")")  # fmt: skip
         )
     return f"What the {slowest:g}× case needed, on the model: " + "; ".join(parts) + "."
 
@@ -225,10 +278,47 @@ def render(doc: dict[str, Any]) -> str:
         f"{doc['machine']}. " + (__doc__ or "").split("\n\n", 2)[2].replace("\n", " ").strip(),
         "",
     ]
-    for entry in doc["cases"]:
-        case = local_case(entry["workload"], entry["deadline_s"])
-        lines += case_lines(case, entry["runs"], needed_line(case, entry["runs"]))
+    if doc.get("note"):
+        lines += [doc["note"], ""]
+    for entry in [*doc["cases"], *doc.get("repeats", [])]:
+        case = local_case(entry["workload"], entry["deadline_s"], entry.get("profile_file"))
+        table = case_lines(case, entry["runs"], needed_line(case, entry["runs"]))
+        if entry.get("profile_file"):
+            table[0] += ", run again (its profile read again: another plan)"
+        if entry.get("profile"):
+            cal = entry.get("calibration") or {}
+            table[-2:-2] = [
+                f"Profile: {entry['profile']}. Calibration: the fixed plan at "
+                f"for-deadline:1 (cpu scale {cal.get('cpu_scale', 0):.3f}) took "
+                f"{cal.get('total_s', 0):.1f} s, k = {entry.get('k', 1):.2f}; the rows took "
+                f"{entry.get('runs_wall_s', 0) / 60:.1f} min.",
+                "",
+            ]
+        if entry.get("remark"):
+            table[-2:-2] = [entry["remark"], ""]
+        lines += table
     return "\n".join(lines)
+
+
+def run_case(workload: str, deadline_s: float, endpoint: Any, tmp: Path) -> dict[str, Any]:
+    """One workload's round: its profile read again, the calibration run, the rows."""
+    source = anchor_profile(workload)
+    case = local_case(workload, deadline_s)
+    out = tmp / f"{workload}-calibration"
+    calibration = emulate(case, 1.0, cpu_scale_for(case, 1.0), False, endpoint, out)
+    print(json.dumps({"workload": workload, "calibration": calibration}), file=sys.stderr,
+          flush=True)  # fmt: skip
+    k = calibration.get("total_s", deadline_s) / deadline_s
+    rows, started = [], time.monotonic()
+    for slowdown in SLOWDOWNS:
+        scale = cpu_scale_for(case, slowdown / k)
+        for replan in (False, True):
+            out = tmp / f"{workload}-{slowdown:g}-{'on' if replan else 'off'}"
+            rows.append(emulate(case, slowdown, scale, replan, endpoint, out))
+            print(json.dumps({"workload": workload, **rows[-1]}), file=sys.stderr, flush=True)
+    return {"workload": workload, "deadline_s": deadline_s, "profile": source,
+            "calibration": calibration, "k": k,
+            "runs_wall_s": round(time.monotonic() - started), "runs": rows}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -236,24 +326,31 @@ def main(argv: list[str] | None = None) -> None:
     from emulator.s3server import weed_server
 
     args = sys.argv[1:] if argv is None else argv
+    path = RESULTS / "replan-emulator.json"
     if "--render" in args:  # the table again from the last round's rows (no runs)
-        doc = json.loads((RESULTS / "replan-emulator.json").read_text())
+        doc = json.loads(path.read_text())
     else:
-        doc = {"machine": cpu.this_machine(), "cases": []}
+        # `--only W`: that workload's round again, beside the first (its profile kept apart)
+        only = args[args.index("--only") + 1] if "--only" in args else None
+        doc = json.loads(path.read_text()) if only else {"machine": cpu.this_machine(), "cases": []}
         with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
             for workload, deadline_s in CASES:
-                case = local_case(workload, deadline_s)
-                rows = []
-                for slowdown in SLOWDOWNS:
-                    for replan in (False, True):
-                        out = Path(tmp) / f"{workload}-{slowdown:g}-{'on' if replan else 'off'}"
-                        rows.append(emulate(case, slowdown, replan, endpoint, out))
-                        print(json.dumps({"workload": workload, **rows[-1]}), file=sys.stderr,
-                              flush=True)  # fmt: skip
-                doc["cases"].append({"workload": workload, "deadline_s": deadline_s,
-                                     "runs": rows})  # fmt: skip
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "replan-emulator.json").write_text(json.dumps(doc, indent=1) + "\n")
+                if only not in (None, workload):
+                    continue
+                first = profile_path(workload)
+                kept = first.read_bytes() if only and first.exists() else None
+                entry = run_case(workload, deadline_s, endpoint, Path(tmp))
+                if only:
+                    repeats = doc.setdefault("repeats", [])
+                    name = f"replan-emulator-{workload}-again{len(repeats) + 1}.profile.json"
+                    first.replace(RESULTS / name)
+                    if kept is not None:
+                        first.write_bytes(kept)
+                    repeats.append({**entry, "profile_file": name})
+                else:
+                    doc["cases"].append(entry)
+                RESULTS.mkdir(exist_ok=True)  # each case as it ends: a late round keeps its first
+                path.write_text(json.dumps(doc, indent=1) + "\n")
     text = render(doc)
     (RESULTS / "replan-emulator.md").write_text(text + "\n")
     print(text)

@@ -5,6 +5,13 @@ result timed keeps its figure): compute by scaling the training rate, the exchan
 every bandwidth and latency it is made of (PS and S3 alike), start-up by the profile's figure,
 the shard load by the S3 bandwidth, the orchestration's gap by the catalog's restart. The same
 exact model then predicts any configuration of the envelope at the run's own pace.
+
+On shared cores (the local platform: local_machine.applies) a slower compute is read first as
+the CPU's: each MB buys fewer cores than the catalog says (`Factors.cpu`), which slows the steps
+and the exchange's own CPU (the loopback exchange is CPU on the critical path) together, and
+which a larger memory variant buys back. What the CPU does not explain of the exchange is the
+network's (`Factors.exchange`: bandwidths and latencies, the same at every memory). On AWS, where
+every function has its own cores, the compute's factor scales the training rate as before.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from provisioner import local_machine
 from provisioner.catalog import Catalog
 from provisioner.plan import Plan
 from provisioner.planner import predict
@@ -30,6 +38,7 @@ class Factors:
     startup: float = 1.0
     load: float = 1.0
     gap_s: float | None = None  # the measured gap between links; None = the catalog's
+    cpu: float = 1.0  # shared cores only: catalog's cores per MB / the run's (> 1: fewer cores)
 
 
 def compose(first: Factors, then: Factors) -> Factors:
@@ -41,6 +50,7 @@ def compose(first: Factors, then: Factors) -> Factors:
         startup=first.startup * then.startup,
         load=first.load * then.load,
         gap_s=then.gap_s if then.gap_s is not None else first.gap_s,
+        cpu=first.cpu * then.cpu,
     )
 
 
@@ -65,25 +75,61 @@ FIT_ROUNDS = 4  # measured/predicted again on the corrected model: the CPU quota
 # linear in the rate, so one scaling leaves about 1 % between the corrected compute and the run's;
 # the rounds bring it within 2 % (the quota's split of a step into compute and exchange is not
 # reached exactly by scaling the rate and the bandwidths)
+CPU_ELASTICITY = 0.5  # a CPU step must move the predicted compute by at least this share of it
+# (in log terms) to be kept: a worker above one vCPU with a flat rate curve (one torch thread)
+# is not slowed by fewer cores per MB, so there the compute's factor scales the rate instead
+
+
+def _predicted_terms(
+    plan: Plan, profile: WorkloadProfile, catalog: Catalog, f: Factors
+) -> tuple[float, float, float]:
+    """Compute, exchange per iteration and the load of the plan's configuration, corrected."""
+    c = predict(corrected_profile(profile, f), corrected_catalog(catalog, f), plan_choice(plan))
+    comp = float(np.asarray(c.compute_per_iteration_s).ravel()[0])
+    exch = float(
+        np.asarray(c.communication_per_iteration_s + c.aggregation_per_iteration_s).ravel()[0]
+    )
+    return comp, exch, float(np.asarray(c.load_s).ravel()[0])
+
+
+def _compute_step(
+    plan: Plan, profile: WorkloadProfile, catalog: Catalog, f: Factors, measured_s: float,
+    predicted_s: float,
+) -> Factors:  # fmt: skip
+    """f corrected toward the measured compute: on shared cores by fewer cores per MB where that
+    moves the prediction, else by the rate. A faster run is the rate's once the CPU factor is
+    back at 1. The CPU's step is Newton's in log terms: the compute is not proportional to the
+    cores (the rate curve's slope, the quota), so a trial step measures how much it moves."""
+    ratio = _ratio(measured_s, predicted_s)
+    if local_machine.applies(catalog) and (ratio > 1.0 or f.cpu > 1.0):
+        step = ratio if ratio > 1.0 else max(ratio, 1.0 / f.cpu)
+        moved_s = _predicted_terms(plan, profile, catalog, replace(f, cpu=f.cpu * step))[0]
+        moved = np.log(_ratio(moved_s, predicted_s)) / np.log(step) if step != 1.0 else 0.0
+        if moved >= CPU_ELASTICITY:
+            return replace(f, cpu=max(1.0, float(f.cpu * step ** (1.0 / moved))))
+    return replace(f, compute=f.compute * ratio)
 
 
 def fitted_factors(
     plan: Plan, profile: WorkloadProfile, catalog: Catalog, progress: Progress
 ) -> Factors:
-    """`factors`, refined until the corrected model predicts the run's own compute and exchange
-    per iteration for the configuration it runs (`profile`: the work it is to predict); each
-    round scales by measured over what the corrected model now predicts."""
-    f = factors(plan, progress)
+    """`factors`, refined until the corrected model predicts the run's own compute, exchange and
+    load for the configuration it runs (`profile`: the work it is to predict); each round scales
+    by measured over what the corrected model now predicts. On shared cores the compute's
+    slowdown goes to the CPU first (`_compute_step`), so the exchange's factor is what the CPU
+    leaves of the exchange's."""
+    raw = factors(plan, progress)
+    f = replace(raw, compute=1.0, exchange=1.0, load=1.0)
+    if not local_machine.applies(catalog):  # own cores: the rate and the network, as measured
+        f = replace(f, compute=raw.compute, exchange=raw.exchange, load=raw.load)
     for _ in range(FIT_ROUNDS):
-        c = predict(corrected_profile(profile, f), corrected_catalog(catalog, f), plan_choice(plan))
-        comp = float(np.asarray(c.compute_per_iteration_s).ravel()[0])
-        exch = float(
-            np.asarray(c.communication_per_iteration_s + c.aggregation_per_iteration_s).ravel()[0]
-        )
+        comp, _, _ = _predicted_terms(plan, profile, catalog, f)
+        f = _compute_step(plan, profile, catalog, f, progress.compute_per_iteration_s, comp)
+        _, exch, load = _predicted_terms(plan, profile, catalog, f)
         f = replace(
             f,
-            compute=f.compute * _ratio(progress.compute_per_iteration_s, comp),
             exchange=f.exchange * _ratio(progress.exchange_per_iteration_s, exch),
+            load=f.load * _ratio(progress.load_per_link_s, load),
         )
     return f
 
@@ -111,9 +157,10 @@ def corrected_profile(profile: WorkloadProfile, f: Factors) -> WorkloadProfile:
 
 
 def corrected_catalog(catalog: Catalog, f: Factors) -> Catalog:
-    """The catalog at the measured exchange, load and gap, for the REST of a run: its set-up
+    """The catalog at the measured CPU, exchange, load and gap, for the REST of a run: its set-up
     (endpoints open, PS started) and the PS's minimum billing are behind it."""
     x, ld = f.exchange, f.load
+    catalog = _fewer_cores(catalog, f.cpu)
     put_mb_s = None if catalog.s3_put_mb_s is None else catalog.s3_put_mb_s / x
     put_s = None if catalog.s3_put_request_s is None else catalog.s3_put_request_s * x
     return replace(
@@ -138,6 +185,26 @@ def corrected_catalog(catalog: Catalog, f: Factors) -> Catalog:
         endpoint_ready_s=0.0,
         ps_start_s=0.0,
         ps_min_billed_s=0.0,
+    )
+
+
+def _fewer_cores(catalog: Catalog, by: float) -> Catalog:
+    """The shared-core catalog with `by` × fewer cores per MB: a vCPU is `by` × the MB, and the
+    machine's cores and a function's cap hold `by` × fewer of them (1 or AWS: as it is). The
+    profile's rate, loop and exchange-CPU points are read at the share, so every CPU-bound term
+    moves with it and more memory buys it back."""
+    if by == 1.0 or not local_machine.applies(catalog):
+        return catalog
+
+    def fewer(v: float | None) -> float | None:
+        return None if v is None else v / by
+
+    return replace(
+        catalog,
+        mb_per_vcpu=catalog.mb_per_vcpu * by,
+        max_vcpu=catalog.max_vcpu / by,
+        total_vcpu=fewer(catalog.total_vcpu),
+        compute_cores=fewer(catalog.compute_cores),
     )
 
 

@@ -1,5 +1,6 @@
 """A run played on the model, a platform `slowdown` times slower than the catalog in compute and
-exchange, checked at every link boundary: what re-planning would do, before any emulator run.
+exchange (on shared cores: in cores per MB), checked at every link boundary: what re-planning
+would do, before any emulator run.
 
 The truth of a segment (the plan as it is, or a re-plan's) is the model at the slower figures;
 its boundaries fall after each of its links but the last, and each check reads the truth's own
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from provisioner import local_machine
 from provisioner.catalog import Catalog
 from provisioner.plan import Goal, Plan
 from provisioner.planner import build_plan
@@ -74,6 +76,15 @@ def _boundary(truth: Plan, catalog: Catalog, links: int, since_s: float) -> Prog
     )
 
 
+def _slower(catalog: Catalog, slowdown: float) -> Factors:
+    """The slower platform: on shared cores (the local machine) `slowdown` × fewer cores per MB,
+    as a run at cpu scale 1 / slowdown has (its steps and its exchange's CPU alike); on AWS the
+    compute and the exchange `slowdown` × slower."""
+    if local_machine.applies(catalog):
+        return Factors(cpu=slowdown)
+    return Factors(compute=slowdown, exchange=slowdown)
+
+
 def simulate(
     plan: Plan, profile: WorkloadProfile, catalog: Catalog, envelope: Envelope, slowdown: float,
     *, replan: bool = True, scale_down: bool = False,
@@ -84,7 +95,7 @@ def simulate(
         plan = replace(plan, replan=ReplanSpec(envelope, 0.0, scale_down))
     else:
         plan = replace(plan, replan=replace(plan.replan, envelope=envelope, scale_down=scale_down))
-    slow = Factors(compute=slowdown, exchange=slowdown)
+    slow = _slower(catalog, slowdown)
     seg, factors, first = plan, None, True
     spent_s, spent_usd, since_s, stories = 0.0, 0.0, 0.0, []
     while True:

@@ -64,3 +64,16 @@ def test_larger_envelopes_are_tried_and_this_machine_holds_more_vcpu_at_a_slower
     assert max(e.max_workers for e in envelopes) > case.plan.n_workers
     assert max(max(e.memory_variants_mb) for e in envelopes) > 2 * case.plan.memory_mb
     assert all(e.max_workers <= case.plan.training.global_batch for e in envelopes)
+
+
+def test_a_rows_cpu_scale_is_the_one_it_ran_at_for_its_deadline_ratio() -> None:
+    """Rows carry the cpu scale for-deadline:R gave them; the table shows it, not 1 / R."""
+    case = _case()
+    rows = []
+    for slowdown in SLOWDOWNS:
+        for replan in (False, True):
+            rows.append({"slowdown": slowdown, "cpu_scale": 0.9 / slowdown, "replan": replan,
+                         "total_s": 19.0, "met": True, "cost_usd": 0.004, "stories": [],
+                         "checks": 3, "first_pace": 1.0})  # fmt: skip
+    table = [line for line in case_lines(case, rows, "") if line.startswith("| 1.5×")]
+    assert table[0].split(" | ")[1] == "0.600"

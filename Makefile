@@ -79,8 +79,8 @@ demo: synth catalog/local.json
 # than its figures (REPLAN_CPU_SCALE local cores per Lambda vCPU; `--cpu-scale for-deadline:R`
 # picks the scale whose local prediction is R × the deadline) as it is (`--no-replan`) and
 # re-planning. Each report ends with the re-plans' stories and whether the run met its deadline.
-# The CNN's slowdown is compute, which more workers and memory recover; the digits MLP's under a
-# smaller quota shows in its exchange, which the re-plan's model does not credit to memory.
+# A slowdown here is read first as fewer cores per MB, so a re-plan may buy it back with more
+# memory as well as more workers (provisioner/replan_figures.py).
 REPLAN_WORKLOAD ?= synthetic-cifar-cnn
 REPLAN_DEADLINE ?= 60s
 REPLAN_CPU_SCALE ?= 0.25

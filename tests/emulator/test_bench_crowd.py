@@ -30,6 +30,16 @@ def test_a_row_is_the_median_of_its_rounds_against_the_child_alone() -> None:
     assert row["step_cpu_ratio"] == pytest.approx(1.2)  # of 1.2, 1.5, 1.0
     assert row["iteration_vs_ideal"] == pytest.approx(1.5)  # 1.5/1.0, 1.2/0.8, 1.0/1.0
     assert (row["count"], row["share"], row["rounds"]) == (8, 0.5, rounds)
+    assert row["warmup_steps"] is None  # rounds kept before the warm-up was: none to show
+
+
+def test_a_rows_warmup_is_the_median_first_steps_excess_in_steady_steps() -> None:
+    rounds = [
+        {"alone_step_cpu_s": 0.5, "alone_step_s": 0.5, "crowd_step_cpu_s": 0.6,
+         "crowd_iteration_s": 2.0, "crowd_warmup_cpu_s": w}
+        for w in (0.2, 0.4, 0.3)
+    ]  # fmt: skip
+    assert bc.row_of(4, 1.0, rounds, 2.0)["warmup_steps"] == pytest.approx(0.6)
 
 
 def test_a_tiny_real_run_writes_table_json_and_png(
@@ -42,6 +52,7 @@ def test_a_tiny_real_run_writes_table_json_and_png(
     rows = json.loads((tmp_path / "crowd.json").read_text())["rows"]
     assert [(r["count"], r["share"]) for r in rows] == [(2, 0.5)]
     assert rows[0]["step_cpu_ratio"] > 0 and rows[0]["iteration_vs_ideal"] > 0
+    assert rows[0]["warmup_steps"] >= 0
     assert "| 2 | 0.500 |" in (tmp_path / "crowd.md").read_text()
     assert (tmp_path / "crowd.png").stat().st_size > 0
 

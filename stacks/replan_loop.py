@@ -116,8 +116,9 @@ def guard(scope: Construct, name: str, cause: str, on_failure: sfn.IChainable) -
 
 class ReplanLoop:
     """The loop's states, from `start` (PaceStart) to `verdict` (PaceVerdict), whose done branch
-    goes to `then` and whose guards go to `on_failure`. Attributes: `start`, `links` (the Map), `pace_check`, `verdict`, and `chain`:
-    PaceStart to `then`, to chain on from (`then` is its one end)."""
+    goes to `then` and whose guards go to `on_failure`. Attributes: `start`, `links` (the Map),
+    `pace_check`, `verdict`, and `chain`: PaceStart to `then`, to chain on from (`then` is its
+    one end)."""
 
     def __init__(self, scope: Construct, *, plan: Plan,
                  workers: Mapping[int, lambda_.IFunction], pace: lambda_.IFunction,

@@ -12,12 +12,11 @@ then planned on this machine's catalog (catalog/local.json) under the demo's run
 invocations, at most 400 iterations a link) with re-planning on (provisioner/replan_attach.py:
 links cut for the pace checks, the default envelope). How the deadline was chosen: the slowdown
 is set relative to it, so the plan as it is only just meets it at 1× and misses it by R at R×.
-One calibration run first measures the fixed plan at the cpu scale s₀ whose local prediction is
-the deadline (`--cpu-scale for-deadline:1`, emulator/deadline_scale.py): its measured total over
-the deadline is k. A row's slowdown R then runs at s₀ · k / R: the platform R times slower, in
-cores per vCPU, than the one on which the fixed plan measured the deadline itself (k / R, not the
-local model's for-deadline:R/k: that model runs long, and unevenly, at fractions of a core, and
-put a round's 1.5×-3× rows at nearly one scale). Per run: the
+The model's prediction at a fraction of a core runs long here, so one calibration run first
+measures the fixed plan at the cpu scale whose local prediction is the deadline (`--cpu-scale
+for-deadline:1`, emulator/deadline_scale.py): its measured total over the deadline is k. A row's
+slowdown R then runs at the scale whose local prediction is R / k × the deadline
+(for-deadline:R/k), the one at which the fixed plan should take R × the deadline. Per run: the
 measured total against the deadline and the run's cost priced from what it measured
 (emulator/report_replan.py); for the re-planning run its pace checks, the pace its first check
 measured (measured / predicted seconds per iteration, against the plan's figures at the
@@ -112,13 +111,6 @@ def cpu_scale_for(case: Case, slowdown: float) -> float:
     return scale_for_deadline(case.plan, slowdown, workload=str(path) if path.exists() else
                               case.workload, limit_s=LIMIT_S,
                               iterations_per_invocation=PER_INVOCATION)  # fmt: skip
-
-
-def row_cpu_scale(calibration_scale: float, k: float, slowdown: float) -> float:
-    """The cpu scale of a row: the calibration's, at which the fixed plan took k × its deadline,
-    made `slowdown` times slower and brought to where the fixed plan takes the deadline itself
-    (a run all CPU takes R × the deadline there; one part network, less)."""
-    return calibration_scale * k / slowdown
 
 
 def emulate(
@@ -318,9 +310,8 @@ def run_case(workload: str, deadline_s: float, endpoint: Any, tmp: Path) -> dict
           flush=True)  # fmt: skip
     k = calibration.get("total_s", deadline_s) / deadline_s
     rows, started = [], time.monotonic()
-    base = calibration.get("cpu_scale") or cpu_scale_for(case, 1.0)
     for slowdown in SLOWDOWNS:
-        scale = row_cpu_scale(base, k, slowdown)
+        scale = cpu_scale_for(case, slowdown / k)
         for replan in (False, True):
             out = tmp / f"{workload}-{slowdown:g}-{'on' if replan else 'off'}"
             rows.append(emulate(case, slowdown, scale, replan, endpoint, out))

@@ -4,17 +4,8 @@ table (from its runs' rows) and the larger envelopes it tries for the slowest ca
 
 from __future__ import annotations
 
-import pytest
-
 from bench.replan import case_lines as model_case_lines
-from bench.replan_emulator import (
-    SLOWDOWNS,
-    Case,
-    at_scale,
-    candidate_envelopes,
-    case_lines,
-    row_cpu_scale,
-)
+from bench.replan_emulator import SLOWDOWNS, Case, at_scale, candidate_envelopes, case_lines
 from provisioner.plan import Goal
 from provisioner.replan_attach import plan_with_replan
 from provisioner.space import Limits
@@ -86,14 +77,3 @@ def test_a_rows_cpu_scale_is_the_one_it_ran_at_for_its_deadline_ratio() -> None:
                          "checks": 3, "first_pace": 1.0})  # fmt: skip
     table = [line for line in case_lines(case, rows, "") if line.startswith("| 1.5×")]
     assert table[0].split(" | ")[1] == "0.600"
-
-
-def test_a_rows_scale_is_the_calibrations_made_r_times_slower_from_where_it_meets() -> None:
-    """The fixed plan took k × its deadline at the calibration's scale: at scale × k it would
-    take the deadline itself (all CPU), and a row R is R times slower than that."""
-    assert row_cpu_scale(0.6, 1.0, 1.0) == 0.6
-    assert row_cpu_scale(0.6, 1.0, 2.0) == 0.3
-    assert row_cpu_scale(0.6, 0.5, 1.5) == pytest.approx(
-        0.2
-    )  # it ran fast: half the cores met the deadline
-    assert row_cpu_scale(0.6, 1.2, 3.0) > row_cpu_scale(0.6, 1.0, 3.0)  # it ran slow: more

@@ -47,7 +47,7 @@ from functions.task import WorkerTask
 
 GATHER_WINDOW = 4  # gradients a reducer has in flight: memory stays O(partition), not O(n)
 STATE_KEY_RE = re.compile(r"/state/(\d{10})/(\d{3})$")
-GRAD_KEY_RE = re.compile(r"/grad/(\d{10})/(\d{3})/\d{4}$")
+GRAD_KEY_RE = re.compile(r"/grad/(\d{10})/(\d{3})/\d{4}/\d{4}$")
 
 
 def partition_bounds(total: int, parts: int) -> list[tuple[int, int]]:
@@ -63,8 +63,11 @@ def exchange_base(prefix: str, job_id: str, run_id: str) -> str:
     return f"{prefix.strip('/')}/{job_id}/{run_id}"
 
 
-def grad_key(base: str, iteration: int, part: int, rank: int) -> str:
-    return f"{base}/grad/{iteration:010d}/{part:03d}/{rank:04d}"
+def grad_key(base: str, iteration: int, part: int, n_workers: int, rank: int) -> str:
+    """A rank's gradient partition of an iteration, under the count it averages over: a link cut
+    mid-iteration by its time limit may leave one behind, and when a re-plan switches the count
+    the new workers' reducers must not read it (its local batch was the old count's)."""
+    return f"{base}/grad/{iteration:010d}/{part:03d}/{n_workers:04d}/{rank:04d}"
 
 
 def state_key(base: str, iteration: int, part: int) -> str:
@@ -315,7 +318,9 @@ class S3Exchange:
         t0 = time.perf_counter()
         uploads = [
             self.pool().submit(
-                self._put, grad_key(self.base, iteration, j, self.rank), grads[lo:hi].tobytes()
+                self._put,
+                grad_key(self.base, iteration, j, self.n_workers, self.rank),
+                grads[lo:hi].tobytes(),
             )
             for j, (lo, hi) in enumerate(self.bounds)
             # A partition already past `iteration` (this worker resumes behind its reducer)
@@ -344,7 +349,10 @@ class S3Exchange:
         t0 = time.perf_counter()
         size = part.params.size
         total = np.zeros(size, np.float32)
-        keys = [grad_key(self.base, iteration, part.index, r) for r in range(self.n_workers)]
+        keys = [
+            grad_key(self.base, iteration, part.index, self.n_workers, r)
+            for r in range(self.n_workers)
+        ]
         in_flight = {
             r: self.pool().submit(self._wait_for, keys[r], None, ("grad", r))
             for r in range(min(GATHER_WINDOW, self.n_workers))
@@ -386,7 +394,9 @@ class S3Exchange:
         do not exist costs nothing: it is the same one request."""
         if iteration < 1:
             return []
-        previous = [grad_key(self.base, iteration - 1, j, r) for r in range(self.n_workers)]
+        previous = [
+            grad_key(self.base, iteration - 1, j, self.n_workers, r) for r in range(self.n_workers)
+        ]
         return [state_key(self.base, iteration - 1, j), *previous]
 
     def _write_state(self, part: _Partition) -> None:

@@ -343,6 +343,7 @@ class ParameterServer:
             "received": sorted(st.received),
             "updates_applied": st.updates_applied,
             "duplicates_ignored": st.duplicates_ignored,
+            "partials_superseded": st.partials_superseded,
             "checkpointed_iteration": st.checkpointed_iteration,
             "rollbacks": st.rollbacks,
             "update_s": round(st.update_s, 6),

@@ -56,6 +56,7 @@ class ShardState:
         self.checkpointed_iteration = -1
         self.updates_applied = 0
         self.duplicates_ignored = 0
+        self.partials_superseded = 0  # iterations a re-plan's new count started again
         self.generation = 0  # bumped whenever parameters are (re)installed: ends stale waits
         self.update_s = 0.0  # time spent averaging and applying updates (the model's PS term)
         self.rollbacks = 0
@@ -114,24 +115,29 @@ class ShardState:
     def add_gradient(self, rank: int, it: int, grad: np.ndarray, n: int | None = None) -> bool:
         """Take one rank's gradient for `it` (by reference); update when all n are in (`n`:
         the worker's count, None: the PS's --workers). The first gradient of an iteration sets
-        its n; a worker naming another n within it is refused.
+        its n; a worker naming another n starts the iteration again over its own.
 
         Returns False for a duplicate (already applied, or this rank already counted), which
         is ignored. Caller holds the condition.
         """
         n = self.config.workers if n is None else n
-        if it < self.iteration or rank in self.pending:
-            self.duplicates_ignored += 1
-            return False
         if it > self.iteration:
             raise wire.WireError(
                 f"gradient for iteration {it} but the shard is at {self.iteration}"
             )
+        if it == self.iteration and self.pending and n != self.n:
+            # Every worker of a link names the same count, so another count is the next
+            # segment's: the pending gradients are what a link cut mid-iteration (its time
+            # limit) left before a re-plan switched the count. The pace check runs only after
+            # every link of a segment has returned, so none of their workers is left, and the
+            # new count's workers redo the iteration at their own local batch.
+            self.partials_superseded += 1
+            self.pending = {}
+        if it < self.iteration or rank in self.pending:
+            self.duplicates_ignored += 1
+            return False
         if not self.pending:
             self._average_over(n)
-        elif n != self.n:
-            raise wire.WireError(f"rank {rank} averages iteration {it} over {n} workers; "
-                                 f"the others over {self.n}")  # fmt: skip
         if rank >= n:
             raise wire.WireError(f"rank {rank} out of range 0..{n - 1}")
         self.pending[rank] = grad

@@ -91,6 +91,28 @@ def _state(workers: int) -> ShardState:
     return state
 
 
+@pytest.mark.parametrize(("first", "then"), [(2, 4), (4, 2)])
+def test_a_switch_after_a_link_cut_mid_iteration_trains_as_one_process(
+    s3: Any, bucket: str, shard_cache: Any, ps_cluster: Any, first: int, then: int
+) -> None:
+    """The first count's link ended by its time limit with rank 1's gradient of iteration 3
+    pushed and rank 0's not: the new count's workers redo iteration 3 without it (at their own
+    local batch) instead of waiting on a rank that is gone."""
+    for n in (first, then):
+        datasets.write_shards(s3, "builtin:digits", n, bucket, f"data-n{n}", seed=1)
+    servers = ps_cluster(2, 4, learning_rate=0.1, momentum=0.9)
+    events = _link(servers, bucket, f"data-n{first}", first, 0, 0, 3, 6)
+    for server in servers:  # the cut link's leftover, at the first count's local batch
+        with server.state.cond:
+            size = server.state.params.size
+            server.state.add_gradient(1, 3, np.full(size, 100.0, np.float32), first)
+    _link(servers, bucket, f"data-n{then}", then, 3, 1, 3, 6)
+    assert all(s.state.iteration == 6 and s.state.partials_superseded == 1 for s in servers)
+    segments = [(f"data-n{first}", first, 3), (f"data-n{then}", then, 3)]
+    want = reference_segments(s3, bucket, events[0], segments)
+    np.testing.assert_allclose(ps_vector(servers), want, rtol=1e-4, atol=1e-5)
+
+
 def test_an_iteration_without_a_count_averages_over_the_ps_workers() -> None:
     state = _state(3)
     with state.cond:
@@ -115,27 +137,50 @@ def test_the_momentum_carries_over_a_change_of_count() -> None:
     assert state.iteration == 2 and state.n == 2
 
 
-def test_workers_of_one_iteration_naming_different_counts_are_refused() -> None:
+def test_a_new_count_starts_again_the_iteration_a_cut_link_left_half_pushed() -> None:
+    """Two workers' link was cut by its time limit after rank 1 pushed iteration 0; the re-plan
+    switched to one worker, whose push must update alone, not wait for a rank that is gone."""
+    state = _state(4)
+    with state.cond:
+        state.add_gradient(1, 0, np.full(3, 5.0, np.float32), 2)  # the cut link's leftover
+        assert state.iteration == 0
+        assert state.add_gradient(0, 0, np.ones(3, np.float32), 1)
+    assert state.iteration == 1 and state.n == 1 and state.partials_superseded == 1
+    np.testing.assert_allclose(state.params, -0.1 * np.ones(3))  # rank 0's gradient alone
+
+
+def test_the_same_rank_under_a_new_count_is_not_taken_for_a_duplicate() -> None:
+    state = _state(4)
+    with state.cond:
+        state.add_gradient(0, 0, np.full(3, 5.0, np.float32), 4)  # local batch of 4 workers
+        assert state.add_gradient(0, 0, np.ones(3, np.float32), 2)  # rank 0 of 2: counted
+        assert not state.add_gradient(0, 0, np.ones(3, np.float32), 2)  # its retry: duplicate
+        state.add_gradient(1, 0, np.ones(3, np.float32), 2)
+    assert state.iteration == 1 and state.partials_superseded == 1
+    np.testing.assert_allclose(state.params, -0.1 * np.ones(3))
+
+
+def test_a_rank_beyond_its_count_is_refused() -> None:
     state = _state(4)
     with state.cond:
         state.add_gradient(0, 0, np.ones(3, np.float32), 2)
-        with pytest.raises(wire.WireError, match="averages iteration 0 over 4 workers; the "
-                                                 "others over 2"):  # fmt: skip
-            state.add_gradient(1, 0, np.ones(3, np.float32), 4)
         with pytest.raises(wire.WireError, match="rank 2 out of range 0..1"):
             state.add_gradient(2, 0, np.ones(3, np.float32), 2)
 
 
+@pytest.mark.parametrize("cut", [False, True])
 @pytest.mark.parametrize(("first", "then"), [(2, 4), (4, 2)])
 def test_s3_exchange_workers_switching_their_count_match_one_process(
-    s3: Any, bucket: str, shard_cache: Any, first: int, then: int
+    s3: Any, bucket: str, shard_cache: Any, first: int, then: int, cut: bool
 ) -> None:
     """The S3 exchange keeps its reducer count (k = 2) across the switch: its states hold the
-    momentum as torch does, so the new count's reducers scale it by their own n."""
-    from functions import finalize
+    momentum as torch does, so the new count's reducers scale it by their own n. `cut`: the
+    first link ended by its time limit with ranks 0 and 1 of the first count's gradients of
+    iteration 3 written, which the new count's reducers must not read."""
+    from functions import finalize, s3sync
     from functions.task import WorkerTask
 
-    from .test_s3sync import s3_event
+    from .test_s3sync import BASE, s3_event
 
     for n in (first, then):
         datasets.write_shards(s3, "builtin:digits", n, bucket, f"data-n{n}", seed=1)
@@ -152,6 +197,11 @@ def test_s3_exchange_workers_switching_their_count_match_one_process(
         return events
 
     events = link(first, 0, 0)
+    if cut:
+        for part in range(2):
+            for rank in range(2):
+                s3.put_object(Bucket=bucket, Key=s3sync.grad_key(BASE, 3, part, first, rank),
+                              Body=b"\x00" * 8)  # fmt: skip
     link(then, 3, 1)
     iteration, got = finalize.assemble_parameters(s3, WorkerTask.from_event(events[0]))
     assert iteration == 6

@@ -75,13 +75,13 @@ def test_partitions_need_at_least_one_part() -> None:
 def test_key_layout() -> None:
     base = s3sync.exchange_base("/exchange/", "job", "run-1")
     assert base == "exchange/job/run-1"
-    assert s3sync.grad_key(base, 12, 3, 7) == "exchange/job/run-1/grad/0000000012/003/0007"
+    assert s3sync.grad_key(base, 12, 3, 8, 7) == "exchange/job/run-1/grad/0000000012/003/0008/0007"
     assert s3sync.state_key(base, 12, 3) == "exchange/job/run-1/state/0000000012/003"
 
 
 def test_resume_iteration_is_the_newest_every_partition_has() -> None:
     keys = [s3sync.state_key(BASE, t, j) for t, j in [(4, 0), (5, 0), (3, 1), (4, 1), (9, 9)]]
-    keys.append(s3sync.grad_key(BASE, 5, 1, 0))
+    keys.append(s3sync.grad_key(BASE, 5, 1, 2, 0))
     states = s3sync.states_by_part(keys, 2)
     assert states == {0: {4, 5}, 1: {3, 4}}  # partition 9 is not one of the 2
     assert s3sync.resume_iteration(states) == 4
@@ -91,9 +91,9 @@ def test_resume_iteration_is_the_newest_every_partition_has() -> None:
 
 def test_stale_keys_are_a_partitions_old_gradients_and_states() -> None:
     keys = [
-        s3sync.grad_key(BASE, 3, 0, 1),  # stale: partition 0 is at state 5
-        s3sync.grad_key(BASE, 5, 0, 1),  # the current iteration's: kept
-        s3sync.grad_key(BASE, 3, 1, 1),  # another partition's
+        s3sync.grad_key(BASE, 3, 0, 2, 1),  # stale: partition 0 is at state 5
+        s3sync.grad_key(BASE, 5, 0, 2, 1),  # the current iteration's: kept
+        s3sync.grad_key(BASE, 3, 1, 2, 1),  # another partition's
         s3sync.state_key(BASE, 3, 0),  # stale
         s3sync.state_key(BASE, 4, 0),  # one of the two kept
         s3sync.state_key(BASE, 5, 0),

@@ -86,6 +86,20 @@ def write_heldout(
     return results.write_files(rows, meta, heldout_summary(rows), folder / f"{name}.json", table)
 
 
+def interval_line(source: Path | None) -> str:
+    """Where the runs' 90% interval came from: the platform catalog's prediction_interval
+    (kept beside the results as predict-heldout-platform/local.json), read apart from the
+    scored rows, or that there was none."""
+    catalog = None if source is None else source.parent / "predict-heldout-platform/local.json"
+    try:
+        doc = json.loads(catalog.read_text()) if catalog else {}
+        figure = doc["orchestration"]["prediction_interval"]
+        low, high = figure["value"]["low"], figure["value"]["high"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "Interval: the platform catalog has none (no spread measured), so no run gave one."
+    return f"Interval: the platform catalog's {low:g}-{high:g}× ({figure.get('source', '')})."
+
+
 def render_any(source: Path) -> str:
     """--render: a held-out results file's table in this format, any other in the grid's."""
     try:
@@ -210,6 +224,7 @@ def table(
         f"Command: `{meta['command']}`; measured = the median of each case's runs "
         f"({results.runs_per_case_text(meta)}).",
         f"Platform figures: {meta.get('platform', 'catalog/local.json and profiles/')}.",
+        interval_line(source),
     ]
     if "rescored" in meta:
         lines.append(f"Re-scored, nothing measured: {meta['rescored']}.")

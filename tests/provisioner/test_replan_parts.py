@@ -20,7 +20,7 @@ from provisioner.replan_figures import (
     fitted_factors,
     remaining_profile,
 )
-from provisioner.replan_pace import progress_from_links
+from provisioner.replan_pace import BEHIND, check_pace, progress_from_links
 from provisioner.replan_search import envelope_limits, plan_choice
 from provisioner.terms import iterations, local_batch
 from tests.provisioner.conftest import make_profile, small_catalog
@@ -54,6 +54,28 @@ def test_progress_reads_the_stragglers_terms_and_the_slowest_link_overheads() ->
     assert p.exchange_per_iteration_s == pytest.approx(1.0 / 20)  # and its own exchange
     assert (p.startup_per_link_s, p.load_per_link_s, p.checkpoint_per_link_s) == (3.0, 0.2, 0.1)
     assert p.gap_per_link_s == pytest.approx(0.5)  # wall less the handler's time
+
+
+def test_a_warm_links_start_up_is_read_from_the_links_after_the_first() -> None:
+    cold = _link(10, 2.0, 1.0, 10.0)
+    cold["timings"]["import_s"] = 2.5  # of its 3.0 s start-up
+    assert progress_from_links([[cold]], 5.0).warm_startup_per_link_s == pytest.approx(0.5)
+    warm = _link(10, 2.0, 1.0, 10.0)
+    warm["timings"]["startup_s"] = 0.7
+    p = progress_from_links([[cold, warm]], 9.0)
+    assert p.warm_startup_per_link_s == pytest.approx(0.7)
+    assert p.startup_per_link_s == pytest.approx(1.85)  # the mean, cold one included
+
+
+def test_a_cold_first_link_is_not_paid_again_by_every_link_left(planned) -> None:
+    """On the plan's pace, a first link 20 s slower to start (its import) is behind only if
+    every link left were taken to start as slowly."""
+    _, catalog, plan = planned
+    on_plan = at_pace(plan, catalog, 1, 1.0)
+    cold = dataclasses.replace(on_plan, startup_per_link_s=on_plan.startup_per_link_s + 20.0)
+    assert check_pace(plan, catalog, cold, 0.0).status == BEHIND
+    warm = dataclasses.replace(cold, warm_startup_per_link_s=on_plan.startup_per_link_s)
+    assert check_pace(plan, catalog, warm, 0.0).status != BEHIND
 
 
 def test_progress_without_iterations_is_refused_in_one_line() -> None:

@@ -70,6 +70,21 @@ def test_an_anchor_at_two_shares_moves_each_point_by_the_factor_at_its_share() -
     assert "× 0.900 at 0.5 vCPU, × 1.200 at 1 vCPU" in doc["sources"]["training_rate"]["method"]
 
 
+def test_an_anchor_moves_the_loops_seconds_with_the_rate_at_each_share() -> None:
+    """The loop through a loopback shard is CPU work on this machine as the step is: a reading
+    1.2× faster at 1 vCPU makes its exchange and extra CPU 1.2× shorter there (0.9× at 0.5)."""
+    raw, _, anchor = _cnn_and_two_share_anchor(0.9, 1.2)
+    doc = anchored_profile(raw, anchor, "x86_64", "round 0", weight=1.0)
+    expected = {0.25: 0.9, 0.5: 0.9, 1.0: 1.2, 2.0: 1.2}
+    for field, key in (("loop_overhead_s", "s"), ("loop_extra_cpu_s", "cpu_s")):
+        before = {p["vcpu_share"]: p[key] for p in raw[field]}
+        after = {p["vcpu_share"]: p[key] for p in doc[field]}
+        assert set(after) == set(before) and set(before) <= set(expected)
+        for share, value in before.items():
+            assert after[share] == pytest.approx(value / expected[share], rel=1e-4)
+        assert "÷ the training rate's factor" in doc["sources"][field]["method"]
+
+
 def test_an_anchor_moves_the_profile_half_way_in_log_speed_by_default() -> None:
     """The profile and the anchor both estimate the machine's speed at the run: by default each
     point lands at the geometric mean of the two (ANCHOR_WEIGHT) while the reading is within the

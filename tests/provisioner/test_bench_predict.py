@@ -440,6 +440,9 @@ def test_rescore_with_another_profile_anchors_it_by_the_readings_the_run_kept(
          r"is the profile of 'digits-mlp', not 'synthetic-cifar-cnn'"),
         (["--anchor-weight", "0.5"], r"bad --anchor-weight 0\.5: only a re-scoring"),
         (["--rescore", "--anchor-weight", "1.5"], r"bad --anchor-weight 1\.5: expected a number"),
+        (["--rescore-held-out", "x.json", "--anchor-weight", "2"], r"bad --anchor-weight 2: "),
+        (["--rescore-held-out", "x.json", "--set", "lambda.compute_cores=2"],
+         r"only a re-scoring \(--rescore\)"),
         (["--precision", "0"], r"bad --precision 0: expected a fraction above 0, below 1"),
         (["--repeats", "5", "--max-repeats", "4"], r"bad --max-repeats 4: expected at least"),
         (["--precision", "0.04", "--extra-minutes", "-1"], r"bad --extra-minutes -1: expected"),
@@ -623,6 +626,22 @@ def test_a_bad_catalog_setting_is_one_line(setting: str, message: str) -> None:
     with pytest.raises(ValueError) as err:
         bp.catalog_figures_set(local_catalog_dict(), [setting])
     assert str(err.value).startswith(message)
+
+
+def test_a_held_out_rescoring_at_an_anchor_weight_passes_it_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bench.predict.cli as cli
+
+    seen = {}
+
+    def fake(source: Path, command: str, anchor_weight: float | None = None) -> str:
+        seen.update(source=source, weight=anchor_weight)
+        return "rescored"
+
+    monkeypatch.setattr(cli, "rescore_heldout", fake)
+    assert bp.main(["--rescore-held-out", str(tmp_path / "h.json"), "--anchor-weight", "0.5"]) == 0
+    assert seen == {"source": tmp_path / "h.json", "weight": 0.5}
 
 
 def test_set_without_rescore_is_refused() -> None:

@@ -28,16 +28,22 @@ DEADLINE_S = 160.0
 RATES = [(0.5, 100), (1.0, 180), (2.0, 340)]
 
 
-@pytest.fixture(scope="module")
-def case() -> tuple[WorkloadProfile, Catalog, Plan, Envelope]:
-    profile = make_profile(
+def replan_profile(rates: list[tuple[float, float]], **extra: object) -> WorkloadProfile:
+    """The re-planning tests' workload: a small model whose rate rises with its share."""
+    return make_profile(
         model_bytes=400_000,
         epochs=4,
         max_global_batch=256,
         training_rate={
-            "x86_64": {"points": [{"vcpu_share": s, "samples_per_s": r} for s, r in RATES]}
+            "x86_64": {"points": [{"vcpu_share": s, "samples_per_s": r} for s, r in rates]}
         },
+        **extra,
     )
+
+
+@pytest.fixture(scope="module")
+def case() -> tuple[WorkloadProfile, Catalog, Plan, Envelope]:
+    profile = replan_profile(RATES)
     catalog = dataclasses.replace(
         small_catalog(memory_max_mb=4096), max_iterations_per_invocation=32
     )

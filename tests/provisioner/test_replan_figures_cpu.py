@@ -33,8 +33,8 @@ from provisioner.replan_search import plan_choice
 from provisioner.replan_sim import simulate
 from provisioner.replan_step import factors_from_dict, factors_to_dict
 from provisioner.space import Choice
-from tests.provisioner.conftest import make_profile, small_catalog
-from tests.provisioner.test_replan import at_pace
+from tests.provisioner.conftest import small_catalog
+from tests.provisioner.test_replan import at_pace, replan_profile
 
 DEADLINE_S = 160.0
 RATES = [(0.25, 40), (0.5, 100), (1.0, 180), (2.0, 340)]
@@ -43,14 +43,8 @@ LOOP_EXTRA = [(0.25, 0.004), (0.5, 0.002), (1.0, 0.001), (2.0, 0.001)]
 
 
 def _case(total_vcpu: float | None) -> tuple[WorkloadProfile, Catalog, Plan]:
-    profile = make_profile(
-        model_bytes=400_000,
-        epochs=4,
-        max_global_batch=256,
-        training_rate={
-            "x86_64": {"points": [{"vcpu_share": s, "samples_per_s": r} for s, r in RATES]}
-        },
-        loop_extra_cpu_s=[{"vcpu_share": s, "cpu_s": c} for s, c in LOOP_EXTRA],
+    profile = replan_profile(
+        RATES, loop_extra_cpu_s=[{"vcpu_share": s, "cpu_s": c} for s, c in LOOP_EXTRA]
     )
     catalog = dataclasses.replace(
         small_catalog(memory_max_mb=4096, total_vcpu=total_vcpu),

@@ -18,6 +18,7 @@ TERM_KEYS: dict[str, tuple[str, ...]] = {
     "startup": ("startup_s", "init_s", "setup_s"),
     "checkpoint": ("checkpoint_s",),
     "reduce": ("reduce_s",),  # S3 sync: a reducer's own work (its partition's sum and update)
+    "import": ("import_s",),  # a cold link's module import, part of its start-up
 }
 
 
@@ -42,6 +43,11 @@ def startup_of(link: dict[str, Any]) -> float:
     if own > 0:
         return own
     return float((link.get("emulator_timings") or {}).get("handler_import_s", 0.0))
+
+
+def warm_startup_s(link: dict[str, Any]) -> float:
+    """A cold link's start-up less its import: what the same environment's next link pays."""
+    return max(0.0, startup_of(link) - link_timing(link, "import"))
 
 
 def orchestration_gap_s(link: dict[str, Any]) -> float:

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from functions.terms import link_timing, orchestration_gap_s, startup_of
+from functions.terms import link_timing, orchestration_gap_s, startup_of, warm_startup_s
 from provisioner.catalog import Catalog
 from provisioner.plan import Plan
 
@@ -55,14 +55,6 @@ class Progress:
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
-
-
-def warm_startup_s(link: dict[str, Any]) -> float:
-    """A cold link's start-up less its import (functions.worker's `import_s`): what the same
-    environment's next link pays."""
-    imported = (link.get("timings") or {}).get("import_s", 0.0)
-    imported = float(imported) if isinstance(imported, int | float) else 0.0
-    return max(0.0, startup_of(link) - imported)
 
 
 def progress_from_links(links_by_worker: list[list[dict[str, Any]]], elapsed_s: float) -> Progress:

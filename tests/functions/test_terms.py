@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import math
 
-from functions.terms import chain_terms, link_timing, measured_terms, orchestration_gap_s
+from functions.terms import (
+    chain_terms,
+    link_timing,
+    measured_terms,
+    orchestration_gap_s,
+    warm_startup_s,
+)
 
 
 def link_result(losses: list[list[float]], **timings: float) -> dict:  # type: ignore[type-arg]
@@ -67,3 +73,10 @@ def test_the_orchestration_gap_is_what_the_handler_did_not_spend() -> None:
 def test_link_timing_falls_back_to_push_plus_pull_and_to_zero() -> None:
     assert link_timing({"timings": {"push_s": 1.0, "pull_s": 2.0}}, "communication") == 3.0
     assert link_timing({"timings": {}}, "compute") == 0.0
+
+
+def test_a_warm_start_up_is_the_cold_ones_less_its_import() -> None:
+    cold = {"timings": {"startup_s": 3.0, "import_s": 2.5}}
+    assert warm_startup_s(cold) == 0.5
+    assert warm_startup_s({"timings": {"startup_s": 0.7}}) == 0.7  # a warm link imports nothing
+    assert warm_startup_s({"timings": {"startup_s": 1.0, "import_s": 2.0}}) == 0.0

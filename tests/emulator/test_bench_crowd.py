@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,9 @@ def test_a_tiny_real_run_writes_table_json_and_png(
     rows = json.loads((tmp_path / "crowd.json").read_text())["rows"]
     assert [(r["count"], r["share"]) for r in rows] == [(2, 0.5)]
     assert rows[0]["step_cpu_ratio"] > 0 and rows[0]["iteration_vs_ideal"] > 0
-    assert rows[0]["warmup_steps"] >= 0
+    # a measured excess: the first steps' CPU less the steady ones', which noise on a fast
+    # machine can take below zero, so only that it was measured holds anywhere
+    assert math.isfinite(rows[0]["warmup_steps"])
     assert "| 2 | 0.500 |" in (tmp_path / "crowd.md").read_text()
     assert (tmp_path / "crowd.png").stat().st_size > 0
 

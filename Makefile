@@ -15,7 +15,7 @@ export MPLBACKEND := Agg
 # node on import, and the machine's Node 20 is end-of-life.
 export PATH := $(CURDIR)/$(VENV)/node-bin:$(PATH)
 
-.PHONY: setup demo replan-demo example test rehearse lint synth diff bench clean calibrate lock
+.PHONY: setup demo replan-demo example test rehearse lint synth diff bench clean calibrate lock explore
 
 # The demo's defaults: digits-mlp trains in well under a minute. `cdk synth` writes the AWS plan
 # (cdk.out/plan.json) and the deploy artifact; the local run is a plan the planner chose for this
@@ -145,6 +145,13 @@ bench: setup
 test: setup
 	$(PY) -m pytest
 	$(PY) -m tools.rehearse
+
+# The property tests with fresh random draws (the gate above draws the same ones every run):
+# run it a few times after touching the model or the search.
+explore: setup
+	HYPOTHESIS_PROFILE=explore $(PY) -m pytest $(PROPERTY_TESTS)
+
+PROPERTY_TESTS = $(shell grep -rl "@given" tests)
 
 # The deploy rehearsal: the pinned CDK CLI bootstraps, deploys, redeploys, updates and destroys
 # the app against moto's server on localhost (tools/rehearse.py; about a minute, no network).

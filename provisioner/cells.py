@@ -46,6 +46,9 @@ class Cells:
     endpoints_usd: Arr
     total_usd: Arr
     exchange_usd: Arr  # S3 sync: the exchange's requests and storage (0 in a PS cell)
+    # The least every item but Lambda compute costs at this cell's memory or any lower one
+    # (the search's cost bounds; total_usd − lambda_usd but for the exchange's misses)
+    others_floor_usd: Arr
 
 
 @dataclass(frozen=True)

@@ -288,6 +288,21 @@ def timeline(
     )
 
 
+def _misses(catalog: Catalog, nt: NTerms, tl: Timeline, memory_mb: Arr, links: Arr) -> Arr:
+    """The S3 exchange's missed GETs per iteration of cells cut into `links` links."""
+    return s3_cell_misses(
+        catalog,
+        nt.n,
+        nt.reducers,
+        s3_exchanged_model_mb(nt.exchange_stored_mb, nt.n),
+        memory_mb,
+        tl.communication_s + tl.aggregation_s,
+        nt.iterations,
+        links,
+        tl.iteration_s,
+    )
+
+
 def costs(
     catalog: Catalog,
     nt: NTerms,
@@ -329,6 +344,7 @@ def costs(
                 catalog.endpoint_usd_per_hour, len(catalog.interface_endpoints), tl.total_s
             ),
         )
+        misses = _misses(catalog, nt, tl, memory_mb, links)
         exch = np.where(
             nt.s3,
             s3_exchange_usd(
@@ -337,23 +353,20 @@ def costs(
                 n,
                 nt.reducers,
                 nt.iterations,
-                s3_cell_misses(
-                    catalog,
-                    n,
-                    nt.reducers,
-                    s3_exchanged_model_mb(nt.exchange_stored_mb, n),
-                    memory_mb,
-                    tl.communication_s + tl.aggregation_s,
-                    nt.iterations,
-                    links,
-                    tl.iteration_s,
-                ),
+                misses,
                 links,
             )
             + s3_storage_usd(catalog.s3_usd_per_gb_month, nt.exchange_stored_mb, tl.total_s),
             0.0,
         )
         cost = lam + req + ephc + psc + sfn + s3c + net + exch
+        # A lower memory runs no faster, so it cuts at least as many links, and its misses per
+        # link split grow; but more links trade steady waits for cold ones, which may miss
+        # less. The misses are concave in the link count (s3_exchange_misses), so over every
+        # split from this cell's to one link per iteration they are least at an end.
+        fewest = np.minimum(misses, _misses(catalog, nt, tl, memory_mb, nt.iterations))
+        rebate = np.where(nt.s3, catalog.s3_usd_per_get * nt.iterations * (misses - fewest), 0.0)
+        others_floor = cost - lam - rebate  # an infeasible cell's inf − inf: nan, never a bound
     return Cells(
         feasible=tl.feasible,
         startup_s=nt.startup_s,
@@ -387,6 +400,7 @@ def costs(
         endpoints_usd=net,
         total_usd=np.where(tl.feasible, cost, np.inf),
         exchange_usd=exch,
+        others_floor_usd=others_floor,
     )
 
 

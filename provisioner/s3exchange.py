@@ -298,8 +298,8 @@ def s3_cell_misses(
     # The runtime polls every cost_balanced_gap_s: POLL_FIRST_S from a fleet of 4.8 GB up (a
     # smaller one polls less often, so this prices it a few misses high), and a GET's round
     # trip is at least its latency and its CPU at a full core. Both kept apart from the
-    # memory so a cell's misses never grow with it: the search bounds a pair's cost from
-    # below by its non-Lambda cost at the top memory (search._deadline_pass).
+    # memory so a cell's misses at one link split never grow with it: the search bounds a
+    # pair's cost from below by its non-Lambda cost at the top memory (Cells.others_floor_usd).
     get_s = (
         catalog.s3_request_s + (catalog.s3_request_cpu_s or 0.0) + (catalog.s3_server_cpu_s or 0.0)
     )

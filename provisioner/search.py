@@ -193,10 +193,10 @@ class _Blocks:
             observe(ends)
             if size == 1:
                 break
-            # An infeasible block end costs inf, and inf − inf reads nan, which no may_win
-            # accepts: the block goes, rightly (a slower, lower memory is no more feasible).
+            # An infeasible block end's floor reads nan (inf − inf), which no may_win accepts:
+            # the block goes, rightly (a slower, lower memory is no more feasible).
             with np.errstate(invalid="ignore"):
-                bound = ends.total_usd - ends.lambda_usd + ends.lambda_usd / memory[b] * memory[a]
+                bound = ends.others_floor_usd + ends.lambda_usd / memory[b] * memory[a]
             live = np.nonzero(may_win(bound, ends) & (a < b))[0]  # a block's end is done
             sel, a, b = sel[live], a[live], b[live] - 1
         return pools
@@ -266,7 +266,7 @@ def _deadline_pass(
     at_top = Cells(*(np.asarray(getattr(at_top, k))[alive] for k in _CELL_FIELDS))
     pools = [Pool.of(r, ni, np.full(r.size, top), at_top)]
     slope = at_top.lambda_usd / space.memory_mb[top]
-    base = at_top.total_usd - at_top.lambda_usd
+    base = at_top.others_floor_usd
     best_usd = float(at_top.total_usd.min())
 
     def survivors(lower_bound: Arr) -> Arr:
@@ -334,8 +334,7 @@ def solve_budget(
     ids = np.nonzero(f.nt.ok)[0]
     nt, r, ni = f.nt.take(ids), f.r[ids], f.ni[ids]
     at_top = _cells(profile, catalog, space, r, nt, np.full(ids.size, top))
-    with np.errstate(invalid="ignore"):
-        base = at_top.total_usd - at_top.lambda_usd
+    base = at_top.others_floor_usd
     slope = at_top.lambda_usd / space.memory_mb[top]
     with np.errstate(divide="ignore", invalid="ignore"):
         m_cap = np.where(slope > 0, (budget_usd * (1 + SLACK) - base) / slope, np.inf)

@@ -11,12 +11,15 @@ predicts this machine's speed now; the committed profile where no CPU group hold
 then planned on this machine's catalog (catalog/local.json) under the demo's run rules (8 s
 invocations, at most 400 iterations a link) with re-planning on (provisioner/replan_attach.py:
 links cut for the pace checks, the default envelope). How the deadline was chosen: the slowdown
-is set relative to it, so the plan as it is only just meets it at 1× and misses it by R at R×.
-The model's prediction at a fraction of a core runs long here, so one calibration run first
-measures the fixed plan at the cpu scale whose local prediction is the deadline (`--cpu-scale
-for-deadline:1`, emulator/deadline_scale.py): its measured total over the deadline is k. A row's
-slowdown R then runs at the scale whose local prediction is R / k × the deadline
-(for-deadline:R/k), the one at which the fixed plan should take R × the deadline. Per run: the
+is set relative to it, so the plan as it is only just meets it at 1× (80-100% of it) and misses
+it by R at R× (within 15%), as measured. One calibration run first measures the fixed plan at
+the cpu scale whose local prediction is the deadline (`--cpu-scale for-deadline:1`,
+emulator/deadline_scale.py): its measured total over the deadline is k. A row's fixed run first
+tries the scale whose local prediction is R / k × the deadline (for-deadline:R/k); where it
+took a total outside the row's band, the next try's scale comes from the case's fixed runs so far
+(the secant of log total against log scale through the two nearest the target), at most four
+tries, and the row shows how many it took; the re-planning run then runs at the row's scale. Per
+run: the
 measured total against the deadline and the run's cost priced from what it measured
 (emulator/report_replan.py); for the re-planning run its pace checks, the pace its first check
 measured (measured / predicted seconds per iteration, against the plan's figures at the
@@ -29,6 +32,7 @@ row's cpu scale and at the pace its first check measured.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -56,6 +60,9 @@ SLOWDOWNS = (1.0, 1.5, 2.0, 3.0)
 LIMIT_S, PER_INVOCATION = 8.0, 400  # the demo's run rules
 CEILING_FACTORS = (2, 3, 4, 6, 8)  # worker ceilings tried for the 3× case, × the plan's n
 MEMORY_FACTORS = (1, 2, 3, 4)  # memory ceilings tried, × the plan's (on the catalog's grid)
+# A row's fixed run is fitted to its slowdown as measured (fit_fixed_run): at most FIT_TRIES
+# runs, accepted within FIT_TOLERANCE of R × the deadline (at 1×: FIT_BAND_1X of it up to it).
+FIT_TRIES, FIT_TOLERANCE, FIT_BAND_1X, MIN_SCALE = 4, 0.15, 0.8, 0.03
 
 
 @dataclass(frozen=True)
@@ -201,6 +208,11 @@ def _cell(row: dict[str, Any]) -> str:
     return f"{row['total_s']:.1f} s | {met} | {cost}"
 
 
+def _tries(fixed: dict[str, Any]) -> str:
+    count = len(fixed.get("tries") or [])
+    return f" ({count} runs)" if count > 1 else ""
+
+
 def case_lines(case: Case, rows: list[dict[str, Any]], needed: str) -> list[str]:
     """One workload's table from its runs (fixed and re-planned per slowdown)."""
     plan = case.plan
@@ -228,7 +240,8 @@ def case_lines(case: Case, rows: list[dict[str, Any]], needed: str) -> list[str]
         stories = "; ".join(moved.get("stories") or []) or "–"
         pace = moved.get("first_pace")
         lines.append(
-            f"| {slowdown:g}× | {fixed.get('cpu_scale', 1 / slowdown):.3f} | {_cell(fixed)} | "
+            f"| {slowdown:g}× | {fixed.get('cpu_scale', 1 / slowdown):.3f}{_tries(fixed)} | "
+            f"{_cell(fixed)} | "
             f"{_cell(moved)} | "
             f"{moved.get('checks', '–')} | {'–' if pace is None else f'{pace:.2f}×'} | "
             f"{stories} |"
@@ -300,8 +313,66 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def target_band(slowdown: float, deadline_s: float) -> tuple[float, float]:
+    """The fixed run's totals a row at `slowdown` accepts: at 1× the plan only just meets its
+    deadline (FIT_BAND_1X of it up to it), at R× it misses by R (± FIT_TOLERANCE)."""
+    if slowdown <= 1.0:
+        return FIT_BAND_1X * deadline_s, deadline_s
+    return (1 - FIT_TOLERANCE) * slowdown * deadline_s, (1 + FIT_TOLERANCE) * slowdown * deadline_s
+
+
+def next_scale(points: list[tuple[float, float | None]], target_s: float) -> float:
+    """The cpu scale at which the fixed plan should take target_s, from its measured runs
+    (scale, total; None for a run that failed, too slow to finish in its link bound): the secant
+    in log-log through the two finished runs nearest the target, or time ∝ 1 / scale from one;
+    above a failed run, halfway (geometrically) to the nearest finished run above it."""
+    done = [(scale, total) for scale, total in points if total is not None]
+    done.sort(key=lambda p: abs(math.log(p[1] / target_s)))
+    failed = max((scale for scale, total in points if total is None), default=0.0)
+    if not done:
+        return min(1.0, failed * 1.5)
+    s1, t1 = done[0]
+    guess = s1 * t1 / target_s
+    other = [(scale, total) for scale, total in done if scale != s1]
+    if other:
+        s2, t2 = other[0]
+        slope = (math.log(t2) - math.log(t1)) / (math.log(s2) - math.log(s1))
+        if slope < 0:  # a slower cpu takes longer; noise may say otherwise
+            guess = s1 * math.exp((math.log(target_s) - math.log(t1)) / slope)
+    guess = min(max(guess, s1 / 4, MIN_SCALE), 1.0, s1 * 4)
+    if guess > failed:
+        return guess
+    above = [scale for scale, _ in done if scale > failed]
+    return math.sqrt(failed * min(above)) if above else min(1.0, failed * 1.5)
+
+
+def fit_fixed_run(
+    case: Case,
+    slowdown: float,
+    first_scale: float,
+    points: list[tuple[float, float | None]],
+    endpoint: Any,
+    out: Path,
+) -> dict[str, Any]:
+    """The row's fixed run at the scale where it takes `slowdown` × the deadline, as measured:
+    the first try at `first_scale` (the model's), then next_scale over every fixed run of the
+    case so far (`points`, extended), up to FIT_TRIES runs; the row keeps its tries."""
+    low, high = target_band(slowdown, case.deadline_s)
+    scale, tries = first_scale, []
+    for attempt in range(FIT_TRIES):
+        row = emulate(case, slowdown, scale, False, endpoint, out / f"try{attempt}")
+        total = row.get("total_s")
+        points.append((scale, total))
+        tries.append([round(scale, 4), total])
+        if total is not None and low <= total <= high:
+            break
+        scale = round(next_scale(points, (low + high) / 2), 4)
+    return {**row, "tries": tries}
+
+
 def run_case(workload: str, deadline_s: float, endpoint: Any, tmp: Path) -> dict[str, Any]:
-    """One workload's round: its profile read again, the calibration run, the rows."""
+    """One workload's round: its profile read again, the calibration run, the rows (each
+    fixed run fitted to its slowdown as measured, then the re-planning run at its scale)."""
     source = anchor_profile(workload)
     case = local_case(workload, deadline_s)
     out = tmp / f"{workload}-calibration"
@@ -309,13 +380,16 @@ def run_case(workload: str, deadline_s: float, endpoint: Any, tmp: Path) -> dict
     print(json.dumps({"workload": workload, "calibration": calibration}), file=sys.stderr,
           flush=True)  # fmt: skip
     k = calibration.get("total_s", deadline_s) / deadline_s
+    points = [(calibration["cpu_scale"], calibration.get("total_s"))]
     rows, started = [], time.monotonic()
     for slowdown in SLOWDOWNS:
-        scale = cpu_scale_for(case, slowdown / k)
-        for replan in (False, True):
-            out = tmp / f"{workload}-{slowdown:g}-{'on' if replan else 'off'}"
-            rows.append(emulate(case, slowdown, scale, replan, endpoint, out))
-            print(json.dumps({"workload": workload, **rows[-1]}), file=sys.stderr, flush=True)
+        out = tmp / f"{workload}-{slowdown:g}"
+        fixed = fit_fixed_run(case, slowdown, cpu_scale_for(case, slowdown / k), points,
+                              endpoint, out / "off")  # fmt: skip
+        rows.append(fixed)
+        print(json.dumps({"workload": workload, **fixed}), file=sys.stderr, flush=True)
+        rows.append(emulate(case, slowdown, fixed["cpu_scale"], True, endpoint, out / "on"))
+        print(json.dumps({"workload": workload, **rows[-1]}), file=sys.stderr, flush=True)
     return {"workload": workload, "deadline_s": deadline_s, "profile": source,
             "calibration": calibration, "k": k,
             "runs_wall_s": round(time.monotonic() - started), "runs": rows}  # fmt: skip

@@ -4,8 +4,21 @@ table (from its runs' rows) and the larger envelopes it tries for the slowest ca
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from bench.replan import case_lines as model_case_lines
-from bench.replan_emulator import SLOWDOWNS, Case, at_scale, candidate_envelopes, case_lines
+from bench.replan_emulator import (
+    FIT_TRIES,
+    SLOWDOWNS,
+    Case,
+    at_scale,
+    candidate_envelopes,
+    case_lines,
+    next_scale,
+    target_band,
+)
 from provisioner.plan import Goal
 from provisioner.replan_attach import plan_with_replan
 from provisioner.space import Limits
@@ -77,3 +90,34 @@ def test_a_rows_cpu_scale_is_the_one_it_ran_at_for_its_deadline_ratio() -> None:
                          "checks": 3, "first_pace": 1.0})  # fmt: skip
     table = [line for line in case_lines(case, rows, "") if line.startswith("| 1.5×")]
     assert table[0].split(" | ")[1] == "0.600"
+
+
+def test_the_next_scale_follows_the_measured_runs_to_the_target() -> None:
+    assert next_scale([(0.5, 30.0)], 60.0) == 0.25  # one run: time ∝ 1 / scale
+    # two runs on T = 10 / s²: the log-log secant lands on s = √(10 / 90)
+    assert abs(next_scale([(0.5, 40.0), (0.4, 62.5)], 90.0) - (10 / 90) ** 0.5) < 1e-9
+    # a run that failed (too slow) at 0.2: no lower than it, halfway to the run above
+    assert abs(next_scale([(0.4, 50.0), (0.2, None)], 200.0) - (0.2 * 0.4) ** 0.5) < 1e-9
+    assert abs(next_scale([(0.3, None)], 20.0) - 0.45) < 1e-9 and next_scale([(0.9, 1.0)], 0.1) == 1.0
+
+
+def test_a_rows_fixed_run_is_fitted_until_it_takes_its_slowdown_of_the_deadline(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A platform whose run takes 20 s × (0.5 / scale)^2.5, worse than the model's 1 / scale:
+    every row's fixed run ends in its band within FIT_TRIES runs, and keeps its tries."""
+    import bench.replan_emulator as bench
+
+    def emulate(case: Case, slowdown: float, scale: float, replan: bool, *_: object) -> dict:
+        total = None if scale < 0.15 else 20.0 * (0.5 / scale) ** 2.5
+        return {"slowdown": slowdown, "cpu_scale": scale, "replan": replan, "total_s": total}
+
+    monkeypatch.setattr(bench, "emulate", emulate)
+    case = _case()
+    points: list[tuple[float, float | None]] = [(0.5, 20.0)]
+    for slowdown in SLOWDOWNS:
+        row = bench.fit_fixed_run(case, slowdown, 0.5 / slowdown, points, None, tmp_path)
+        low, high = target_band(slowdown, 20.0)
+        assert low <= row["total_s"] <= high, (slowdown, row["tries"])
+        assert 1 <= len(row["tries"]) <= FIT_TRIES and row["tries"][-1][0] == row["cpu_scale"]
+    assert target_band(1.0, 20.0) == (16.0, 20.0)

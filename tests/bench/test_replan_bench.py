@@ -98,7 +98,8 @@ def test_the_next_scale_follows_the_measured_runs_to_the_target() -> None:
     assert abs(next_scale([(0.5, 40.0), (0.4, 62.5)], 90.0) - (10 / 90) ** 0.5) < 1e-9
     # a run that failed (too slow) at 0.2: no lower than it, halfway to the run above
     assert abs(next_scale([(0.4, 50.0), (0.2, None)], 200.0) - (0.2 * 0.4) ** 0.5) < 1e-9
-    assert abs(next_scale([(0.3, None)], 20.0) - 0.45) < 1e-9 and next_scale([(0.9, 1.0)], 0.1) == 1.0
+    assert abs(next_scale([(0.3, None)], 20.0) - 0.45) < 1e-9  # only a failed run: 1.5× it
+    assert next_scale([(0.9, 1.0)], 0.1) == 1.0  # never past a full core per vCPU
 
 
 def test_a_rows_fixed_run_is_fitted_until_it_takes_its_slowdown_of_the_deadline(

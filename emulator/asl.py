@@ -80,6 +80,9 @@ class Trace:
     # (state, error, cause) of every error a Catch turned into a transition, in order: a
     # failure path that ends in a generic Fail still says what started it
     caught: list[tuple[str, str, str]] = field(default_factory=list)
+    # The Error and Cause a Fail state's input held (a guard's Pass or a Catch leaves them in the
+    # state), what the execution history shows as the failure's input
+    fail_input: tuple[str, str] | None = None
 
 
 def resolve_cfn(value: Any, resolve: Callable[[dict[str, Any]], str]) -> str:
@@ -210,6 +213,8 @@ class Interpreter:
                 return (get_path(data, state["OutputPath"], context)
                         if "OutputPath" in state else data), name  # fmt: skip
             if kind == "Fail":
+                if isinstance(data, dict) and {"Error", "Cause"} <= set(data):
+                    self.trace.fail_input = (str(data["Error"]), str(data["Cause"]))
                 raise StatesError(state.get("Error", "States.Fail"), state.get("Cause", ""))
             if kind == "Choice":
                 name = self._choose(state, data, context)

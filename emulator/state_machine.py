@@ -169,10 +169,12 @@ class LocalRun:
         return tuple(s for s in self.interpreter.trace.states if s in own)
 
     def _first_caught(self) -> str:
-        """' (<state> caught <error>: <cause>)' of the first error a Catch handled, or ''."""
+        """' (<state> caught <error>: <cause>)' of the first error a Catch handled, else
+        ' (<error>: <cause>)' of what the failing state's input held (a guard's), or ''."""
         assert self.interpreter is not None
         if not self.interpreter.trace.caught:
-            return ""
+            held = self.interpreter.trace.fail_input
+            return "" if held is None else f" ({held[0]}: {held[1]})"
         state, error, cause = self.interpreter.trace.caught[0]
         return f" ({state} caught {error}: {cause})"
 

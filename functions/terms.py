@@ -19,6 +19,8 @@ TERM_KEYS: dict[str, tuple[str, ...]] = {
     "checkpoint": ("checkpoint_s",),
     "reduce": ("reduce_s",),  # S3 sync: a reducer's own work (its partition's sum and update)
     "import": ("import_s",),  # a cold link's module import, part of its start-up
+    # the first iteration's wait, for the peers' start-up (part of communication)
+    "first_wait": ("first_wait_s",),
 }
 
 

@@ -57,6 +57,16 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def steady_exchange_s(links: list[dict[str, Any]]) -> float:
+    """A worker's communication over its links less each link's first wait: that one is for
+    the peers' start-up (a newcomer's cold start after a switch), which the slowest worker's
+    start-up per link already counts, not a pace every iteration keeps."""
+    return sum(
+        max(0.0, link_timing(link, "communication") - link_timing(link, "first_wait"))
+        for link in links
+    )
+
+
 def progress_from_links(links_by_worker: list[list[dict[str, Any]]], elapsed_s: float) -> Progress:
     """The Progress in the workers' link results (each worker's links in order). Per-iteration
     terms are the straggler's (the worker that computed longest: BSP waits for it); per-link
@@ -87,7 +97,7 @@ def progress_from_links(links_by_worker: list[list[dict[str, Any]]], elapsed_s: 
         elapsed_s=float(elapsed_s),
         links_done=links,
         compute_per_iteration_s=total(straggler, "compute") / done,
-        exchange_per_iteration_s=total(straggler, "communication") / done,
+        exchange_per_iteration_s=steady_exchange_s(straggler) / done,
         startup_per_link_s=per_link(startup_of),
         load_per_link_s=per_link(lambda link: link_timing(link, "load")),
         checkpoint_per_link_s=per_link(lambda link: link_timing(link, "checkpoint")),

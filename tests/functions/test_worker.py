@@ -104,3 +104,30 @@ def test_the_first_sync_wait_is_start_up_not_communication() -> None:
     assert run.timings.wait_s == 0.0 and run.timings.sync_s >= 0.05
     timings = run.timings.as_dict()
     assert timings["communication_s"] == 0.0 and timings["startup_s"] >= 0.05
+
+
+def test_a_links_first_wait_for_its_peers_is_kept_apart_and_not_reserved_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A warm worker whose first pull of a link waits 3 s for a newcomer's cold start: the wait
+    is recorded as first_wait_s (and in wait_s), and the time it reserves for the next iteration
+    is the iteration without it, so its link does not end after one iteration."""
+    import types
+
+    from functions.exchange import StepTiming
+
+    waits = iter([3.0, 0.001, 0.001])
+
+    class Exchange:
+        def step(self, iteration: int, grads: Any, params: Any) -> StepTiming:
+            return StepTiming(wait_s=next(waits))
+
+    monkeypatch.setattr(worker, "compute_step", lambda run, iteration: 0.5)
+    array = types.SimpleNamespace(numpy=lambda: None)
+    run = worker._Run(task=None, flat=types.SimpleNamespace(grads=array, params=array),  # type: ignore[arg-type]
+                      loss_fn=None, exchange=Exchange(), x=None, y=None)  # type: ignore[arg-type]  # fmt: skip
+    for iteration in range(3):
+        worker._step(run, iteration)
+    assert run.timings.first_wait_s == 3.0 and run.timings.wait_s == pytest.approx(3.002)
+    assert max(run.iteration_s) < 1.0  # the 3 s wait is in none of them
+    assert worker.next_iteration_estimate_s(run.iteration_s) < 1.0

@@ -173,3 +173,16 @@ def test_corrections_compose(planned) -> None:
     p1 = corrected_profile(profile, compose(a, b))
     assert p2.rates[0].samples_per_s == pytest.approx(p1.rates[0].samples_per_s)
     assert p2.startup_s == pytest.approx(p1.startup_s)
+
+
+def test_a_links_first_wait_for_a_newcomers_start_up_is_not_read_as_pace() -> None:
+    """The first link after a switch to more workers: the warm straggler's first pull waited
+    3 s for the newcomers' cold start. The exchange per iteration leaves that wait out (the
+    newcomers' start-up is the link's), so one slow start does not read as a slow pace."""
+    link = _link(10, 2.0, 3.5, 10.0)
+    link["timings"]["first_wait_s"] = 3.0
+    p = progress_from_links([[link]], elapsed_s=12.0)
+    assert p.exchange_per_iteration_s == pytest.approx(0.5 / 10)
+    assert progress_from_links([[_link(10, 2.0, 3.5, 10.0)]], 12.0).exchange_per_iteration_s == (
+        pytest.approx(3.5 / 10)
+    )

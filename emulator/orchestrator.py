@@ -295,7 +295,8 @@ def _run(
             placements.get(worker_label(r, s), worker_memory_mb(plan, s), worker_memory_mb(plan, s))
         local = LocalRun(
             supervisor=supervisor,
-            plan=plan,
+            # the bound the definition enforces, so a re-plan's pace check fits its links in it
+            plan=dataclasses.replace(plan, max_links_per_worker=bound),
             options=options,
             env=env,
             logs=logs,

@@ -133,13 +133,15 @@ def decide(
     *,
     scale_down: bool = False,
     reshard_s: float = 0.0,
+    links_left: int | None = None,
 ) -> Decision:
     """Keep the plan, or switch the rest of the run: behind, to the cheapest configuration of the
     envelope that meets the deadline (else the fastest, if it beats the plan as it is); well
     ahead with `scale_down`, to a cheaper one that still meets it, if it saves more than the
     switch costs. `profile` and `catalog`: the figures the plan was made from (the plan's own;
-    after a switch, figures_after). A pipelined plan is refused (one line): its stages are
-    re-planned by nothing here."""
+    after a switch, figures_after). `links_left`: the links each worker may still run under the
+    run's bound (the state machine fails the run past it), which a new plan must fit. A
+    pipelined plan is refused (one line): its stages are re-planned by nothing here."""
     if plan.pipeline is not None:
         raise ValueError(
             f"plan {plan.job!r} is pipelined ({len(plan.pipeline.stages)} stages); re-planning "
@@ -187,6 +189,8 @@ def decide(
     no_gain = new_s >= keep_s if pace.status == BEHIND else new_usd >= keep_usd
     if no_gain:  # behind: no faster than the plan as it is; ahead: no cheaper with the switch
         return keep(on_time)
+    if links_left is not None and new.invocations_per_worker > links_left:
+        return keep(on_time)  # the run's link bound would fail it before the new plan ends
     finish = progress.elapsed_s + new_s
     story = _story(progress.links_done, pace, plan, new, new_usd - keep_usd, finish)
     return Decision(

@@ -23,6 +23,7 @@ from provisioner.replan import SWITCH, Decision, decide
 from provisioner.replan_attach import catalog_of_plan
 from provisioner.replan_figures import Factors, compose, corrected_catalog, corrected_profile
 from provisioner.replan_pace import Progress, progress_from_links
+from provisioner.runaway import plan_bounds
 from provisioner.space import Infeasible
 
 PACE_KEYS = ("n_workers", "memory_mb", "local_batch", "iterations_per_invocation", "dataset_prefix")
@@ -62,16 +63,19 @@ def figures_of(
 
 def check(
     seg_plan: Plan, profile: WorkloadProfile, catalog: Catalog, factors: Factors | None,
-    progress: Progress, plan: Plan, *, reshard_s: float = 0.0,
+    progress: Progress, plan: Plan, *, reshard_s: float = 0.0, links_run: int | None = None,
 ) -> tuple[Decision, Factors | None]:  # fmt: skip
     """One check of a segment (`progress` counted from the segment's start) and the factors of
     the next segment's figures (the segment's own on KEEP; composed with the decision's on a
-    SWITCH). `plan`: the run's plan, whose `replan` holds the envelope and scale-down."""
+    SWITCH). `plan`: the run's plan, whose `replan` holds the envelope and scale-down, and whose
+    link bound a new plan must fit within after the `links_run` each worker has run."""
     if plan.replan is None:
         raise ValueError(f"plan {plan.job!r} has no replan (envelope); it runs as it is")
     figures = figures_of(profile, catalog, factors)
+    left = None if links_run is None else plan_bounds(plan)[0] - links_run
     d = decide(seg_plan, *figures, progress, plan.replan.envelope,
-               scale_down=plan.replan.scale_down, reshard_s=reshard_s)  # fmt: skip
+               scale_down=plan.replan.scale_down, reshard_s=reshard_s,
+               links_left=left)  # fmt: skip
     if d.action != SWITCH or d.plan is None:
         return d, factors
     return d, d.factors if factors is None else compose(factors, d.factors)
@@ -188,7 +192,7 @@ def next_pace(
     since_s = float(elapsed_s) - float(seg["started_s"])
     try:
         progress = progress_from_links(_records_by_rank(records), since_s)
-        d, after = check(seg_plan, profile, catalog, factors, progress, plan)
+        d, after = check(seg_plan, profile, catalog, factors, progress, plan, links_run=invocation)
     except (Infeasible, ValueError) as err:  # the run goes on as it is; the record says why
         story = f"link {invocation}: keep {seg_plan.n_workers} × {seg_plan.memory_mb} MB ({err})"
         return out, _decision_record(None, invocation, start, elapsed_s, seg_plan, story)

@@ -132,6 +132,20 @@ def test_one_and_a_half_times_slower_replans_to_meet_the_deadline(case) -> None:
     assert d.story.endswith(f"of {DEADLINE_S:.1f} s")
 
 
+def test_a_re_plan_that_would_run_past_the_runs_link_bound_is_not_taken(case) -> None:
+    """The switch 1.5× slower takes the new plan's links; with fewer links left under the
+    run's bound than it needs, the state machine would fail the run before it ends: keep."""
+    profile, catalog, plan, envelope = case
+    progress = at_pace(plan, catalog, 2, 1.5)
+    switch = decide(plan, profile, catalog, progress, envelope)
+    assert switch.action == SWITCH and switch.plan is not None
+    links = switch.plan.invocations_per_worker
+    fits = decide(plan, profile, catalog, progress, envelope, links_left=links)
+    assert fits.action == SWITCH and fits.plan == switch.plan
+    short = decide(plan, profile, catalog, progress, envelope, links_left=links - 1)
+    assert short.action == KEEP and short.plan is None
+
+
 def test_behind_beyond_the_envelope_says_so_and_takes_the_fastest(case) -> None:
     profile, catalog, plan, envelope = case
     d = decide(plan, profile, catalog, at_pace(plan, catalog, 2, 4.0), envelope)

@@ -136,6 +136,17 @@ def test_behind_it_switches_to_the_re_plan(run) -> None:
     assert seg["started_s"] == pytest.approx(progress.elapsed_s)
 
 
+def test_behind_near_the_runs_link_bound_it_keeps_the_plan(run) -> None:
+    """The same check 1.5× behind, on a plan whose bound leaves each worker fewer links than
+    the re-plan needs: the state machine would fail the run as runaway, so the check keeps."""
+    _, _, plan = run
+    _, switched, _ = step(run, initial_pace(plan), 2, 1.5)
+    assert switched["action"] == SWITCH
+    tight = dataclasses.replace(plan, max_links_per_worker=3)
+    _, record, _ = step((run[0], run[1], tight), initial_pace(tight), 2, 1.5)
+    assert record["action"] == KEEP and record["status"] == "behind"
+
+
 def test_after_a_switch_the_check_uses_the_new_plan_its_figures_and_the_links_since(run) -> None:
     profile, catalog, plan = run
     pace, _, progress = step(run, initial_pace(plan), 2, 1.5)

@@ -116,7 +116,9 @@ def plan_for(ctx: JobContext) -> PlanResult:
     profile, catalog = load_profile(ctx.workload), load_aws_catalog(ctx.catalog)
     _check_generated_dataset(ctx, profile)
     check_model_file(profile)
-    return plan_with_replan(profile, catalog, goal, limits, ctx.job, replan=ctx.replan)
+    return plan_with_replan(
+        profile, catalog, goal, limits, ctx.job, replan=ctx.replan, ceiling=ctx.replan_ceiling
+    )
 
 
 def profile_run_for(ctx: JobContext) -> ProfileRun:

@@ -20,6 +20,7 @@ from typing import Any
 from functions.oneline import OneLineParser
 from provisioner.calibrate import Calibration, calibrate, is_aws_report, report_of_aws_run
 from provisioner.catalog import Catalog, load_catalog, read_data_json
+from provisioner.envelope import CEILING_FACTOR, MAX_CEILING_FACTOR
 from provisioner.files import write_text_atomically
 from provisioner.local_ceiling import parse_ceiling_mb, with_memory_ceiling
 from provisioner.parse import (
@@ -166,6 +167,13 @@ def _parser() -> argparse.ArgumentParser:
             help="re-plan during the run when its pace falls behind the deadline: on (the "
             "default; a deadline goal's one-stage plan, its links cut for the pace checks), off, "
             "or scale-down (also to a cheaper plan when well ahead)",
+        )
+        p.add_argument(
+            "--replan-ceiling",
+            type=int,
+            default=CEILING_FACTOR,
+            help="a re-plan may take up to this many times the plan's workers and memory (default "
+            f"{CEILING_FACTOR}, at most {MAX_CEILING_FACTOR}); the worst case grows with it",
         )
         p.add_argument("--out", type=json_file, help="also write the plan.json document here")
         if name == "frontier":
@@ -331,6 +339,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             limits,
             args.job,
             replan=args.replan,
+            ceiling=args.replan_ceiling,
             frontier_points=12 if args.command == "frontier" or args.json else 0,
         )
     except Infeasible as exc:

@@ -23,6 +23,7 @@ from provisioner.space import Limits, concurrency_cap
 # the exchange grows with n and each extra worker buys less, while the worst case (every
 # re-plan at the ceiling) grows with the ceiling.
 CEILING_FACTOR = 2
+MAX_CEILING_FACTOR = 16  # a larger ceiling's worst case dwarfs the plan it protects
 
 
 def worker_counts(global_batch: int, max_workers: int) -> tuple[int, ...]:
@@ -37,6 +38,17 @@ def _on_grid_mb(memory_mb: int, catalog: Catalog) -> int:
     return catalog.memory_min_mb + max(0, steps) * catalog.memory_step_mb
 
 
+def check_ceiling_factor(factor: int) -> int:
+    """The factor, or ValueError naming it and the accepted range (one line)."""
+    whole = isinstance(factor, int) and not isinstance(factor, bool)
+    if not (whole and 1 <= factor <= MAX_CEILING_FACTOR):
+        raise ValueError(
+            f"replan ceiling {factor!r} is not accepted; use an integer from 1 to "
+            f"{MAX_CEILING_FACTOR} (workers and memory up to that many times the plan's)"
+        )
+    return factor
+
+
 def default_envelope(
     plan: Plan,
     catalog: Catalog,
@@ -46,13 +58,19 @@ def default_envelope(
     min_memory_mb: int | None = None,
 ) -> Envelope:
     """Up to `factor` × n workers within the account's concurrency (the plan's limits) and the
-    global batch; memory variants half, once and twice the plan's (on the catalog's grid, at
-    least the workload's minimum): twice recovers a slower compute where more workers cannot
-    (the exchange dominates), half lets a run well ahead save."""
+    global batch; memory variants half, once, twice and each doubling up to `factor` × the
+    plan's (on the catalog's grid, at least the workload's minimum): more memory recovers a
+    slower compute where more workers cannot (the exchange dominates), half lets a run well
+    ahead save. ValueError (one line) for a factor outside 1..MAX_CEILING_FACTOR."""
+    check_ceiling_factor(factor)
     cap = concurrency_cap(catalog, limits or Limits(reserve_concurrency=plan.reserve_concurrency))
     ceiling = max(plan.n_workers, min(factor * plan.n_workers, cap, plan.training.global_batch))
     low = max(min_memory_mb or catalog.memory_min_mb, catalog.memory_min_mb)
-    sizes = {plan.memory_mb, _on_grid_mb(2 * plan.memory_mb, catalog)}
+    sizes = {plan.memory_mb}
+    times = 2
+    while times <= factor:
+        sizes.add(_on_grid_mb(times * plan.memory_mb, catalog))
+        times *= 2
     half = _on_grid_mb(plan.memory_mb // 2, catalog)
     if half >= low:
         sizes.add(half)

@@ -14,7 +14,12 @@ import math
 from dataclasses import replace
 
 from provisioner.catalog import Catalog
-from provisioner.envelope import default_envelope, envelope_worst_case_usd
+from provisioner.envelope import (
+    CEILING_FACTOR,
+    check_ceiling_factor,
+    default_envelope,
+    envelope_worst_case_usd,
+)
 from provisioner.parse import format_duration_s
 from provisioner.plan import Goal, Plan
 from provisioner.planner import Infeasible, PlanResult, plan_job
@@ -56,11 +61,14 @@ def plan_with_replan(
     replan: str = "off",
     alternatives: int = 3,
     frontier_points: int = 12,
+    ceiling: int = CEILING_FACTOR,
 ) -> PlanResult:
-    """plan_job's result, re-planning attached where it applies (the module's rule). Where the
+    """plan_job's result, re-planning attached where it applies (the module's rule), its
+    envelope up to `ceiling` × the plan's workers and memory (default_envelope). Where the
     pace-checked catalog gives no one-stage plan (its extra links miss the deadline, or a
     pipelined plan wins), the plan is the one made without re-planning, with a note saying so
     when it is one-stage."""
+    check_ceiling_factor(ceiling)
     checked = replan_catalog(replan, goal, catalog)
     kwargs = {"alternatives": alternatives, "frontier_points": frontier_points}
     if checked is None:
@@ -70,7 +78,7 @@ def plan_with_replan(
     except Infeasible:
         result = None
     if result is not None and result.plan.pipeline is None:
-        plan = with_replan(result.plan, checked, limits, profile.min_memory_mb, replan)
+        plan = with_replan(result.plan, checked, limits, profile.min_memory_mb, replan, ceiling)
         return replace(result, plan=plan)
     plain = plan_job(profile, catalog, goal, limits, job, **kwargs)
     if plain.plan.pipeline is not None:
@@ -89,10 +97,14 @@ def catalog_of_plan(plan: Plan, catalog: Catalog) -> Catalog:
     return pace_checked_catalog(catalog, plan.goal.deadline_s)
 
 
-def plan_envelope(plan: Plan, catalog: Catalog, limits: Limits, min_memory_mb: int) -> Envelope:
-    """The default envelope within the user's limits: no memory variant above --max-memory-mb;
-    an S3-exchange plan keeps its reducers across a switch (k ≤ n), so no count below them."""
-    env = default_envelope(plan, catalog, limits, min_memory_mb=min_memory_mb)
+def plan_envelope(
+    plan: Plan, catalog: Catalog, limits: Limits, min_memory_mb: int,
+    ceiling: int = CEILING_FACTOR,
+) -> Envelope:  # fmt: skip
+    """The default envelope (up to `ceiling` ×) within the user's limits: no memory variant
+    above --max-memory-mb; an S3-exchange plan keeps its reducers across a switch (k ≤ n), so
+    no count below them."""
+    env = default_envelope(plan, catalog, limits, factor=ceiling, min_memory_mb=min_memory_mb)
     top_mb = limits.max_memory_mb
     variants = tuple(m for m in env.memory_variants_mb
                      if top_mb is None or m <= top_mb or m == plan.memory_mb)  # fmt: skip
@@ -103,11 +115,12 @@ def plan_envelope(plan: Plan, catalog: Catalog, limits: Limits, min_memory_mb: i
 
 
 def with_replan(
-    plan: Plan, catalog: Catalog, limits: Limits, min_memory_mb: int, mode: str
-) -> Plan:
+    plan: Plan, catalog: Catalog, limits: Limits, min_memory_mb: int, mode: str,
+    ceiling: int = CEILING_FACTOR,
+) -> Plan:  # fmt: skip
     """The plan (made on `catalog`, the pace-checked one) with its envelope, its worst case at
     the envelope's ceiling, and a note that its links are cut for the checks."""
-    env = plan_envelope(plan, catalog, limits, min_memory_mb)
+    env = plan_envelope(plan, catalog, limits, min_memory_mb, ceiling)
     spec = ReplanSpec(env, envelope_worst_case_usd(plan, catalog, env), mode == "scale-down")
     return replace(plan, replan=spec, notes=(*plan.notes, pace_note(catalog)))
 

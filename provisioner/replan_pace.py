@@ -45,12 +45,15 @@ class Progress:
     compute_per_iteration_s: float
     exchange_per_iteration_s: float  # the workers' communication: push, pull and the PS's wait
     startup_per_link_s: float  # a link's start-up (import, model build, PS sync)
-    load_per_link_s: float  # a link's shard load
+    load_per_link_s: float  # the segment's first link's shard load (from S3: its shards are new)
     checkpoint_per_link_s: float  # the checkpoint each link writes before it returns
     gap_per_link_s: float  # the orchestration's gap between links (the model's restart_s)
     # A warm link's start-up (model build, PS sync: its environment has imported already), what
     # the rest of the run's links pay on the plan as it is; None: as startup_per_link_s.
     warm_startup_per_link_s: float | None = None
+    # A warm link's shard load (the environment's /tmp cache), measured once a warm link ran;
+    # None: not yet (the links left pay the first's, or none where re-links land warm).
+    warm_load_per_link_s: float | None = None
 
 
 def _mean(values: list[float]) -> float:
@@ -92,6 +95,9 @@ def progress_from_links(links_by_worker: list[list[dict[str, Any]]], elapsed_s: 
     # projected a run twice as fast as its plan to miss its deadline: the demo's first check).
     warm = per_link(startup_of, at[1:]) if links > 1 else per_link(warm_startup_s)
 
+    def load(link: dict[str, Any]) -> float:
+        return link_timing(link, "load")
+
     return Progress(
         iterations_done=done,
         elapsed_s=float(elapsed_s),
@@ -99,10 +105,11 @@ def progress_from_links(links_by_worker: list[list[dict[str, Any]]], elapsed_s: 
         compute_per_iteration_s=total(straggler, "compute") / done,
         exchange_per_iteration_s=steady_exchange_s(straggler) / done,
         startup_per_link_s=per_link(startup_of),
-        load_per_link_s=per_link(lambda link: link_timing(link, "load")),
+        load_per_link_s=per_link(load, at[:1]),
         checkpoint_per_link_s=per_link(lambda link: link_timing(link, "checkpoint")),
         gap_per_link_s=per_link(orchestration_gap_s),
         warm_startup_per_link_s=warm,
+        warm_load_per_link_s=per_link(load, at[1:]) if links > 1 else None,
     )
 
 
@@ -126,13 +133,18 @@ def measured_iteration_s(plan: Plan, progress: Progress) -> float:
     return progress.compute_per_iteration_s + progress.exchange_per_iteration_s + periodic
 
 
-def measured_link_s(progress: Progress) -> float:
-    """A further link's fixed cost at the measured pace: a warm start-up, load, its checkpoint
-    and the gap."""
+def measured_link_s(progress: Progress, relinks_warm: bool = False) -> float:
+    """A further link's fixed cost at the measured pace: a warm start-up, its load, its
+    checkpoint and the gap. The load is a warm link's where one ran; before that the first
+    link's (its shards from S3), or none where re-links land on the warm environment, which
+    keeps its shards in /tmp (`relinks_warm`: the catalog's warm_start_s, as the model has it)."""
     warm = progress.warm_startup_per_link_s
+    load = progress.warm_load_per_link_s
+    if load is None:
+        load = 0.0 if relinks_warm else progress.load_per_link_s
     return (
         (progress.startup_per_link_s if warm is None else warm)
-        + progress.load_per_link_s
+        + load
         + progress.checkpoint_per_link_s
         + progress.gap_per_link_s
     )
@@ -145,7 +157,8 @@ def projected_remaining_s(plan: Plan, catalog: Catalog, progress: Progress) -> f
     left = max(0, plan.training.iterations - progress.iterations_done)
     if left == 0:
         return 0.0
-    it_s, link_s = measured_iteration_s(plan, progress), measured_link_s(progress)
+    it_s = measured_iteration_s(plan, progress)
+    link_s = measured_link_s(progress, catalog.warm_start_s is not None)
     usable_s = plan.invocation_timeout_s - catalog.safety_margin_s - link_s
     fit = math.floor(usable_s / it_s) if it_s > 0 else plan.iterations_per_invocation
     per_link = min(plan.iterations_per_invocation, fit)

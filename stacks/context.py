@@ -16,6 +16,7 @@ from pathlib import Path
 from functions.formats import DatasetError, LocalFolder, detect_layout, resolve
 from functions.model_spec import ModelError, defines_function
 from provisioner.catalog_domains import LAMBDA_MEMORY_MB
+from provisioner.envelope import CEILING_FACTOR, MAX_CEILING_FACTOR
 from provisioner.parse import JOB_NAME_FORMS, JOB_NAME_PATTERN, MAX_SYNTHETIC_SAMPLES
 
 # Where a local dataset folder is uploaded in our dataset bucket: here, not in stacks.data, so
@@ -54,6 +55,7 @@ KNOWN_KEYS = (
     "profile_memory",
     "ps_types",
     "replan",
+    "replan_ceiling",
     "reserve_concurrency",
     "slack",
     "sync",
@@ -125,6 +127,9 @@ class JobContext:
     # checked here; app.py passes it on once provisioner.Limits takes a sync mode.
     sync: str = "auto"
     replan: str = "on"  # -c replan: on, off or scale-down (provisioner/replan_attach.py)
+    # -c replan_ceiling: a re-plan's envelope, up to that many times the plan's workers and
+    # memory (provisioner/envelope.py; the worst case grows with it)
+    replan_ceiling: int = CEILING_FACTOR
 
 
 def parse_az(value: object, errors: list[str]) -> str | None:
@@ -453,6 +458,10 @@ def read_context(
         az=parse_az(values.get("az"), errors),
         sync=parse_choice("sync", values.get("sync"), SYNC_CHOICES, errors),
         replan=parse_choice("replan", values.get("replan"), REPLAN_CHOICES, errors),
+        replan_ceiling=parse_int(
+            "replan_ceiling", values.get("replan_ceiling"), 1, MAX_CEILING_FACTOR, errors
+        )
+        or CEILING_FACTOR,
     )
     too_big = [mb for mb in context.profile_memory_mb if mb > (context.max_memory_mb or mb)]
     if too_big:

@@ -18,6 +18,7 @@ CASES = [
     cdk("ps_types=,,,", says="ps_types=',,,' is not accepted"),
     cdk("replan=maybe", says="replan='maybe' is not accepted; use one of off, scale-down, on"),
     cdk("replan=", says="replan='' is empty; give a value"),
+    cdk("replan_ceiling=0", says="replan_ceiling='0' is out of range; use an integer from 1 to 16"),
     cdk("workload=nope", says="workload='nope': profile 'nope' not found"),
     cdk("reserve_concurency=true", says="reserve_concurency='true' is not a context key"),
     cdk("workload={dir}/latin1.json", says="latin1.json' is not UTF-8 text",

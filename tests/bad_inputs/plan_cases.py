@@ -96,6 +96,8 @@ CASES = [
     plan_case("plan", *HOUR, "--arch", "sparc", says="invalid choice: 'sparc'"),
     plan_case("plan", *HOUR, "--replan", "maybe", says="argument --replan: invalid choice: "
               "'maybe' (choose from 'on', 'off', 'scale-down')"),
+    plan_case("plan", *HOUR, "--replan-ceiling", "40",
+              says="error: replan ceiling 40 is not accepted; use an integer from 1 to 16"),
     plan_case("plan", *HOUR, "--frobnicate", says="unrecognized arguments: --frobnicate"),
     plan_case("plan", *DIGITS, "--deadline", "1s", code=3,
               says="infeasible: no plan meets deadline 1.0s"),

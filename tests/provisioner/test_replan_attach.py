@@ -183,3 +183,22 @@ def test_the_catalog_a_plan_was_made_on_is_the_pace_checked_one_when_it_replans(
     on, off = plan("on"), plan("off")
     assert catalog_of_plan(on, catalog()) == pace_checked_catalog(catalog(), DEADLINE_S)
     assert catalog_of_plan(off, catalog()) == catalog()
+
+
+def test_a_larger_ceiling_reaches_more_workers_and_each_doubling_of_memory() -> None:
+    two, four = plan("on"), plan_with_replan(
+        profile(), catalog(), Goal(deadline_s=DEADLINE_S), Limits(), "t", replan="on",
+        alternatives=0, frontier_points=0, ceiling=4,
+    ).plan  # fmt: skip
+    assert two.replan is not None and four.replan is not None
+    assert (two.n_workers, two.memory_mb) == (four.n_workers, four.memory_mb)  # the same plan
+    m, n = two.memory_mb, two.n_workers
+    assert two.replan.envelope.max_workers <= 2 * n < four.replan.envelope.max_workers <= 4 * n
+    more = set(four.replan.envelope.memory_variants_mb) - set(
+        two.replan.envelope.memory_variants_mb
+    )
+    assert more == {min(4 * m, catalog().memory_max_mb)}  # on the grid, within the catalog
+    assert four.replan.worst_case_usd > two.replan.worst_case_usd
+    with pytest.raises(ValueError, match="replan ceiling 0 is not accepted; use an integer"):
+        plan_with_replan(profile(), catalog(), Goal(deadline_s=DEADLINE_S), Limits(), "t",
+                         replan="on", ceiling=0)  # fmt: skip

@@ -20,7 +20,7 @@ from provisioner.replan_figures import (
     fitted_factors,
     remaining_profile,
 )
-from provisioner.replan_pace import BEHIND, check_pace, progress_from_links
+from provisioner.replan_pace import BEHIND, check_pace, measured_link_s, progress_from_links
 from provisioner.replan_search import envelope_limits, plan_choice
 from provisioner.terms import iterations, local_batch
 from tests.provisioner.conftest import make_profile, small_catalog
@@ -185,4 +185,22 @@ def test_a_links_first_wait_for_a_newcomers_start_up_is_not_read_as_pace() -> No
     assert p.exchange_per_iteration_s == pytest.approx(0.5 / 10)
     assert progress_from_links([[_link(10, 2.0, 3.5, 10.0)]], 12.0).exchange_per_iteration_s == (
         pytest.approx(3.5 / 10)
+    )
+
+
+def test_a_warm_links_load_is_its_cache_and_before_one_ran_the_platform_says() -> None:
+    """The first link loads its shards from S3 (4.6 s on a slow platform), a warm link from its
+    /tmp (0.01 s): the links left pay the warm one's; after the first link alone, none where
+    re-links land warm (the emulator's catalog), the first's where they may not (AWS)."""
+    cold, warm = _link(35, 0.5, 0.5, 8.0), _link(300, 3.0, 3.0, 8.0)
+    cold["timings"]["load_s"], warm["timings"]["load_s"] = 4.6, 0.01
+    both = progress_from_links([[cold, warm]], 16.0)
+    assert (both.load_per_link_s, both.warm_load_per_link_s) == (4.6, 0.01)
+    first = progress_from_links([[cold]], 8.0)
+    assert first.warm_load_per_link_s is None
+    fixed_s = first.warm_startup_per_link_s + first.checkpoint_per_link_s + first.gap_per_link_s
+    assert measured_link_s(first, relinks_warm=True) == pytest.approx(fixed_s)
+    assert measured_link_s(first, relinks_warm=False) == pytest.approx(fixed_s + 4.6)
+    assert measured_link_s(both, relinks_warm=False) == pytest.approx(
+        both.warm_startup_per_link_s + 0.01 + both.checkpoint_per_link_s + both.gap_per_link_s
     )

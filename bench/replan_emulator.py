@@ -12,8 +12,8 @@ then planned on this machine's catalog (catalog/local.json) under the demo's run
 invocations, at most 400 iterations a link) with re-planning on (provisioner/replan_attach.py:
 links cut for the pace checks) and an envelope of ceiling 4 (`-c replan_ceiling=4`: up to 4 × n
 workers, memory ½ to 4 × the plan's; the default 2 cannot win back a 2× slower platform for a
-plan that only just meets its deadline, whose first link is spent before the first check). How the deadline was chosen: the slowdown
-is set relative to it, so the plan as it is only just meets it at 1× (80-100% of it) and misses
+plan that only just meets its deadline, whose first link is spent before the first check).
+How the deadline was chosen: the slowdown is set relative to it, so the plan as it is only just meets it at 1× (80-100% of it) and misses
 it by R at R× (within 15%), as measured. One calibration run first measures the fixed plan at
 the cpu scale whose local prediction is the deadline (`--cpu-scale for-deadline:1`,
 emulator/deadline_scale.py): its measured total over the deadline is k. A row's fixed run first

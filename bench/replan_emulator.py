@@ -12,23 +12,22 @@ then planned on this machine's catalog (catalog/local.json) under the demo's run
 invocations, at most 400 iterations a link) with re-planning on (provisioner/replan_attach.py:
 links cut for the pace checks) and an envelope of ceiling 4 (`-c replan_ceiling=4`: up to 4 × n
 workers, memory ½ to 4 × the plan's; the default 2 cannot win back a 2× slower platform for a
-plan that only just meets its deadline, whose first link is spent before the first check).
-How the deadline was chosen: the slowdown is set relative to it, so the plan as it is only just meets it at 1× (80-100% of it) and misses
-it by R at R× (within 15%), as measured. One calibration run first measures the fixed plan at
-the cpu scale whose local prediction is the deadline (`--cpu-scale for-deadline:1`,
-emulator/deadline_scale.py): its measured total over the deadline is k. A row's fixed run first
-tries the scale whose local prediction is R / k × the deadline (for-deadline:R/k); where it
-took a total outside the row's band, the next try's scale comes from the case's fixed runs so far
-(the secant of log total against log scale through the two nearest the target), at most four
-tries, and the row shows how many it took; the re-planning run then runs at the row's scale. Per
-run: the
-measured total against the deadline and the run's cost priced from what it measured
-(emulator/report_replan.py); for the re-planning run its pace checks, the pace its first check
-measured (measured / predicted seconds per iteration, against the plan's figures at the
-catalog's speed) and the re-plans' stories. For the 3× case, the envelope it would have needed:
-the smallest ceiling of workers and memory (by its worst case) with which the model's run
-(provisioner/replan_sim.py: on this machine, fewer cores per MB) meets the deadline, at the 3×
-row's cpu scale and at the pace its first check measured.
+plan that only just meets its deadline, whose first link is spent before the first check). How
+the deadline was chosen: the slowdown is set relative to it, so the plan as it is only just
+meets it at 1× (80-100% of it) and misses it by R at R× (within 15%), as measured. One
+calibration run first measures the fixed plan at the cpu scale whose local prediction is the
+deadline (`--cpu-scale for-deadline:1`, emulator/deadline_scale.py): its measured total over the
+deadline is k. A row's fixed run first tries the scale whose local prediction is R / k × the
+deadline (for-deadline:R/k); where it took a total outside the row's band, the next try's scale
+comes from the case's fixed runs so far (the secant of log total against log scale through the
+two nearest the target), at most four tries, and the row shows how many it took; the re-planning
+run then runs at the row's scale. Per run: the measured total against the deadline and the run's
+cost priced from what it measured (emulator/report_replan.py); for the re-planning run its pace
+checks, the pace its first check measured (measured / predicted seconds per iteration, against
+the plan's figures at the catalog's speed) and the re-plans' stories. For the 3× case, the
+envelope it would have needed: the smallest ceiling of workers and memory (by its worst case)
+with which the model's run (provisioner/replan_sim.py: on this machine, fewer cores per MB)
+meets the deadline, at the 3× row's cpu scale and at the pace its first check measured.
 """
 
 from __future__ import annotations

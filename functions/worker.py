@@ -75,6 +75,11 @@ class Timings:
     # The process's CPU seconds in the training loop (compute, the exchange's own CPU and the
     # loop's bookkeeping): under a CPU share this, not the wall time, is what the quota holds.
     train_cpu_s: float = 0.0
+    # The process's CPU seconds before the handler (a cold link's init: the imports) and in the
+    # handler before the loop (load, model build, PS sync): with train_cpu_s, what each phase
+    # asked of the cores, where n processes share them (the local platform)
+    init_cpu_s: float = 0.0
+    setup_cpu_s: float = 0.0
     # Minor page faults in the training loop: a step that maps fresh memory pays for each
     # (functions.allocator; the report shows them per link).
     train_minor_faults: float = 0.0
@@ -245,8 +250,9 @@ def s3_budget_s(task: WorkerTask, context: Any) -> float | None:
 def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
     """One invocation of one worker; the body of `handler`."""
     global _cold
-    t_start = time.perf_counter()
-    timings = Timings(import_s=IMPORT_S if _cold else 0.0)
+    t_start, cpu_start = time.perf_counter(), time.process_time()
+    # a cold link's process CPU before the handler: the runtime's and the module's imports
+    timings = Timings(import_s=IMPORT_S if _cold else 0.0, init_cpu_s=cpu_start if _cold else 0.0)
     _cold = False
     torch.set_num_threads(torch_threads(task.memory_mb))
 
@@ -270,6 +276,7 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
         run.stage = pipeline.StageStep.for_task(task, s3, flat, loss_fn, x, y)
     try:
         cpu0, faults0 = time.process_time(), _minor_faults()
+        timings.setup_cpu_s = cpu0 - cpu_start
         iteration, reason = _train(run, context)
         timings.train_cpu_s = time.process_time() - cpu0
         timings.train_minor_faults = _minor_faults() - faults0

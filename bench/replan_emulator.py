@@ -3,7 +3,8 @@ machine, at slowdowns of 1, 1.5, 2 and 3 × its deadline, with re-planning off (
 and on.
 
 Run: `.venv/bin/python -m bench.replan --emulator` (writes bench/results/replan-emulator.md and
-.json; about 20 minutes on 2 cores; `--only W` runs one workload again beside the first).
+.json; about 30 minutes on 2 cores; `--only W` runs one workload again beside the first, `--case
+W` anew in its place).
 
 Each workload's profile is first read again on this machine (`python -m emulator.profile
 --anchor`, as `make demo` does: its rate at 0.5 and 1 vCPU and its start-up, so the model
@@ -358,7 +359,9 @@ def fit_fixed_run(
 ) -> dict[str, Any]:
     """The row's fixed run at the scale where it takes `slowdown` × the deadline, as measured:
     the first try at `first_scale` (the model's), then next_scale over every fixed run of the
-    case so far (`points`, extended), up to FIT_TRIES runs; the row keeps its tries."""
+    case so far (`points`, extended), up to FIT_TRIES runs; the row keeps its tries. A try that
+    fails (past its link bound: too slow to finish) ends the fitting: the fixed plan cannot
+    finish there, let alone meet the deadline, and the re-planning run runs at that scale."""
     low, high = target_band(slowdown, case.deadline_s)
     scale, tries = first_scale, []
     for attempt in range(FIT_TRIES):
@@ -366,7 +369,7 @@ def fit_fixed_run(
         total = row.get("total_s")
         points.append((scale, total))
         tries.append([round(scale, 4), total])
-        if total is not None and low <= total <= high:
+        if total is None or low <= total <= high:
             break
         scale = round(next_scale(points, (low + high) / 2), 4)
     return {**row, "tries": tries}
@@ -406,12 +409,15 @@ def main(argv: list[str] | None = None) -> None:
     if "--render" in args:  # the table again from the last round's rows (no runs)
         doc = json.loads(path.read_text())
     else:
-        # `--only W`: that workload's round again, beside the first (its profile kept apart)
+        # `--only W`: that workload's round again, beside the first (its profile kept apart);
+        # `--case W`: that workload's round anew, in place of its entry in the table
         only = args[args.index("--only") + 1] if "--only" in args else None
-        doc = json.loads(path.read_text()) if only else {"machine": cpu.this_machine(), "cases": []}
+        redo = args[args.index("--case") + 1] if "--case" in args else None
+        fresh = {"machine": cpu.this_machine(), "cases": []}
+        doc = json.loads(path.read_text()) if only or redo else fresh
         with tempfile.TemporaryDirectory() as tmp, weed_server() as endpoint:
             for workload, deadline_s in CASES:
-                if only not in (None, workload):
+                if only not in (None, workload) or redo not in (None, workload):
                     continue
                 first = profile_path(workload)
                 kept = first.read_bytes() if only and first.exists() else None
@@ -424,7 +430,11 @@ def main(argv: list[str] | None = None) -> None:
                         first.write_bytes(kept)
                     repeats.append({**entry, "profile_file": name})
                 else:
-                    doc["cases"].append(entry)
+                    others = [c for c in doc["cases"] if c["workload"] != workload]
+                    order = [w for w, _ in CASES]
+                    doc["cases"] = sorted(
+                        [*others, entry], key=lambda c: order.index(c["workload"])
+                    )
                 RESULTS.mkdir(exist_ok=True)  # each case as it ends: a late round keeps its first
                 path.write_text(json.dumps(doc, indent=1) + "\n")
     text = render(doc)

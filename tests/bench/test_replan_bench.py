@@ -122,3 +122,21 @@ def test_a_rows_fixed_run_is_fitted_until_it_takes_its_slowdown_of_the_deadline(
         assert low <= row["total_s"] <= high, (slowdown, row["tries"])
         assert 1 <= len(row["tries"]) <= FIT_TRIES and row["tries"][-1][0] == row["cpu_scale"]
     assert target_band(1.0, 20.0) == (16.0, 20.0)
+
+
+def test_a_fixed_run_that_cannot_finish_ends_the_fitting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Past its link bound the fixed plan fails (misses): the row keeps that scale for the
+    re-planning run instead of climbing to a scale where the fixed plan finishes."""
+    import bench.replan_emulator as bench
+
+    calls: list[float] = []
+
+    def emulate(case: Case, slowdown: float, scale: float, replan: bool, *_: object) -> dict:
+        calls.append(scale)
+        return {"slowdown": slowdown, "cpu_scale": scale, "replan": replan, "failed": "runaway"}
+
+    monkeypatch.setattr(bench, "emulate", emulate)
+    row = bench.fit_fixed_run(_case(), 2.0, 0.2, [(0.4, 20.0)], None, tmp_path)
+    assert calls == [0.2] and row["tries"] == [[0.2, None]] and row["cpu_scale"] == 0.2

@@ -54,6 +54,7 @@ from provisioner.profile import WorkloadProfile
 from provisioner.replan_attach import plan_with_replan, replan_catalog
 from provisioner.replan_sim import simulate
 from provisioner.replan_spec import Envelope
+from provisioner.space import Infeasible
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COMMAND = ".venv/bin/python -m bench.replan --emulator"
@@ -193,7 +194,10 @@ def needed_envelope(case: Case, slowdown: float) -> tuple[Envelope, float, float
     met = []
     catalog = at_scale(case.catalog, slowdown)
     for env in candidate_envelopes(case.plan, catalog):
-        sim = simulate(case.plan, case.profile, catalog, env, slowdown)
+        try:
+            sim = simulate(case.plan, case.profile, catalog, env, slowdown)
+        except Infeasible:  # at this slowdown the plan (or a re-plan) cannot run a link at all
+            continue
         if sim.met:
             worst = envelope_worst_case_usd(case.plan, catalog, env)
             met.append((worst, env.max_workers, env, sim.finish_s))
@@ -203,9 +207,17 @@ def needed_envelope(case: Case, slowdown: float) -> tuple[Envelope, float, float
     return env, worst, finish
 
 
+def failure_words(error: str) -> str:
+    """What failed a run, short: the error a Catch or a guard held (`... (Workers caught
+    TooManyLinks: A worker ran 17 links, the plan's bound.)`), else the error's start."""
+    if " caught " in error:
+        return error.rsplit(" caught ", 1)[1].rstrip(").")
+    return error[:80]
+
+
 def _cell(row: dict[str, Any]) -> str:
     if "failed" in row:
-        return f"failed: {row['failed'][:80]} | – | –"
+        return f"failed ({failure_words(row['failed'])}) | no | –"
     met = "yes" if row["met"] else "no"
     cost = "–" if row["cost_usd"] is None else format_usd(row["cost_usd"])
     return f"{row['total_s']:.1f} s | {met} | {cost}"

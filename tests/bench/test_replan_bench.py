@@ -64,7 +64,7 @@ def test_the_emulator_table_has_a_row_per_slowdown_fixed_beside_re_planned() -> 
     cells = table[2].split(" | ")  # 2×: the fixed plan misses, the re-planned meets
     assert cells[1:8] == ["0.500", "28.0 s", "no", "$0.0040", "14.0 s", "yes", "$0.0050"]
     assert cells[-3:] == ["14", "2.00×", "link 1: pace 2.00× the plan's |"]
-    assert "failed: run timeout" in table[3]
+    assert "failed (run timeout) | no" in table[3]
     assert lines[-2] == "needed: more"
 
 
@@ -140,3 +140,12 @@ def test_a_fixed_run_that_cannot_finish_ends_the_fitting(
     monkeypatch.setattr(bench, "emulate", emulate)
     row = bench.fit_fixed_run(_case(), 2.0, 0.2, [(0.4, 20.0)], None, tmp_path)
     assert calls == [0.2] and row["tries"] == [[0.2, None]] and row["cpu_scale"] == 0.2
+
+
+def test_a_failed_run_is_shown_by_what_failed_it() -> None:
+    from bench.replan_emulator import failure_words
+
+    error = ("States.Fail: A step failed; see the execution history. (Workers caught "
+             "TooManyLinks: A worker ran 17 links, the plan's bound.)")  # fmt: skip
+    assert failure_words(error) == "TooManyLinks: A worker ran 17 links, the plan's bound"
+    assert failure_words("worker 0 failed 3 times") == "worker 0 failed 3 times"

@@ -75,29 +75,32 @@ demo: synth catalog/local.json
 		--invocation-limit $(INVOCATION_LIMIT) \
 		--iterations-per-invocation $(ITERATIONS_PER_INVOCATION)
 
-# Re-planning (docs/replan.md) on this machine: a plan that re-plans, run on a platform slower
-# than its figures (REPLAN_CPU_SCALE local cores per Lambda vCPU; `--cpu-scale for-deadline:R`
-# picks the scale whose local prediction is R × the deadline) as it is (`--no-replan`) and
-# re-planning. Each report ends with the re-plans' stories and whether the run met its deadline.
-# A slowdown here is read first as fewer cores per MB, so a re-plan may buy it back with more
-# memory as well as more workers (provisioner/replan_figures.py).
+# Re-planning (docs/replan.md) on this machine: the workload's profile read here first (as the
+# demo does, so the local model predicts this machine), a plan that re-plans, then runs on a
+# platform slower than its figures, as it is (`--no-replan`) and re-planning. The scale is the
+# one whose local prediction of the plan is REPLAN_SLOWDOWN × the deadline (`--cpu-scale
+# for-deadline:R`): the fixed plan should miss, the re-planning run meet. Each report ends with
+# the re-plans' stories and whether the run met its deadline. A slowdown here is read first as
+# fewer cores per MB, so a re-plan may buy it back with more memory as well as more workers
+# (provisioner/replan_figures.py).
 REPLAN_WORKLOAD ?= synthetic-cifar-cnn
 REPLAN_DEADLINE ?= 60s
-REPLAN_CPU_SCALE ?= 0.25
+REPLAN_SLOWDOWN ?= 1.4
 REPLAN_DIR := runs/replan-demo
+REPLAN_PROFILE := $(REPLAN_DIR)/$(REPLAN_WORKLOAD).json
+REPLAN_RUN = --workload $(REPLAN_PROFILE) --invocation-limit $(INVOCATION_LIMIT) \
+	--iterations-per-invocation $(ITERATIONS_PER_INVOCATION) \
+	--cpu-scale for-deadline:$(REPLAN_SLOWDOWN)
 replan-demo: catalog/local.json
 	mkdir -p $(REPLAN_DIR)
-	$(PY) -m provisioner plan --workload $(REPLAN_WORKLOAD) --catalog local \
+	$(PY) -m emulator.profile --workload $(REPLAN_WORKLOAD) --anchor --output $(REPLAN_PROFILE) \
+		|| cp profiles/$(REPLAN_WORKLOAD).json $(REPLAN_PROFILE)
+	$(PY) -m provisioner plan --workload $(REPLAN_PROFILE) --catalog local \
 		--deadline $(REPLAN_DEADLINE) --invocation-limit $(INVOCATION_LIMIT) \
 		--iterations-per-invocation $(ITERATIONS_PER_INVOCATION) --job replan-demo \
 		--out $(REPLAN_DIR)/plan.json
-	$(PY) -m emulator $(REPLAN_DIR)/plan.json --workload $(REPLAN_WORKLOAD) \
-		--invocation-limit $(INVOCATION_LIMIT) --iterations-per-invocation \
-		$(ITERATIONS_PER_INVOCATION) --cpu-scale $(REPLAN_CPU_SCALE) --no-replan \
-		--out $(REPLAN_DIR)/fixed
-	$(PY) -m emulator $(REPLAN_DIR)/plan.json --workload $(REPLAN_WORKLOAD) \
-		--invocation-limit $(INVOCATION_LIMIT) --iterations-per-invocation \
-		$(ITERATIONS_PER_INVOCATION) --cpu-scale $(REPLAN_CPU_SCALE) --out $(REPLAN_DIR)/replanned
+	$(PY) -m emulator $(REPLAN_DIR)/plan.json $(REPLAN_RUN) --no-replan --out $(REPLAN_DIR)/fixed
+	$(PY) -m emulator $(REPLAN_DIR)/plan.json $(REPLAN_RUN) --out $(REPLAN_DIR)/replanned
 
 # Train your own model (README): a user's model file and image folder, profiled here, planned and
 # synthesized for AWS, then planned for this machine and trained in the emulator.

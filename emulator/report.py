@@ -24,6 +24,7 @@ from emulator import cpu
 from emulator.evaluate import held_out_accuracy
 from emulator.options import LOCAL_CATALOG, NO_LOCAL_CATALOG, default_safety_margin_s
 from emulator.records import RunRecord, WorkerState, worker_memory_mb
+from emulator.report_cpu import cpu_section
 from emulator.report_pipeline import TERMS_NOTE, predict_local_pipelined, straggler_boundary_s
 from emulator.report_replan import accuracy_of, replan_report
 from emulator.report_stages import stage_rows
@@ -452,6 +453,9 @@ def build_report(
         },
         "predictions": {"local": local_label, "aws": aws_label},
         "exchange": exchange_figures(record, local_plan),
+        "cpu": cpu_section(
+            [w.links for w in record.workers], cpu.machine_cores(), record.train_wall_s
+        ),
         "deadline": deadline_verdict(plan.goal.deadline_s, record.train_wall_s),
         "interval_local": interval_verdict(local_plan, record.train_wall_s),
         "compute_predicted_at_local_share_s": compute_at_local_share_s(record),

@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from emulator.options import NO_LOCAL_CATALOG
+from emulator.report_cpu import cpu_lines
 from emulator.report_replan import replan_lines
 from emulator.report_stages import stage_lines
 
@@ -120,6 +121,7 @@ def format_table(report: dict[str, Any]) -> str:
     ]
     lines += total_lines(report)
     lines += exchange_lines(report.get("exchange"))
+    lines += cpu_lines(report.get("cpu"))
     lines += stage_lines(report.get("stages") or [])
     local = report.get("compute_predicted_at_local_share_s")
     full = report.get("compute_at_full_speed_s")

@@ -90,6 +90,13 @@ def test_planned_job_trains_end_to_end(tmp_path: Path, s3_endpoint: S3Endpoint) 
         assert steps == [b - a for a, b in zip([0, *ends], ends, strict=False)]
         assert all(s > 0 for link in links for s in link["step_compute_s"])
     assert report["loss"]["last"] < report["loss"]["first"]
+    # every phase asked for CPU (the cold links' imports too), over the machine's cores
+    cpu_asked = report["cpu"]
+    assert all(cpu_asked["core_s"][phase] > 0 for phase in ("init", "setup", "train"))
+    assert cpu_asked["cores"] == cpu.machine_cores()
+    assert cpu_asked["floor_s"] == pytest.approx(
+        sum(cpu_asked["core_s"].values()) / cpu_asked["cores"], abs=0.01
+    )
     assert report["accuracy"]["accuracy"] > 0.8  # 10 classes: chance is 0.1
     assert {row["term"] for row in report["terms"]} >= {
         "load",

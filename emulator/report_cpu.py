@@ -13,15 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 PHASES = (("init", "init_cpu_s"), ("setup", "setup_cpu_s"), ("train", "train_cpu_s"))
+KERNEL = ("train_kernel", "train_system_cpu_s")  # the loop's CPU in the kernel, part of train
 
 
 def cpu_by_phase(links_by_worker: list[list[dict[str, Any]]]) -> dict[str, float]:
     """Core-seconds per phase, summed over every worker's links."""
-    totals = dict.fromkeys((name for name, _ in PHASES), 0.0)
+    totals = dict.fromkeys((name for name, _ in (*PHASES, KERNEL)), 0.0)
     for links in links_by_worker:
         for link in links:
             timings = link.get("timings") or {}
-            for name, key in PHASES:
+            for name, key in (*PHASES, KERNEL):
                 value = timings.get(key)
                 if isinstance(value, int | float):
                     totals[name] += float(value)
@@ -34,7 +35,7 @@ def cpu_section(
     """report.json's `cpu`: core-seconds per phase, their total over `cores` (the floor on the
     training wall) and the wall; None where no link recorded its CPU."""
     phases = cpu_by_phase(links_by_worker)
-    total = sum(phases.values())
+    total = sum(phases[name] for name, _ in PHASES)
     if total <= 0 or cores <= 0:
         return None
     return {
@@ -51,6 +52,7 @@ def cpu_lines(section: dict[str, Any] | None) -> list[str]:
         return []
     core_s = section["core_s"]
     parts = ", ".join(f"{name} {core_s[name]:.1f}" for name, _ in PHASES)
+    parts += f" (in the kernel {core_s.get(KERNEL[0], 0.0):.1f})"
     return [
         f"CPU the workers asked for: {parts} core-s; over {section['cores']:g} cores at least "
         f"{section['floor_s']:.1f} s of the training's {section['train_wall_s']:.1f} s"

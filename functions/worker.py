@@ -80,6 +80,9 @@ class Timings:
     # asked of the cores, where n processes share them (the local platform)
     init_cpu_s: float = 0.0
     setup_cpu_s: float = 0.0
+    # The loop's CPU in the kernel (part of train_cpu_s): a cold process's first steps fault in
+    # their memory, which costs more while other processes fault at once on the same cores
+    train_system_cpu_s: float = 0.0
     # Minor page faults in the training loop: a step that maps fresh memory pays for each
     # (functions.allocator; the report shows them per link).
     train_minor_faults: float = 0.0
@@ -275,10 +278,11 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
     if task.stage is not None:
         run.stage = pipeline.StageStep.for_task(task, s3, flat, loss_fn, x, y)
     try:
-        cpu0, faults0 = time.process_time(), _minor_faults()
+        cpu0, faults0, sys0 = time.process_time(), _minor_faults(), _system_cpu_s()
         timings.setup_cpu_s = cpu0 - cpu_start
         iteration, reason = _train(run, context)
         timings.train_cpu_s = time.process_time() - cpu0
+        timings.train_system_cpu_s = _system_cpu_s() - sys0
         timings.train_minor_faults = _minor_faults() - faults0
         t0 = time.perf_counter()
         exchange.finish(iteration, reason)
@@ -332,6 +336,13 @@ def _load_data(
     return datasets.load_shard(
         s3, task.dataset_bucket, task.dataset_prefix, task.rank, manifest, task.ephemeral_storage_mb
     )
+
+
+def _system_cpu_s() -> float:
+    """The process's CPU seconds in the kernel so far (page faults, syscalls)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
 
 
 def _minor_faults() -> int:

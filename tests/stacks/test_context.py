@@ -252,8 +252,8 @@ def test_a_local_dataset_the_prepare_step_could_not_read_is_rejected(
         ({"deadlin": "2h"},
          "deadlin='2h' is not a context key of this app; accepted keys: arch, az, budget, catalog, "
          "dataset, deadline, default_deadline, job, max_concurrency, max_memory_mb, mode, "
-         "profile_iterations, profile_memory, ps_types, replan, reserve_concurrency, slack, "
-         "sync, workload"),
+         "profile_iterations, profile_memory, ps_types, replan, replan_ceiling, "
+         "reserve_concurrency, slack, sync, workload"),
         ({"sync": "fast"}, "sync='fast' is not accepted; use one of ps, s3, auto"),
         ({"replan": "maybe"},
          "replan='maybe' is not accepted; use one of off, scale-down, on"),

@@ -1,0 +1,84 @@
+"""What one page fault costs while k processes fault at once on this machine's cores.
+
+`python -m bench.lab.page_faults` (a few seconds) writes
+bench/results/hosts/<host>/page-faults.md. A cold worker's first step faults in the memory its
+step touches (MobileNetV2 in a crowd of 8 on 2 cores: about 155,000 pages and 1.0-1.3 s of
+kernel CPU each, docs/known-gaps.md); this asks whether a plain fault costs more while others
+fault at once. Per k, k children start together and each writes one byte into every page of a
+fresh MEGABYTES block; each reports its kernel CPU and minor faults over the writes. Reported:
+the median child's kernel CPU per fault, and its ratio to one child alone. A lab probe of this
+machine, not a figure any plan reads.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import resource
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+MEGABYTES = 256
+PAGE = os.sysconf("SC_PAGE_SIZE")
+REPEATS = 3
+
+
+def touch(start: Any, out: Any) -> None:
+    """Wait for the start, fault in a fresh block page by page, report kernel CPU and faults."""
+    block = bytearray(0)  # allocate after the start so every child faults at once
+    start.wait()
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    block = bytearray(MEGABYTES * 2**20)
+    view = memoryview(block)
+    for offset in range(0, len(block), PAGE):
+        view[offset] = 1
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    out.put((after.ru_stime - before.ru_stime, after.ru_minflt - before.ru_minflt))
+
+
+def one_round(k: int) -> float:
+    """Median over k simultaneous children of kernel seconds per fault."""
+    ctx = mp.get_context("fork")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=touch, args=(start, out)) for _ in range(k)]
+    for p in procs:
+        p.start()
+    start.set()
+    results = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join()
+    return statistics.median(s / max(f, 1) for s, f in results)
+
+
+def main() -> None:
+    from bench.predict.host import this_host
+    from emulator import cpu
+
+    cores = int(cpu.machine_cores())
+    counts = sorted({1, cores, 2 * cores, 4 * cores})
+    rows = {k: statistics.median(one_round(k) for _ in range(REPEATS)) for k in counts}
+    alone = rows[1]
+    host = this_host()["id"]
+    lines = [
+        f"# Page faults under concurrency on {cpu.this_machine()}",
+        "",
+        "| processes faulting at once | kernel µs per fault (median child) | × one alone |",
+        "|---:|---:|---:|",
+        *(f"| {k} | {rows[k] * 1e6:.2f} | {rows[k] / alone:.2f} |" for k in counts),
+        "",
+        f"Each child writes one byte a page into a fresh {MEGABYTES} MB block; medians of "
+        f"{REPEATS} rounds. Command: `python -m bench.lab.page_faults`.",
+    ]
+    text = "\n".join(lines) + "\n"
+    folder = Path(__file__).resolve().parents[1] / "results" / "hosts" / host
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "page-faults.md").write_text(text)
+    (folder / "page-faults.json").write_text(json.dumps({str(k): rows[k] for k in counts}) + "\n")
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -80,8 +80,8 @@ class Timings:
     # asked of the cores, where n processes share them (the local platform)
     init_cpu_s: float = 0.0
     setup_cpu_s: float = 0.0
-    # The loop's CPU in the kernel (part of train_cpu_s): a cold process's first steps fault in
-    # their memory, which costs more while other processes fault at once on the same cores
+    # The loop's CPU in the kernel (part of train_cpu_s): page faults, syscalls; a cold
+    # process's first steps fault in the memory they touch
     train_system_cpu_s: float = 0.0
     # Minor page faults in the training loop: a step that maps fresh memory pays for each
     # (functions.allocator; the report shows them per link).
@@ -278,12 +278,12 @@ def run_task(task: WorkerTask, context: Any = None) -> dict[str, Any]:
     if task.stage is not None:
         run.stage = pipeline.StageStep.for_task(task, s3, flat, loss_fn, x, y)
     try:
-        cpu0, faults0, sys0 = time.process_time(), _minor_faults(), _system_cpu_s()
+        cpu0, (sys0, faults0) = time.process_time(), _kernel_cpu_and_faults()
         timings.setup_cpu_s = cpu0 - cpu_start
         iteration, reason = _train(run, context)
         timings.train_cpu_s = time.process_time() - cpu0
-        timings.train_system_cpu_s = _system_cpu_s() - sys0
-        timings.train_minor_faults = _minor_faults() - faults0
+        sys1, faults1 = _kernel_cpu_and_faults()
+        timings.train_system_cpu_s, timings.train_minor_faults = sys1 - sys0, faults1 - faults0
         t0 = time.perf_counter()
         exchange.finish(iteration, reason)
         timings.checkpoint_s = time.perf_counter() - t0
@@ -338,17 +338,12 @@ def _load_data(
     )
 
 
-def _system_cpu_s() -> float:
-    """The process's CPU seconds in the kernel so far (page faults, syscalls)."""
+def _kernel_cpu_and_faults() -> tuple[float, int]:
+    """The process's CPU seconds in the kernel and its minor page faults so far (one read)."""
     import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
-
-
-def _minor_faults() -> int:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_stime, usage.ru_minflt
 
 
 def peak_rss_mb() -> float:

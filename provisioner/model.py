@@ -364,9 +364,13 @@ def costs(
         # link split grow; but more links trade steady waits for cold ones, which may miss
         # less. The misses are concave in the link count (s3_exchange_misses), so over every
         # split from this cell's to one link per iteration they are least at an end.
-        fewest = np.minimum(misses, _misses(catalog, nt, tl, memory_mb, nt.iterations))
-        rebate = np.where(nt.s3, catalog.s3_usd_per_get * nt.iterations * (misses - fewest), 0.0)
-        others_floor = cost - lam - rebate  # an infeasible cell's inf − inf: nan, never a bound
+        # (a PS cell has no misses to trade: nothing to price twice where no cell is S3)
+        others_floor = cost - lam  # an infeasible cell's inf − inf: nan, never a bound
+        if np.any(nt.s3):
+            fewest = np.minimum(misses, _misses(catalog, nt, tl, memory_mb, nt.iterations))
+            others_floor = others_floor - np.where(
+                nt.s3, catalog.s3_usd_per_get * nt.iterations * (misses - fewest), 0.0
+            )
     return Cells(
         feasible=tl.feasible,
         startup_s=nt.startup_s,

@@ -134,6 +134,14 @@ class Catalog:
     # handler module); the first link pays it with restart_s (the dispatch and the orchestrator
     # seeing the result). 0 = not measured (the AWS catalogs: image load is not sourced yet).
     launch_s: float = 0.0
+    # Kernel CPU seconds per MB of fresh memory a process faults in on the local machine: the
+    # first fresh_memory_warm_mb at fault_warm_s_per_mb, beyond at fault_cold_s_per_mb (a VM's
+    # host backs the memory the guest did not use lately only when it is touched:
+    # emulator/calibration/memory_probe.py). None = no such line (AWS: each function has its
+    # own memory; a machine whose probe found none).
+    fresh_memory_warm_mb: float | None = None
+    fault_warm_s_per_mb: float | None = None
+    fault_cold_s_per_mb: float | None = None
     # CPU seconds at one vCPU a worker spends on loading before any byte moves (S3 client,
     # manifest and shard requests, np.load); None = not measured (0).
     load_cpu_s: float | None = None
@@ -377,6 +385,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
     def of(key: str) -> Any:
         return _figure(orch, key, "orchestration")
 
+    fresh = _fresh_memory_figures(lam, lf)
     cat = Catalog(
         name=str(data["name"]),
         memory_min_mb=int(lf("memory_min_mb")),
@@ -423,6 +432,9 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         init_cores_by_n=_points_figure(lam, "init_cores_by_n", "lambda"),
         compute_cores=float(lf("compute_cores")) if "compute_cores" in lam else None,
         load_cpu_s=float(lf("load_cpu_s")) if "load_cpu_s" in lam else None,
+        fresh_memory_warm_mb=fresh[0],
+        fault_warm_s_per_mb=fresh[1],
+        fault_cold_s_per_mb=fresh[2],
         exchange_cpu_fraction=_optional_figure(net, "exchange_cpu_fraction", "network", 0.0),
         ps_request_cpu_s=_optional_figure(net, "ps_request_cpu_s", "network", 0.0),
         ps_root_volume_gb=int(_optional_figure(ps, "root_volume_gb", "parameter_servers", 30)),
@@ -456,6 +468,22 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         cat = replace(cat, memory_max_mb=top, memory_ceiling_mb=ceiling)
     _validate(cat)
     return cat
+
+
+def _fresh_memory_figures(
+    lam: dict[str, Any], lf: Any
+) -> tuple[float | None, float | None, float | None]:
+    """The fresh-memory line's three figures: all of them, or none (a line needs its size and
+    the cost on each side)."""
+    keys = ("fresh_memory_warm_mb", "fault_warm_s_per_mb", "fault_cold_s_per_mb")
+    present = [k for k in keys if k in lam]
+    if present and len(present) < len(keys):
+        missing = ", ".join(k for k in keys if k not in lam)
+        raise ValueError(f"lambda.{present[0]} is given without {missing}: give all three or none")
+    if not present:
+        return None, None, None
+    warm_mb, warm_s_per_mb, cold_s_per_mb = (float(lf(k)) for k in keys)
+    return warm_mb, warm_s_per_mb, cold_s_per_mb
 
 
 def _validate(cat: Catalog) -> None:

@@ -57,6 +57,9 @@ CATALOG_DOMAINS: dict[str, Domain] = {
     "lambda.warm_start_s": _SECONDS,
     "lambda.launch_s": _SECONDS,
     "lambda.load_cpu_s": _SECONDS,
+    "lambda.fresh_memory_warm_mb": positive(1e9),
+    "lambda.fault_warm_s_per_mb": _SECONDS,
+    "lambda.fault_cold_s_per_mb": _SECONDS,
     "lambda.architectures.up_to_gb_s": positive(1e18),  # null: the last, unbounded tier
     "lambda.architectures.usd_per_gb_s": _PRICE,
     "network.function_ps_mb_s": _MB_S,

@@ -478,11 +478,53 @@ def warmup_s(profile: WorkloadProfile, catalog: Catalog, nt: NTerms, share: Arr)
         return warmup_steps_s(steps, nt.core_compute_s)
 
     crowd = profile.crowded_warmup_iterations
-    return crowded_warmup_s(
+    cores = catalog.compute_cores or catalog.total_vcpu
+    crowded = crowded_warmup_s(
         nt.n,
         steps_s(profile.warmup_iterations),
         None if crowd is None else steps_s(crowd),
         profile.crowded_processes,
-        catalog.compute_cores or catalog.total_vcpu,
+        cores,
         share,
     )
+    if cores is None:
+        return crowded
+    fresh = fresh_memory_excess_cpu_s(nt.n, nt.local_batch, profile, catalog)
+    return np.asarray(crowded + warmup_slowdown(nt.n, cores, share) * fresh, dtype=np.float64)
+
+
+def fresh_memory_excess_cpu_s(
+    n: Arr, local_batch: Arr, profile: WorkloadProfile, catalog: Catalog
+) -> Arr:
+    """Extension: the kernel CPU a worker's first step spends beyond its cost alone when the n
+    cold workers' memory crosses the machine's fresh-memory line (catalog.fresh_memory_warm_mb:
+    on a VM, memory the guest did not use lately costs more to fault in, as the host backs it
+    then). Each worker holds its resident set (runtime and model) and its shard before its first
+    step and faults in the step's memory (the profile's, in proportion to the local batch) during
+    it; of the first steps' n·step MB, those past the line cost (cold − warm) s/MB more, shared
+    out over the n workers. 0 where the catalog has no line (AWS: each function has its own
+    memory) or the profile did not measure its memory.
+
+    Measured on 2 cores (bench.lab.one_case, MobileNetV2 at batch 32): alone a first step
+    faulted in about 650 MB in 0.29 s of kernel CPU; 8 at once held about 8 GB against a line
+    at 5.5 GB and spent 0.29-1.05 s each, the last to fault the most."""
+    n = np.asarray(n, dtype=np.float64)
+    batch = np.asarray(local_batch, dtype=np.float64)
+    shape = np.broadcast_shapes(n.shape, batch.shape)
+    resident_mb, first_mb = profile.resident_mb, profile.first_step_mb
+    warm_mb, warm_s_per_mb = catalog.fresh_memory_warm_mb, catalog.fault_warm_s_per_mb
+    cold_s_per_mb = catalog.fault_cold_s_per_mb
+    if (
+        resident_mb is None
+        or first_mb is None
+        or warm_mb is None
+        or warm_s_per_mb is None
+        or cold_s_per_mb is None
+    ):
+        return np.zeros(shape)
+    step_mb = first_mb * batch / profile.profiled_local_batch
+    shard_mb = profile.dataset_bytes / 2**20 / n
+    held_mb = n * (resident_mb + shard_mb + step_mb)
+    past_mb = np.clip(held_mb - warm_mb, 0.0, n * step_mb)
+    extra = max(0.0, cold_s_per_mb - warm_s_per_mb)
+    return np.broadcast_to(past_mb * extra / n, shape).copy()

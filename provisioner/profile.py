@@ -54,6 +54,8 @@ PROFILE_DOMAINS: dict[str, Domain] = {
     "crowded_processes": whole(1, MAX_CORES),
     "crowded_warmup_iterations": _ITERATIONS,
     "lockstep_wait_fraction": non_negative(100.0),
+    "resident_mb": non_negative(MAX_MEMORY_MB),
+    "first_step_mb": non_negative(MAX_MEMORY_MB),
     "vcpu_share": positive(MAX_CORES),
     "memory_mb": positive(MAX_MEMORY_MB),
     "samples_per_s": positive(1e9),
@@ -131,6 +133,12 @@ class WorkloadProfile:
     # of the slowest rank's step less the straggler's, over the straggler's mean step (steps of
     # equal work vary, and every rank waits for each iteration's slowest); None = 0.
     lockstep_wait_fraction: float | None = None
+    # Shared cores only: MB a worker's process holds before its first step, less the dataset
+    # (runtime and model), and MB of fresh memory that step faults in at profiled_local_batch;
+    # a crowd's first steps past the machine's fresh-memory line cost more kernel CPU
+    # (local_machine.fresh_memory_excess_cpu_s). None = not measured (no such cost counted).
+    resident_mb: float | None = None
+    first_step_mb: float | None = None
     provisional: bool = False
     sources: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     model_digest: str = ""  # sha256 of the model file when profiled ("" = not recorded)
@@ -306,6 +314,8 @@ def profile_from_dict(data: dict[str, Any]) -> WorkloadProfile:
         lockstep_wait_fraction=(
             _num(data, "lockstep_wait_fraction") if "lockstep_wait_fraction" in data else None
         ),
+        resident_mb=_num(data, "resident_mb") if "resident_mb" in data else None,
+        first_step_mb=_num(data, "first_step_mb") if "first_step_mb" in data else None,
         provisional=bool(data.get("provisional", False)),
         sources=tuple(sorted((str(k), json.dumps(v, sort_keys=True)) for k, v in sources.items())),
         model_digest=str(data.get("model_digest", "")),

@@ -17,6 +17,7 @@ from typing import Any
 from emulator import cpu
 from emulator.calibration.fits import mb_s_to_gbps, memory_max_mb
 from emulator.calibration.measurements import Measurements
+from emulator.calibration.memory_probe import CHUNK_MB, JUMP_RATIO
 from emulator.calibration.ps_probe import (
     LOOP_READINGS,
     PS_CLIENTS,
@@ -112,6 +113,7 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
             "model interpolates between them (provisioner.model.init_cores_at)",
         )
     return {
+        **_fresh_memory_section(m, w),
         "memory_min_mb": policy(128, "MB", "Lambda's smallest size, kept"),
         "memory_max_mb": measured(
             memory_max_mb(m.total_vcpu), "MB", f"floor(total_vcpu × 1769); {cores_method}"
@@ -194,6 +196,37 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
         "architectures": {
             name: _copied(arch, w) for name, arch in ref["architectures"].items() if name == m.arch
         },
+    }
+
+
+def _fresh_memory_section(m: Measurements, w: Provenance) -> dict[str, Any]:
+    """The fresh-memory line's figures where the probe found one (none where it did not: every
+    fresh page then costs alike, and that cost is in each step a profile timed)."""
+    fresh = m.fresh_memory
+    if fresh is None or fresh.warm_mb is None or fresh.cold_s_per_mb is None:
+        return {}
+    method = (
+        f"emulator/calibration/memory_probe.py: one child mapped fresh {CHUNK_MB} MB blocks and "
+        "wrote a byte to each page, timing each block's kernel CPU; the line is the first block "
+        f"from which every block cost over {JUMP_RATIO:g}× the median before it "
+        f"({fresh.probed_mb:.0f} MB probed)"
+    )
+    return {
+        "fresh_memory_warm_mb": figure(fresh.warm_mb, "MB", method, w, "measured"),
+        "fault_warm_s_per_mb": figure(
+            round(fresh.warm_s_per_mb, 7),
+            "s/MB",
+            f"median of the blocks below the line; {method}",
+            w,
+            "measured",
+        ),
+        "fault_cold_s_per_mb": figure(
+            round(fresh.cold_s_per_mb, 7),
+            "s/MB",
+            f"median of the blocks from the line; {method}",
+            w,
+            "measured",
+        ),
     }
 
 

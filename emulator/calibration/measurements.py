@@ -11,6 +11,7 @@ from pathlib import Path
 
 from emulator import cpu
 from emulator.calibration.cpu_probe import machine_memory_gib, measure_cpu_share
+from emulator.calibration.memory_probe import FreshMemory, measure_fresh_memory
 from emulator.calibration.ps_probe import LOOP_READINGS, PS_SIZES_MB, PS_SIZES_QUICK_MB, measure_ps
 from emulator.calibration.runner_probe import (
     INIT_REPEATS,
@@ -73,6 +74,9 @@ class Measurements:
     # measure_request_cpu); None: not measured (an older record) or not readable
     s3_request_cpu_s: float | None = None
     s3_server_cpu_s: float | None = None
+    # kernel CPU per MB of fresh memory faulted in, and where it grows (memory_probe); None: not
+    # measured (an older record)
+    fresh_memory: FreshMemory | None = None
 
     def noted(self, fit: str, method: str) -> str:
         """`method`, led by the note of `fit` where it has one (a fallback says so first)."""
@@ -103,6 +107,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         s3_get, s3_put = measure_s3(endpoint, s3_sizes_mb, repeats)
         checkpoint = measure_checkpoint(endpoint, s3_sizes_mb, repeats)
         request_cpu = measure_request_cpu(endpoint)
+        fresh_memory = measure_fresh_memory()
         cold_s, warm_s, restart_s, launch_s = measure_startup(
             supervisor, env, work / "startup", repeats
         )
@@ -154,4 +159,5 @@ def measure(quick: bool, work: Path) -> Measurements:
         ),
         s3_request_cpu_s=request_cpu.client_s,
         s3_server_cpu_s=request_cpu.server_s,
+        fresh_memory=fresh_memory,
     )

@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -70,17 +71,29 @@ def child_main(args: argparse.Namespace) -> int:
     # The first steps of a fresh process run slower (allocator, first kernel calls): timed
     # apart, as the excess CPU over the steady step's, in steady steps (warmup_iterations).
     first_cpu_s = []
+    # What the process holds before its first step, less the dataset (a worker holds a shard),
+    # and the fresh memory that step faults in: a crowd's first steps on a machine where fresh
+    # memory past a line costs more (emulator/calibration/memory_probe.py)
+    resident_mb = worker.peak_rss_mb() - (x.nbytes + y.nbytes) / 2**20
+    faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for it in range(WARMUP_ITERATIONS):
         cpu0 = time.process_time()
         worker.compute_step(run, it)
         first_cpu_s.append(time.process_time() - cpu0)
+        if it == 0:
+            first_step_mb = (
+                (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before)
+                * resource.getpagesize() / 2**20
+            )  # fmt: skip
+    memory = {"resident_mb": round(resident_mb, 1), "first_step_mb": round(first_step_mb, 1)}
     if args.crowd_iterations:
         rank, ranks, run_id, run_started = args.crowd.split(",")
         endpoints = tuple(args.ps_endpoint.split(","))
         crowd = crowded_loop(run, endpoints, int(rank), (run_id, run_started),
                              args.crowd_iterations)  # fmt: skip
         # In a crowd the first steps' wall time is the sharing's; their CPU is what they cost.
-        out = {**crowd, "crowded_warmup_cpu_s": warmup_cpu_s(first_cpu_s), "ranks": int(ranks)}
+        out = {**crowd, "crowded_warmup_cpu_s": warmup_cpu_s(first_cpu_s), "ranks": int(ranks),
+               **memory}  # fmt: skip
         print(json.dumps(out))
         return 0
     iterations, t0, cpu0 = 0, time.perf_counter(), time.process_time()
@@ -101,6 +114,7 @@ def child_main(args: argparse.Namespace) -> int:
         json.dumps(
             {
                 **extra,
+                **memory,
                 "samples_per_s": iterations * args.batch / elapsed_s,
                 "step_cpu_s": step_cpu_s,
                 "iterations": iterations,

@@ -18,6 +18,7 @@ from typing import Any
 from emulator import cpu
 from emulator.profiling.child import LOOP_BLOCKS, WARMUP_ITERATIONS
 from emulator.profiling.children import dataset_source
+from emulator.profiling.reading import MEMORY_FIELDS, memory_figures
 from provisioner.catalog_domains import LAMBDA_MEMORY_MB
 
 
@@ -73,6 +74,14 @@ def updated_profile(
             "method": f"measured: python -m emulator.profile; the largest peak resident set of a "
             f"child that trained on the whole dataset ({max(rss):.0f} MB) × {RSS_HEADROOM}, in "
             "64 MB steps; " + machine,
+            "date": when,
+            "tag": "measured",
+        }
+    for field, value in memory_figures(points).items():
+        out[field] = value
+        sources[field] = {
+            "method": f"measured: python -m emulator.profile; {MEMORY_FIELDS[field]}, the median "
+            "of the children; used only on shared-core platforms (the local catalog); " + machine,
             "date": when,
             "tag": "measured",
         }

@@ -24,6 +24,11 @@ READING_MEASURE_S = 2.0  # per child: a spot reading of the machine's speed, not
 # reading (the CNN at 0.56-0.72 vCPU scored 0.87-0.91 with the whole curve moved by the 1-vCPU
 # factor, 1.09-1.16, and 0.97-1.00 left where it was).
 READING_SHARES = (0.5, 1.0)
+# What a profiling child reports of its memory (emulator.profiling.child), and what it is
+MEMORY_FIELDS = {
+    "resident_mb": "MB the process held before its first step, less the dataset",
+    "first_step_mb": "MB of fresh memory the first step faulted in, at the profiled local batch",
+}
 READING_REPEATS = 3  # children per share, their median: one child alone may meet a slow spell
 
 
@@ -54,6 +59,17 @@ def measure_reading(
         "samples_per_s_by_share": rates,
         "startup_s": statistics.median(r["startup_s"] for r in by_share[top]),
         "runs": max(1, repeats),
+        **memory_figures([r for runs in by_share.values() for r in runs]),
+    }
+
+
+def memory_figures(children_out: list[dict[str, Any]]) -> dict[str, float]:
+    """The median resident set before a first step and fresh memory it faulted in, over the
+    children that reported them (a profile's MEMORY_FIELDS; none where none did)."""
+    return {
+        field: round(statistics.median(c[field] for c in children_out if field in c), 1)
+        for field in MEMORY_FIELDS
+        if any(field in c for c in children_out)
     }
 
 
@@ -146,6 +162,14 @@ def moved_to_reading(
     factors = reading_factors(doc, reading, arch)
     out = moved_rates(doc, arch, factors, move)
     out["startup_s"] = round(reading["startup_s"], 2)
+    for field in MEMORY_FIELDS:
+        if field in reading:  # memory is no speed: read now, taken whole
+            out[field] = reading[field]
+            out.setdefault("sources", {})[field] = {
+                "method": f"{label}: {MEMORY_FIELDS[field]}, the median of the same children",
+                "date": when,
+                "tag": "measured",
+            }
     out["anchor"] = {
         "speed_factor": round(factor_at_share(factors, 1.0), 4),
         "speed_factor_by_share": {f"{k:g}": round(v, 4) for k, v in sorted(factors.items())},

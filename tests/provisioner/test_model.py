@@ -720,3 +720,50 @@ def test_ranks_wait_for_the_slowest_step_on_shared_cores_at_two_workers_or_more(
     assert both[0].iteration_s[0] == both[1].iteration_s[0]
     steps = [float(cell(waits, local, 2, m).iteration_s[0]) for m in range(1024, 3009, 64)]
     assert all(b <= a * (1 + 1e-12) for a, b in zip(steps, steps[1:], strict=False))
+
+
+def test_a_crowd_past_the_fresh_memory_line_pays_the_cold_faults_on_shared_cores_only() -> None:
+    """Below the line the crowd's first steps cost what they cost alone; past it each MB of the
+    first steps' memory past the line costs (cold − warm) s/MB of kernel CPU, shared out over
+    the n workers, never more than all of the steps' memory; AWS and a profile without its
+    memory figures see none of it."""
+    from provisioner import load_profile
+    from tests.local_catalog import local_catalog
+
+    profile = dataclasses.replace(
+        load_profile("synthetic-cifar-mobilenetv2"), resident_mb=250.0, first_step_mb=650.0,
+        dataset_bytes=100 * 2**20,
+    )  # fmt: skip
+    local = dataclasses.replace(
+        local_catalog(), total_vcpu=1.5, compute_cores=2.0, fresh_memory_warm_mb=5500.0,
+        fault_warm_s_per_mb=0.0007, fault_cold_s_per_mb=0.0031,
+    )  # fmt: skip
+    batch = profile.profiled_local_batch
+
+    def excess(n: int, local_batch: int = batch) -> float:
+        return float(local_machine.fresh_memory_excess_cpu_s(n, local_batch, profile, local))
+
+    assert excess(4) == 0.0  # 4 × 900 MB + the dataset: below the line
+    held = 8 * (250 + 650) + 100
+    assert excess(8) == pytest.approx((held - 5500) * 0.0024 / 8)
+    assert excess(8, batch // 2) < excess(8)  # half the batch, half the step's memory
+    assert excess(40) == pytest.approx(650 * 0.0024)  # at most all of the step's memory
+    for missing in (
+        dataclasses.replace(profile, first_step_mb=None),
+        dataclasses.replace(profile, resident_mb=None),
+    ):
+        assert float(local_machine.fresh_memory_excess_cpu_s(8, batch, missing, local)) == 0.0
+    plain = dataclasses.replace(local, fresh_memory_warm_mb=None)
+    assert float(local_machine.fresh_memory_excess_cpu_s(8, batch, profile, plain)) == 0.0
+
+    aws = dataclasses.replace(local, total_vcpu=None, compute_cores=None, init_cores=None)
+
+    def warmup_s(catalog: Catalog, n: int) -> float:
+        choice = Choice(n, 2048, "x86_64", "loopback", 1)
+        return float(predict(profile, catalog, choice).warmup_s[0])
+
+    assert warmup_s(local, 8) > warmup_s(plain, 8)
+    assert warmup_s(local, 2) == pytest.approx(warmup_s(plain, 2))
+    assert warmup_s(aws, 8) == pytest.approx(
+        warmup_s(dataclasses.replace(aws, fresh_memory_warm_mb=None), 8)
+    )

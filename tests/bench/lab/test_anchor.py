@@ -133,3 +133,28 @@ def test_a_profile_without_a_1_vcpu_point_cannot_be_anchored() -> None:
     ]
     with pytest.raises(ValueError, match="no 1 vCPU training-rate point"):
         anchored_profile(raw, {"samples_per_s": 10.0, "startup_s": 1.0}, "x86_64", "2026-11-25")
+
+
+def test_an_anchor_takes_the_memory_its_children_measured_whole(tmp_path: Path) -> None:
+    """Memory is no speed: a reading's resident set and first-step memory (the median of its
+    children, memory_figures) replace the profile's as read, say so, and load; a reading
+    without them leaves the profile's."""
+    from emulator.profiling.reading import memory_figures
+
+    raw = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
+    one = next(p["samples_per_s"] for p in raw["training_rate"]["x86_64"]["points"]
+               if p["vcpu_share"] == 1.0)  # fmt: skip
+    children = [{"resident_mb": 240.0, "first_step_mb": m} for m in (30.0, 40.0, 90.0)]
+    assert memory_figures(children + [{"samples_per_s": 1.0}]) == {
+        "resident_mb": 240.0, "first_step_mb": 40.0,
+    }  # fmt: skip
+    assert memory_figures([{"samples_per_s": 1.0}]) == {}
+    reading = {"samples_per_s": one, "startup_s": 0.8, "runs": 3, **memory_figures(children)}
+    doc = anchored_profile(raw, reading, "x86_64", "2026-11-25")
+    assert (doc["resident_mb"], doc["first_step_mb"]) == (240.0, 40.0)
+    assert doc["sources"]["first_step_mb"]["method"].startswith("anchored: MB of fresh memory")
+    path = tmp_path / "anchored.json"
+    path.write_text(json.dumps(doc))
+    assert load_profile(path).first_step_mb == 40.0
+    bare = anchored_profile(raw, {"samples_per_s": one, "startup_s": 0.8}, "x86_64", "2026-11-25")
+    assert bare.get("first_step_mb") == raw.get("first_step_mb")

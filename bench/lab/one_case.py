@@ -44,12 +44,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ps-count", type=int, default=1)
     p.add_argument("--sync", choices=("ps", "s3"), default="ps")
     p.add_argument("--reducers", type=int, default=0)
+    p.add_argument("--cpu-scale", choices=("1", "auto"), default="1",
+                   help="auto: planned on AWS, run at the cores its memory stands for")  # fmt: skip
     p.add_argument("--profile", type=Path, help="the profile to predict with (default: committed)")
     p.add_argument("--catalog", type=Path, help="the catalog to plan on (default: local)")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     case = Case(args.workload, n=args.n, memory_mb=args.memory_mb, iterations=args.iterations,
-                ps_count=args.ps_count, sync=args.sync, reducers=args.reducers)  # fmt: skip
+                ps_count=args.ps_count, sync=args.sync, reducers=args.reducers,
+                cpu_scale=args.cpu_scale)  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     with weed_server() as endpoint:
         row: dict[str, Any] = measure(case, endpoint, args.out, args.profile, args.catalog)

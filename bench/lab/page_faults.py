@@ -6,10 +6,11 @@ step touches (MobileNetV2 in a crowd of 8 on 2 cores: about 155,000 pages and 1.
 kernel CPU each); this asks whether a plain fault costs more while others fault at once, free
 or each held to a worker's CPU share in its own group (as the emulator holds its workers). It
 does not: what grows is the memory all of them hold, past the machine's fresh-memory line
-(emulator/calibration/memory_probe.py), which these children's 2 GB in all stay below. Per k, k children start together and each writes one byte into every page of a
-fresh MEGABYTES block; each reports its kernel CPU and minor faults over the writes. Reported:
-the median child's kernel CPU per fault, and its ratio to one child alone. A lab probe of this
-machine, not a figure any plan reads.
+(emulator/calibration/memory_probe.py), which these children's 2 GB in all stay below. Per k,
+k children start together and each writes one byte into every page of a fresh MEGABYTES block;
+each reports its kernel CPU and minor faults over the writes. Reported: the median child's
+kernel CPU per fault, and its ratio to one child alone. A lab probe of this machine, not a
+figure any plan reads.
 """
 
 from __future__ import annotations

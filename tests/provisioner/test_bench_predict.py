@@ -392,9 +392,9 @@ def test_rescore_with_another_profile_anchors_it_by_the_readings_the_run_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """--profile W=PATH: a re-profile that reads half the start profile's speed, anchored by
-    the run's reading (twice the start profile's, 4× the re-profile's): the default weight moves
-    it half way within the drift band and the whole way beyond it, weight 1 onto the reading,
-    weight 0 leaves the re-profile's own; the table names it."""
+    the run's reading (twice the start profile's, 4× the re-profile's): the default weight (1)
+    and weight 1 move it onto the reading, weight 0.5 half way within the drift band and the
+    whole way beyond it, weight 0 leaves the re-profile's own; the table names it."""
     platform, name, _ = _anchored_cnn_run(tmp_path, monkeypatch)
     start = json.loads((platform / "synthetic-cifar-cnn.json").read_text())
     slower = json.loads(json.dumps(start))
@@ -416,11 +416,13 @@ def test_rescore_with_another_profile_anchors_it_by_the_readings_the_run_kept(
     as_started = bp.predicted_terms(row, platform / "synthetic-cifar-cnn.json", catalog)
     as_kept = bp.predicted_terms(row, platform / name, catalog)
     as_other = bp.predicted_terms(row, other, catalog)
-    (half, says), (whole, _), (none, _) = (
-        compute(),
+    (half, says), (whole, _), (none, _), (default, _) = (
+        compute("--anchor-weight", "0.5"),
         compute("--anchor-weight", "1"),
         compute("--anchor-weight", "0"),
+        compute(),
     )
+    assert default == pytest.approx(whole, rel=1e-9)
     # the reading is 4× the re-profile, beyond the drift band: half the way within it, the rest
     # whole (bench.lab.anchor.anchor_move), where half the way in all would land on as_started
     assert half == pytest.approx(as_other["compute"] / anchor_move(4.0, 0.5), rel=0.05)

@@ -85,13 +85,16 @@ def test_an_anchor_moves_the_loops_seconds_with_the_rate_at_each_share() -> None
         assert "÷ the training rate's factor" in doc["sources"][field]["method"]
 
 
-def test_an_anchor_moves_the_profile_half_way_in_log_speed_by_default() -> None:
-    """The profile and the anchor both estimate the machine's speed at the run: by default each
-    point lands at the geometric mean of the two (ANCHOR_WEIGHT) while the reading is within the
-    drift band; the reading itself is kept as measured, and a weight outside [0, 1] is refused in
-    one line."""
+def test_an_anchor_takes_the_reading_whole_by_default_and_half_way_at_weight_half() -> None:
+    """By default (ANCHOR_WEIGHT) an anchor takes the reading whole, as the product's own
+    `emulator.profile --anchor` does; at weight 0.5 each point lands at the geometric mean of the
+    profile and the reading while the reading is within the drift band; the reading itself is
+    kept as measured, and a weight outside [0, 1] is refused in one line."""
     raw, points, anchor = _cnn_and_two_share_anchor(0.81, 1.21)
-    doc = anchored_profile(raw, anchor, "x86_64", "2026-11-26")
+    whole = _rates(anchored_profile(raw, anchor, "x86_64", "2026-11-26"))
+    assert whole[0.5] == pytest.approx(points[0.5] * 0.81, abs=0.1)
+    assert whole[1.0] == pytest.approx(points[1.0] * 1.21, abs=0.1)
+    doc = anchored_profile(raw, anchor, "x86_64", "2026-11-26", weight=0.5)
     moved = _rates(doc)
     for share, factor in {0.25: 0.9, 0.5: 0.9, 1.0: 1.1, 2.0: 1.1}.items():
         assert moved[share] == pytest.approx(points[share] * factor, abs=0.1)
@@ -116,7 +119,7 @@ def test_a_reading_beyond_the_drift_band_moves_the_profile_whole_past_the_band()
     assert anchor_move(2.25, 1.0) == pytest.approx(2.25)
     assert anchor_move(2.25, 0.0) == anchor_move(1.2, 0.0) == 1.0  # weight 0: no anchor
     raw, points, anchor = _cnn_and_two_share_anchor(2.0, 2.25)
-    doc = anchored_profile(raw, anchor, "x86_64", "2026-11-27")
+    doc = anchored_profile(raw, anchor, "x86_64", "2026-11-27", weight=0.5)
     moved = _rates(doc)
     assert moved[1.0] == pytest.approx(points[1.0] * anchor_move(2.25, 0.5), abs=0.1)
     assert moved[0.5] == pytest.approx(points[0.5] * anchor_move(2.0, 0.5), abs=0.1)

@@ -34,11 +34,11 @@ from emulator.profiling.reading import (
 # another speed, pulled the compute slow (the CNN's 1-vCPU step read 72 ms just before a row
 # whose steps took 70-79 ms of CPU, and the half-way profile said 85).
 ANCHOR_WEIGHT = 1.0
-# A weight below 1 holds for drift, not for another machine. In seven grids on one VM (profiles of that
-# VM) every anchor read 0.79-1.31× its profile; a fresh VM read the same committed digits profile
-# at 2.23× (0.5 vCPU) and 2.28× (1 vCPU), where half the way would predict 1.5× too slow. So the
-# weight moves a point within ×1/band-band of its profile and the reading beyond the band moves
-# it whole (anchor_move).
+# A weight below 1 holds for drift, not for another machine. In seven grids on one VM (profiles
+# of that VM) every anchor read 0.79-1.31× its profile; a fresh VM read the same committed
+# digits profile at 2.23× (0.5 vCPU) and 2.28× (1 vCPU), where half the way would predict 1.5×
+# too slow. So the weight moves a point within ×1/band-band of its profile and the reading
+# beyond the band moves it whole (anchor_move).
 ANCHOR_DRIFT_BAND = 1.33
 
 

@@ -9,9 +9,10 @@ kept beside the results (<name>-platform/), where a re-scoring reads them.
 Every round, just before its rows: each workload's rate at 0.5 and 1 vCPU and its start-up
 (emulator.profiling.reading.measure_reading, a few children per share), which moves its profile
 to that speed, as the product's `emulator.profile --anchor` does (bench.lab.anchor.ANCHOR_WEIGHT
-says why; `--anchor-weight` re-scores at another), each point by the factor at its share. Two shares, not one: the CNN's runs at 0.56-0.72 vCPU did not speed up with a 1-vCPU
-reading alone. And the catalog's loop figures (bench.lab.catalog_anchor.measure_loop_now: the
-round trip, the client's CPU share of an exchange, the shard's CPU per exchange) and the load's
+says why; `--anchor-weight` re-scores at another), each point by the factor at its share. Two
+shares, not one: the CNN's runs at 0.56-0.72 vCPU did not speed up with a 1-vCPU reading
+alone. And the catalog's loop figures (bench.lab.catalog_anchor.measure_loop_now: the round
+trip, the client's CPU share of an exchange, the shard's CPU per exchange) and the load's
 CPU-bound part (measure_load_now), which drift between hours as much as the grids' fits move,
 written into the round's catalog.
 """

@@ -1,9 +1,11 @@
-"""The catalog's loop and load figures read again now: a round's anchor of bench.predict.
+"""The catalog's loop, load and S3 request figures read again now: a round's anchor of
+bench.predict.
 
-The shard's CPU per exchange moved by 3× on one machine hours apart, and the load's CPU part by
-a third, as the workloads' speeds drift; so every round of bench.predict reads them again just
-before its rows (measure_loop_now, measure_load_now, each as `make calibrate` reads the figure)
-and predicts on the catalog with them (loop_anchored, load_anchored).
+The shard's CPU per exchange moved by 3× on one machine hours apart, the load's CPU part by a
+third and an S3 request's client CPU from 2.31 to 1.5-1.8 ms within an hour, as the workloads'
+speeds drift; so every round of bench.predict reads them again just before its rows
+(measure_loop_now, measure_load_now, measure_requests_now, each as `make calibrate` reads the
+figure) and predicts on the catalog with them (loop_anchored, load_anchored, requests_anchored).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from emulator import cpu
 from emulator.calibration.catalog import Provenance, figure
 from emulator.calibration.ps_probe import PS_SIZES_MB, loop_figures, loop_method, measure_loop
 from emulator.calibration.runner_probe import LOAD_RUNNERS, load_method, measure_load
+from emulator.calibration.s3_probe import CPU_REQUESTS, measure_request_cpu
 from emulator.child_env import child_env
 from emulator.procs import Supervisor
 from emulator.s3server import S3Endpoint
@@ -30,6 +33,8 @@ LOOP_UNITS = {
     "ps_request_cpu_s": "CPU s per push+pull",
 }
 LOOP_FIGURES = tuple(LOOP_UNITS)
+# the catalog's network figures a request reading gives (the client's, the server's)
+REQUEST_FIGURES = ("s3_request_cpu_s", "s3_server_cpu_s")
 
 
 def loop_anchored(
@@ -74,6 +79,26 @@ def measure_load_now(endpoint: S3Endpoint, work: Path) -> float:
         limiter = stack.enter_context(cpu.CpuLimiter(f"lambda-dnn-anchor-load-{os.getpid()}"))
         placement = limiter.place("load", 1.0)  # a no-op where no CPU group can be held
         return measure_load(supervisor, env, endpoint, work, LOAD_RUNNERS, placement)
+
+
+def measure_requests_now(endpoint: S3Endpoint) -> dict[str, float]:
+    """measure_request_cpu taken now against the S3 server at `endpoint`: a round's anchor of
+    the S3 request's CPU, each side where it could be read."""
+    reading = measure_request_cpu(endpoint)
+    figures = {"s3_request_cpu_s": reading.client_s, "s3_server_cpu_s": reading.server_s}
+    return {f: v for f, v in figures.items() if v is not None}
+
+
+def requests_anchored(
+    doc: dict[str, Any], figures: dict[str, float], read: str, where: Provenance
+) -> dict[str, Any]:
+    """A copy of the catalog document `doc` with the S3 request's CPU `figures`
+    (measure_requests_now) set as `read` `where`."""
+    held = {f: (round(v, 6), "CPU s per request") for f, v in figures.items()}
+    method = (
+        f"{CPU_REQUESTS} requests of the worker's own S3 exchange (s3_probe.measure_request_cpu)"
+    )
+    return measured_in(doc, "network", held, f"{read}: {method}", where)
 
 
 def load_anchored(

@@ -29,17 +29,24 @@ from typing import Any
 from bench.lab.anchor import write_anchored
 from bench.lab.catalog_anchor import (
     LOOP_FIGURES,
+    REQUEST_FIGURES,
     load_anchored,
     loop_anchored,
     measure_load_now,
     measure_loop_now,
+    measure_requests_now,
+    requests_anchored,
 )
 from emulator.calibration.catalog import here_today, write_catalog
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # What anchor_catalog reads again each round, as the results' meta keeps it, and the section of
 # the catalog each is in.
-ANCHORED_FIGURES = {**{f: "network" for f in LOOP_FIGURES}, "load_cpu_s": "lambda"}
+ANCHORED_FIGURES = {
+    **{f: "network" for f in LOOP_FIGURES},
+    "load_cpu_s": "lambda",
+    **{f: "network" for f in REQUEST_FIGURES},
+}
 
 
 def measure_platform(workloads: list[str], out: Path, repo: Path = REPO_ROOT) -> dict[str, Path]:
@@ -81,17 +88,20 @@ def anchor_profile(workload: str, base: Path | None, out: Path) -> tuple[Path, d
 
 def anchor_catalog(start: Path, endpoint: Any, work: Path, out: Path, k: int) -> Path:
     """Read the catalog's loop figures now (bench.lab.catalog_anchor.measure_loop_now: the round
-    trip, the client's CPU share, the shard's CPU per exchange) and the load's CPU-bound part
-    (measure_load_now), and write the catalog `start` with them at `out` (checked that it
-    loads, whole or not at all), round k's catalog; its path."""
+    trip, the client's CPU share, the shard's CPU per exchange), the load's CPU-bound part
+    (measure_load_now) and an S3 request's CPU (measure_requests_now), and write the catalog
+    `start` with them at `out` (checked that it loads, whole or not at all), round k's catalog;
+    its path."""
     doc = json.loads(start.read_text())
     work.mkdir(parents=True, exist_ok=True)
     figures = measure_loop_now(endpoint, work, float(doc["network"]["function_ps_mb_s"]["value"]))
     load_cpu_s = measure_load_now(endpoint, work / "load")
+    requests = measure_requests_now(endpoint)
     out.parent.mkdir(parents=True, exist_ok=True)
     read = f"round {k}'s anchor of bench.predict, read just before the round"
     where = here_today()
     anchored = load_anchored(loop_anchored(doc, figures, read, where), load_cpu_s, read, where)
+    anchored = requests_anchored(anchored, requests, read, where)
     write_catalog(anchored, out)
     return out
 

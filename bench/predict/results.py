@@ -257,8 +257,9 @@ def anchor_lines(meta: dict[str, Any]) -> list[str]:
             "",
             "Loop anchors: in every round, before its rows, the catalog's round trip, the "
             "client's CPU share of an exchange and the shard's CPU per exchange were read again "
-            "(bench.lab.catalog_anchor.measure_loop_now), in grids that list it also the load's "
-            "CPU-bound part (measure_load_now), and the round's rows planned and "
+            "(bench.lab.catalog_anchor.measure_loop_now), in grids that list them also the load's "
+            "CPU-bound part (measure_load_now) and an S3 request's CPU (measure_requests_now), "
+            "and the round's rows planned and "
             f"predicted on the catalog with them (<name>-platform/anchors/local-round<k>.json): "
             f"{loop_anchors_text(meta['loop_anchors'])}.",
         ]

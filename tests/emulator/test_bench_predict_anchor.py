@@ -1,6 +1,6 @@
 """bench.predict's catalog anchor on the real pieces: a round reads the catalog's loop figures
-through real PS shards and the load's CPU-bound part through real runners (against a real S3
-server) and writes the round's catalog."""
+through real PS shards, the load's CPU-bound part through real runners and an S3 request's CPU
+through the worker's own exchange (against a real S3 server) and writes the round's catalog."""
 
 from __future__ import annotations
 
@@ -44,7 +44,13 @@ def test_a_rounds_anchor_reads_real_shards_and_loads_and_writes_a_catalog_that_l
     assert load["source"].startswith("round 3's anchor of bench.predict, ")
     # a real first load (S3 client, two GETs, np.load): not 0, and inside the anchor's wall
     assert 0 < catalog.load_cpu_s < anchor_s
-    kept = {f: doc["network"][f]["value"] for f in catalog_anchor.LOOP_FIGURES}
+    # a real S3 request costs its client CPU, less than the anchor's whole wall per request
+    requests = {f: doc["network"][f] for f in catalog_anchor.REQUEST_FIGURES if f in doc["network"]}
+    assert "s3_request_cpu_s" in requests
+    for field, figure in requests.items():
+        assert figure["source"].startswith("round 3's anchor of bench.predict, "), field
+    assert 0 < catalog.s3_request_cpu_s < anchor_s
+    kept = {f: doc["network"][f]["value"] for f in (*catalog_anchor.LOOP_FIGURES, *requests)}
     assert bp.anchored_figures_of(out) == {**kept, "load_cpu_s": load["value"]}
     start_doc = json.loads(start.read_text())
     for section in ("lambda", "network"):  # only the anchored figures move

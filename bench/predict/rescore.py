@@ -20,6 +20,7 @@ from typing import Any
 from bench.lab.anchor import ANCHOR_WEIGHT, anchored_profile
 from bench.predict.cases import INVOCATION_LIMIT_S, LOCAL_ARCH, LOCAL_PS, TERMS, case_of
 from bench.predict.rows import accuracies, error_shares
+from emulator.profiling.reading import MEMORY_FIELDS
 from provisioner import load_profile
 from provisioner.catalog import Catalog, catalog_from_dict, curve_points
 from provisioner.planner import RunRules, predict_run
@@ -73,7 +74,7 @@ def reanchored_profile(
     """The run's anchored profile `kept_name` (under `platform`) built again at `weight`: the
     start-of-run profile (or the profile document `instead`, a what-if) moved by the readings
     the run kept (its factor per anchored share × the start profile's rate there, the rate
-    read; start-up as read)."""
+    read; start-up and memory as read)."""
     start = json.loads((platform / f"{workload}.json").read_text())
     kept = json.loads((platform / kept_name).read_text())
     anchor = kept["anchor"]
@@ -84,7 +85,9 @@ def reanchored_profile(
     doc = anchored_profile(
         instead if instead is not None else start,
         {"samples_per_s": readings[1.0], "samples_per_s_by_share": readings,
-         "startup_s": anchor["startup_s"]},
+         "startup_s": anchor["startup_s"],
+         # memory is no speed: what the anchor's children measured, as the run kept it
+         **{field: kept[field] for field in MEMORY_FIELDS if field in kept}},
         LOCAL_ARCH, anchor.get("date", ""), weight,
     )  # fmt: skip
     return profile_from_dict(doc)

@@ -161,3 +161,22 @@ def test_an_anchor_takes_the_memory_its_children_measured_whole(tmp_path: Path) 
     assert load_profile(path).first_step_mb == 40.0
     bare = anchored_profile(raw, {"samples_per_s": one, "startup_s": 0.8}, "x86_64", "2026-11-25")
     assert bare.get("first_step_mb") == raw.get("first_step_mb")
+
+
+def test_a_rescored_anchor_keeps_the_memory_its_run_read(tmp_path: Path) -> None:
+    """Re-scoring builds each anchored profile again from what the run kept: the speed factors,
+    the start-up and the memory its anchor's children measured (lost, a crowd's first steps
+    past the fresh-memory line went unpriced and MobileNetV2's compute read a third low)."""
+    from bench.predict.rescore import reanchored_profile
+
+    raw = json.loads((REPO / "profiles" / "synthetic-cifar-cnn.json").read_text())
+    one = next(p["samples_per_s"] for p in raw["training_rate"]["x86_64"]["points"]
+               if p["vcpu_share"] == 1.0)  # fmt: skip
+    reading = {"samples_per_s": one * 1.2, "startup_s": 0.9, "resident_mb": 250.0,
+               "first_step_mb": 40.0}  # fmt: skip
+    (tmp_path / "synthetic-cifar-cnn.json").write_text(json.dumps(raw))
+    kept = anchored_profile(raw, reading, "x86_64", "2026-11-25")
+    (tmp_path / "kept.json").write_text(json.dumps(kept))
+    again = reanchored_profile(tmp_path, "kept.json", "synthetic-cifar-cnn", 1.0)
+    assert (again.resident_mb, again.first_step_mb) == (250.0, 40.0)
+    assert again.startup_s == 0.9

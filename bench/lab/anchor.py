@@ -29,8 +29,8 @@ from emulator.profiling.reading import (
 # grid (each point at the geometric mean of profile and reading); re-scored on the last four
 # held-out draws with the current model (`python -m bench.predict --rescore-held-out
 # <draw>/predict-heldout.json --anchor-weight W`), the whole reading read 0.910, 0.948, 0.889
-# and 0.930 mean (compute 7.8%, 4.3%, 6.8%, 5.3% of the total) and half of it 0.893, 0.949,
-# 0.871 and 0.938 (8.7%, 5.5%, 8.5%, 5.7%): the profile, read on this VM hours before at
+# and 0.945 mean (compute 7.8%, 4.3%, 6.8%, 3.0% of the total) and half of it 0.893, 0.949,
+# 0.871 and 0.935 (8.7%, 5.5%, 8.5%, 5.0%): the profile, read on this VM hours before at
 # another speed, pulled the compute slow (the CNN's 1-vCPU step read 72 ms just before a row
 # whose steps took 70-79 ms of CPU, and the half-way profile said 85).
 ANCHOR_WEIGHT = 1.0

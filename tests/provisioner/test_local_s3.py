@@ -93,3 +93,21 @@ def test_a_request_bound_exchange_is_its_floor_not_its_floor_held_again() -> Non
     floor = local_machine.s3_request_floor_s(8, 3, memory_mb, local)
     assert floor > 0.2  # the requests bound this exchange
     assert float(got.communication_per_iteration_s[0]) == pytest.approx(floor, rel=0.01)
+
+
+def test_the_shared_path_stretches_the_bytes_and_leaves_the_requests_latency() -> None:
+    """On shared cores the S3 exchange's transfers take turns as the PS exchange's do (n/C),
+    its four requests' latencies do not: their CPU is the floor's. Where every function has its
+    own cores (AWS) nothing is stretched."""
+    from tests.local_catalog import local_catalog
+
+    local = dataclasses.replace(
+        local_catalog(), total_vcpu=1.5, s3_request_s=0.005, s3_put_request_s=0.006
+    )
+    latency = 2 * (0.005 + 0.006)
+    got = local_machine.shared_s3_path_s(np.array([latency + 0.010, latency / 2]), 6, local)
+    assert list(got) == pytest.approx([latency + 0.010 * 6 / 1.5, latency / 2])
+    aws = dataclasses.replace(local, total_vcpu=None)
+    assert float(local_machine.shared_s3_path_s(latency + 0.01, 6, aws)) == pytest.approx(
+        latency + 0.01
+    )

@@ -136,7 +136,7 @@ class WorkloadProfile:
     # Shared cores only: MB a worker's process holds before its first step, less the dataset
     # (runtime and model), and MB of fresh memory that step faults in at profiled_local_batch;
     # a crowd's first steps past the machine's fresh-memory line cost more kernel CPU
-    # (local_machine.fresh_memory_excess_cpu_s). None = not measured (no such cost counted).
+    # (local_warmup.fresh_memory_excess_cpu_s). None = not measured (no such cost counted).
     resident_mb: float | None = None
     first_step_mb: float | None = None
     provisional: bool = False

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from provisioner import costs, local_machine, quota, terms
+from provisioner import costs, local_machine, local_warmup, quota, terms
 from provisioner.catalog import Catalog
 from provisioner.planner import predict
 from provisioner.profile import RateCurve, WorkloadProfile
@@ -571,22 +571,20 @@ def test_first_steps_at_once_share_the_cores_and_fault_more_in_a_crowd() -> None
     keeps the excess alone at any n."""
     alone, crowd = 0.5, 1.1  # s of CPU: MobileNetV2's first step in the kernel, 1 and 4 on 2
     at = [
-        float(local_machine.crowded_warmup_s(np.array(n), np.array(alone), np.array(crowd), 4, 2.0))
+        float(local_warmup.crowded_warmup_s(np.array(n), np.array(alone), np.array(crowd), 4, 2.0))
         for n in (1, 2, 4, 8)
     ]
     assert at[0] == at[1] == pytest.approx(alone)
     assert at[2] == pytest.approx(2 * crowd)  # 4 on 2 cores: the crowd's, twice as long
     assert at[3] == pytest.approx(4 * (alone + 2 * (crowd - alone)))  # two doublings
     # nothing measured in a crowd: the excess alone, shared
-    no_crowd = local_machine.crowded_warmup_s(np.array([1, 8]), np.array(alone), None, 1, 2.0)
+    no_crowd = local_warmup.crowded_warmup_s(np.array([1, 8]), np.array(alone), None, 1, 2.0)
     assert list(no_crowd) == pytest.approx([alone, 4 * alone])
     # a crowd that came out cheaper than alone adds nothing beyond the sharing
     assert float(
-        local_machine.crowded_warmup_s(np.array(8), np.array(alone), np.array(0.1), 4, 2.0)
+        local_warmup.crowded_warmup_s(np.array(8), np.array(alone), np.array(0.1), 4, 2.0)
     ) == (pytest.approx(4 * alone))
-    aws = local_machine.crowded_warmup_s(
-        np.array([1, 8]), np.array(alone), np.array(crowd), 4, None
-    )
+    aws = local_warmup.crowded_warmup_s(np.array([1, 8]), np.array(alone), np.array(crowd), 4, None)
     assert list(aws) == pytest.approx([alone, alone])
 
 
@@ -596,14 +594,14 @@ def test_a_first_steps_excess_runs_at_the_cores_a_worker_gets_under_its_quota() 
     sharing's n/C = 2.5×; 8 at 0.9 vCPU: the sharing, 4×; one at 2 vCPU: one core (a first step's
     faults are one thread's); AWS (own cores): the excess as it is."""
     alone = 0.3  # s of CPU
-    at = local_machine.crowded_warmup_s(
+    at = local_warmup.crowded_warmup_s(
         np.array([5, 8, 1, 1, 4]), np.array(alone), None, 1, 2.0,
         np.array([0.3, 0.9, 2.0, 0.5, 1.0]),
     )  # fmt: skip
     assert list(at) == pytest.approx([1.0, 1.2, 0.3, 0.6, 0.6])
-    unheld = local_machine.crowded_warmup_s(np.array([5, 8]), np.array(alone), None, 1, 2.0)
+    unheld = local_warmup.crowded_warmup_s(np.array([5, 8]), np.array(alone), None, 1, 2.0)
     assert list(unheld) == pytest.approx([0.75, 1.2])  # no share given: the sharing alone
-    aws = local_machine.crowded_warmup_s(
+    aws = local_warmup.crowded_warmup_s(
         np.array([5, 1]), np.array(alone), None, 1, None, np.array([0.3, 0.5])
     )
     assert list(aws) == pytest.approx([alone, alone])
@@ -741,7 +739,7 @@ def test_a_crowd_past_the_fresh_memory_line_pays_the_cold_faults_on_shared_cores
     batch = profile.profiled_local_batch
 
     def excess(n: int, local_batch: int = batch) -> float:
-        return float(local_machine.fresh_memory_excess_cpu_s(n, local_batch, profile, local))
+        return float(local_warmup.fresh_memory_excess_cpu_s(n, local_batch, profile, local))
 
     assert excess(4) == 0.0  # 4 × 900 MB + the dataset: below the line
     held = 8 * (250 + 650) + 100
@@ -752,9 +750,9 @@ def test_a_crowd_past_the_fresh_memory_line_pays_the_cold_faults_on_shared_cores
         dataclasses.replace(profile, first_step_mb=None),
         dataclasses.replace(profile, resident_mb=None),
     ):
-        assert float(local_machine.fresh_memory_excess_cpu_s(8, batch, missing, local)) == 0.0
+        assert float(local_warmup.fresh_memory_excess_cpu_s(8, batch, missing, local)) == 0.0
     plain = dataclasses.replace(local, fresh_memory_warm_mb=None)
-    assert float(local_machine.fresh_memory_excess_cpu_s(8, batch, profile, plain)) == 0.0
+    assert float(local_warmup.fresh_memory_excess_cpu_s(8, batch, profile, plain)) == 0.0
 
     aws = dataclasses.replace(local, total_vcpu=None, compute_cores=None, init_cores=None)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from emulator import cpu
 from emulator.calibration.cpu_probe import machine_memory_gib, measure_cpu_share
-from emulator.calibration.memory_probe import FreshMemory, measure_fresh_memory
+from emulator.calibration.memory_probe import QUICK_PROBE_MB, FreshMemory, measure_fresh_memory
 from emulator.calibration.ps_probe import LOOP_READINGS, PS_SIZES_MB, PS_SIZES_QUICK_MB, measure_ps
 from emulator.calibration.runner_probe import (
     INIT_REPEATS,
@@ -107,7 +107,8 @@ def measure(quick: bool, work: Path) -> Measurements:
         s3_get, s3_put = measure_s3(endpoint, s3_sizes_mb, repeats)
         checkpoint = measure_checkpoint(endpoint, s3_sizes_mb, repeats)
         request_cpu = measure_request_cpu(endpoint)
-        fresh_memory = measure_fresh_memory()
+        # quick (the tests' catalogs): a small probe that finds no line, so none is priced
+        fresh_memory = measure_fresh_memory(QUICK_PROBE_MB if quick else None)
         cold_s, warm_s, restart_s, launch_s = measure_startup(
             supervisor, env, work / "startup", repeats
         )

@@ -30,6 +30,7 @@ JUMP_RATIO = 2.0
 RUN = 4
 CAP_MB = 12 * 1024  # the most the probe maps: past what a crowd of workers here holds
 SPARE_MB = 3 * 1024  # left free for everything else while the probe holds its blocks
+QUICK_PROBE_MB = 4 * CHUNK_MB  # `--quick` calibration: a few blocks, below any line
 PROBE = (
     "import mmap, resource, sys, json\n"
     "chunk, most, ratio, run = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), "

@@ -18,7 +18,7 @@ from provisioner.catalog import Catalog
 from provisioner.cells import NTerms
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import vcpu_share
-from provisioner.s3exchange import s3_exchange_requests, s3_reduce_mb_s
+from provisioner.s3exchange import s3_exchange_requests, s3_latency_s, s3_reduce_mb_s
 from provisioner.space import FIRST_PASS_REDUCERS, Flat, Space, flat_pairs, ragged
 from provisioner.terms import iterations, local_batch, s3_bandwidth_mb_s
 
@@ -61,13 +61,12 @@ def held_back(
     )
     # s3exchange.s3_communication_s at the top memory, split into A (per pair) and C/k
     put_bw = bw if catalog.s3_put_mb_s is None else catalog.s3_put_mb_s
-    put_s = catalog.put_latency_s
     fastest_rate = max(float(np.max(space.rate)), float(np.max(space.core_rate)))
     with np.errstate(divide="ignore"):  # no rate at all: a_s = inf, no pair can run
         a_s = (
             model_mb / bw
             + model_mb / put_bw
-            + 2.0 * (catalog.s3_request_s + put_s)
+            + s3_latency_s(catalog.s3_request_s, catalog.put_latency_s)
             + b_l / fastest_rate
             + profile.startup_s / np.maximum(k_iter, 1.0)
         )

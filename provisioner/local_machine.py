@@ -12,7 +12,7 @@ from provisioner.local_s3 import s3_cpu_floor_s
 from provisioner.local_warmup import warmup_s
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import bsp_steps_s, quota_compute_s, vcpu_share
-from provisioner.s3exchange import s3_cell_terms
+from provisioner.s3exchange import s3_cell_terms, s3_latency_s
 from provisioner.shared_cores import shared_slowdown
 from provisioner.terms import (
     Arr,
@@ -209,7 +209,7 @@ def shared_s3_path_s(comm_s: Arr, n: Arr, catalog: Catalog) -> Arr:
     cores), its four requests' latencies as they are. A request's CPU on the shared cores is
     what s3_request_floor_s bounds; stretched here too, the digits MLP's requests were counted
     twice: 4 workers at 0.40 vCPU, 65 ms an iteration predicted, 41 ms measured, the floor 40."""
-    latency = 2.0 * (catalog.s3_request_s + catalog.put_latency_s)
+    latency = s3_latency_s(catalog.s3_request_s, catalog.put_latency_s)
     comm = np.asarray(comm_s, dtype=np.float64)
     bytes_s = np.maximum(comm - latency, 0.0)
     return np.minimum(comm, latency) + shared_exchange_s(bytes_s, n, catalog.total_vcpu)

@@ -53,8 +53,14 @@ def s3_communication_s(
     return (
         (model_mb + n * share) / s3_mb_s
         + (model_mb + 2.0 * share) / put_bw
-        + 2.0 * (request_s + put_request_s)
+        + s3_latency_s(request_s, put_request_s)
     )
+
+
+def s3_latency_s(request_s: float, put_request_s: float) -> float:
+    """The four phases' request latencies of s3_communication_s, bytes apart: two GETs (the
+    reducer's gather, the worker's range-GET) and two PUTs (the gradient, the state)."""
+    return 2.0 * (request_s + put_request_s)
 
 
 def s3_aggregation_s(n: Arr, reducers: Arr, model_mb: float, reduce_mb_s: Arr) -> Arr:

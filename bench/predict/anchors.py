@@ -12,9 +12,9 @@ to that speed, as the product's `emulator.profile --anchor` does (bench.lab.anch
 says why; `--anchor-weight` re-scores at another), each point by the factor at its share. Two
 shares, not one: the CNN's runs at 0.56-0.72 vCPU did not speed up with a 1-vCPU reading
 alone. And the catalog's loop figures (bench.lab.catalog_anchor.measure_loop_now: the round
-trip, the client's CPU share of an exchange, the shard's CPU per exchange) and the load's
-CPU-bound part (measure_load_now), which drift between hours as much as the grids' fits move,
-written into the round's catalog.
+trip, the client's CPU share of an exchange, the shard's CPU per exchange), the load's
+CPU-bound part (measure_load_now) and an S3 request's CPU (measure_requests_now), which drift
+between hours as much as the grids' fits move, written into the round's catalog.
 """
 
 from __future__ import annotations

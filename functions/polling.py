@@ -130,6 +130,8 @@ def cost_balanced_gap_s(memory_mb: int, n_workers: int) -> float:
 class ArrivalEstimate:
     """When one recurring wait's object tends to appear, learned from the previous iterations.
 
+    The first wait teaches nothing (it holds the peers' start-up); the second backs off from its
+    start as the first did and gives the first estimate.
     first_poll_s (since the wait began) is where the next wait sends its first GET. It tracks
     the median arrival: a wait whose first GET missed moves it later, one whose first GET found
     the object moves it earlier, by half a gap, twice as far each time in a row (a shift of D
@@ -145,6 +147,7 @@ class ArrivalEstimate:
     gap_s: float
     first_poll_s: float | None = None
     _step_s: float = field(default=0.0, init=False)  # signed: + later, - earlier
+    _first_seen: bool = field(default=False, init=False)
 
     def delays_s(self) -> Iterator[float]:
         """The gaps after each miss: a back-off while nothing is known, then gap_s."""
@@ -154,6 +157,12 @@ class ArrivalEstimate:
 
     def learn(self, polled: Polled[Any]) -> None:
         half_s = self.gap_s / 2.0
+        if self.first_poll_s is None and not self._first_seen:
+            # A link's first wait holds its peers' start-up (a cold start, a slower import): it
+            # says nothing of the steady wait, and learnt it would send the next waits' first
+            # GETs up to that long too late. The second wait backs off from its start again.
+            self._first_seen = True
+            return
         if self.first_poll_s is None:
             # A cold wait: its object came within the back-off's gap before the GET that found it.
             came_after_s = polled.last_miss_s if polled.last_miss_s is not None else 0.0

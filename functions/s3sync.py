@@ -271,7 +271,8 @@ class S3Exchange:
         self._newest = [max(states[j] | {iteration}) for j in range(self.parts)]
         if self.reduces is not None:
             self._adopt_owned(keys)
-        self._read_states(iteration, params, recurring=False)  # there already: nothing to learn
+        if iteration > 0:  # at 0 every worker holds the seeded model the states were written from
+            self._read_states(iteration, params, recurring=False)  # there already: nothing to learn
         return iteration
 
     def _seed(self, params: np.ndarray, states: dict[int, set[int]]) -> int:

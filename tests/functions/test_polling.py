@@ -60,9 +60,21 @@ def test_poll_for_keeps_the_deadline_when_the_first_poll_is_past_it() -> None:
     assert tries == [pytest.approx(101.0)]  # slept to the deadline, one try, no more
 
 
+def test_the_first_wait_teaches_nothing_and_the_second_backs_off_again() -> None:
+    """A link's first wait holds its peers' start-up: learnt, a 3 s cold start would send the
+    next waits' first GETs 3 s late."""
+    arrival = ArrivalEstimate(gap_s=0.01)
+    arrival.learn(polling.Polled(b"x", misses=20, last_miss_s=2.9, found_s=3.1))
+    assert arrival.first_poll_s is None
+    assert next(arrival.delays_s()) == polling.POLL_FIRST_S  # still nothing known: back off
+    arrival.learn(polling.Polled(b"x", misses=6, last_miss_s=0.066, found_s=0.104))
+    assert arrival.first_poll_s == pytest.approx(0.085)
+
+
 def test_a_cold_estimate_starts_at_the_last_miss_and_backs_off_until_then() -> None:
     arrival = ArrivalEstimate(gap_s=0.01)
     assert next(arrival.delays_s()) == polling.POLL_FIRST_S  # nothing known: back off from now
+    arrival.learn(polling.Polled(b"x", misses=0, last_miss_s=None, found_s=0.0))  # the first
     arrival.learn(polling.Polled(b"x", misses=6, last_miss_s=0.066, found_s=0.104))
     assert arrival.first_poll_s == pytest.approx(0.085)  # the middle of the back-off's gap
     delays = arrival.delays_s()  # the gap, then (it is late) a back-off from the gap

@@ -288,14 +288,13 @@ def timeline(
     )
 
 
-def _misses(catalog: Catalog, nt: NTerms, tl: Timeline, memory_mb: Arr, links: Arr) -> Arr:
+def _misses(catalog: Catalog, nt: NTerms, tl: Timeline, links: Arr) -> Arr:
     """The S3 exchange's missed GETs per iteration of cells cut into `links` links."""
     return s3_cell_misses(
         catalog,
         nt.n,
         nt.reducers,
         s3_exchanged_model_mb(nt.exchange_stored_mb, nt.n),
-        memory_mb,
         tl.communication_s + tl.aggregation_s,
         nt.iterations,
         links,
@@ -344,7 +343,7 @@ def costs(
                 catalog.endpoint_usd_per_hour, len(catalog.interface_endpoints), tl.total_s
             ),
         )
-        misses = _misses(catalog, nt, tl, memory_mb, links)
+        misses = _misses(catalog, nt, tl, links)
         exch = np.where(
             nt.s3,
             s3_exchange_usd(
@@ -367,7 +366,7 @@ def costs(
         # (a PS cell has no misses to trade: nothing to price twice where no cell is S3)
         others_floor = cost - lam  # an infeasible cell's inf − inf: nan, never a bound
         if np.any(nt.s3):
-            fewest = np.minimum(misses, _misses(catalog, nt, tl, memory_mb, nt.iterations))
+            fewest = np.minimum(misses, _misses(catalog, nt, tl, nt.iterations))
             others_floor = others_floor - np.where(
                 nt.s3, catalog.s3_usd_per_get * nt.iterations * (misses - fewest), 0.0
             )

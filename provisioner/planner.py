@@ -184,7 +184,6 @@ def build_plan(
                 np.array([choice.n_workers]),
                 np.array([choice.reducers]),
                 profile.model_bytes / 1e6,
-                np.array([choice.memory_mb]),
                 c.communication_per_iteration_s + c.aggregation_per_iteration_s,
                 c.iterations,
                 c.invocations,

@@ -83,18 +83,19 @@ def s3_exchange_requests(n: Arr, reducers: Arr) -> tuple[Arr, Arr]:
 
 def s3_link_requests(n: Arr, reducers: Arr, links: Arr | float) -> tuple[Arr, Arr, Arr]:
     """Extension: (PUTs, GETs, LISTs) of an S3 exchange outside its iterations, for the run
-    (functions/s3sync.py's start and finish). Every link, each worker LISTs the exchange once
-    and reads the k state slices of the iteration it resumes at (n·k GETs); each reducer, at the
-    end of the link, saves its checkpoint and LISTs the checkpoints to prune them. On the first
-    link every worker finds no state and LISTs the checkpoints for one to resume from, and the
-    reducers seed their states (k PUTs); a later link's reducers GET their partition's newest
-    state (k each). S3 bills a LIST as a PUT."""
+    (functions/s3sync.py's start and finish). Every link, each worker LISTs the exchange once;
+    each reducer, at the end of the link, saves its checkpoint and LISTs the checkpoints to
+    prune them. On the first link every worker finds no state and LISTs the checkpoints for one
+    to resume from, and the reducers seed their states (k PUTs) from the model every worker
+    built alike, so none reads them. A later link's workers read the k state slices of the
+    iteration they resume at (n·k GETs) and its reducers GET their partition's newest state (k
+    each). S3 bills a LIST as a PUT."""
     n = np.asarray(n, dtype=np.float64)
     k = np.asarray(reducers, dtype=np.float64)
     runs = np.asarray(links, dtype=np.float64)
     ran = (runs > 0) & (k > 0)  # no link (or no reducer): nothing to start or end
     puts = np.where(ran, k * (runs + 1.0), 0.0)
-    gets = np.where(ran, n * k * runs + k * np.maximum(runs - 1.0, 0.0), 0.0)
+    gets = np.where(ran, (n + 1.0) * k * np.maximum(runs - 1.0, 0.0), 0.0)
     lists = np.where(ran, n * (runs + 1.0) + k * runs, 0.0)
     return puts, gets, lists
 
@@ -180,7 +181,7 @@ def s3_cold_waits_s(
     n: Arr,
     reducers: Arr,
     model_mb: Arr | float,
-    get_mb_s: Arr,
+    get_mb_s: Arr | float,
     put_mb_s: Arr | float,
     get_s: float,
     put_s: float,
@@ -239,10 +240,10 @@ def s3_exchange_misses(
     """Extension: the exchange's GETs per iteration that find nothing (S3 bills them too).
 
     Each of the 2·n·k GETs of an iteration is a wait: a reducer's for a gradient, a worker's
-    for a state slice. A link's first iteration polls with the back-off
-    (s3_first_iteration_misses); the waits that found nothing there learn in the second (one
-    miss each, or the steady count if more); every other iteration's waits miss
-    steady_per_wait (steady_misses_per_wait).
+    for a state slice. A link's first two iterations poll with the back-off
+    (s3_first_iteration_misses): the first's waits hold the peers' start-up, so the runtime
+    learns from the second's (functions.polling.ArrivalEstimate); every later iteration's
+    waits miss steady_per_wait (steady_misses_per_wait).
     """
     n = np.asarray(n, dtype=np.float64)
     k = np.asarray(reducers, dtype=np.float64)
@@ -251,15 +252,10 @@ def s3_exchange_misses(
     links_f = np.minimum(np.asarray(links, dtype=np.float64), its)
     waits = 2.0 * n * k
     cold = s3_first_iteration_misses(n, k, grad_wait_s, state_wait_s)
-    learning = k * np.minimum(n, GATHER_WINDOW) + np.maximum(n - k, 0.0) * k
     later = np.maximum(its - links_f, 0.0)
     second = np.minimum(links_f, later)  # the links that have a second iteration
     with np.errstate(divide="ignore", invalid="ignore"):  # a PS cell (k = 0) or k_iter = 0
-        total = (
-            links_f * cold
-            + later * waits * steady
-            + second * learning * np.maximum(1.0 - steady, 0.0)
-        )
+        total = (links_f + second) * cold + (later - second) * waits * steady
         per_iteration = np.where(its > 0, total / its, 0.0)
     return np.asarray(np.where(k > 0, per_iteration, 0.0))
 
@@ -281,21 +277,22 @@ def s3_cell_misses(
     n: Arr,
     reducers: Arr,
     model_mb: Arr | float,
-    memory_mb: Arr,
     exchange_s: Arr,
     iterations: Arr,
     links: Arr,
     iteration_s: Arr,
 ) -> Arr:
-    """s3_exchange_misses of cells at memory m, their waits cut from exchange_s (the timeline's
-    communication + aggregation per iteration) at the catalog's S3 figures (s3_cold_waits_s),
+    """s3_exchange_misses of cells, their waits cut from exchange_s (the timeline's
+    communication + aggregation per iteration) in its phases' proportions (s3_cold_waits_s),
     the steady ones priced over the exchange and the rest of the iteration (iteration_s, the
-    whole iteration; steady_misses_per_wait) at
-    the runtime's poll gap and a GET's round trip: its latency and, where measured (the local
-    machine), its CPU on the client and on the server."""
-    get_mb_s = s3_bandwidth_mb_s(
-        memory_mb, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
-    )
+    whole iteration; steady_misses_per_wait) at the runtime's poll gap and a GET's round trip:
+    its latency and, where measured (the local machine), its CPU on the client and on the
+    server.
+
+    The proportions are the phases' at the full S3 bandwidth, the same at every memory: a
+    cell's misses then never grow with its memory, as its exchange does not, and the search
+    bounds a block of memories' cost from below by its top memory's (Cells.others_floor_usd)."""
+    get_mb_s = catalog.s3_max_mb_s
     put_mb_s = get_mb_s if catalog.s3_put_mb_s is None else catalog.s3_put_mb_s
     grad_s, state_s = s3_cold_waits_s(
         n, reducers, model_mb, get_mb_s, put_mb_s, catalog.s3_request_s, catalog.put_latency_s,

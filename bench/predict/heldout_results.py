@@ -146,7 +146,7 @@ def requests_cell(row: dict[str, Any]) -> str:
     requests = row.get("requests_per_iteration") or {}
     measured, priced = requests.get("measured") or {}, requests.get("predicted_local") or {}
     kinds = [k for k in ("put", "get") if k in priced]
-    return ", ".join(f"{k} {measured.get(k, math.nan):.1f}/{priced[k]}" for k in kinds) or "–"
+    return ", ".join(f"{k} {measured.get(k, math.nan):.1f}/{priced[k]:.1f}" for k in kinds) or "–"
 
 
 def row_line(r: dict[str, Any]) -> str:

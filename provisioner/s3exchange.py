@@ -157,23 +157,24 @@ def steady_misses_per_wait(
     return STEADY_LATE_SHARE * late_wait_misses(lateness, gap_s, get_s)
 
 
-def backoff_poll_times_s() -> np.ndarray:
-    """When a cold wait's GETs go out, from its start until the gap reaches POLL_MAX_S."""
+def backoff_poll_times_s(get_s: float = 0.0) -> np.ndarray:
+    """When a cold wait's GETs go out, from its start until the gap reaches POLL_MAX_S: each
+    one gap after the one before has answered (a GET's round trip, get_s)."""
     times, delay_s = [0.0], POLL_FIRST_S
     while delay_s < POLL_MAX_S:
-        times.append(times[-1] + delay_s)
+        times.append(times[-1] + get_s + delay_s)
         delay_s = min(POLL_GROWTH * delay_s, POLL_MAX_S)
     return np.array(times)
 
 
-def backoff_misses(wait_s: Arr) -> Arr:
+def backoff_misses(wait_s: Arr, get_s: float = 0.0) -> Arr:
     """The GETs that find nothing in a cold wait for an object that comes after wait_s: the
-    back-off's polls sent before it (then one gap of POLL_MAX_S each)."""
-    times = backoff_poll_times_s()
+    back-off's polls sent before it (then one every POLL_MAX_S plus a round trip get_s)."""
+    times = backoff_poll_times_s(get_s)
     wait = np.maximum(np.asarray(wait_s, dtype=np.float64), 0.0)
     early = np.searchsorted(times, wait, side="left").astype(np.float64)
     with np.errstate(invalid="ignore"):  # an infeasible cell's inf wait stays inf
-        late = times.size + np.ceil((wait - times[-1]) / POLL_MAX_S) - 1.0
+        late = times.size + np.ceil((wait - times[-1]) / (POLL_MAX_S + get_s)) - 1.0
     return np.where(wait <= times[-1], early, late)
 
 
@@ -212,9 +213,12 @@ def s3_cold_waits_s(
         return push_s * scale, (gather_s + rest_s + write_s) * scale
 
 
-def s3_first_iteration_misses(n: Arr, reducers: Arr, grad_wait_s: Arr, state_wait_s: Arr) -> Arr:
+def s3_first_iteration_misses(
+    n: Arr, reducers: Arr, grad_wait_s: Arr, state_wait_s: Arr, get_s: float = 0.0
+) -> Arr:
     """Extension: the GETs that find nothing in a link's first iteration, where every wait is
-    cold (polling.ArrivalEstimate knows nothing yet) and backs off from its start.
+    cold (polling.ArrivalEstimate knows nothing yet) and backs off from its start, each poll
+    sent once the one before has answered (a GET's round trip, get_s).
 
     Reducer j's first GATHER_WINDOW gradient waits start with its exchange and back off over
     the peers' PUT (grad_wait_s); each later one starts when an earlier one was answered, all
@@ -225,7 +229,8 @@ def s3_first_iteration_misses(n: Arr, reducers: Arr, grad_wait_s: Arr, state_wai
     k = np.asarray(reducers, dtype=np.float64)
     timed_grads = k * np.minimum(n, GATHER_WINDOW)
     timed_states = np.maximum(n - k, 0.0) * k
-    return timed_grads * backoff_misses(grad_wait_s) + timed_states * backoff_misses(state_wait_s)
+    grads = timed_grads * backoff_misses(grad_wait_s, get_s)
+    return grads + timed_states * backoff_misses(state_wait_s, get_s)
 
 
 def s3_exchange_misses(
@@ -236,6 +241,7 @@ def s3_exchange_misses(
     iterations: Arr,
     links: Arr,
     steady_per_wait: Arr | float = STEADY_MISSES_PER_WAIT,
+    get_s: float = 0.0,
 ) -> Arr:
     """Extension: the exchange's GETs per iteration that find nothing (S3 bills them too).
 
@@ -251,7 +257,7 @@ def s3_exchange_misses(
     steady = np.asarray(steady_per_wait, dtype=np.float64)
     links_f = np.minimum(np.asarray(links, dtype=np.float64), its)
     waits = 2.0 * n * k
-    cold = s3_first_iteration_misses(n, k, grad_wait_s, state_wait_s)
+    cold = s3_first_iteration_misses(n, k, grad_wait_s, state_wait_s, get_s)
     later = np.maximum(its - links_f, 0.0)
     second = np.minimum(links_f, later)  # the links that have a second iteration
     with np.errstate(divide="ignore", invalid="ignore"):  # a PS cell (k = 0) or k_iter = 0
@@ -300,9 +306,10 @@ def s3_cell_misses(
     )  # fmt: skip
     # The runtime polls every cost_balanced_gap_s: POLL_FIRST_S from a fleet of 4.8 GB up (a
     # smaller one polls less often, so this prices it a few misses high), and a GET's round
-    # trip is at least its latency and its CPU at a full core. Both kept apart from the
-    # memory so a cell's misses at one link split never grow with it: the search bounds a
-    # pair's cost from below by its non-Lambda cost at the top memory (Cells.others_floor_usd).
+    # trip (between a cold wait's polls too) is at least its latency and its CPU at a full
+    # core. Both kept apart from the memory so a cell's misses at one link split never grow
+    # with it: the search bounds a pair's cost from below by its non-Lambda cost at the top
+    # memory (Cells.others_floor_usd).
     get_s = (
         catalog.s3_request_s + (catalog.s3_request_cpu_s or 0.0) + (catalog.s3_server_cpu_s or 0.0)
     )
@@ -310,7 +317,7 @@ def s3_cell_misses(
     rest_s = np.maximum(np.asarray(iteration_s, dtype=np.float64) - exchange, 0.0)
     with np.errstate(invalid="ignore"):  # an infeasible cell's inf - inf
         steady = steady_misses_per_wait(exchange, np.nan_to_num(rest_s), POLL_FIRST_S, get_s)
-    return s3_exchange_misses(n, reducers, grad_s, state_s, iterations, links, steady)
+    return s3_exchange_misses(n, reducers, grad_s, state_s, iterations, links, steady, get_s)
 
 
 def s3_cell_terms(

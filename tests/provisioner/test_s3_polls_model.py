@@ -36,6 +36,35 @@ def test_a_cold_wait_misses_the_back_offs_polls_before_its_object() -> None:
     assert list(got[:5]) == [0, 1, 2, 6, 7]
 
 
+def slow_get_wait_misses(wait_s: float, get_s: float) -> int:
+    """The runtime's cold poll loop on a fake clock where every GET takes get_s to answer."""
+    clock = FakeClock()
+    appears = clock.now + wait_s
+
+    def fetch() -> bytes | None:
+        sent, clock.now = clock.now, clock.now + get_s
+        return b"x" if sent >= appears else None
+
+    polled = polling.poll_for(fetch, polling.backoff_delays_s(), timeout_s=60, what="k",
+                              clock=clock, sleep=clock.sleep)  # fmt: skip
+    return polled.misses
+
+
+@pytest.mark.parametrize("get_s", [0.004, 0.03])
+def test_a_cold_waits_polls_are_a_gap_after_the_last_one_answered(get_s: float) -> None:
+    """The runtime sends a poll a gap after the one before answered, so a GET's round trip
+    spaces a cold wait's polls too: at a 30 ms round trip (S3 from a function) a 1 s wait
+    misses 11 GETs, not the 13 the gaps alone would send."""
+    waits = np.array([0.0, 0.02, 0.1, 0.3, 1.0, 4.0])
+    got = backoff_misses(waits, get_s)
+    for wait_s, misses in zip(waits, got, strict=True):
+        assert misses == slow_get_wait_misses(float(wait_s), get_s), wait_s
+    assert (backoff_misses(np.array([1.0]), 0.03)[0], backoff_misses(np.array([1.0]))[0]) == (
+        11,
+        13,
+    )
+
+
 def cold_wait_misses(wait_s: float) -> int:
     """The runtime's own poll loop (polling.poll_for, a cold ArrivalEstimate's back-off) on a
     fake clock, for an object that appears wait_s after the wait begins: its empty GETs."""

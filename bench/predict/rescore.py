@@ -33,13 +33,13 @@ def predicted_terms(
     profile_path: Path | str | WorkloadProfile,
     catalog: Catalog,
     configuration: dict[str, Any] | None = None,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Every term the current model predicts for the configuration a row ran (a planned row's
     too: its plan is not chosen again; `configuration`, one run's, where runs differ), under the
-    rules it ran by, from `profile_path`."""
+    rules it ran by, from `profile_path`; an S3 row's requests per iteration under "requests"."""
     row = {**row, **(configuration or {})}
     from emulator.options import default_safety_margin_s
-    from emulator.report import PREDICTED_FIELDS
+    from emulator.report import PREDICTED_FIELDS, predicted_requests
 
     case = case_of(row)
     rules = RunRules(
@@ -61,7 +61,10 @@ def predicted_terms(
         else load_profile(str(profile_path))
     )
     plan = predict_run(profile, catalog, choice, rules, job="bench")
-    return {t: float(getattr(plan.prediction, PREDICTED_FIELDS[t])) for t in TERMS}
+    out: dict[str, Any] = {t: float(getattr(plan.prediction, PREDICTED_FIELDS[t])) for t in TERMS}
+    if case.sync == "s3":
+        out["requests"] = predicted_requests(plan.prediction, row["iterations"])
+    return out
 
 
 def reanchored_profile(
@@ -140,6 +143,13 @@ def rescore_row(
                 "error_share_of_total_local": error_shares(terms)}  # fmt: skip
     if len(row.get("predicted_totals_s") or []) == len(runs):  # each run's, predicted again
         rescored["predicted_totals_s"] = [p["total"] for p in runs]
+    priced = [p["requests"] for p in runs if "requests" in p]
+    if priced and row.get("requests_per_iteration"):  # an S3 row's requests, priced again
+        from emulator.report import requests_per_iteration
+
+        middle_requests = {k: statistics.median(p[k] for p in priced) for k in priced[0]}
+        measured = row["requests_per_iteration"].get("measured") or {}
+        rescored["requests_per_iteration"] = requests_per_iteration(measured, middle_requests)
     return rescored
 
 

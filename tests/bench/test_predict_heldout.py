@@ -194,7 +194,7 @@ def test_a_run_without_intervals_says_so_and_the_table_renders_from_the_json(
     assert "AMD EPYC, 2 cores, 23.5 GiB memory; Python 3.11, torch 2; cgroup v1" in text
     assert "seed 7" in text and '{"no plan": 1}' in text
     assert "no run's report gave an interval" in text
-    assert "| b | 10 | 1 |" in text and "put 4.4/4, get 10.0/8" in text
+    assert "| b | 10 | 1 |" in text and "put 4.4/4.0, get 10.0/8.0" in text
     assert "14.00/15.00 (-5.0%)" in text
 
 
@@ -284,3 +284,8 @@ def test_a_held_out_run_is_rescored_against_its_own_measurements(tmp_path: Path)
     measured = [[r["terms"][t]["measured_s"] for t in r["terms"]] for r in before]
     assert [[r["terms"][t]["measured_s"] for t in r["terms"]] for r in after] == measured
     assert "Re-scored, nothing measured" in (folder / "predict-heldout-rescored.md").read_text()
+    s3 = [(b, a) for b, a in zip(before, after, strict=True) if b.get("requests_per_iteration")]
+    assert s3  # the kept run has S3 rows: their requests priced again, their counts kept
+    for b, a in s3:
+        assert a["requests_per_iteration"]["measured"] == b["requests_per_iteration"]["measured"]
+        assert a["requests_per_iteration"]["predicted_local"]["get"] > 0

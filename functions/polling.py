@@ -132,6 +132,7 @@ class ArrivalEstimate:
 
     The first wait teaches nothing (it holds the peers' start-up); the second backs off from its
     start as the first did and gives the first estimate.
+
     first_poll_s (since the wait began) is where the next wait sends its first GET. It tracks
     the median arrival: a wait whose first GET missed moves it later, one whose first GET found
     the object moves it earlier, by half a gap, twice as far each time in a row (a shift of D

@@ -36,8 +36,10 @@ def test_a_cold_wait_misses_the_back_offs_polls_before_its_object() -> None:
     assert list(got[:5]) == [0, 1, 2, 6, 7]
 
 
-def slow_get_wait_misses(wait_s: float, get_s: float) -> int:
-    """The runtime's cold poll loop on a fake clock where every GET takes get_s to answer."""
+def cold_wait_misses(wait_s: float, get_s: float = 0.0) -> int:
+    """The runtime's own poll loop (polling.poll_for, a cold ArrivalEstimate's back-off) on a
+    fake clock, for an object that appears wait_s after the wait begins, every GET taking get_s
+    to answer: its empty GETs."""
     clock = FakeClock()
     appears = clock.now + wait_s
 
@@ -45,8 +47,14 @@ def slow_get_wait_misses(wait_s: float, get_s: float) -> int:
         sent, clock.now = clock.now, clock.now + get_s
         return b"x" if sent >= appears else None
 
-    polled = polling.poll_for(fetch, polling.backoff_delays_s(), timeout_s=60, what="k",
-                              clock=clock, sleep=clock.sleep)  # fmt: skip
+    polled = polling.poll_for(
+        fetch,
+        polling.ArrivalEstimate(gap_s=0.005).delays_s(),
+        timeout_s=60,
+        what="k",
+        clock=clock,
+        sleep=clock.sleep,
+    )
     return polled.misses
 
 
@@ -58,27 +66,11 @@ def test_a_cold_waits_polls_are_a_gap_after_the_last_one_answered(get_s: float) 
     waits = np.array([0.0, 0.02, 0.1, 0.3, 1.0, 4.0])
     got = backoff_misses(waits, get_s)
     for wait_s, misses in zip(waits, got, strict=True):
-        assert misses == slow_get_wait_misses(float(wait_s), get_s), wait_s
+        assert misses == cold_wait_misses(float(wait_s), get_s), wait_s
     assert (backoff_misses(np.array([1.0]), 0.03)[0], backoff_misses(np.array([1.0]))[0]) == (
         11,
         13,
     )
-
-
-def cold_wait_misses(wait_s: float) -> int:
-    """The runtime's own poll loop (polling.poll_for, a cold ArrivalEstimate's back-off) on a
-    fake clock, for an object that appears wait_s after the wait begins: its empty GETs."""
-    clock = FakeClock()
-    appears = clock.now + wait_s
-    polled = polling.poll_for(
-        lambda: b"x" if clock.now >= appears else None,
-        polling.ArrivalEstimate(gap_s=0.005).delays_s(),
-        timeout_s=60,
-        what="k",
-        clock=clock,
-        sleep=clock.sleep,
-    )
-    return polled.misses
 
 
 def runtime_first_iteration_misses(n: int, k: int, grad_s: float, state_s: float) -> int:

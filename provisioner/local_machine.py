@@ -57,7 +57,9 @@ def corrected_n_terms(
     )  # fmt: skip
     if np.any(nt.s3):  # an S3 exchange is shared as well, but has no loop floor or checkpoint
         # its requests' CPU at the smallest memory's share: n_terms' S3 terms bound every memory
-        s3 = s3_exchange_s(nt.communication_s, nt, catalog, np.asarray(catalog.memory_min_mb))
+        s3 = s3_exchange_s(
+            nt.communication_s, n, nt.reducers, catalog, np.asarray(catalog.memory_min_mb)
+        )
         comm = np.where(nt.s3, s3, comm)
         comm_burst = np.where(nt.s3, s3, comm_burst)
         checkpoint = np.where(nt.s3, 0.0, checkpoint)
@@ -102,7 +104,7 @@ def corrected_step(
     comm_base, comm_burst = st.communication_s, st.communication_burst_s
     exch_base, exch_burst = st.exchange_s, st.exchange_burst_s
     if np.any(nt.s3):  # step_terms put the S3 exchange at this memory: shared here
-        s3_comm = s3_exchange_s(st.communication_s, nt, catalog, memory_mb)
+        s3_comm = s3_exchange_s(st.communication_s, nt.n, nt.reducers, catalog, memory_mb)
         comm_base = np.where(nt.s3, s3_comm, comm_base)
         exch_base = np.where(nt.s3, s3_comm + st.aggregation_s, exch_base)
         exch_burst = np.where(nt.s3, exch_base, exch_burst)
@@ -181,8 +183,7 @@ def shared_s3_cell_terms(
     exchange is, and never faster than its requests' CPU (local_s3.s3_cpu_floor_s; the same
     terms where every function has its own cores)."""
     comm, agg = s3_cell_terms(profile, catalog, n, reducers, memory_mb)
-    floor = s3_request_floor_s(n, reducers, memory_mb, catalog)
-    return np.maximum(shared_s3_path_s(comm, n, catalog), floor), agg
+    return s3_exchange_s(comm, n, reducers, catalog, memory_mb), agg
 
 
 def s3_request_floor_s(n: Arr, reducers: Arr, memory_mb: Arr, catalog: Catalog) -> Arr:
@@ -195,12 +196,12 @@ def s3_request_floor_s(n: Arr, reducers: Arr, memory_mb: Arr, catalog: Catalog) 
     )
 
 
-def s3_exchange_s(comm_s: Arr, nt: NTerms, catalog: Catalog, memory_mb: Arr) -> Arr:
+def s3_exchange_s(comm_s: Arr, n: Arr, reducers: Arr, catalog: Catalog, memory_mb: Arr) -> Arr:
     """The S3 exchange's communication on shared cores: its latency path `comm_s`
     (s3exchange.s3_communication_s) shared (shared_s3_path_s), or its requests' CPU
     (s3_request_floor_s), whichever is longer."""
-    shared = shared_s3_path_s(comm_s, nt.n, catalog)
-    return np.maximum(shared, s3_request_floor_s(nt.n, nt.reducers, memory_mb, catalog))
+    shared = shared_s3_path_s(comm_s, n, catalog)
+    return np.maximum(shared, s3_request_floor_s(n, reducers, memory_mb, catalog))
 
 
 def shared_s3_path_s(comm_s: Arr, n: Arr, catalog: Catalog) -> Arr:

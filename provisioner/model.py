@@ -33,6 +33,8 @@ from provisioner.s3exchange import (
     s3_cell_terms,
     s3_exchange_stored_mb,
     s3_exchanged_model_mb,
+    s3_link_checkpoint_s,
+    s3_state_read_s,
 )
 from provisioner.terms import (
     Arr,
@@ -189,6 +191,31 @@ def step_terms(
     )
 
 
+def link_end_s(profile: WorkloadProfile, catalog: Catalog, nt: NTerms, st: Step) -> tuple[Arr, Arr]:
+    """(the checkpoint at a link's end, a re-invoked link's read of the trained state) per cell.
+
+    The PS checkpoints at a link's end as it does periodically (nt.checkpoint_s); the S3
+    exchange's reducers only there (s3_link_checkpoint_s). A re-invoked worker reads the trained
+    state before its first step: the PS's pull, half of its push-and-pull exchange, or the S3
+    states (s3_state_read_s), the n workers at once on shared cores. Measured on 2 cores,
+    MobileNetV2 8 × 2,048 MB with three shards, one link an iteration: 0.02-0.38 s a relink's
+    read, where only the calibration's warm start (5 ms) was priced.
+    """
+    pull = st.communication_s / 2.0
+    if not np.any(nt.s3):
+        return nt.checkpoint_s, pull
+    model_mb = profile.model_bytes / 1e6
+    shared = local_machine.applies(catalog)
+    checkpoint = s3_link_checkpoint_s(
+        model_mb, nt.reducers, catalog.ps_s3_mb_s, st.s3_mb_s, catalog.checkpoint_latency_s,
+        catalog.s3_request_s, shared_host=shared,
+    )  # fmt: skip
+    read = s3_state_read_s(model_mb, st.s3_mb_s, catalog.s3_request_s)
+    if shared:
+        read = local_machine.shared_exchange_s(read, nt.n, catalog.total_vcpu)
+    return np.where(nt.s3, checkpoint, nt.checkpoint_s), np.where(nt.s3, read, pull)
+
+
 def timeline(
     profile: WorkloadProfile, catalog: Catalog, nt: NTerms, memory_mb: Arr, rate_samples_s: Arr
 ) -> Timeline:
@@ -220,11 +247,12 @@ def timeline(
     it = step + periodic
     usable = catalog.invocation_timeout_s - catalog.safety_margin_s
     link_overhead = nt.startup_s + st.load_s
+    link_checkpoint, state_read = link_end_s(profile, catalog, nt, st)
     # A cold process's slower first steps, at the one-vCPU step: a figure per n like start-up,
     # so T(m) keeps its shape in memory (the budget search's bisection relies on it).
     warmup = st.warmup_s
     per_inv = iterations_per_invocation(
-        usable, link_overhead + warmup + nt.checkpoint_s, it, nt.iterations
+        usable, link_overhead + warmup + state_read + link_checkpoint, it, nt.iterations
     )
     if catalog.max_iterations_per_invocation > 0:
         per_inv = np.minimum(per_inv, catalog.max_iterations_per_invocation)
@@ -239,16 +267,17 @@ def timeline(
     links = invocations(nt.iterations, per_inv)
     feasible = (per_inv >= 1) & nt.ok
     # A re-invocation's start-up: cold (imports, shard reload, warm-up) unless the platform
-    # says the next link lands on the previous link's warm environment, as the emulator's do.
+    # says the next link lands on the previous link's warm environment, as the emulator's do;
+    # either way it reads the trained state back (state_read).
     cold_relinks = catalog.warm_start_s is None
     relink = link_overhead if catalog.warm_start_s is None else catalog.warm_start_s
-    # Every link ends with the PS's checkpoint, the last one too: the job is done when the
-    # trained model is in S3 (measured on 2 cores, MobileNetV2, one link: 0.24 s that no other
-    # term held). Where a periodic checkpoint fell on a link's last iteration the PS skips it,
-    # so this counts at most one checkpoint a link too many; the exact count (⌊k/E⌋ + the ends
-    # E misses) steps with the iteration time and would break T(m)'s monotone shape in memory
-    # that the budget search relies on.
-    chaining = links * nt.checkpoint_s + (links - 1) * (catalog.restart_s + relink)
+    # Every link ends with a checkpoint (the PS's, or the S3 reducers'), the last one too: the
+    # job is done when the trained model is in S3 (measured on 2 cores, MobileNetV2, one link:
+    # 0.24 s that no other term held). Where a periodic checkpoint fell on a link's last
+    # iteration the PS skips it, so this counts at most one checkpoint a link too many; the
+    # exact count (⌊k/E⌋ + the ends E misses) steps with the iteration time and would break
+    # T(m)'s monotone shape in memory that the budget search relies on.
+    chaining = links * link_checkpoint + (links - 1) * (catalog.restart_s + relink + state_read)
     warmup_total = warmup * (links if cold_relinks else 1)
     # Before any worker starts, the run opens its endpoints and starts the PS: both bill
     # (endpoints_usd, ps_usd take the total), Lambda does not.

@@ -145,7 +145,7 @@ def aggregation_time_s(n: Arr, model_mb: float, ps_count: Arr, mb_s_per_core: fl
 def checkpoint_time_s(
     model_mb: float,
     ps_count: Arr,
-    ps_s3_mb_s: float,
+    ps_s3_mb_s: Arr | float,
     put_request_s: float,
     shared_host: bool = False,
 ) -> Arr:

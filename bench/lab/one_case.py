@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--memory-mb", type=int, required=True)
     p.add_argument("--iterations", type=int, default=0)
     p.add_argument("--ps-count", type=int, default=1)
+    p.add_argument("--per-invocation", type=int, default=0, help="iterations a link (0: one link)")
     p.add_argument("--sync", choices=("ps", "s3"), default="ps")
     p.add_argument("--reducers", type=int, default=0)
     p.add_argument("--cpu-scale", choices=("1", "auto"), default="1",
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     case = Case(args.workload, n=args.n, memory_mb=args.memory_mb, iterations=args.iterations,
                 ps_count=args.ps_count, sync=args.sync, reducers=args.reducers,
-                cpu_scale=args.cpu_scale)  # fmt: skip
+                cpu_scale=args.cpu_scale, per_invocation=args.per_invocation)  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     with weed_server() as endpoint:
         row: dict[str, Any] = measure(case, endpoint, args.out, args.profile, args.catalog)

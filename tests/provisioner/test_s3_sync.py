@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -25,11 +26,14 @@ from provisioner.s3exchange import (
     s3_communication_s,
     s3_exchange_requests,
     s3_exchange_stored_mb,
+    s3_link_checkpoint_s,
     s3_link_requests,
     s3_reduce_mb_s,
+    s3_state_read_s,
 )
 from provisioner.space import Choice, Limits
 from provisioner.summary import render_plan
+from provisioner.terms import s3_bandwidth_mb_s
 from tests.local_catalog import local_catalog, local_catalog_dict
 from tests.provisioner.test_alternatives import _check_random
 from tests.provisioner.test_planner_exact import SYNC_GRIDS, SYNC_LIMITS, workload
@@ -59,6 +63,43 @@ def test_the_puts_run_at_their_own_rate_and_latency_where_measured_apart() -> No
         np.array([4]), np.array([2]), 10.0, np.array([50.0]), 0.03, 0.05, np.array([25.0])
     )
     assert got[0] == pytest.approx(30 / 50 + 20 / 25 + 2 * 0.03 + 2 * 0.05)
+
+
+def test_a_links_checkpoint_is_each_reducers_partition_then_a_listing() -> None:
+    # d = 10 MB, k = 2: each reducer PUTs 2·5 MB at the slower of the store's 100 MB/s and the
+    # function's 50 MB/s, one PUT latency, then one LIST; on one host the two share the bytes
+    got = s3_link_checkpoint_s(10.0, np.array([2]), 100.0, np.array([50.0]), 0.02, 0.03)
+    assert got[0] == pytest.approx(0.02 + 10 / 50 + 0.03)
+    shared = s3_link_checkpoint_s(10.0, np.array([2]), 100.0, np.array([500.0]), 0.02, 0.03, True)
+    assert shared[0] == pytest.approx(0.02 + 20 / 100 + 0.03)
+
+
+def test_a_relinks_state_read_is_a_listing_and_the_model_at_once() -> None:
+    assert s3_state_read_s(10.0, np.array([50.0]), 0.03)[0] == pytest.approx(0.06 + 0.2)
+
+
+def test_a_relinked_s3_run_prices_its_checkpoints_and_state_reads() -> None:
+    """The same S3 configuration in one link and cut into three: the two extra links add two
+    restarts, warm starts and state reads, and every link ends with the reducers' checkpoint."""
+    profile = load_profile("synthetic-cifar-mobilenetv2")
+    catalog = local_catalog()
+    choice = Choice(2, 1024, "x86_64", "", 0, "s3", 1)
+    one = predict(profile, catalog, choice)
+    k = int(one.iterations[0])
+    cut = dataclasses.replace(catalog, max_iterations_per_invocation=-(-k // 3))
+    three = predict(profile, cut, choice)
+    assert int(three.invocations[0]) == 3
+    model_mb = profile.model_bytes / 1e6
+    s3_mb_s = s3_bandwidth_mb_s(
+        1024, catalog.s3_mb_s_per_memory_mb, catalog.s3_mb_s_intercept, catalog.s3_max_mb_s
+    )
+    checkpoint = float(s3_link_checkpoint_s(
+        model_mb, np.array([1]), catalog.ps_s3_mb_s, np.array([s3_mb_s]),
+        catalog.checkpoint_latency_s, catalog.s3_request_s, True)[0])  # fmt: skip
+    assert float(one.chaining_s[0]) == pytest.approx(checkpoint)
+    relink = catalog.restart_s + (catalog.warm_start_s or 0.0)
+    extra = float(three.chaining_s[0]) - 3 * checkpoint - 2 * relink
+    assert extra > 2 * 2 * catalog.s3_request_s  # two state reads, each more than its requests
 
 
 def test_aggregation_is_n_partitions_of_d_over_k() -> None:

@@ -385,7 +385,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
     def of(key: str) -> Any:
         return _figure(orch, key, "orchestration")
 
-    fresh = _fresh_memory_figures(lam, lf)
+    fresh = _fresh_memory_figures(str(data["name"]), lam, lf)
     cat = Catalog(
         name=str(data["name"]),
         memory_min_mb=int(lf("memory_min_mb")),
@@ -471,7 +471,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
 
 
 def _fresh_memory_figures(
-    lam: dict[str, Any], lf: Any
+    name: str, lam: dict[str, Any], lf: Any
 ) -> tuple[float | None, float | None, float | None]:
     """The fresh-memory line's three figures: all of them, or none (a line needs its size and
     the cost on each side)."""
@@ -479,7 +479,10 @@ def _fresh_memory_figures(
     present = [k for k in keys if k in lam]
     if present and len(present) < len(keys):
         missing = ", ".join(k for k in keys if k not in lam)
-        raise ValueError(f"lambda.{present[0]} is given without {missing}: give all three or none")
+        raise ValueError(
+            f"catalog {name}: lambda.{present[0]} is given without {missing}: give all three "
+            "or none"
+        )
     if not present:
         return None, None, None
     warm_mb, warm_s_per_mb, cold_s_per_mb = (float(lf(k)) for k in keys)

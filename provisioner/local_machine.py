@@ -8,7 +8,7 @@ import numpy as np
 
 from provisioner.catalog import Catalog
 from provisioner.cells import NTerms, Step
-from provisioner.local_s3 import s3_cpu_floor_s
+from provisioner.local_s3 import s3_cpu_floor_s, s3_iteration_requests
 from provisioner.local_warmup import warmup_s
 from provisioner.profile import WorkloadProfile
 from provisioner.quota import bsp_steps_s, quota_compute_s, vcpu_share
@@ -414,7 +414,8 @@ def shared_loop_floor_s(
     own CPU (the catalog's share of the exchange as one worker alone sees it,
     or the profile's loop extra, whichever is more). The shards': a push and a pull per worker
     and shard (the catalog's ps_request_cpu_s) and the averaging of n gradients. An S3 exchange
-    has no shard."""
+    has no shard and no PS client: its CPU is every request's on the client and on the server
+    (local_s3.s3_iteration_requests), the CPU its own floor counts (s3_request_floor_s)."""
     cores = catalog.compute_cores or catalog.total_vcpu
     if catalog.total_vcpu is None:
         return np.zeros(np.shape(nt.core_compute_s))
@@ -426,10 +427,13 @@ def shared_loop_floor_s(
     exchange_cpu = np.maximum(catalog.exchange_cpu_fraction * alone_exchange_s, loop_cpu_s)
     # The crowd's ratio was measured with every core busy, so it holds what steps at once lose
     # to each other (parallel_speed, in core_compute_s) already: the larger of the two counts.
-    worker_cpu = nt.core_compute_s * np.maximum(1.0, crowded * nt.speed) + exchange_cpu
+    worker_cpu = nt.core_compute_s * np.maximum(1.0, crowded * nt.speed) + np.where(
+        nt.s3, 0.0, exchange_cpu
+    )
+    request_cpu_s = (catalog.s3_request_cpu_s or 0.0) + (catalog.s3_server_cpu_s or 0.0)
     ps_cpu = np.where(
         nt.s3,
-        0.0,
+        s3_iteration_requests(nt.n, nt.reducers) * request_cpu_s,
         nt.n * shards * catalog.ps_request_cpu_s + shards * np.asarray(aggregation_s),
     )
     return shared_cpu_iteration_s(nt.n, worker_cpu, ps_cpu, cores)

@@ -20,6 +20,7 @@ from bench.predict import results
 from bench.predict.cases import TERMS
 from bench.predict.host import host_text
 from bench.predict.rows import error_shares
+from provisioner import load_catalog
 
 PROTOCOL = "held-out"
 NAME = "predict-heldout"
@@ -28,6 +29,7 @@ TARGET_MEAN, TARGET_WORST = 0.95, 0.90
 TARGET_TERM_SHARE = 0.05  # each term's mean |miss| over the measured total
 TARGET_COVERAGE = 0.90
 TARGET_REQUESTS = 0.10  # measured requests per iteration within this of the priced
+PRICES_CATALOG = "lambda-2025"  # S3's request prices a row's bill is read at
 PARTS = TERMS[:-1]
 
 
@@ -59,11 +61,25 @@ def coverage(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             "levels": levels}  # fmt: skip
 
 
+def billed_usd(requests: dict[str, float], put_usd: float, get_usd: float) -> float:
+    """What S3 bills for `requests` (per kind): PUT and LIST at the PUT price, GET at the GET
+    price (the empty ones too); DELETE is free."""
+    puts = requests.get("put", 0.0) + requests.get("list", 0.0)
+    return puts * put_usd + requests.get("get", 0.0) * get_usd
+
+
 def requests_ratios(row: dict[str, Any]) -> dict[str, float] | None:
-    """An S3 row's requests per iteration measured over priced, per kind (put, get)."""
+    """An S3 row's requests per iteration measured over priced, per kind (put, get, list), and
+    their bill at AWS's prices (the catalog the row is planned for: lambda-2025)."""
     requests = row.get("requests_per_iteration") or {}
     measured, priced = requests.get("measured") or {}, requests.get("predicted_local") or {}
     ratios = {k: measured[k] / p for k, p in priced.items() if p and k in measured}
+    if ratios:
+        aws = load_catalog(PRICES_CATALOG)
+        put_usd, get_usd = aws.s3_usd_per_put, aws.s3_usd_per_get
+        ratios["billed"] = billed_usd(measured, put_usd, get_usd) / billed_usd(
+            priced, put_usd, get_usd
+        )
     return ratios or None
 
 
@@ -179,7 +195,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     else:
         lines.append("- Interval coverage: no run's report gave an interval.")
     for ratio in summary.get("requests_ratio") or []:
-        kinds = ", ".join(f"{k} {ratio[k]:.3f}" for k in ("put", "get") if k in ratio)
+        kinds = ", ".join(f"{k} {ratio[k]:.3f}" for k in ("put", "get", "billed") if k in ratio)
         lines.append(f"- S3 requests per iteration, measured/priced, {ratio['case']}: {kinds} "
                      f"(target within {TARGET_REQUESTS:.0%}).")  # fmt: skip
     return lines

@@ -168,9 +168,12 @@ def test_the_summary_reads_shares_coverage_and_requests_from_the_rows() -> None:
     cover = summary["interval_coverage"]
     assert (cover["inside"], cover["runs"], cover["levels"]) == (3, 4, [0.9])
     assert cover["coverage"] == pytest.approx(0.75)
+    # billed at $5 per million PUTs and $0.40 per million GETs
+    billed = (4.4 * 5 + 10.0 * 0.4) / (4 * 5 + 8 * 0.4)
     assert summary["requests_ratio"] == [
-        {"case": "b", "put": pytest.approx(1.1), "get": pytest.approx(1.25)}
-    ]
+        {"case": "b", "put": pytest.approx(1.1), "get": pytest.approx(1.25),
+         "billed": pytest.approx(billed)}
+    ]  # fmt: skip
 
 
 def test_a_run_without_intervals_says_so_and_the_table_renders_from_the_json(

@@ -57,7 +57,9 @@ def test_a_line_needs_all_three_figures() -> None:
     line = memory_probe.FreshMemory(WARM, 5504.0, COLD, 6016.0)
     doc = catalog.build_catalog(fake_measurements(fresh_memory=line), REFERENCE, WHERE)
     del doc["lambda"]["fault_cold_s_per_mb"]
-    with pytest.raises(ValueError, match="fresh_memory_warm_mb is given without fault_cold"):
+    name = doc["name"]
+    with pytest.raises(ValueError, match=f"catalog {name}: lambda.fresh_memory_warm_mb is given "
+                       "without fault_cold"):  # fmt: skip
         catalog_from_dict(doc)
 
 

@@ -111,3 +111,29 @@ def test_the_shared_path_stretches_the_bytes_and_leaves_the_requests_latency() -
     assert float(local_machine.shared_s3_path_s(latency + 0.01, 6, aws)) == pytest.approx(
         latency + 0.01
     )
+
+
+def test_an_s3_loop_floor_counts_its_requests_cpu_not_a_ps_clients() -> None:
+    """On shared cores the loop's floor holds every process's CPU of an iteration: an S3
+    exchange's is its requests' on the client and the server (3 workers, one reducer: 7 PUTs
+    and GETs that find their object, a miss every other of the 6 waits, one DELETE), not the
+    PS client's share of its wall (exchange_cpu_fraction)."""
+    from provisioner import load_profile
+    from provisioner.local_s3 import s3_iteration_requests
+    from provisioner.model import n_terms
+    from tests.local_catalog import local_catalog
+
+    local = dataclasses.replace(
+        local_catalog(), total_vcpu=1.5, compute_cores=2.0, s3_request_cpu_s=0.002,
+        s3_server_cpu_s=0.003, exchange_cpu_fraction=0.9,
+    )  # fmt: skip
+    profile = load_profile("digits-mlp")
+    one = np.array([1.0])
+    nt = n_terms(
+        profile, local, np.array([3]), one, np.array([0]), core_rate_samples_s=one * 1e9,
+        burst_shard_mb_s=one, burst_s=one * 0, reducers=np.array([1]),
+    )  # fmt: skip
+    requests = float(s3_iteration_requests(3, 1))
+    assert requests == 4 + 6 + 0.5 * 6 + 1
+    got = local_machine.shared_loop_floor_s(profile, local, nt, np.array([0.5]), np.zeros(1), 0.0)
+    assert float(got[0]) == pytest.approx(requests * 0.005 / 2.0, rel=1e-3)

@@ -266,7 +266,10 @@ class S3Exchange:
         states = states_by_part(keys, self.parts)
         iteration = resume_iteration(states)
         self._newest = [-1] * self.parts  # until known below (a seeded state may set one)
-        if iteration is None:
+        # A fresh exchange's worker asks the checkpoints even where a peer's state 0 came
+        # first: one LIST each, whatever the start order, so the run's bill is what was priced
+        # (s3exchange.s3_link_requests); found first, the LISTs were n+k to 2n+k a run.
+        if iteration is None or iteration == 0:
             iteration = self._seed(params, states)
         self._newest = [max(states[j] | {iteration}) for j in range(self.parts)]
         if self.reduces is not None:

@@ -85,9 +85,10 @@ def s3_link_requests(n: Arr, reducers: Arr, links: Arr | float) -> tuple[Arr, Ar
     """Extension: (PUTs, GETs, LISTs) of an S3 exchange outside its iterations, for the run
     (functions/s3sync.py's start and finish). Every link, each worker LISTs the exchange once;
     each reducer, at the end of the link, saves its checkpoint and LISTs the checkpoints to
-    prune them. On the first link every worker finds no state and LISTs the checkpoints for one
-    to resume from, and the reducers seed their states (k PUTs) from the model every worker
-    built alike, so none reads them. A later link's workers read the k state slices of the
+    prune them. On the first link every worker LISTs the checkpoints for one to resume from
+    (even where a peer's state 0 is there first: the count does not hang on the start order),
+    and the reducers seed their states (k PUTs) from the model every worker built alike, so
+    none reads them. A later link's workers read the k state slices of the
     iteration they resume at (n·k GETs) and its reducers GET their partition's newest state (k
     each). S3 bills a LIST as a PUT."""
     n = np.asarray(n, dtype=np.float64)

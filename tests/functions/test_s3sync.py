@@ -170,10 +170,10 @@ def test_s3_workers_match_single_process_sgd(
     assert np.abs(want - initial).max() > 1e-3  # training moved the parameters
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert_cleaned_up(s3, bucket, k, iterations)
-    # The hot path never lists: a LIST at each start (the exchange, then the checkpoints if it
-    # found no state yet: whether a peer's state 0 is there first is a race, so 1 or 2) and a
-    # reducer's checkpoint listing at its end, whatever the iterations.
-    assert n + k <= listed <= 2 * n + k
+    # The hot path never lists: two LISTs at each start of a fresh exchange (the exchange, then
+    # the checkpoints, whether or not a peer's state 0 came first) and a reducer's checkpoint
+    # listing at its end, whatever the iterations.
+    assert listed == 2 * n + k
     assert sum(r["s3_requests"]["list"] for r in results) == listed
 
 
@@ -190,7 +190,7 @@ def test_request_counts_per_iteration(s3: Any, bucket: str, digits: Any) -> None
     assert total["put"] == iterations * (n * k + k) + k + k
     assert total["get"] - total["get_miss"] == iterations * 2 * n * k
     assert total["delete"] == iterations * k
-    assert n + k <= total["list"] <= 2 * n + k  # the checkpoint lookup only before state 0
+    assert total["list"] == 2 * n + k  # every start's two, every reducer's end's one
 
 
 def test_a_missing_peer_ends_the_invocation_at_the_deadline(bucket: str, digits: Any) -> None:

@@ -74,6 +74,9 @@ def requests_ratios(row: dict[str, Any]) -> dict[str, float] | None:
     requests = row.get("requests_per_iteration") or {}
     measured, priced = requests.get("measured") or {}, requests.get("predicted_local") or {}
     ratios = {k: measured[k] / p for k, p in priced.items() if p and k in measured}
+    gets = [run["get"] for run in requests.get("measured_runs") or [] if run.get("get")]
+    if ratios and len(gets) > 1:  # the same configuration's runs apart: the count's own noise
+        ratios["get_runs_apart"] = max(gets) / min(gets)
     if ratios:
         aws = load_catalog(PRICES_CATALOG)
         put_usd, get_usd = aws.s3_usd_per_put, aws.s3_usd_per_get
@@ -197,6 +200,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines.append("- Interval coverage: no run's report gave an interval.")
     for ratio in summary.get("requests_ratio") or []:
         kinds = ", ".join(f"{k} {ratio[k]:.3f}" for k in ("put", "get", "billed") if k in ratio)
+        if "get_runs_apart" in ratio:
+            kinds += f"; its runs' GETs {ratio['get_runs_apart']:.2f}× apart"
         lines.append(f"- S3 requests per iteration, measured/priced, {ratio['case']}: {kinds} "
                      f"(target within {TARGET_REQUESTS:.0%}).")  # fmt: skip
     return lines

@@ -149,7 +149,10 @@ def rescore_row(
 
         middle_requests = {k: statistics.median(p[k] for p in priced) for k in priced[0]}
         measured = row["requests_per_iteration"].get("measured") or {}
-        rescored["requests_per_iteration"] = requests_per_iteration(measured, middle_requests)
+        rescored["requests_per_iteration"] = {
+            **row["requests_per_iteration"],  # each run's measured counts too, where kept
+            **requests_per_iteration(measured, middle_requests),
+        }
     return rescored
 
 

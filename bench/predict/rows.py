@@ -87,11 +87,13 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def median_requests(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """An S3 row's requests per iteration: each kind's median over the runs measured, and the
-    model's (the same every run: it counts a configuration's requests, not seconds)."""
+    """An S3 row's requests per iteration: each kind's median over the runs measured, each
+    run's own (how far the same configuration's runs fall apart), and the model's (the same
+    every run: it counts a configuration's requests, not seconds)."""
     kinds = sorted({k for r in runs for k in (r.get("measured") or {})})
     measured = {
         k: statistics.median([r["measured"][k] for r in runs if k in (r.get("measured") or {})])
         for k in kinds
     }
-    return {"measured": measured, "predicted_local": runs[0].get("predicted_local")}
+    return {"measured": measured, "measured_runs": [r.get("measured") or {} for r in runs],
+            "predicted_local": runs[0].get("predicted_local")}  # fmt: skip

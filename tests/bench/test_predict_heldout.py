@@ -153,6 +153,8 @@ def _rows() -> list[dict[str, Any]]:
              {"compute": 14.0, "startup": 5.0, "total": 19.0},
              intervals_local=[_inside(True), _inside(True)],
              requests_per_iteration={"measured": {"put": 4.4, "get": 10.0},
+                                     "measured_runs": [{"put": 4.4, "get": 8.0},
+                                                       {"put": 4.4, "get": 12.0}],
                                      "predicted_local": {"put": 4, "get": 8}})  # fmt: skip
     return [a, b]
 
@@ -172,7 +174,7 @@ def test_the_summary_reads_shares_coverage_and_requests_from_the_rows() -> None:
     billed = (4.4 * 5 + 10.0 * 0.4) / (4 * 5 + 8 * 0.4)
     assert summary["requests_ratio"] == [
         {"case": "b", "put": pytest.approx(1.1), "get": pytest.approx(1.25),
-         "billed": pytest.approx(billed)}
+         "billed": pytest.approx(billed), "get_runs_apart": pytest.approx(1.5)}
     ]  # fmt: skip
 
 

@@ -416,9 +416,9 @@ def shared_loop_floor_s(
     and shard (the catalog's ps_request_cpu_s) and the averaging of n gradients. An S3 exchange
     has no shard and no PS client: its CPU is every request's on the client and on the server
     (local_s3.s3_iteration_requests), the CPU its own floor counts (s3_request_floor_s)."""
-    cores = catalog.compute_cores or catalog.total_vcpu
     if catalog.total_vcpu is None:
         return np.zeros(np.shape(nt.core_compute_s))
+    cores = catalog.compute_cores or catalog.total_vcpu
     shards = np.where(nt.s3, 0.0, np.asarray(nt.ps_count, dtype=np.float64))
     crowded = crowded_step_factor(
         nt.n, profile.crowded_step_ratio, profile.crowded_processes, cores
@@ -433,7 +433,7 @@ def shared_loop_floor_s(
     request_cpu_s = (catalog.s3_request_cpu_s or 0.0) + (catalog.s3_server_cpu_s or 0.0)
     ps_cpu = np.where(
         nt.s3,
-        s3_iteration_requests(nt.n, nt.reducers) * request_cpu_s,
+        s3_iteration_requests(nt.n, nt.reducers, cores) * request_cpu_s,
         nt.n * shards * catalog.ps_request_cpu_s + shards * np.asarray(aggregation_s),
     )
     return shared_cpu_iteration_s(nt.n, worker_cpu, ps_cpu, cores)

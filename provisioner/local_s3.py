@@ -12,29 +12,33 @@ from __future__ import annotations
 
 import numpy as np
 
-from provisioner.s3exchange import GATHER_WINDOW, STEADY_MISSES_PER_WAIT, s3_exchange_requests
+from provisioner.s3exchange import (
+    GATHER_WINDOW,
+    s3_exchange_requests,
+    shared_steady_misses_per_wait,
+)
 from provisioner.terms import Arr
 
 
-def s3_iteration_requests(n: Arr, reducers: Arr) -> Arr:
+def s3_iteration_requests(n: Arr, reducers: Arr, cores: float) -> Arr:
     """Extension: every request of one S3 exchange on the server: the PUTs and the GETs that
-    find their object (s3_exchange_requests), the steady empty GETs (STEADY_MISSES_PER_WAIT of
-    each of the 2·n·k waits; a link's first iteration's back-off is apart: rare in a long run)
-    and each reducer's one DeleteObjects."""
+    find their object (s3_exchange_requests), the steady empty GETs of each of the 2·n·k waits
+    on C shared cores (shared_steady_misses_per_wait; a link's first iteration's back-off is
+    apart: rare in a long run) and each reducer's one DeleteObjects."""
     n = np.asarray(n, dtype=np.float64)
     k = np.asarray(reducers, dtype=np.float64)
     puts, gets = s3_exchange_requests(n, k)
-    return puts + gets + STEADY_MISSES_PER_WAIT * 2.0 * n * k + k
+    return puts + gets + shared_steady_misses_per_wait(n, cores) * 2.0 * n * k + k
 
 
-def s3_reducer_requests(n: Arr, reducers: Arr) -> Arr:
+def s3_reducer_requests(n: Arr, reducers: Arr, cores: float) -> Arr:
     """Extension: the requests of the busiest worker's process in one exchange, a reducer's:
     its k gradient partitions PUT and k state slices GET (as every worker), the n partitions
     it reduces GET, its state PUT and its DeleteObjects, and the steady empty GETs of its n + k
-    waits."""
+    waits on C shared cores."""
     n = np.asarray(n, dtype=np.float64)
     k = np.asarray(reducers, dtype=np.float64)
-    return 2.0 * k + n + 2.0 + STEADY_MISSES_PER_WAIT * (n + k)
+    return 2.0 * k + n + 2.0 + shared_steady_misses_per_wait(n, cores) * (n + k)
 
 
 def s3_reducer_waves(n: Arr) -> Arr:
@@ -61,17 +65,17 @@ def s3_cpu_floor_s(
 
     Read on 2 cores under load (the probe in emulator/calibration/s3_probe.py, stepping the
     worker's exchange): 2.75 ms of the worker's CPU a request and 1.75 ms of SeaweedFS's. One
-    worker at 0.326 vCPU reducing its own gradient sends 6 requests in 5 waves:
-    6 · 2.75 / 0.326 + 5 · 1.75 = 59 ms an iteration, where 61 ms was measured (digits-mlp
-    n = 1, k = 1 in bench/results/hosts/amd-epyc-2c/predict-heldout.json) and the client's quota
-    alone says 51."""
+    worker at 0.326 vCPU reducing its own gradient sends 5.25 requests (two waits, 0.125 empty
+    GETs each) in 5 waves: 5.25 · 2.75 / 0.326 + 5 · 1.75 = 53 ms an iteration, where 61 ms was
+    measured (digits-mlp n = 1, k = 1 in bench/results/hosts/amd-epyc-2c/history/seed12) and
+    the client's quota alone says 44."""
     n = np.asarray(n, dtype=np.float64)
     shape = np.broadcast_shapes(n.shape, np.shape(reducers), np.shape(share))
     if cores is None or (client_cpu_s is None and server_cpu_s is None):
         return np.zeros(shape)
     client, server = client_cpu_s or 0.0, server_cpu_s or 0.0
-    machine = s3_iteration_requests(n, reducers) * (client + server) / cores
+    machine = s3_iteration_requests(n, reducers, cores) * (client + server) / cores
     with np.errstate(divide="ignore"):
-        own = client * s3_reducer_requests(n, reducers) / np.minimum(np.asarray(share), 1.0)
+        own = client * s3_reducer_requests(n, reducers, cores) / np.minimum(np.asarray(share), 1.0)
     own = own + server * s3_reducer_waves(n)
     return np.asarray(np.broadcast_to(np.maximum(machine, own), shape), dtype=np.float64)

@@ -18,11 +18,15 @@ from provisioner.local_s3 import (
 
 
 def test_requests_of_one_iteration() -> None:
-    # n = 4, k = 2: PUT 4·2 + 2 = 10, GET found 2·4·2 = 16, empty 0.5·16 = 8, DELETE 2
-    assert s3_iteration_requests(4, 2) == pytest.approx(36.0)
+    # n = 4, k = 2 on 2 cores: PUT 4·2 + 2 = 10, GET found 2·4·2 = 16, empty 0.25·4/2 = 0.5
+    # a wait, 0.5·16 = 8, DELETE 2
+    assert s3_iteration_requests(4, 2, 2.0) == pytest.approx(36.0)
     # the reducer: PUT 2 partitions + 1 state, GET 4 partitions + 2 slices, 1 DELETE,
     # empty 0.5·(4 + 2) = 3
-    assert s3_reducer_requests(4, 2) == pytest.approx(13.0)
+    assert s3_reducer_requests(4, 2, 2.0) == pytest.approx(13.0)
+    # more workers a core, more empty GETs a wait, up to SHARED_MISSES_MAX
+    assert s3_iteration_requests(2, 2, 2.0) == pytest.approx(6 + 8 + 0.25 * 8 + 2)
+    assert s3_iteration_requests(12, 1, 2.0) == pytest.approx(13 + 24 + 0.9 * 24 + 1)
 
 
 def test_floor_is_the_machine_or_the_reducers_chain_whichever_is_longer() -> None:
@@ -32,9 +36,9 @@ def test_floor_is_the_machine_or_the_reducers_chain_whichever_is_longer() -> Non
     assert s3_cpu_floor_s(4, 2, 0.25, 0.001, 0.001, 2.0) == pytest.approx(0.057)
     # at a full core the reducer needs 13 + 5 ms: the machine's 36 ms holds
     assert s3_cpu_floor_s(4, 2, 1.0, 0.001, 0.001, 2.0) == pytest.approx(0.036)
-    # one Python thread never gets more than a core: n = k = 1 makes 2 + 1 + 2 + 0.5·2 = 6
-    # requests, 6 ms at 2 vCPU as at 1, not 3
-    assert s3_cpu_floor_s(1, 1, 2.0, 0.001, 0.0, 8.0) == pytest.approx(0.006)
+    # one Python thread never gets more than a core: n = k = 1 on 8 cores makes
+    # 2 + 1 + 2 + (0.25/8)·2 requests, as many ms at 2 vCPU as at 1, not half
+    assert s3_cpu_floor_s(1, 1, 2.0, 0.001, 0.0, 8.0) == pytest.approx(0.005 + 0.0000625)
 
 
 def test_no_floor_where_nothing_was_measured_or_cores_are_unlimited() -> None:
@@ -65,10 +69,11 @@ def test_the_catalogs_cores_and_share_feed_the_floor() -> None:
 
 
 def test_one_worker_waits_for_its_quota_and_the_server_in_turn() -> None:
-    """digits-mlp, n = k = 1 at 0.326 vCPU: 6 requests of 2.75 ms of the worker's CPU at its
-    quota, 5 waves of 1.75 ms of the server's (measured 61 ms an iteration)."""
+    """digits-mlp, n = k = 1 at 0.326 vCPU: 5.25 requests (0.125 empty GETs in each of two
+    waits) of 2.75 ms of the worker's CPU at its quota, 5 waves of 1.75 ms of the server's
+    (measured 61 ms an iteration)."""
     floor = s3_cpu_floor_s(1, 1, 0.326, 0.00275, 0.00175, 2.0)
-    assert floor == pytest.approx(6 * 0.00275 / 0.326 + 5 * 0.00175)
+    assert floor == pytest.approx(5.25 * 0.00275 / 0.326 + 5 * 0.00175)
 
 
 def test_a_request_bound_exchange_is_its_floor_not_its_floor_held_again() -> None:
@@ -133,7 +138,7 @@ def test_an_s3_loop_floor_counts_its_requests_cpu_not_a_ps_clients() -> None:
         profile, local, np.array([3]), one, np.array([0]), core_rate_samples_s=one * 1e9,
         burst_shard_mb_s=one, burst_s=one * 0, reducers=np.array([1]),
     )  # fmt: skip
-    requests = float(s3_iteration_requests(3, 1))
-    assert requests == 4 + 6 + 0.5 * 6 + 1
+    requests = float(s3_iteration_requests(3, 1, 2.0))
+    assert requests == pytest.approx(4 + 6 + 0.375 * 6 + 1)  # 0.25 · 3/2 empty GETs a wait
     got = local_machine.shared_loop_floor_s(profile, local, nt, np.array([0.5]), np.zeros(1), 0.0)
     assert float(got[0]) == pytest.approx(requests * 0.005 / 2.0, rel=1e-3)

@@ -217,3 +217,22 @@ def test_the_cells_steady_misses_follow_their_iteration_time() -> None:
             np.array([1000, 1000]), np.array([1, 1]))  # fmt: skip
     short, long = s3exchange.s3_cell_misses(*args, np.array([0.6, 6.0]))
     assert long > short > 32 * s3exchange.STEADY_LATE_SHARE
+
+
+def test_on_shared_cores_the_steady_misses_follow_the_workers_per_core() -> None:
+    """On C shared cores a steady wait misses min(0.25·n/C, 0.9) GETs, whatever the iteration:
+    2 workers on 2 cores 0.25 a wait, 12 the cap (a long run: the cold iterations vanish)."""
+    import dataclasses
+
+    catalog = dataclasses.replace(load_catalog("lambda-2025"), compute_cores=2.0, total_vcpu=1.5)
+    its, one = np.array([100_000]), np.array([1])
+
+    def per_wait(n: int, iteration_s: float) -> float:
+        misses = s3exchange.s3_cell_misses(
+            catalog, np.array([n]), one, 1.0, np.array([0.05]), its, one, np.array([iteration_s])
+        )
+        return float(misses[0]) / (2 * n)
+
+    assert per_wait(2, 0.1) == pytest.approx(0.25, rel=1e-3)
+    assert per_wait(2, 5.0) == pytest.approx(0.25, rel=1e-3)  # not the iteration's length
+    assert per_wait(12, 0.1) == pytest.approx(0.9, rel=1e-3)

@@ -211,6 +211,12 @@ class Catalog:
             return self.put_latency_s
         return self.ps_checkpoint_request_s
 
+    @property
+    def step_cores(self) -> float | None:
+        """The cores the workers' steps share on the local machine: compute_cores where
+        measured, else total_vcpu; None where every function has its own (AWS)."""
+        return self.compute_cores or self.total_vcpu
+
     def arch(self, name: str) -> LambdaArch:
         for a in self.architectures:
             if a.arch == name:

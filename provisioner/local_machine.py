@@ -64,7 +64,7 @@ def corrected_n_terms(
         comm_burst = np.where(nt.s3, s3, comm_burst)
         checkpoint = np.where(nt.s3, 0.0, checkpoint)
     speed = parallel_speed(n, profile.parallel_speed_ratio, profile.parallel_processes, total)
-    floor_rate = shared_core_rate_samples_s(core_rate_samples_s, n, catalog.compute_cores or total)
+    floor_rate = shared_core_rate_samples_s(core_rate_samples_s, n, catalog.step_cores)
     return replace(
         nt,
         communication_s=comm,
@@ -189,7 +189,7 @@ def shared_s3_cell_terms(
 def s3_request_floor_s(n: Arr, reducers: Arr, memory_mb: Arr, catalog: Catalog) -> Arr:
     """local_s3.s3_cpu_floor_s with the catalog's figures at memory_mb's share, on the cores
     the steps get (compute_cores, else total_vcpu); 0 on AWS (total_vcpu None)."""
-    cores = (catalog.compute_cores or catalog.total_vcpu) if catalog.total_vcpu else None
+    cores = catalog.step_cores if catalog.total_vcpu else None
     share = vcpu_share(memory_mb, catalog.mb_per_vcpu, catalog.max_vcpu)
     return s3_cpu_floor_s(
         n, reducers, share, catalog.s3_request_cpu_s, catalog.s3_server_cpu_s, cores
@@ -416,9 +416,9 @@ def shared_loop_floor_s(
     and shard (the catalog's ps_request_cpu_s) and the averaging of n gradients. An S3 exchange
     has no shard and no PS client: its CPU is every request's on the client and on the server
     (local_s3.s3_iteration_requests), the CPU its own floor counts (s3_request_floor_s)."""
-    if catalog.total_vcpu is None:
+    cores = catalog.step_cores
+    if catalog.total_vcpu is None or cores is None:
         return np.zeros(np.shape(nt.core_compute_s))
-    cores = catalog.compute_cores or catalog.total_vcpu
     shards = np.where(nt.s3, 0.0, np.asarray(nt.ps_count, dtype=np.float64))
     crowded = crowded_step_factor(
         nt.n, profile.crowded_step_ratio, profile.crowded_processes, cores

@@ -69,7 +69,7 @@ def warmup_s(profile: WorkloadProfile, catalog: Catalog, nt: NTerms, share: Arr)
         return warmup_steps_s(steps, nt.core_compute_s)
 
     crowd = profile.crowded_warmup_iterations
-    cores = catalog.compute_cores or catalog.total_vcpu
+    cores = catalog.step_cores
     crowded = crowded_warmup_s(
         nt.n,
         steps_s(profile.warmup_iterations),

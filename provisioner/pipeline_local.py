@@ -44,7 +44,7 @@ def iteration_floor_s(profile: WorkloadProfile, catalog: Catalog, replicas: int)
     """The least an iteration takes on the local machine's C compute cores: the r replicas'
     blocks' compute at one core each, r·b_l·Σ_b 1/R_b(1) / C (the fastest architecture the
     blocks were profiled on); 0 on AWS (every function has its own cores)."""
-    cores = catalog.compute_cores or catalog.total_vcpu
+    cores = catalog.step_cores
     if not local_machine.applies(catalog) or cores is None or not profile.blocks:
         return 0.0
     one = np.array([1.0])

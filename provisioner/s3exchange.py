@@ -360,7 +360,7 @@ def s3_cell_misses(
     )
     exchange = np.asarray(exchange_s, dtype=np.float64)
     rest_s = np.maximum(np.asarray(iteration_s, dtype=np.float64) - exchange, 0.0)
-    cores = catalog.compute_cores or catalog.total_vcpu
+    cores = catalog.step_cores
     if cores:  # shared cores: the arrivals spread with the workers per core
         steady = shared_steady_misses_per_wait(n, cores)
     else:

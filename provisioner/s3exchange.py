@@ -271,15 +271,21 @@ def s3_exchange_misses(
     k = np.asarray(reducers, dtype=np.float64)
     its = np.asarray(iterations, dtype=np.float64)
     steady = np.asarray(steady_per_wait, dtype=np.float64)
-    links_f = np.minimum(np.asarray(links, dtype=np.float64), its)
     waits = 2.0 * n * k
     cold = s3_first_iteration_misses(n, k, grad_wait_s, state_wait_s, get_s)
-    later = np.maximum(its - links_f, 0.0)
-    second = np.minimum(links_f, later)  # the links that have a second iteration
+    cold_its = s3_cold_iterations(its, links)
     with np.errstate(divide="ignore", invalid="ignore"):  # a PS cell (k = 0) or k_iter = 0
-        total = (links_f + second) * cold + (later - second) * waits * steady
+        total = cold_its * cold + (its - cold_its) * waits * steady
         per_iteration = np.where(its > 0, total / its, 0.0)
     return np.asarray(np.where(k > 0, per_iteration, 0.0))
+
+
+def s3_cold_iterations(iterations: Arr, links: Arr) -> Arr:
+    """Extension: the iterations whose waits back off (s3_exchange_misses): each link's first
+    and, where it has one, its second."""
+    its = np.asarray(iterations, dtype=np.float64)
+    first = np.minimum(np.asarray(links, dtype=np.float64), its)
+    return first + np.minimum(first, np.maximum(its - first, 0.0))
 
 
 def s3_link_checkpoint_s(
@@ -358,13 +364,13 @@ def s3_cell_misses(
     get_s = (
         catalog.s3_request_s + (catalog.s3_request_cpu_s or 0.0) + (catalog.s3_server_cpu_s or 0.0)
     )
-    exchange = np.asarray(exchange_s, dtype=np.float64)
-    rest_s = np.maximum(np.asarray(iteration_s, dtype=np.float64) - exchange, 0.0)
     cores = catalog.step_cores
     if cores:  # shared cores: the arrivals spread with the workers per core
         steady = shared_steady_misses_per_wait(n, cores)
     else:
+        exchange = np.asarray(exchange_s, dtype=np.float64)
         with np.errstate(invalid="ignore"):  # an infeasible cell's inf - inf
+            rest_s = np.maximum(np.asarray(iteration_s, dtype=np.float64) - exchange, 0.0)
             steady = steady_misses_per_wait(exchange, np.nan_to_num(rest_s), POLL_FIRST_S, get_s)
     return s3_exchange_misses(n, reducers, grad_s, state_s, iterations, links, steady, get_s)
 

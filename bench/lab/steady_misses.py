@@ -20,11 +20,12 @@ from unittest import mock
 
 def steady_waits(row: dict[str, Any]) -> int:
     """The waits s3exchange.s3_exchange_misses prices as steady: past each link's first two
-    iterations, 2·n·k a row."""
-    its, links = int(row["iterations"]), max(row["links"])
-    first = min(links, its)
-    later = max(its - first, 0)
-    return (later - min(first, later)) * 2 * int(row["n"]) * int(row["reducers"])
+    iterations (s3_cold_iterations), 2·n·k an iteration."""
+    from provisioner.s3exchange import s3_cold_iterations
+
+    its = int(row["iterations"])
+    steady_its = its - int(s3_cold_iterations(its, max(row["links"])))
+    return steady_its * 2 * int(row["n"]) * int(row["reducers"])
 
 
 def row_line(row: dict[str, Any], platform: Path) -> str:

@@ -10,6 +10,7 @@ S3 row's requests measured over priced. Rendered from the JSON alone, as the gri
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import statistics
@@ -61,6 +62,13 @@ def coverage(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             "levels": levels}  # fmt: skip
 
 
+@functools.cache
+def s3_request_prices_usd() -> tuple[float, float]:
+    """(PUT, GET) prices of PRICES_CATALOG, read once for every row."""
+    aws = load_catalog(PRICES_CATALOG)
+    return aws.s3_usd_per_put, aws.s3_usd_per_get
+
+
 def billed_usd(requests: dict[str, float], put_usd: float, get_usd: float) -> float:
     """What S3 bills for `requests` (per kind): PUT and LIST at the PUT price, GET at the GET
     price (the empty ones too); DELETE is free."""
@@ -78,8 +86,7 @@ def requests_ratios(row: dict[str, Any]) -> dict[str, float] | None:
     if ratios and len(gets) > 1:  # the same configuration's runs apart: the count's own noise
         ratios["get_runs_apart"] = max(gets) / min(gets)
     if ratios:
-        aws = load_catalog(PRICES_CATALOG)
-        put_usd, get_usd = aws.s3_usd_per_put, aws.s3_usd_per_get
+        put_usd, get_usd = s3_request_prices_usd()
         ratios["billed"] = billed_usd(measured, put_usd, get_usd) / billed_usd(
             priced, put_usd, get_usd
         )

@@ -55,7 +55,7 @@ def corrected_n_terms(
         profile.model_bytes / 1e6, np.maximum(nt.ps_count, 1), catalog.ps_s3_mb_s,
         catalog.checkpoint_latency_s, shared_host=total is not None,
     )  # fmt: skip
-    if np.any(nt.s3):  # an S3 exchange is shared as well, but has no loop floor or checkpoint
+    if np.any(nt.s3):  # an S3 exchange is shared as well; no periodic checkpoint (link_end_s)
         # its requests' CPU at the smallest memory's share: n_terms' S3 terms bound every memory
         s3 = s3_exchange_s(
             nt.communication_s, n, nt.reducers, catalog, np.asarray(catalog.memory_min_mb)

@@ -111,6 +111,7 @@ def n_terms(
         comm_burst = np.where(s3_sync, s3_comm, comm_burst)
         agg = np.where(s3_sync, s3_agg, agg)
         bw = np.where(s3_sync, 0.0, bw)
+        # no periodic checkpoint: the reducers checkpoint at a link's end only (link_end_s)
         checkpoint = np.where(s3_sync, 0.0, checkpoint)
         ok = ok & (~s3_sync | (k_red <= n))
         stored = np.where(s3_sync, s3_exchange_stored_mb(n, model_mb), 0.0)

@@ -122,6 +122,9 @@ class Catalog:
     # () = init_cores at every n. On 2 cores the start-ups of bench/predict took 1.0× one alone
     # at n = 2, 2.3× at n = 4 and 4.2× at n = 8 (1.74 and 1.9 cores): no one figure holds all three.
     init_cores_by_n: tuple[tuple[float, float], ...] = ()
+    # Seconds one cold start's import of the worker module takes alone, the part of a start-up
+    # n at once stretch (the t₁ of init_cores_by_n); None = the whole start-up stretches.
+    init_import_s: float | None = None
     # Cores the workers' steps share at once: under BSP the PS, the S3 server and the
     # orchestrator wait while the workers compute, so their steps get the machine's cores, not
     # only the total_vcpu the planner lets the memories add up to; None = total_vcpu.
@@ -436,6 +439,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         launch_s=_optional_figure(lam, "launch_s", "lambda", 0.0),
         init_cores=float(lf("init_cores")) if "init_cores" in lam else None,
         init_cores_by_n=_points_figure(lam, "init_cores_by_n", "lambda"),
+        init_import_s=float(lf("init_import_s")) if "init_import_s" in lam else None,
         compute_cores=float(lf("compute_cores")) if "compute_cores" in lam else None,
         load_cpu_s=float(lf("load_cpu_s")) if "load_cpu_s" in lam else None,
         fresh_memory_warm_mb=fresh[0],

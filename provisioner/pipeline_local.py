@@ -35,9 +35,11 @@ from provisioner.terms import Arr, local_batch, training_rate_samples_s
 
 def startup_s(profile: WorkloadProfile, catalog: Catalog, functions: int) -> float:
     """A first link's start-up when `functions` workers start at once: the profile's alone on
-    AWS, slowed by max(1, n/C_init) on the local machine's shared init cores."""
-    cores = local_machine.startup_cores(catalog, np.array([functions]))
-    return float(local_machine.cold_start_s(profile.startup_s, np.array([functions]), cores)[0])
+    AWS, its import slowed by max(1, n/C_init) on the local machine's shared init cores."""
+    n = np.array([functions])
+    cores = local_machine.startup_cores(catalog, n)
+    started = local_machine.cold_start_s(profile.startup_s, n, cores, catalog.init_import_s)
+    return float(started[0])
 
 
 def iteration_floor_s(profile: WorkloadProfile, catalog: Catalog, replicas: int) -> float:

@@ -112,6 +112,16 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
             f"the median of {m.init_repeats} rounds, t₁ of one alone before each of them; the "
             "model interpolates between them (provisioner.model.init_cores_at)",
         )
+    if m.init_import_s is not None:
+        per_n["init_import_s"] = measured(
+            round(m.init_import_s, 4),
+            "s",
+            "t₁ of init_cores_by_n: one emulator runner's own import of functions.worker "
+            f"(torch) alone, the median of {m.init_repeats * len(m.init_cores_by_n)} rounds; "
+            "the part of a worker's start-up a crowd of cold starts stretches, the rest (the "
+            "model's build, its first pull) is the workload's (provisioner.local_machine."
+            "cold_start_s)",
+        )
     return {
         **_fresh_memory_section(m, w),
         "memory_min_mb": policy(128, "MB", "Lambda's smallest size, kept"),

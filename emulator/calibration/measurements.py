@@ -66,6 +66,9 @@ class Measurements:
     # the same per n, (n, cores) for n in init_counts(cores); () = init_cores at every n
     init_cores_by_n: tuple[tuple[int, float], ...] = ()
     init_repeats: int = INIT_REPEATS  # rounds per n behind init_cores_by_n
+    # one runner's import of the worker module alone, the t₁ of init_cores_by_n (None: an
+    # older record)
+    init_import_s: float | None = None
     # (fit, note) where a bandwidth fit was not the first attempt's line (Fit.note): "ps" (one
     # client), "aggregate" (one shard), "s3_get", "s3_put", "checkpoint"; each figure read
     # from that fit leads its source with the note
@@ -112,7 +115,9 @@ def measure(quick: bool, work: Path) -> Measurements:
         cold_s, warm_s, restart_s, launch_s = measure_startup(
             supervisor, env, work / "startup", repeats
         )
-        init_cores_by_n = measure_init_cores(supervisor, env, work / "init", cores, init_repeats)
+        import_s, init_cores_by_n = measure_init_cores(
+            supervisor, env, work / "init", cores, init_repeats
+        )
         # a no-op placement where no CPU group can be held (the figure is then unthrottled)
         limiter = stack.enter_context(cpu.CpuLimiter(f"lambda-dnn-calibrate-load-{os.getpid()}"))
         load_s = measure_load(
@@ -140,6 +145,7 @@ def measure(quick: bool, work: Path) -> Measurements:
         warm_start_s=warm_s,
         init_cores=single_init_cores(init_cores_by_n, cores),
         init_cores_by_n=init_cores_by_n,
+        init_import_s=import_s,
         init_repeats=init_repeats,
         load_cpu_s=load_s,
         restart_s=restart_s,

@@ -118,8 +118,9 @@ def single_init_cores(by_n: tuple[tuple[int, float], ...], cores: int) -> float:
 
 def measure_init_cores(
     supervisor: Supervisor, env: dict[str, str], work: Path, cores: int, repeats: int
-) -> tuple[tuple[int, float], ...]:
-    """(k, effective cores) for each k of init_counts: k runners started together, each
+) -> tuple[float, tuple[tuple[int, float], ...]]:
+    """(t₁, ((k, effective cores) for each k of init_counts)): t₁ one runner's import alone, in
+    seconds (the part of a start-up a crowd stretches), and k runners started together, each
     importing functions.worker (torch) as a worker's cold start does, against one alone: the
     median of `repeats` rounds per k over the median of every one-alone round, one of which
     runs just before each k's round.
@@ -162,7 +163,7 @@ def measure_init_cores(
             alone.append(round_s(1, f"one{k}-{r}"))
             samples.append(round_s(k, f"k{k}-{r}"))
     one = statistics.median(alone)
-    return tuple(
+    return one, tuple(
         (k, parallel_init_cores(one, statistics.median(samples), k, cores))
         for k, samples in together.items()
     )

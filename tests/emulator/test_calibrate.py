@@ -363,6 +363,14 @@ def test_catalog_writes_the_figures_the_model_engineer_adds() -> None:
     )
     assert per_n["lambda"]["init_cores_by_n"]["value"] == [[2, 2.0], [4, 1.55], [8, 1.9]]
     assert catalog.catalog_from_dict(per_n).init_cores_by_n == ((2, 2), (4, 1.55), (8, 1.9))
+    # the import alone, the part of a start-up a crowd stretches: absent from older records
+    assert "init_import_s" not in per_n["lambda"]
+    assert catalog.catalog_from_dict(per_n).init_import_s is None
+    timed = catalog.build_catalog(
+        fake_measurements(init_cores_by_n=((2, 2.0),), init_import_s=1.04), REFERENCE, WHERE
+    )
+    assert timed["lambda"]["init_import_s"]["value"] == 1.04
+    assert catalog.catalog_from_dict(timed).init_import_s == 1.04
     # the steps share every core (2 here), where the memories add up to total_vcpu at most
     assert catalog.catalog_from_dict(doc).compute_cores == float(fake_measurements().cores)
     assert doc["parameter_servers"]["candidates"][0]["burst_s"]["value"] == 0
@@ -478,6 +486,7 @@ def test_quick_run_measures_this_machine_with_real_servers(tmp_path: Path) -> No
     assert [n for n, _ in by_n] == list(runner_probe.init_counts(cores))
     assert all(1.0 <= c <= cores for _, c in by_n)
     assert cat.init_cores_by_n == tuple((float(n), float(c)) for n, c in by_n)
+    assert measured[".lambda.init_import_s"] > 0 and cat.init_import_s is not None
     for where, value in measured.items():
         assert math.isfinite(value) and value >= 0, where
     for positive in (cat.function_ps_mb_s, cat.s3_max_mb_s, cat.ps_s3_mb_s, cat.max_vcpu):

@@ -338,6 +338,26 @@ def test_cold_starts_share_the_cores_measured_at_their_n() -> None:
         assert got_s == pytest.approx(profile.startup_s * expected)
 
 
+def test_a_crowd_stretches_the_import_not_the_workloads_own_start_up() -> None:
+    """Where the catalog measured the import alone, n cold starts at once stretch that part by
+    max(1, n/C) and add the rest of the workload's start-up (its build, its first pull) once:
+    two workloads that import the same module crowd alike, whatever their own start-ups."""
+    from provisioner.local_machine import cold_start_s
+    from tests.local_catalog import local_catalog
+
+    n = np.array([1, 2, 4, 8])
+    assert cold_start_s(1.2, n, 2.0, 1.0) == pytest.approx([1.2, 1.2, 1.2 + 1.0, 1.2 + 3.0])
+    assert cold_start_s(1.2, n, None, 1.0) == pytest.approx([1.2] * 4)  # AWS: its own cores
+    # an import longer than the whole start-up stretches the start-up, no more
+    assert cold_start_s(0.8, n, 2.0, 1.0) == pytest.approx(cold_start_s(0.8, n, 2.0))
+    catalog = dataclasses.replace(local_catalog(), init_cores=2.0, init_import_s=1.0)
+    profile = make_profile()
+    got = [predict(profile, catalog, Choice(k, 1024, "x86_64", "loopback", 1)).startup_s
+           for k in (1, 8)]  # fmt: skip
+    assert got[0] == pytest.approx(profile.startup_s)
+    assert got[1] - got[0] == pytest.approx(1.0 * (8 / 2.0 - 1.0))
+
+
 def test_cold_starts_share_the_machine_cores_not_the_workers_quota() -> None:
     """The init phase runs outside the quota: on a catalog with init_cores, n cold starts
     share those cores (2 here), not total_vcpu (1.5)."""

@@ -113,6 +113,10 @@ class Catalog:
     checkpoint_max_loss_s: float = 60.0  # policy: training a PS crash may redo
     checkpoint_max_overhead: float = 0.02  # policy: share of training periodic checkpoints take
     cpu_throttle_period_s: float = 0.0  # CPU quota period (CFS); 0 = compute back to back
+    # The kernel's scheduler tick on shared cores: a step shorter than it mostly runs to its end,
+    # so the wait for the cores is timed where the worker wakes next (the exchange); 0 = every
+    # wait in the step (local_machine.waits_in_compute)
+    scheduler_tick_s: float = 0.0
     total_vcpu: float | None = None  # cores all functions share; None = unlimited (AWS)
     # Cores the functions' init phases (imports) share: the init runs at burst CPU, outside the
     # quota that holds total_vcpu (Lambda's and the emulator's runner alike), so n cold starts
@@ -434,6 +438,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         checkpoint_max_loss_s=float(of("checkpoint_max_loss_s")),
         checkpoint_max_overhead=float(of("checkpoint_max_overhead")),
         cpu_throttle_period_s=_optional_figure(lam, "cpu_throttle_period_s", "lambda", 0.0),
+        scheduler_tick_s=_optional_figure(lam, "scheduler_tick_s", "lambda", 0.0),
         total_vcpu=float(lf("total_vcpu")) if "total_vcpu" in lam else None,
         warm_start_s=float(lf("warm_start_s")) if "warm_start_s" in lam else None,
         launch_s=_optional_figure(lam, "launch_s", "lambda", 0.0),

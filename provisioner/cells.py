@@ -150,3 +150,6 @@ class Step:
     wait_s: Arr  # for the iteration's slowest rank (none in λDNN's lockstep)
     warmup_s: Arr  # a cold process's slower first steps
     start_s: Arr | float  # the platform's start of a fresh environment
+    # the share of the step's wait for the cores (quota, shared cores) a worker times inside
+    # its step, the rest in its exchange (local_machine.waits_in_compute); 1 = all of it
+    compute_wait_share: Arr | float = 1.0

@@ -131,7 +131,7 @@ def _bisect_deadline(
 
 
 def _compute_bound(
-    space: Space, r: Arr, ni: Arr, at_top: Cells, nt: NTerms, period_s: float
+    space: Space, r: Arr, ni: Arr, at_top: Cells, nt: NTerms, period_s: float, tick_s: float = 0.0
 ) -> Arr:
     """Lower bound on the Lambda compute cost of a (route, n) over every memory size.
 
@@ -140,6 +140,9 @@ def _compute_bound(
     paid at the smallest memory. The step t(m) is at least min(c, x(m)) and x(m) − e (the CPU
     quota refunds at most the exchange e, and none without a period), with x(m) ≥ b_l/R(m), so
     m·t(m) is at least max(min(m_0·c, B), B − m_top·e) with B = b_l·min(m/R(m)) over the grid.
+    Where the scheduler's tick moves part of the quota's wait out of the step into the exchange
+    (`tick_s`, local_machine.waits_in_compute), t(m) is still at least c, not x(m) − e: the
+    bound keeps min(m_0·c, B).
     """
     a = space.route_arch[r]
     with np.errstate(divide="ignore"):
@@ -150,10 +153,9 @@ def _compute_bound(
     b = at_top.local_batch * best_mb_per_rate[a]
     refund = nt.exchange_s if period_s > 0 else np.zeros_like(b)
     with np.errstate(invalid="ignore"):
-        mb_s_per_step = np.maximum(
-            np.minimum(space.memory_mb[0] * nt.core_compute_s, b),
-            b - space.memory_mb[-1] * refund,
-        )
+        mb_s_per_step = np.minimum(space.memory_mb[0] * nt.core_compute_s, b)
+        if tick_s <= 0:
+            mb_s_per_step = np.maximum(mb_s_per_step, b - space.memory_mb[-1] * refund)
     gb_s = (k * mb_s_per_step + space.memory_mb[0] * rest_s) * space.n[ni] / 1024.0
     return np.asarray(space.usd_per_gb_s[a] * gb_s)
 
@@ -275,7 +277,8 @@ def _deadline_pass(
     # A cheap first pass: bisect the pairs with the lowest bound to tighten best_usd.
     period_s = catalog.cpu_throttle_period_s
     lb0 = np.maximum(
-        base + slope * space.memory_mb[0], _compute_bound(space, r, ni, at_top, nt, period_s) + base
+        base + slope * space.memory_mb[0],
+        _compute_bound(space, r, ni, at_top, nt, period_s, catalog.scheduler_tick_s) + base,
     )
     probe = np.argsort(lb0, kind="stable")[:64]
     j_probe = _bisect_deadline(profile, catalog, space, r[probe], nt.take(probe), deadline_s)

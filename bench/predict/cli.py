@@ -165,9 +165,10 @@ def checked(args: argparse.Namespace) -> argparse.Namespace:
         ("--anchor-weight", None if args.anchor_weight is None else f"{args.anchor_weight:g}"),
     )
     given = [(flag, value) for flag, value in rescore_only if value is not None]
-    # a held-out run's re-scoring takes the anchor weight (its anchors built again) alone
+    # a held-out run's re-scoring takes the anchor weight (its anchors built again) and
+    # catalog what-ifs (--set), not another start profile
     heldout_ok = args.rescore_held_out is not None and all(
-        flag == "--anchor-weight" for flag, _ in given
+        flag in ("--anchor-weight", "--set") for flag, _ in given
     )
     if given and not args.rescore and not heldout_ok:
         raise ValueError(f"bad {given[0][0]} {given[0][1]}: only a re-scoring (--rescore) takes it")
@@ -212,7 +213,7 @@ def main(argv: list[str] | None, lab: Lab) -> int:
         print(render_any(args.render))
         return 0
     if args.rescore_held_out is not None:
-        print(rescore_heldout(args.rescore_held_out, command, args.anchor_weight))
+        print(rescore_heldout(args.rescore_held_out, command, args.anchor_weight, args.set))
         return 0
     repeats = Repeats(args.repeats, args.precision, args.max_repeats, args.extra_minutes)
     if args.held_out is not None:
@@ -240,17 +241,25 @@ def main(argv: list[str] | None, lab: Lab) -> int:
     return 0
 
 
-def rescore_heldout(source: Path, command: str, anchor_weight: float | None = None) -> str:
+def rescore_heldout(
+    source: Path,
+    command: str,
+    anchor_weight: float | None = None,
+    settings: list[str] | None = None,
+) -> str:
     """A held-out run's rows predicted again with the current model from the platform figures
     it kept, held to its measurements, written beside it as predict-heldout-rescored.*; with
     `anchor_weight`, each anchored profile built again from the readings it kept (so a change
-    to how an anchor moves a profile is re-scored too)."""
+    to how an anchor moves a profile is re-scored too); with `settings`, its catalogs changed
+    (a figure the run's calibration did not read yet, asked as a what-if)."""
     if source.suffix != ".json" or not source.is_file():
         raise ValueError(
             f"bad --rescore-held-out {str(source)!r}: expected a held-out run's results file, "
             "bench/results/hosts/<host-id>/predict-heldout.json"
         )
-    rows, meta = rescore(source.parent, source.stem, command, anchor_weight=anchor_weight)
+    rows, meta = rescore(
+        source.parent, source.stem, command, settings=settings, anchor_weight=anchor_weight
+    )
     return write_heldout(rows, meta, source.parent, f"{source.stem}-rescored")
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator import cpu
+from emulator.calibration import cpu_probe
 from emulator.calibration.fits import mb_s_to_gbps, memory_max_mb
 from emulator.calibration.measurements import Measurements
 from emulator.calibration.memory_probe import CHUNK_MB, JUMP_RATIO
@@ -61,6 +62,20 @@ def here_today() -> Provenance:
     """This machine (cpu.this_machine) and today's date: where figures measured now were
     taken."""
     return Provenance(cpu.this_machine(), datetime.date.today().isoformat())
+
+
+def _scheduler_tick(m: Measurements, w: Provenance) -> dict[str, Any]:
+    """The kernel's tick, 1/CONFIG_HZ: where a worker's wait for the cores is timed (a burst
+    shorter than a tick mostly runs to its end and waits at its next wake-up)."""
+    why = ("1/CONFIG_HZ: the scheduler preempts a running burst at a tick, so a worker's wait "
+           "for the cores lands in its step in proportion to the step over the tick "
+           "(provisioner.local_machine.waits_in_compute)")  # fmt: skip
+    if m.kernel_hz is None:
+        return figure(1.0 / cpu_probe.DEFAULT_HZ, "s",
+                      f"{why}; {m.kernel_hz_note}: Linux's default {cpu_probe.DEFAULT_HZ} Hz "
+                      "assumed", w, "policy")  # fmt: skip
+    return figure(1.0 / m.kernel_hz, "s", f"{why}; CONFIG_HZ={m.kernel_hz} in "
+                  f"{m.kernel_hz_note}", w, "measured")  # fmt: skip
 
 
 def figure(value: Any, unit: str, source: str, where: Provenance, tag: str) -> dict[str, Any]:
@@ -163,6 +178,7 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
             m.cfs_period_s, "s", "emulator/cpu.py CFS_PERIOD_US (Lambda's 20 ms slice)"
         ),
         "cpu_share_achieved_ratio": share,
+        "scheduler_tick_s": _scheduler_tick(m, w),
         "invocation_timeout_s": policy(INVOCATION_TIMEOUT_S, "s", "Lambda's limit, kept"),
         **{key: _copied(ref[key], w) for key in COPIED_LAMBDA_FIGURES},
         "concurrency_limit": policy(

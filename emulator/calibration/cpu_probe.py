@@ -1,8 +1,11 @@
-"""The CPU probe: the share a busy loop achieves in a CPU group, and the machine's memory."""
+"""The CPU probe: the share a busy loop achieves in a CPU group, the kernel's scheduler tick,
+and the machine's memory."""
 
 from __future__ import annotations
 
+import gzip
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -40,6 +43,26 @@ def measure_cpu_share(duration_s: float) -> tuple[float | None, str]:
             ratios.append(float(out.stdout.strip()) / cores)
     shares = ", ".join(f"{c:g}" for c in CPU_SHARES)
     return statistics.mean(ratios), f"busy loop {duration_s:g} s in a CFS group at {shares} core"
+
+
+# Where a kernel says its CONFIG_HZ; the Linux default where none is readable (the split the tick
+# decides moves little between 100 and 1000 Hz: provisioner.local_machine.waits_in_compute)
+KERNEL_CONFIGS = ("/proc/config.gz", f"/boot/config-{os.uname().release}")
+DEFAULT_HZ = 250
+
+
+def kernel_hz(paths: tuple[str, ...] = KERNEL_CONFIGS) -> tuple[int | None, str]:
+    """(CONFIG_HZ, the file it was read from), or (None, why not) where no config says it."""
+    for path in paths:
+        try:
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(path, "rt") as f:
+                found = re.search(r"^CONFIG_HZ=(\d+)$", f.read(), re.MULTILINE)
+        except OSError:
+            continue
+        if found and int(found.group(1)) > 0:
+            return int(found.group(1)), path
+    return None, f"no CONFIG_HZ in {' or '.join(paths)}"
 
 
 def machine_memory_gib() -> float:

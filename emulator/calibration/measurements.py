@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emulator import cpu
-from emulator.calibration.cpu_probe import machine_memory_gib, measure_cpu_share
+from emulator.calibration.cpu_probe import kernel_hz, machine_memory_gib, measure_cpu_share
 from emulator.calibration.memory_probe import QUICK_PROBE_MB, FreshMemory, measure_fresh_memory
 from emulator.calibration.ps_probe import LOOP_READINGS, PS_SIZES_MB, PS_SIZES_QUICK_MB, measure_ps
 from emulator.calibration.runner_probe import (
@@ -69,6 +69,9 @@ class Measurements:
     # one runner's import of the worker module alone, the t₁ of init_cores_by_n (None: an
     # older record)
     init_import_s: float | None = None
+    # the kernel's CONFIG_HZ and the file that said it (None: not readable)
+    kernel_hz: int | None = None
+    kernel_hz_note: str = ""
     # (fit, note) where a bandwidth fit was not the first attempt's line (Fit.note): "ps" (one
     # client), "aggregate" (one shard), "s3_get", "s3_put", "checkpoint"; each figure read
     # from that fit leads its source with the note
@@ -93,6 +96,7 @@ def measure(quick: bool, work: Path) -> Measurements:
     init_repeats = 1 if quick else INIT_REPEATS
     cores = int(cpu.machine_cores())
     share, share_note = measure_cpu_share(0.3 if quick else 2.0)
+    hz, hz_note = kernel_hz()
     secret = secrets.token_hex(16)
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(s3_server(data_dir=work / "s3", log_dir=work / "s3-logs"))
@@ -146,6 +150,8 @@ def measure(quick: bool, work: Path) -> Measurements:
         init_cores=single_init_cores(init_cores_by_n, cores),
         init_cores_by_n=init_cores_by_n,
         init_import_s=import_s,
+        kernel_hz=hz,
+        kernel_hz_note=hz_note,
         init_repeats=init_repeats,
         load_cpu_s=load_s,
         restart_s=restart_s,

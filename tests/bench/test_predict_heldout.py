@@ -294,3 +294,28 @@ def test_a_held_out_run_is_rescored_against_its_own_measurements(tmp_path: Path)
     for b, a in s3:
         assert a["requests_per_iteration"]["measured"] == b["requests_per_iteration"]["measured"]
         assert a["requests_per_iteration"]["predicted_local"]["get"] > 0
+
+
+def test_a_held_out_rescoring_takes_a_catalog_what_if(tmp_path: Path) -> None:
+    """--rescore-held-out --set changes every round's catalog of the kept run: the scheduler's
+    tick moves a short step's wait for the cores from its compute to its communication, the
+    total as it was, and the table says what was set."""
+    kept = Path("bench/results/hosts/amd-epyc-2c")
+    folder = tmp_path / "amd-epyc-2c"
+    shutil.copytree(kept / "predict-heldout-platform", folder / "predict-heldout-platform")
+    shutil.copy(kept / "predict-heldout.json", folder / "predict-heldout.json")
+    source = folder / "predict-heldout.json"
+    out = folder / "predict-heldout-rescored.json"
+
+    def terms(settings: list[str]) -> list[dict[str, float]]:
+        cli.rescore_heldout(source, "x", settings=settings)
+        rows = json.loads(out.read_text())["rows"]
+        return [{t: r["terms"][t]["predicted_local_s"] for t in r["terms"]} for r in rows]
+
+    off, on = terms(["lambda.scheduler_tick_s=0"]), terms(["lambda.scheduler_tick_s=0.004"])
+    assert "lambda.scheduler_tick_s=0.004" in json.loads(out.read_text())["meta"]["rescored"]
+    assert [r["total"] for r in on] == pytest.approx([r["total"] for r in off])
+    moved = [b["compute"] - a["compute"] for a, b in zip(on, off, strict=True)]
+    assert all(m >= -1e-9 for m in moved) and max(moved) > 0
+    for a, b, m in zip(on, off, moved, strict=True):
+        assert a["communication"] - b["communication"] == pytest.approx(m, abs=1e-9)

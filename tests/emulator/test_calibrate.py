@@ -18,7 +18,15 @@ import pytest
 
 from bench.lab.catalog_anchor import LOOP_FIGURES
 from emulator import calibrate
-from emulator.calibration import catalog, fits, measurements, ps_probe, runner_probe, timing
+from emulator.calibration import (
+    catalog,
+    cpu_probe,
+    fits,
+    measurements,
+    ps_probe,
+    runner_probe,
+    timing,
+)
 from provisioner.catalog import CATALOG_DIR, catalog_from_dict, load_catalog, resolve_data_path
 from tests.emulator.leftovers import survivors
 
@@ -561,3 +569,30 @@ def test_parallel_init_cores_is_k_starts_over_the_time_they_took(
     assert runner_probe.parallel_init_cores(one_s, together_s, k, cores=2) == pytest.approx(
         expected
     )
+
+
+def test_the_kernels_tick_is_read_from_its_config_or_assumed_with_a_reason(tmp_path: Path) -> None:
+    """CONFIG_HZ from the first config that says it (gzip or plain); where none does, the
+    catalog's tick is Linux's default as a policy that names why."""
+    import gzip
+
+    plain, packed = tmp_path / "config", tmp_path / "config.gz"
+    plain.write_text("CONFIG_HZ_250=y\nCONFIG_HZ=250\n")
+    with gzip.open(packed, "wt") as f:
+        f.write("# CONFIG_HZ_PERIODIC is not set\nCONFIG_HZ=1000\n")
+    assert cpu_probe.kernel_hz((str(packed), str(plain))) == (1000, str(packed))
+    assert cpu_probe.kernel_hz((str(tmp_path / "none"), str(plain))) == (250, str(plain))
+    hz, why = cpu_probe.kernel_hz((str(tmp_path / "none"),))
+    assert hz is None and "no CONFIG_HZ" in why
+    read = catalog.build_catalog(
+        fake_measurements(kernel_hz=1000, kernel_hz_note="/proc/config.gz"), REFERENCE, WHERE
+    )
+    tick = read["lambda"]["scheduler_tick_s"]
+    assert (tick["value"], tick["tag"]) == (0.001, "measured") and "CONFIG_HZ=1000" in tick[
+        "source"
+    ]
+    assert catalog_from_dict(read).scheduler_tick_s == 0.001
+    assumed = catalog.build_catalog(
+        fake_measurements(kernel_hz=None, kernel_hz_note=why), REFERENCE, WHERE
+    )["lambda"]["scheduler_tick_s"]
+    assert (assumed["value"], assumed["tag"]) == (0.004, "policy") and why in assumed["source"]

@@ -142,7 +142,8 @@ def run_report_dict(**overrides: Any) -> dict[str, Any]:
     return base
 
 
-Platform = tuple[float | None, ...]  # (total vCPU, PS burst s, load CPU s, parallel speed)
+# (total vCPU, PS burst s, load CPU s, parallel speed[, the scheduler's tick s])
+Platform = tuple[float | None, ...]
 
 
 def on_platform(
@@ -151,10 +152,12 @@ def on_platform(
     """A profile and a small catalog (`grid`: small_catalog's sizes) on one test platform: its
     shared cores, PS burst and CPU-bound load go to the catalog, the speed workers keep while
     they share the cores (measured with 2 at once) to the profile."""
-    cores, burst_s, load_cpu_s, speed = platform
+    cores, burst_s, load_cpu_s, speed, *tick = platform
     if speed is not None:
         profile_fields = {**profile_fields, "parallel_speed_ratio": speed, "parallel_processes": 2}
     catalog = small_catalog(total_vcpu=cores, burst_s=burst_s, load_cpu_s=load_cpu_s, **grid)
     if cores is not None:  # the S3 requests' CPU on shared cores (local_s3.s3_cpu_floor_s)
         catalog = dataclasses.replace(catalog, s3_request_cpu_s=0.0014, s3_server_cpu_s=0.0012)
+    if tick and tick[0]:  # where a short step's wait for the cores is timed
+        catalog = dataclasses.replace(catalog, scheduler_tick_s=float(tick[0]))
     return make_profile(**profile_fields), catalog

@@ -443,7 +443,7 @@ def test_rescore_with_another_profile_anchors_it_by_the_readings_the_run_kept(
         (["--anchor-weight", "0.5"], r"bad --anchor-weight 0\.5: only a re-scoring"),
         (["--rescore", "--anchor-weight", "1.5"], r"bad --anchor-weight 1\.5: expected a number"),
         (["--rescore-held-out", "x.json", "--anchor-weight", "2"], r"bad --anchor-weight 2: "),
-        (["--rescore-held-out", "x.json", "--set", "lambda.compute_cores=2"],
+        (["--rescore-held-out", "x.json", "--profile", "digits-mlp=profiles/digits-mlp.json"],
          r"only a re-scoring \(--rescore\)"),
         (["--precision", "0"], r"bad --precision 0: expected a fraction above 0, below 1"),
         (["--repeats", "5", "--max-repeats", "4"], r"bad --max-repeats 4: expected at least"),
@@ -637,13 +637,22 @@ def test_a_held_out_rescoring_at_an_anchor_weight_passes_it_on(
 
     seen = {}
 
-    def fake(source: Path, command: str, anchor_weight: float | None = None) -> str:
-        seen.update(source=source, weight=anchor_weight)
+    def fake(
+        source: Path,
+        command: str,
+        anchor_weight: float | None = None,
+        settings: list[str] | None = None,
+    ) -> str:
+        seen.update(source=source, weight=anchor_weight, settings=settings)
         return "rescored"
 
     monkeypatch.setattr(cli, "rescore_heldout", fake)
     assert bp.main(["--rescore-held-out", str(tmp_path / "h.json"), "--anchor-weight", "0.5"]) == 0
-    assert seen == {"source": tmp_path / "h.json", "weight": 0.5}
+    assert seen == {"source": tmp_path / "h.json", "weight": 0.5, "settings": []}
+    # a catalog what-if: a figure the run's calibration did not read yet
+    argv = ["--rescore-held-out", str(tmp_path / "h.json"), "--set", "lambda.x=1", "--set", "a.b=2"]
+    assert bp.main(argv) == 0
+    assert seen["settings"] == ["lambda.x=1", "a.b=2"]
 
 
 def test_set_without_rescore_is_refused() -> None:

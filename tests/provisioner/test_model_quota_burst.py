@@ -428,3 +428,51 @@ def test_the_quota_step_never_drops_below_the_work_and_the_exchange_near_one_per
     steps = quota.cfs_step_s(c, xs, e, p)
     assert np.all(np.diff(steps) <= 0)
     assert np.all(steps >= c + e)
+
+
+def test_a_short_steps_wait_for_the_cores_is_timed_where_it_wakes() -> None:
+    """The scheduler serves a wait inside a step only at a tick before the step's end: c/(2τ)
+    of it for a step c shorter than the tick τ, 1 − τ/(2c) for a longer one; none moves where
+    the catalog names no tick."""
+    tick = 0.004
+    got = local_machine.waits_in_compute(np.array([0.0005, 0.002, 0.004, 0.04]), tick)
+    assert got == pytest.approx([0.0625, 0.25, 0.5, 0.95])
+    assert np.all(np.diff(local_machine.waits_in_compute(np.geomspace(1e-5, 1, 50), tick)) > 0)
+    assert local_machine.waits_in_compute(np.array([0.0005, 0.04]), 0.0).tolist() == [1.0, 1.0]
+
+
+def test_the_tick_moves_a_short_steps_wait_into_communication_the_total_as_it_was(
+    catalog_2025: Catalog,
+) -> None:
+    """Eight sub-millisecond steps on 1.5 shared cores wait for them: with the kernel's tick
+    named, most of that wait is timed in the exchange; the step's own time stays in compute and
+    the total does not move."""
+    from tests.local_catalog import local_catalog
+
+    points = [
+        {"vcpu_share": 0.5, "samples_per_s": 40000},
+        {"vcpu_share": 1.0, "samples_per_s": 80000},
+    ]
+    profile = make_profile(model_bytes=40_000, training_rate={"x86_64": {"points": points}})
+    base = dataclasses.replace(local_catalog(), total_vcpu=1.5)
+    choice = Choice(8, 512, "x86_64", "loopback", 1)
+    off = predict(profile, base, choice)
+    on = predict(profile, dataclasses.replace(base, scheduler_tick_s=0.004), choice)
+    assert float(on.total_s[0]) == pytest.approx(float(off.total_s[0]))
+    moved = float(off.compute_per_iteration_s[0] - on.compute_per_iteration_s[0])
+    assert moved > 0
+    assert float(
+        on.communication_per_iteration_s[0] - off.communication_per_iteration_s[0]
+    ) == pytest.approx(moved)
+    ticked = dataclasses.replace(catalog_2025, scheduler_tick_s=0.004)
+    aws = Choice(8, 512, "x86_64", catalog_2025.ps_types[0].name, 1)
+    assert predict(profile, ticked, aws).compute_per_iteration_s == pytest.approx(
+        predict(profile, catalog_2025, aws).compute_per_iteration_s
+    )  # every function its own cores: nothing waits for them
+
+
+def test_the_scheduler_tick_is_read_and_absent_means_every_wait_in_the_step() -> None:
+    assert catalog_from_dict(_catalog_doc(scheduler_tick_s=0.004)).scheduler_tick_s == 0.004
+    assert catalog_from_dict(_catalog_doc()).scheduler_tick_s == 0.0
+    with pytest.raises(ValueError, match="scheduler_tick_s"):
+        catalog_from_dict(_catalog_doc(scheduler_tick_s=-1))

@@ -74,8 +74,9 @@ GRIDS = st.sampled_from(
 # catalogued (unlimited, 300 s), and local-like platforms whose cores n functions share, with a
 # burst that ends mid-run, a CPU-bound load and workers that slow each other down.
 PLATFORMS = st.sampled_from(
-    [(None, None, None, None), (2.0, 20.0, 0.3, 0.6), (6.0, 1.0, None, None), (1.5, 5.0, 2.0, 0.9)]
-)
+    [(None, None, None, None), (2.0, 20.0, 0.3, 0.6), (6.0, 1.0, None, None), (1.5, 5.0, 2.0, 0.9),
+     (2.0, None, 0.3, 0.6, 0.004)]
+)  # fmt: skip
 
 
 def _budget_of(factor: float) -> object:

@@ -107,7 +107,7 @@ def test_compute_bound_never_exceeds_the_lambda_cost(
     top = np.full(f.r.size, space.memory_mb.size - 1)  # type: ignore[attr-defined]
     at_top = cells_at(profile, catalog, space, f.r, f.ni, top)  # type: ignore[arg-type]
     period_s = catalog.cpu_throttle_period_s
-    bound = _compute_bound(space, f.r, f.ni, at_top, f.nt, period_s)  # type: ignore[arg-type]
+    bound = _compute_bound(space, f.r, f.ni, at_top, f.nt, period_s, catalog.scheduler_tick_s)  # type: ignore[arg-type]
     lam = np.where(np.isfinite(cells.total_s), cells.lambda_usd, np.inf)  # type: ignore[attr-defined]
     ok = np.isfinite(at_top.total_s)
     assert np.all(bound[ok] <= lam.min(axis=2)[f.r, f.ni][ok] * (1 + 1e-9))

@@ -165,6 +165,8 @@ def corrected_step(
         wait_s=wait,
         warmup_s=warmup_s(profile, catalog, nt, share),
         start_s=start,
+        # at `core`: the step at one core, or the floor n steps take turns within on the cores
+        # (the version the held-out rows were re-scored with, seeds 20-28)
         compute_wait_share=waits_in_compute(core, catalog.scheduler_tick_s),
     )
 

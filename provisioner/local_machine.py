@@ -76,9 +76,7 @@ def corrected_n_terms(
         communication_burst_s=comm_burst,
         exchange_burst_s=comm_burst + nt.aggregation_s,
         burst_iterations=burst_iterations(burst_s, comm_burst, nt.iterations),
-        startup_s=cold_start_s(
-            profile.startup_s, n, startup_cores(catalog, n), catalog.init_import_s
-        ),
+        startup_s=crowded_startup_s(profile.startup_s, catalog, n),
     )
 
 
@@ -363,6 +361,12 @@ def cold_start_s(
     slowdown = shared_slowdown(n, init_cores)
     crowded = startup_s if crowded_s is None else min(crowded_s, startup_s)
     return startup_s + crowded * (slowdown - 1.0)
+
+
+def crowded_startup_s(startup_s: float, catalog: Catalog, n: Arr) -> Arr:
+    """A first link's start-up of n workers at once on `catalog`: cold_start_s with its init
+    cores at n and its import alone (the profile's `startup_s` on AWS)."""
+    return cold_start_s(startup_s, n, startup_cores(catalog, n), catalog.init_import_s)
 
 
 def startup_cores(catalog: Catalog, n: Arr) -> Arr | float | None:

@@ -36,9 +36,7 @@ from provisioner.terms import Arr, local_batch, training_rate_samples_s
 def startup_s(profile: WorkloadProfile, catalog: Catalog, functions: int) -> float:
     """A first link's start-up when `functions` workers start at once: the profile's alone on
     AWS, its import slowed by max(1, n/C_init) on the local machine's shared init cores."""
-    n = np.array([functions])
-    cores = local_machine.startup_cores(catalog, n)
-    started = local_machine.cold_start_s(profile.startup_s, n, cores, catalog.init_import_s)
+    started = local_machine.crowded_startup_s(profile.startup_s, catalog, np.array([functions]))
     return float(started[0])
 
 

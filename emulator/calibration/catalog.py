@@ -118,7 +118,9 @@ def _lambda_section(m: Measurements, ref: dict[str, Any], w: Provenance) -> dict
         f"os.sched_getaffinity: {m.cores} cores × emulator/cpu.py WORKER_CORE_FRACTION "
         f"{cpu.WORKER_CORE_FRACTION}"
     )
-    per_n = {}  # an older Measurements (tests) has no per-n figure: init_cores at every n
+    # the cold-start crowd's figures: an older Measurements (tests) has none (init_cores at
+    # every n, the whole start-up stretched)
+    per_n = {}
     if m.init_cores_by_n:
         per_n["init_cores_by_n"] = measured(
             [[k, round(c, 3)] for k, c in m.init_cores_by_n],
